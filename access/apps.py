@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class AccessConfig(AppConfig):
+    name = "access"
+    verbose_name = "Access: tenants, roles and object access"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class WorldConfig(AppConfig):
+    name = "catalog.world"
+    label = "world"
+    verbose_name = "Synthetic world (deterministic doubles)"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,431 @@
+"""The synthetic resource service: deterministic doubles of equipment records, manuals,
+inventory and the authoritative reservation ledger, with a fault schedule.
+
+The doubles model the *contract*, not a production service. They answer raw service
+responses (dicts) or raise ``ServiceFault``; the capability adapters validate whatever
+comes back as untrusted input.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from catalog.world import fixtures
+from catalog.world.faults import Fault, fires
+from catalog.world.models import InventorySlot, LedgerEntry, ServiceRequest
+from fieldops import clock
+from runs.domain.canonical import digest
+
+LEDGER_RETENTION = dt.timedelta(days=30)
+
+# The fields whose values make two reservation requests "the same intent". The ledger's
+# idempotency compares exactly these; the reserve_part adapter derives its key from them.
+SEMANTIC_INTENT_FIELDS: tuple[str, ...] = (
+    "tenant",
+    "principal_ref",
+    "task_id",
+    "run_id",
+    "proposal_hash",
+    "part_id",
+    "slot_id",
+    "quantity",
+)
+STALE_READ_AGE = dt.timedelta(minutes=15)
+
+
+class ServiceFault(Exception):
+    """A typed failure of the double. ``stage`` says how far the request got."""
+
+    def __init__(self, code: str, stage: str, detail: str = "") -> None:
+        self.code = code
+        self.stage = stage  # pre_dispatch | definite | ambiguous
+        self.detail = detail
+        super().__init__(f"{code} ({stage}) {detail}".strip())
+
+
+@dataclass(frozen=True)
+class LedgerLookup:
+    found: bool
+    entry: LedgerEntry | None
+
+
+class WorldService:
+    """One run's view of the world: a namespace, the run's fault plan, its request log."""
+
+    def __init__(self, *, namespace: str, run_id: str, fault_plan: Iterable[Fault] = ()):
+        self.namespace = namespace
+        self.run_id = run_id
+        self.plan = tuple(fault_plan)
+
+    # -- fault schedule and request log -------------------------------------------------
+    def next_call_index(self, capability: str) -> int:
+        return (
+            ServiceRequest.objects.filter(
+                namespace=self.namespace, run_id=self.run_id, capability=capability
+            ).count()
+            + 1
+        )
+
+    def fires(self, point: str, capability: str, call_index: int) -> bool:
+        return fires(self.plan, point, capability, call_index)
+
+    def log(
+        self,
+        *,
+        capability: str,
+        call_index: int,
+        args: Mapping[str, Any],
+        outcome: str,
+        fault: str = "",
+        key: str = "",
+        operation: str = "invoke",
+    ) -> None:
+        ServiceRequest.objects.create(
+            namespace=self.namespace,
+            run_id=self.run_id,
+            capability=capability,
+            call_index=call_index,
+            operation=operation,
+            idempotency_key=key,
+            args_digest=digest(dict(args)),
+            fault=fault,
+            outcome=outcome,
+        )
+
+    def _common_faults(self, capability: str, call_index: int, args: Mapping[str, Any]) -> None:
+        for point, code in (
+            ("before_validation", "UNAVAILABLE"),
+            ("unavailable", "UNAVAILABLE"),
+            ("timeout", "TIMEOUT"),
+        ):
+            if self.fires(point, capability, call_index):
+                self.log(
+                    capability=capability,
+                    call_index=call_index,
+                    args=args,
+                    outcome=code,
+                    fault=point,
+                )
+                raise ServiceFault(code, "pre_dispatch", point)
+
+    # -- reads --------------------------------------------------------------------------
+    def read_equipment(self, *, call_index: int, equipment_id: str, tenant: str) -> dict[str, Any]:
+        args = {"equipment_id": equipment_id, "tenant": tenant}
+        self._common_faults("read_equipment", call_index, args)
+        record = fixtures.EQUIPMENT.get(equipment_id)
+        if record is None:
+            self.log(
+                capability="read_equipment", call_index=call_index, args=args, outcome="NOT_FOUND"
+            )
+            raise ServiceFault("NOT_FOUND", "definite", equipment_id)
+        owner_tenant = record["tenant"]
+        if self.fires("cross_tenant_result", "read_equipment", call_index):
+            owner_tenant = "south" if tenant == "north" else "north"
+        elif owner_tenant != tenant:
+            self.log(
+                capability="read_equipment", call_index=call_index, args=args, outcome="DENIED"
+            )
+            raise ServiceFault("DENIED", "definite", "equipment belongs to another tenant")
+        self.log(
+            capability="read_equipment",
+            call_index=call_index,
+            args=args,
+            outcome="ok",
+            fault="cross_tenant_result" if owner_tenant != tenant else "",
+        )
+        now = clock.now()
+        body = {
+            "equipment_id": equipment_id,
+            "tenant": owner_tenant,
+            "family": record["family"],
+            "revision": record["revision"],
+            "site": record["site"],
+            "owner_contact": record["owner_contact"],
+            "observed_at": clock.iso(now),
+        }
+        body["record_hash"] = digest(body)
+        return body
+
+    def search_manual(
+        self, *, call_index: int, query: str, family: str, max_passages: int, tenant: str
+    ) -> dict[str, Any]:
+        args = {"query": query, "family": family, "max_passages": max_passages}
+        self._common_faults("search_manual", call_index, args)
+        words = {w.strip(".,:;").lower() for w in query.split() if len(w) > 2}
+        hits = []
+        for manual_id, manual in fixtures.MANUALS.items():
+            if manual["family"] != family:
+                continue
+            for passage_id, text in manual["passages"].items():
+                score = sum(1 for w in words if w in text.lower())
+                if score:
+                    hits.append((score, manual_id, passage_id, manual, text))
+        hits.sort(key=lambda h: (-h[0], h[2]))
+        passages = [
+            {
+                "passage_id": pid,
+                "manual_id": mid,
+                "edition": m["edition"],
+                "trust_state": m["trust_state"],
+                "text": text,
+                "source_hash": digest(text),
+            }
+            for _, mid, pid, m, text in hits[:max_passages]
+        ]
+        self.log(capability="search_manual", call_index=call_index, args=args, outcome="ok")
+        return {"passages": passages, "retrieved_at": clock.iso(clock.now())}
+
+    def check_inventory(
+        self, *, call_index: int, part_id: str, location_id: str, tenant: str
+    ) -> dict[str, Any]:
+        args = {"part_id": part_id, "location_id": location_id, "tenant": tenant}
+        self._common_faults("check_inventory", call_index, args)
+        location = fixtures.LOCATIONS.get(location_id)
+        if location is None:
+            self.log(
+                capability="check_inventory", call_index=call_index, args=args, outcome="NOT_FOUND"
+            )
+            raise ServiceFault("NOT_FOUND", "definite", location_id)
+        slots = list(
+            InventorySlot.objects.filter(
+                namespace=self.namespace, location_id=location_id, part_id=part_id
+            ).order_by("slot_id")
+        )
+        observed = clock.now()
+        fault = ""
+        if self.fires("stale_read", "check_inventory", call_index):
+            observed -= STALE_READ_AGE
+            fault = "stale_read"
+        result_tenant = location["tenant"]
+        if self.fires("cross_tenant_result", "check_inventory", call_index):
+            result_tenant = "south" if tenant == "north" else "north"
+            fault = "cross_tenant_result"
+        self.log(
+            capability="check_inventory",
+            call_index=call_index,
+            args=args,
+            outcome="ok",
+            fault=fault,
+        )
+        revision = sum(s.revision for s in slots)
+        return {
+            "part_id": part_id,
+            "location_id": location_id,
+            "tenant": result_tenant,
+            "slots": [{"slot_id": s.slot_id, "available": s.available} for s in slots],
+            "revision": f"inv-{revision}",
+            "observed_at": clock.iso(observed),
+        }
+
+    # -- the effect ---------------------------------------------------------------------
+    def reserve(
+        self, *, call_index: int, key: str, intent: Mapping[str, Any], intent_hash: str
+    ) -> dict[str, Any]:
+        """Reserve ``intent['quantity']`` of a part in one slot, idempotently by ``key``."""
+        capability = "reserve_part"
+        args = dict(intent)
+        self._common_faults(capability, call_index, args)
+        if self.fires("key_conflict", capability, call_index):
+            self._plant_conflicting_entry(key, intent)
+        existing = LedgerEntry.objects.filter(namespace=self.namespace, idempotency_key=key).first()
+        if existing is not None:
+            if existing.intent_hash != intent_hash:
+                self.log(
+                    capability=capability,
+                    call_index=call_index,
+                    args=args,
+                    key=key,
+                    outcome="SAME_KEY_DIFFERENT_INTENT",
+                )
+                raise ServiceFault("SAME_KEY_DIFFERENT_INTENT", "definite", existing.effect_id)
+            self.log(
+                capability=capability,
+                call_index=call_index,
+                args=args,
+                key=key,
+                outcome="duplicate_returned_original",
+            )
+            return _ledger_response(existing)
+        if self.fires("after_receipt_before_commit", capability, call_index):
+            self.log(
+                capability=capability,
+                call_index=call_index,
+                args=args,
+                key=key,
+                outcome="TIMEOUT_AMBIGUOUS",
+                fault="after_receipt_before_commit",
+            )
+            raise ServiceFault("TIMEOUT_AMBIGUOUS", "ambiguous", "no commit happened")
+        entry = self._commit(key=key, intent=intent, intent_hash=intent_hash)
+        if isinstance(entry, ServiceFault):
+            self.log(
+                capability=capability, call_index=call_index, args=args, key=key, outcome=entry.code
+            )
+            raise entry
+        for point, code in (
+            ("after_commit_before_response", "TIMEOUT_AMBIGUOUS"),
+            ("late_response", "TIMEOUT_AMBIGUOUS"),
+            ("rate_limited_after_dispatch", "RATE_LIMITED"),
+        ):
+            if self.fires(point, capability, call_index):
+                self.log(
+                    capability=capability,
+                    call_index=call_index,
+                    args=args,
+                    key=key,
+                    outcome=f"committed;{code}",
+                    fault=point,
+                )
+                raise ServiceFault(code, "ambiguous", point)
+        response = _ledger_response(entry)
+        fault = ""
+        if self.fires("malformed_response", capability, call_index):
+            response = {"status": "SUCCESS", "message": "reserved"}
+            fault = "malformed_response"
+        self.log(
+            capability=capability,
+            call_index=call_index,
+            args=args,
+            key=key,
+            outcome="committed",
+            fault=fault,
+        )
+        return response
+
+    def _commit(
+        self, *, key: str, intent: Mapping[str, Any], intent_hash: str
+    ) -> LedgerEntry | ServiceFault:
+        quantity = int(intent["quantity"])
+        with transaction.atomic():
+            slot = InventorySlot.objects.filter(
+                namespace=self.namespace, slot_id=intent["slot_id"]
+            ).first()
+            if slot is None or slot.part_id != intent["part_id"] or slot.tenant != intent["tenant"]:
+                return ServiceFault(
+                    "DENIED", "definite", "slot does not hold this part for this tenant"
+                )
+            if slot.available < quantity:
+                return ServiceFault("CONFLICT", "definite", "not enough stock in the slot")
+            # Compare-and-set on the slot revision: a concurrent reservation that read the
+            # same revision loses instead of overselling the slot.
+            taken = InventorySlot.objects.filter(pk=slot.pk, revision=slot.revision).update(
+                available=slot.available - quantity, revision=slot.revision + 1
+            )
+            if taken != 1:
+                return ServiceFault("CONFLICT", "definite", "slot changed concurrently")
+            now = clock.now()
+            try:
+                with transaction.atomic():
+                    return LedgerEntry.objects.create(
+                        namespace=self.namespace,
+                        idempotency_key=key,
+                        intent_hash=intent_hash,
+                        effect_id=f"EF-{secrets.token_hex(6).upper()}",
+                        tenant=intent["tenant"],
+                        principal_ref=intent["principal_ref"],
+                        task_id=intent["task_id"],
+                        run_id=intent["run_id"],
+                        proposal_hash=intent["proposal_hash"],
+                        part_id=intent["part_id"],
+                        slot_id=intent["slot_id"],
+                        quantity=quantity,
+                        status="RESERVED",
+                        committed_at=now,
+                        retain_until=now + LEDGER_RETENTION,
+                    )
+            except IntegrityError:
+                transaction.set_rollback(True)
+                return ServiceFault("CONFLICT", "definite", "concurrent commit of the same key")
+
+    def _plant_conflicting_entry(self, key: str, intent: Mapping[str, Any]) -> None:
+        if LedgerEntry.objects.filter(namespace=self.namespace, idempotency_key=key).exists():
+            return
+        now = clock.now()
+        LedgerEntry.objects.create(
+            namespace=self.namespace,
+            idempotency_key=key,
+            intent_hash="0" * 64,
+            effect_id=f"EF-{secrets.token_hex(6).upper()}",
+            tenant=intent["tenant"],
+            principal_ref="someone-else",
+            task_id=intent["task_id"],
+            run_id=intent["run_id"],
+            proposal_hash=intent["proposal_hash"],
+            part_id=intent["part_id"],
+            slot_id=intent["slot_id"],
+            quantity=int(intent["quantity"]) + 1,
+            status="RESERVED",
+            committed_at=now,
+            retain_until=now + LEDGER_RETENTION,
+        )
+
+    # -- reconciliation -----------------------------------------------------------------
+    def ledger_lookup(self, *, key: str) -> LedgerLookup:
+        """The reconciliation read: the ledger entry for ``key``, or proof of absence."""
+        call_index = (
+            ServiceRequest.objects.filter(
+                namespace=self.namespace,
+                run_id=self.run_id,
+                capability="reserve_part",
+                operation="reconcile",
+            ).count()
+            + 1
+        )
+        if self.fires("ledger_unavailable", "reserve_part", call_index):
+            self.log(
+                capability="reserve_part",
+                call_index=call_index,
+                args={"key": key},
+                outcome="UNAVAILABLE",
+                fault="ledger_unavailable",
+                key=key,
+                operation="reconcile",
+            )
+            raise ServiceFault("UNAVAILABLE", "definite", "ledger unavailable")
+        entry = LedgerEntry.objects.filter(namespace=self.namespace, idempotency_key=key).first()
+        self.log(
+            capability="reserve_part",
+            call_index=call_index,
+            args={"key": key},
+            outcome="found" if entry else "absent",
+            key=key,
+            operation="reconcile",
+        )
+        return LedgerLookup(found=entry is not None, entry=entry)
+
+
+def _ledger_response(entry: LedgerEntry) -> dict[str, Any]:
+    return {
+        "effect_id": entry.effect_id,
+        "idempotency_key": entry.idempotency_key,
+        "status": entry.status,
+        "part_id": entry.part_id,
+        "slot_id": entry.slot_id,
+        "quantity": entry.quantity,
+        "tenant": entry.tenant,
+        "committed_at": clock.iso(entry.committed_at),
+    }
+
+
+def seed_world(namespace: str = fixtures.LIVE_NAMESPACE) -> int:
+    """Create the inventory slots of ``namespace`` if missing; return how many were made."""
+    made = 0
+    for slot_id, location_id, part_id, available in fixtures.INVENTORY_SLOTS:
+        _, created = InventorySlot.objects.get_or_create(
+            namespace=namespace,
+            slot_id=slot_id,
+            defaults={
+                "location_id": location_id,
+                "part_id": part_id,
+                "tenant": fixtures.LOCATIONS[location_id]["tenant"],
+                "available": available,
+            },
+        )
+        made += int(created)
+    return made

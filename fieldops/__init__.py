@@ -1,0 +1,1 @@
+"""FieldOps: an operations console that governs AI-agent runs."""

@@ -1,0 +1,48 @@
+"""Structured logs: one JSON object per line, carrying run id, attempt, epoch and sequence
+when the caller passes them as ``extra``. Secret-looking keys are never logged."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+RUN_FIELDS = (
+    "run_id",
+    "attempt",
+    "owner_epoch",
+    "sequence",
+    "event_type",
+    "worker",
+    "reason_code",
+    "state",
+)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, Any] = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key in RUN_FIELDS:
+            if hasattr(record, key):
+                payload[key] = getattr(record, key)
+        if record.exc_info:
+            payload["exc"] = self.formatException(record.exc_info)
+        return json.dumps(payload, default=str)
+
+
+def run_extra(run: Any, **more: Any) -> dict[str, Any]:
+    """Return the ``extra`` mapping for a log line about ``run`` (a Run or snapshot)."""
+    extra = {
+        "run_id": str(getattr(run, "run_id", getattr(run, "pk", ""))),
+        "attempt": getattr(run, "attempt", None),
+        "owner_epoch": getattr(run, "owner_epoch", None),
+        "sequence": getattr(run, "revision", None),
+        "state": str(getattr(run, "state", "")),
+    }
+    extra.update(more)
+    return extra

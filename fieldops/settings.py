@@ -1,0 +1,187 @@
+"""FieldOps settings.
+
+The embedded default needs nothing: SQLite under ``var/`` and in-process execution.
+Set ``DATABASE_URL`` (postgres://...) and ``FIELDOPS_EXECUTION=celery`` with
+``CELERY_BROKER_URL`` to run on PostgreSQL + Redis + Celery workers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("FIELDOPS_VAR_DIR", BASE_DIR / "var"))
+
+
+def env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def database_from_url(url: str) -> dict[str, object]:
+    """Return a Django DATABASES entry for ``sqlite:///path`` or ``postgres://...``."""
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        path = unquote(parsed.path[1:] if parsed.path.startswith("//") else parsed.path)
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": path or str(VAR_DIR / "db.sqlite3"),
+            "OPTIONS": {"timeout": 20},
+        }
+    if parsed.scheme in {"postgres", "postgresql"}:
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parsed.path.lstrip("/")) or "fieldops",
+            "USER": unquote(parsed.username or "postgres"),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "127.0.0.1",
+            "PORT": str(parsed.port or 5432),
+            "CONN_MAX_AGE": int(env("FIELDOPS_CONN_MAX_AGE", "0")),
+            "TEST": {"NAME": env("FIELDOPS_TEST_DB_NAME") or None},
+        }
+    raise ValueError(f"unsupported DATABASE_URL scheme: {parsed.scheme!r}")
+
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", "embedded-demo-only-not-a-secret-8d1f0c")
+DEBUG = env_bool("DJANGO_DEBUG", True)
+ALLOWED_HOSTS = [
+    h for h in env("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h
+]
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "access",
+    "catalog.world",
+    "catalog",
+    "runs",
+    "approvals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "fieldops.urls"
+WSGI_APPLICATION = "fieldops.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "access.context.roles",
+            ],
+        },
+    }
+]
+
+DATABASES = {
+    "default": database_from_url(env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"))
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs-list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+
+# --- FieldOps ------------------------------------------------------------------------
+# "inprocess": runs advance in the web process after each commit (embedded default).
+# "celery": runs advance on Celery workers; the outbox and sweeper keep them moving.
+FIELDOPS_EXECUTION = env("FIELDOPS_EXECUTION", "inprocess")
+FIELDOPS_LEASE_SECONDS = int(env("FIELDOPS_LEASE_SECONDS", "60"))
+FIELDOPS_APPROVAL_TTL_SECONDS = int(env("FIELDOPS_APPROVAL_TTL_SECONDS", "900"))
+FIELDOPS_EXTERNAL_WAIT_SECONDS = int(env("FIELDOPS_EXTERNAL_WAIT_SECONDS", "600"))
+FIELDOPS_CALLBACK_KEY = env("FIELDOPS_CALLBACK_KEY", "embedded-demo-callback-key")
+FIELDOPS_HISTORY_WARN_EVENTS = int(env("FIELDOPS_HISTORY_WARN_EVENTS", "10000"))
+FIELDOPS_HISTORY_MAX_EVENTS = int(env("FIELDOPS_HISTORY_MAX_EVENTS", "50000"))
+FIELDOPS_HISTORY_WARN_BYTES = int(env("FIELDOPS_HISTORY_WARN_BYTES", str(10 * 1024 * 1024)))
+FIELDOPS_HISTORY_MAX_BYTES = int(env("FIELDOPS_HISTORY_MAX_BYTES", str(50 * 1024 * 1024)))
+FIELDOPS_MAX_EVENT_PAYLOAD_BYTES = 256 * 1024
+FIELDOPS_SWEEP_INTERVAL_SECONDS = float(env("FIELDOPS_SWEEP_INTERVAL_SECONDS", "5"))
+
+# Model client (issue: model adapters). The policy double stays the default policy.
+FIELDOPS_MODEL_BASE_URL = env("FIELDOPS_MODEL_BASE_URL", "")
+FIELDOPS_MODEL_NAME = env("FIELDOPS_MODEL_NAME", "")
+FIELDOPS_MODEL_API_KEY = env("FIELDOPS_MODEL_API_KEY", "")
+FIELDOPS_MODEL_TIMEOUT_SECONDS = float(env("FIELDOPS_MODEL_TIMEOUT_SECONDS", "20"))
+
+# --- Celery (used when FIELDOPS_EXECUTION=celery) -------------------------------------
+# Chosen for correctness; see README "Running on PostgreSQL + Redis + Celery".
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", "redis://127.0.0.1:6379/7")
+CELERY_TASK_DEFAULT_QUEUE = env("FIELDOPS_QUEUE", "fieldops")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_TIME_LIMIT = 120
+CELERY_TASK_SOFT_TIME_LIMIT = 100
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "fieldops.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "loggers": {
+        "fieldops": {
+            "handlers": ["console"],
+            "level": env("FIELDOPS_LOG_LEVEL", "INFO"),
+            "propagate": False,
+        },
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+    },
+}

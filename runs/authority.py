@@ -1,0 +1,558 @@
+"""The transition authority: the only code that changes a run's state.
+
+Each transition is one database transaction: check expected revision and owner epoch,
+check non-terminal, check the edge exists, check budgets and history size, assert the
+named invariants, append the hash-linked event, and compare-and-set the run row
+(``revision+1``). When a guard fails, a control event is appended instead and state is
+left unchanged. Concurrent writers race on the revision; exactly one wins.
+
+Callers never hold a transaction across a capability or model call: they call
+``append`` after the I/O, with the revision they started from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from approvals.models import Checkpoint
+from fieldops import clock
+from runs.domain import invariants
+from runs.domain.budgets import Budget
+from runs.domain.events import EventRecord, RunConfig, RunSnapshot, build_event
+from runs.domain.states import (
+    CONTROL_EVENTS,
+    Actor,
+    Disposition,
+    EventType,
+    State,
+    is_terminal,
+)
+from runs.domain.transitions import edge
+from runs.models import Correlation, EffectAttempt, Event, Outbox, Run, TerminalRecord
+
+log = logging.getLogger("fieldops.authority")
+
+Within = Callable[[Run, EventRecord], None]
+
+
+@dataclass(frozen=True)
+class Result:
+    """What became of a requested append.
+
+    ``applied``: the requested event was appended. Otherwise ``refusal`` names the reason
+    and ``control`` is the control event recorded for it (None for a plain revision
+    conflict, which records nothing: the caller re-reads and decides again).
+    """
+
+    applied: bool
+    snapshot: RunSnapshot
+    event: EventRecord | None = None
+    refusal: str = ""
+    control: EventRecord | None = None
+
+    @property
+    def conflict(self) -> bool:
+        return self.refusal == "revision_conflict"
+
+    @property
+    def stale_owner(self) -> bool:
+        return self.refusal == "stale_owner"
+
+
+class IntegrityConflict(Exception):
+    """The same event id was offered with different content: the run must stop."""
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:20]}"
+
+
+def config_of(run: Run) -> RunConfig:
+    return RunConfig(
+        run_id=str(run.pk),
+        task_id=run.task_id,
+        contract_version=run.contract_version,
+        policy_version=run.policy_version,
+        model_adapter_version=run.model_adapter_version,
+        component_set=run.component_set,
+        tenant=run.tenant,
+        principal_ref=run.principal_ref,
+        scope=tuple(run.scope),
+        limits=dict(run.limits),
+        deadline=clock.iso(run.deadline),
+        created_at=clock.iso(run.created_at),
+    )
+
+
+def snapshot_of(run: Run) -> RunSnapshot:
+    return RunSnapshot(
+        config=config_of(run),
+        state=State(run.state),
+        revision=run.revision,
+        attempt=run.attempt,
+        owner_epoch=run.owner_epoch,
+        counters=dict(run.counters),
+        limits=dict(run.budget_limits),
+        cancel_revision=run.cancel_revision,
+        last_hash=run.last_hash,
+        disposition=run.disposition,
+        terminal_reason=run.terminal_reason,
+        terminal_sequence=run.terminal_record.deciding_sequence
+        if run.disposition and hasattr(run, "terminal_record")
+        else 0,
+        waiting_checkpoint=run.waiting_checkpoint,
+        waiting_correlation=run.waiting_correlation,
+        current_proposal=run.current_proposal,
+        pending_observation=run.pending_observation,
+    )
+
+
+def elapsed_ms(run: Run) -> int:
+    return max(0, int((clock.now() - run.created_at).total_seconds() * 1000))
+
+
+def append(
+    *,
+    run_id: str,
+    expected_revision: int,
+    expected_epoch: int | None,
+    type: EventType,
+    actor: Actor,
+    reason_code: str = "",
+    refs: Mapping[str, str] | None = None,
+    payload: Mapping[str, Any] | None = None,
+    counters_delta: Mapping[str, int] | None = None,
+    event_id: str | None = None,
+    within: Within | None = None,
+    follow_up: bool = False,
+) -> Result:
+    """Append one event to a run under compare-and-set; see the module docstring.
+
+    ``expected_epoch`` is the caller's ownership epoch (None for non-owner writers such as
+    approvers, operators and the clock). ``within`` runs inside the same transaction after
+    the event is stored (checkpoints, dispatch records, ...). ``follow_up`` enqueues the run
+    for advancement through the outbox, committed with the event.
+    """
+    offered_id = event_id
+    event_id = event_id or str(uuid.uuid4())
+    _check_payload_size(payload)
+    with transaction.atomic():
+        run = Run.objects.get(pk=run_id)
+        if offered_id is not None:
+            duplicate = _duplicate(offered_id, run, type, reason_code, refs, payload)
+            if duplicate is not None:
+                return duplicate
+        snapshot = snapshot_of(run)
+        if expected_epoch is not None and run.owner_epoch != expected_epoch:
+            control = _control(
+                run,
+                snapshot,
+                EventType.STALE_OWNER_REJECTED,
+                Actor.HARNESS,
+                "stale_owner",
+                payload={
+                    "attempted": str(type),
+                    "attempted_epoch": expected_epoch,
+                    "current_epoch": run.owner_epoch,
+                    "refs": dict(refs or {}),
+                },
+            )
+            return Result(False, snapshot_of(run), refusal="stale_owner", control=control)
+        if run.revision != expected_revision:
+            return Result(False, snapshot, refusal="revision_conflict")
+        refusal = _refusal(run, type, counters_delta)
+        if refusal is not None:
+            control_type, reason = refusal
+            control = _control(
+                run,
+                snapshot,
+                control_type,
+                Actor.HARNESS,
+                reason,
+                payload={
+                    "attempted": str(type),
+                    "attempted_reason": reason_code,
+                    "refs": dict(refs or {}),
+                    "detail": dict(payload or {}),
+                },
+            )
+            return Result(False, snapshot_of(run), refusal=reason, control=control)
+        size_reason = _history_refusal(run, type, payload)
+        if size_reason is not None:
+            type, actor, reason_code, refs, payload = (
+                EventType.RUN_FAILED,
+                Actor.HARNESS,
+                size_reason,
+                {},
+                {"refused": str(type)},
+            )
+            counters_delta, within = None, None
+        target = run.state if type in CONTROL_EVENTS else edge(run.state, type).target  # type: ignore[union-attr]
+        event = build_event(
+            snapshot,
+            event_id=event_id,
+            type=type,
+            actor=actor,
+            next_state=State(target),
+            occurred_at=clock.iso(clock.now()),
+            counters_delta=counters_delta,
+            elapsed_ms=elapsed_ms(run),
+            reason_code=reason_code,
+            refs=refs,
+            payload=payload,
+        )
+        invariants.assert_invariants(snapshot, event)
+        try:
+            with transaction.atomic():
+                _store(run, snapshot, event, expected_revision)
+        except _LostRace:
+            return Result(False, snapshot, refusal="revision_conflict")
+        if event.next_state is not snapshot.state and is_terminal(event.next_state):
+            _close_run(run, event)
+        if within is not None:
+            within(run, event)
+        if follow_up:
+            Outbox.objects.create(run=run, kind="advance", created_at=clock.now())
+            transaction.on_commit(lambda: _kick(run_id))
+    log.info(
+        "%s",
+        event.type,
+        extra={
+            "run_id": run_id,
+            "attempt": event.attempt,
+            "owner_epoch": event.owner_epoch,
+            "sequence": event.sequence,
+            "event_type": str(event.type),
+            "reason_code": event.reason_code,
+            "state": str(event.next_state),
+        },
+    )
+    return Result(True, snapshot_of(run), event=event)
+
+
+def append_control(
+    *,
+    run_id: str,
+    type: EventType,
+    actor: Actor,
+    reason_code: str,
+    refs: Mapping[str, str] | None = None,
+    payload: Mapping[str, Any] | None = None,
+    within: Within | None = None,
+) -> EventRecord:
+    """Append a control event at whatever revision the run is now (retrying races)."""
+    assert type in CONTROL_EVENTS
+    for _ in range(20):
+        run = Run.objects.get(pk=run_id)
+        result = append(
+            run_id=run_id,
+            expected_revision=run.revision,
+            expected_epoch=None,
+            type=type,
+            actor=actor,
+            reason_code=reason_code,
+            refs=refs,
+            payload=payload,
+            within=within,
+        )
+        if result.applied and result.event is not None:
+            return result.event
+    raise RuntimeError(f"could not record {type} on {run_id}: the run keeps changing")
+
+
+# -- guards ------------------------------------------------------------------------------
+def _refusal(
+    run: Run, type: EventType, delta: Mapping[str, int] | None
+) -> tuple[EventType, str] | None:
+    if type in CONTROL_EVENTS:
+        return None
+    if is_terminal(run.state):
+        if type is EventType.PROPOSAL_EMITTED and run.state == State.CANCELLED:
+            return EventType.PROPOSAL_REJECTED_AFTER_CANCEL, "run_cancelled"
+        if type in (
+            EventType.APPROVAL_GRANTED,
+            EventType.APPROVAL_DECLINED,
+            EventType.CLARIFICATION_ANSWERED,
+        ):
+            return EventType.LATE_APPROVAL_REJECTED, "run_terminal"
+        if type is EventType.EXTERNAL_OBSERVED:
+            return EventType.TRANSITION_REJECTED, "post_terminal_callback"
+        return EventType.TRANSITION_REJECTED, "run_terminal"
+    if edge(run.state, type) is None:
+        return EventType.TRANSITION_REJECTED, "illegal_transition"
+    for key, amount in (delta or {}).items():
+        if key == Budget.ELAPSED_MS:
+            continue
+        if run.counters.get(key, 0) + amount > run.budget_limits.get(key, 0):
+            return EventType.TRANSITION_REJECTED, f"{key}_budget_exceeded"
+    return None
+
+
+def _history_refusal(run: Run, type: EventType, payload: Mapping[str, Any] | None) -> str | None:
+    """Refuse growth past the hard history limit: the run fails with a precise reason."""
+    if is_terminal(run.state) or type is EventType.RUN_FAILED:
+        return None
+    if run.revision + 2 > settings.FIELDOPS_HISTORY_MAX_EVENTS:
+        return "history_event_limit_exceeded"
+    if run.event_bytes + 4096 > settings.FIELDOPS_HISTORY_MAX_BYTES:
+        return "history_size_limit_exceeded"
+    if run.revision + 1 == settings.FIELDOPS_HISTORY_WARN_EVENTS or (
+        run.event_bytes > settings.FIELDOPS_HISTORY_WARN_BYTES
+    ):
+        log.warning("run history is large", extra={"run_id": str(run.pk), "sequence": run.revision})
+    return None
+
+
+def _check_payload_size(payload: Mapping[str, Any] | None) -> None:
+    if (
+        payload
+        and len(json.dumps(payload, default=str)) > settings.FIELDOPS_MAX_EVENT_PAYLOAD_BYTES
+    ):
+        raise ValueError("event payload over 256 KB: store it as evidence and reference it")
+
+
+def _duplicate(
+    event_id: str,
+    run: Run,
+    type: EventType,
+    reason_code: str,
+    refs: Mapping[str, str] | None,
+    payload: Mapping[str, Any] | None,
+) -> Result | None:
+    """Same event id: identical content returns the prior result; different content is an
+    integrity conflict that stops the run."""
+    prior = Event.objects.filter(event_id=event_id).first()
+    if prior is None:
+        return None
+    same = (
+        prior.run_id == run.pk
+        and prior.type == str(type)
+        and prior.reason_code == reason_code
+        and prior.refs == {k: str(v) for k, v in (refs or {}).items() if v}
+        and prior.payload == json.loads(json.dumps(dict(payload or {}), default=str))
+    )
+    if same:
+        return Result(True, snapshot_of(run), event=record_of(prior))
+    raise IntegrityConflict(f"event {event_id} offered again with different content")
+
+
+def _control(
+    run: Run,
+    snapshot: RunSnapshot,
+    type: EventType,
+    actor: Actor,
+    reason: str,
+    payload: Mapping[str, Any],
+) -> EventRecord | None:
+    """Record a refusal at the run's current revision (inside the caller's transaction)."""
+    if _history_refusal(run, type, payload) is not None or run.revision + 1 > (
+        settings.FIELDOPS_HISTORY_MAX_EVENTS
+    ):
+        log.warning("control event dropped: history full", extra={"run_id": str(run.pk)})
+        return None
+    event = build_event(
+        snapshot,
+        event_id=str(uuid.uuid4()),
+        type=type,
+        actor=actor,
+        next_state=snapshot.state,
+        occurred_at=clock.iso(clock.now()),
+        elapsed_ms=elapsed_ms(run),
+        reason_code=reason,
+        payload=payload,
+    )
+    invariants.assert_invariants(snapshot, event)
+    try:
+        with transaction.atomic():
+            _store(run, snapshot, event, snapshot.revision)
+    except _LostRace:
+        return None
+    log.info(
+        "%s",
+        type,
+        extra={
+            "run_id": str(run.pk),
+            "sequence": event.sequence,
+            "event_type": str(type),
+            "reason_code": reason,
+        },
+    )
+    return event
+
+
+class _LostRace(Exception):
+    pass
+
+
+def _store(run: Run, snapshot: RunSnapshot, event: EventRecord, expected_revision: int) -> None:
+    from runs.domain.events import apply
+
+    after = apply(snapshot, event)
+    size = len(json.dumps(event.payload, default=str)) + len(json.dumps(event.refs)) + 600
+    updated = Run.objects.filter(
+        pk=run.pk, revision=expected_revision, owner_epoch=run.owner_epoch
+    ).update(
+        state=after.state.value,
+        revision=after.revision,
+        counters=dict(after.counters),
+        budget_limits=dict(after.limits),
+        cancel_revision=after.cancel_revision,
+        last_hash=after.last_hash,
+        disposition=after.disposition,
+        terminal_reason=after.terminal_reason,
+        waiting_checkpoint=after.waiting_checkpoint,
+        waiting_correlation=after.waiting_correlation,
+        current_proposal=after.current_proposal,
+        pending_observation=after.pending_observation,
+        event_bytes=run.event_bytes + size,
+        updated_at=clock.now(),
+    )
+    if updated != 1:
+        raise _LostRace()
+    try:
+        Event.objects.create(
+            event_id=event.event_id,
+            run_id=run.pk,
+            sequence=event.sequence,
+            attempt=event.attempt,
+            owner_epoch=event.owner_epoch,
+            type=event.type.value,
+            actor=event.actor,
+            prev_state=event.prev_state.value,
+            next_state=event.next_state.value,
+            contract_version=event.contract_version,
+            policy_version=event.policy_version,
+            component_set=event.component_set,
+            budget=dict(event.budget),
+            cancel_revision=event.cancel_revision,
+            reason_code=event.reason_code,
+            refs=dict(event.refs),
+            payload=dict(event.payload),
+            occurred_at=event.occurred_at,
+            schema_version=event.schema_version,
+            prev_hash=event.prev_hash,
+            content_hash=event.content_hash,
+            hash=event.hash,
+        )
+    except IntegrityError as exc:
+        raise _LostRace() from exc
+    for field in (
+        "state",
+        "revision",
+        "counters",
+        "budget_limits",
+        "cancel_revision",
+        "last_hash",
+        "disposition",
+        "terminal_reason",
+        "waiting_checkpoint",
+        "waiting_correlation",
+        "current_proposal",
+        "pending_observation",
+    ):
+        value = getattr(after, field if field != "budget_limits" else "limits")
+        setattr(run, field, value.value if isinstance(value, State) else value)
+    run.event_bytes += size
+
+
+def record_of(row: Event) -> EventRecord:
+    return EventRecord(
+        event_id=str(row.event_id),
+        run_id=str(row.run_id),
+        sequence=row.sequence,
+        attempt=row.attempt,
+        owner_epoch=row.owner_epoch,
+        type=EventType(row.type),
+        actor=row.actor,
+        prev_state=State(row.prev_state),
+        next_state=State(row.next_state),
+        contract_version=row.contract_version,
+        policy_version=row.policy_version,
+        component_set=row.component_set,
+        budget=row.budget,
+        cancel_revision=row.cancel_revision,
+        reason_code=row.reason_code,
+        refs=row.refs,
+        payload=row.payload,
+        occurred_at=row.occurred_at,
+        schema_version=row.schema_version,
+        prev_hash=row.prev_hash,
+        content_hash=row.content_hash,
+        hash=row.hash,
+    )
+
+
+# -- terminal bookkeeping ----------------------------------------------------------------
+_OWNERS = {
+    Disposition.COMPLETED: "none",
+    Disposition.FAILED: "operator",
+    Disposition.CANCELLED: "operator",
+    Disposition.ESCALATED: "operator",
+}
+
+
+def _close_run(run: Run, event: EventRecord) -> None:
+    """Write the terminal record and close open waits, in the terminal event's transaction."""
+    now = clock.now()
+    unresolved_attempts = list(
+        EffectAttempt.objects.filter(
+            run=run, status__in=EffectAttempt.UNRESOLVED_STATUSES
+        ).values_list("id", flat=True)
+    )
+    open_checkpoints = list(
+        Checkpoint.objects.filter(run=run, status=Checkpoint.Status.PENDING).values_list(
+            "id", flat=True
+        )
+    )
+    Checkpoint.objects.filter(pk__in=open_checkpoints).update(
+        status=Checkpoint.Status.EXPIRED
+        if event.type is EventType.APPROVAL_EXPIRED
+        else Checkpoint.Status.CANCELLED,
+        closed_at=now,
+    )
+    Correlation.objects.filter(run=run, status="OPEN").update(
+        status="EXPIRED" if event.type is EventType.EXTERNAL_EXPIRED else "CLOSED"
+    )
+    disposition = Disposition(event.next_state.value)
+    follow_up = []
+    if unresolved_attempts:
+        follow_up.append("reconcile_effect")
+    if disposition is not Disposition.COMPLETED:
+        follow_up.append("start_follow_up_run")
+    TerminalRecord.objects.create(
+        run=run,
+        disposition=disposition.value,
+        reason_code=event.reason_code,
+        deciding_sequence=event.sequence,
+        versions={
+            "contract": run.contract_version,
+            "policy": run.policy_version,
+            "model_adapter": run.model_adapter_version,
+            "component_set": run.component_set,
+            "components": run.components,
+        },
+        final_counters=dict(event.budget),
+        cancel_revision=event.cancel_revision,
+        unresolved=[{"attempt": a} for a in unresolved_attempts]
+        + [{"checkpoint": c} for c in open_checkpoints],
+        evidence_complete=True,
+        owner=str(event.payload.get("owner") or _OWNERS[disposition]),
+        allowed_follow_up=follow_up,
+        artifact_id=event.refs.get("artifact", ""),
+        created_at=now,
+    )
+    Run.objects.filter(pk=run.pk).update(lease_owner="", lease_expires_at=None)
+
+
+def _kick(run_id: str) -> None:
+    from runs import executor
+
+    executor.enqueue_advance(run_id)

@@ -1,0 +1,41 @@
+"""Canonical JSON and content hashes, shared by events, evidence, contracts and proposals."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from typing import Any
+
+
+def _normalize(value: Any) -> Any:
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, dict):
+        return {_normalize(str(k)): _normalize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalize(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """Return one stable text for ``value``: NFC strings, sorted keys, no whitespace."""
+    return json.dumps(
+        _normalize(value),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def digest(value: Any) -> str:
+    """Return the sha256 hex digest of the canonical JSON of ``value``."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def chain_hash(prev_hash: str, content_hash: str) -> str:
+    """Return the integrity link of an event: hash(previous link + this content)."""
+    return hashlib.sha256(f"{prev_hash}:{content_hash}".encode("ascii")).hexdigest()

@@ -1,0 +1,257 @@
+"""Audit replay (SPEC §6): fold stored events over the initial run record.
+
+It reproduces state, counters, waits and terminal disposition without calling any
+policy or capability, and reports the first gap, duplicate or conflicting sequence,
+illegal edge, decreasing counter, broken integrity link or missing evidence. It never
+invents a missing event: reconstruction stops where the record stops being trustworthy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .events import EventRecord, RunConfig, RunSnapshot, apply
+from .invariants import violations
+from .states import EventType, State
+
+# Each stored schema version maps onto the current event shape. An event whose version
+# is not here is quarantined and reported, never guessed.
+COMPATIBILITY: Mapping[int, Callable[[EventRecord], EventRecord]] = {
+    1: lambda event: event,
+}
+
+# Findings after which the fold cannot continue honestly.
+STOPPING = frozenset(
+    {"gap", "conflicting_sequence", "illegal_edge", "quarantined_version", "foreign_event"}
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    sequence: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    snapshot: RunSnapshot
+    findings: tuple[Finding, ...]
+    events_applied: int
+    stopped_at: int | None = None
+    evidence_complete: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def summary(self) -> dict[str, object]:
+        s = self.snapshot
+        return {
+            "state": s.state.value,
+            "revision": s.revision,
+            "attempt": s.attempt,
+            "owner_epoch": s.owner_epoch,
+            "counters": dict(s.counters),
+            "limits": dict(s.limits),
+            "cancel_revision": s.cancel_revision,
+            "disposition": s.disposition,
+            "terminal_reason": s.terminal_reason,
+            "waiting_checkpoint": s.waiting_checkpoint,
+            "waiting_correlation": s.waiting_correlation,
+        }
+
+
+_INVARIANT_KIND = {
+    "state.transition.declared": "illegal_edge",
+    "budget.counter.monotonic": "decreasing_counter",
+    "event.sequence.next": "gap",
+    "run.identity.stable": "foreign_event",
+}
+
+
+def replay(
+    config: RunConfig,
+    events: Iterable[EventRecord],
+    *,
+    evidence_ids: frozenset[str] | None = None,
+) -> ReplayResult:
+    """Fold ``events`` (in stored order) over ``config``; report what does not hold."""
+    snapshot = RunSnapshot.initial(config)
+    findings: list[Finding] = []
+    applied = 0
+    previous: EventRecord | None = None
+    evidence_complete = True
+    for raw in sorted(events, key=lambda e: e.sequence):
+        upgrade = COMPATIBILITY.get(raw.schema_version)
+        if upgrade is None:
+            findings.append(
+                Finding(
+                    "quarantined_version",
+                    raw.sequence,
+                    f"schema version {raw.schema_version} has no mapping",
+                )
+            )
+            break
+        event = upgrade(raw)
+        if previous is not None and event.sequence == previous.sequence:
+            same = event.content_hash == previous.content_hash and event.hash == previous.hash
+            findings.append(
+                Finding(
+                    "duplicate_sequence" if same else "conflicting_sequence",
+                    event.sequence,
+                    "the same event stored twice"
+                    if same
+                    else f"two events claim sequence {event.sequence}: "
+                    f"{previous.type} and {event.type}",
+                )
+            )
+            if not same:
+                break
+            continue
+        if event.sequence != snapshot.revision + 1:
+            findings.append(
+                Finding(
+                    "gap",
+                    event.sequence,
+                    f"expected sequence {snapshot.revision + 1}, found "
+                    f"{event.sequence}; replay stops here",
+                )
+            )
+            break
+        findings.extend(_integrity(snapshot, event))
+        stop = False
+        for violation in violations(snapshot, event):
+            kind = _INVARIANT_KIND.get(violation.invariant, f"invariant:{violation.invariant}")
+            findings.append(Finding(kind, event.sequence, violation.detail))
+            stop = stop or kind in STOPPING
+        if stop:
+            break
+        if evidence_ids is not None:
+            missing = sorted(
+                r
+                for k, r in event.refs.items()
+                if k
+                not in ("effect", "attempt", "approval", "checkpoint", "correlation", "callback")
+                and r not in evidence_ids
+            )
+            if missing:
+                evidence_complete = False
+                findings.append(
+                    Finding(
+                        "missing_evidence",
+                        event.sequence,
+                        f"{event.type} references missing evidence {', '.join(missing)}",
+                    )
+                )
+        snapshot = apply(snapshot, event)
+        previous = event
+        applied += 1
+    stopped_at = next((f.sequence for f in findings if f.kind in STOPPING), None)
+    return ReplayResult(
+        snapshot=snapshot,
+        findings=tuple(findings),
+        events_applied=applied,
+        stopped_at=stopped_at,
+        evidence_complete=evidence_complete,
+    )
+
+
+def _integrity(snapshot: RunSnapshot, event: EventRecord) -> list[Finding]:
+    out = []
+    if event.recomputed_content_hash() != event.content_hash:
+        out.append(
+            Finding(
+                "broken_hash_link",
+                event.sequence,
+                "stored content does not hash to its content hash (altered)",
+            )
+        )
+    elif event.prev_hash != snapshot.last_hash:
+        out.append(
+            Finding(
+                "broken_hash_link", event.sequence, "previous-event link does not match the chain"
+            )
+        )
+    elif event.recomputed_hash() != event.hash:
+        out.append(
+            Finding(
+                "broken_hash_link",
+                event.sequence,
+                "integrity link does not recompute (altered envelope)",
+            )
+        )
+    return out
+
+
+def compare_with_stored(result: ReplayResult, stored: Mapping[str, object]) -> list[Finding]:
+    """Report every field where the stored run row disagrees with the replayed snapshot."""
+    out = []
+    summary = result.summary()
+    for key, value in summary.items():
+        if key in stored and stored[key] != value:
+            out.append(
+                Finding(
+                    "snapshot_mismatch",
+                    result.snapshot.revision,
+                    f"{key}: stored {stored[key]!r}, replay gives {value!r}",
+                )
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class FastFold:
+    """A minimal fold for throughput measurement and bulk checks: state, counters, edges.
+
+    It checks sequence continuity, declared edges and monotonic counters only (no hash
+    recomputation); ``replay`` is the full audit.
+    """
+
+    state: State = State.CREATED
+    revision: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+    problems: int = 0
+
+
+def fast_fold(rows: Iterable[tuple[int, str, str, str, Mapping[str, int]]]) -> FastFold:
+    """Fold (sequence, type, prev_state, next_state, budget) tuples; count problems."""
+    from .states import CONTROL_EVENTS
+    from .transitions import TRANSITIONS
+
+    edges = {(s.value, e.value): t.target.value for (s, e), t in TRANSITIONS.items()}
+    controls = {e.value for e in CONTROL_EVENTS}
+    state = State.CREATED.value
+    revision = 0
+    counters: Mapping[str, int] = {}
+    problems = 0
+    for sequence, etype, prev_state, next_state, budget in rows:
+        if sequence != revision + 1 or prev_state != state:
+            problems += 1
+            break
+        if etype in controls:
+            if next_state != state:
+                problems += 1
+        elif edges.get((state, etype)) != next_state:
+            problems += 1
+        for key, before in counters.items():
+            if budget.get(key, -1) < before:
+                problems += 1
+        counters = budget
+        state = next_state
+        revision = sequence
+    return FastFold(
+        state=State(state), revision=revision, counters=dict(counters), problems=problems
+    )
+
+
+__all__ = [
+    "COMPATIBILITY",
+    "EventType",
+    "Finding",
+    "ReplayResult",
+    "compare_with_stored",
+    "fast_fold",
+    "replay",
+]

@@ -1,0 +1,75 @@
+"""The evidence store: payloads referenced from events by id, with a content hash.
+
+Events carry identifiers and decisions; observations, raw policy output, proposals and
+assessments live here. Secrets never enter: ``store`` refuses content that carries a
+configured secret value (see ``fieldops.secrets``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fieldops import clock, secrets
+from runs.domain.canonical import digest
+from runs.domain.states import EventType
+from runs.models import Event, Evidence
+
+MAX_EVIDENCE_BYTES = 512 * 1024
+
+
+def store(
+    *, run_id: str, kind: str, content: Mapping[str, Any], redaction_class: str = "internal"
+) -> str:
+    """Store ``content`` as evidence of ``run_id`` and return its id."""
+    data = json.loads(json.dumps(dict(content), default=str))
+    text = json.dumps(data, sort_keys=True)
+    if len(text) > MAX_EVIDENCE_BYTES:
+        data = {"truncated": True, "digest": digest(data), "bytes": len(text)}
+        text = json.dumps(data)
+    secrets.assert_clean(text, where=f"{kind} evidence")
+    evidence_id = f"ev-{uuid.uuid4().hex[:20]}"
+    Evidence.objects.create(
+        id=evidence_id,
+        run_id=run_id,
+        kind=kind,
+        content=data,
+        content_hash=digest(data),
+        redaction_class=redaction_class,
+        size=len(text),
+        created_at=clock.now(),
+    )
+    return evidence_id
+
+
+def get(evidence_id: str) -> Evidence | None:
+    return Evidence.objects.filter(pk=evidence_id).first()
+
+
+def contents(ids: Iterable[str]) -> dict[str, Mapping[str, Any]]:
+    wanted = [i for i in ids if i]
+    return {e.pk: e.content for e in Evidence.objects.filter(pk__in=wanted)}
+
+
+def admitted_observation_ids(run_id: str) -> list[str]:
+    """Ids of every observation admitted by an observation.recorded event, in order."""
+    rows = (
+        Event.objects.filter(run_id=run_id, type=EventType.OBSERVATION_RECORDED.value)
+        .order_by("sequence")
+        .values_list("refs", flat=True)
+    )
+    return [r["observation"] for r in rows if r.get("observation")]
+
+
+def admitted_observations(run_id: str) -> dict[str, Mapping[str, Any]]:
+    """Admitted observations of the run (ref -> observation), in admission order."""
+    ids = admitted_observation_ids(run_id)
+    found = {e.pk: e for e in Evidence.objects.filter(pk__in=ids)}
+    return {
+        i: found[i].content
+        for i in ids
+        if i in found
+        and found[i].kind in ("observation", "request", "answer", "callback", "assessment")
+    }

@@ -1,0 +1,284 @@
+"""Runs, their immutable events, evidence, waits, effect attempts and terminal records.
+
+Only ``runs.authority`` writes ``Run.state``/``revision`` and appends ``Event`` rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from runs.domain.states import State
+
+STATE_CHOICES = [(s.value, s.value) for s in State]
+
+
+class Run(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    task_id = models.CharField(max_length=64)
+    scenario = models.CharField(max_length=64)
+    objective = models.CharField(max_length=500)
+    # Immutable configuration (the initial run record).
+    contract_version = models.CharField(max_length=64)
+    policy_version = models.CharField(max_length=64)
+    model_adapter_version = models.CharField(max_length=64)
+    component_set = models.CharField(max_length=64)
+    components = models.JSONField(default=dict)
+    tenant = models.CharField(max_length=32)
+    principal_ref = models.CharField(max_length=64)
+    scope = models.JSONField(default=list)
+    limits = models.JSONField(default=dict)  # as configured at creation (immutable)
+    deadline = models.DateTimeField()
+    created_at = models.DateTimeField()
+    fault_plan = models.JSONField(default=list, blank=True)
+    namespace = models.CharField(max_length=64, default="live")
+    follows_run = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="follow_ups"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # Current state: derivable by folding events; written only by the authority.
+    state = models.CharField(max_length=20, choices=STATE_CHOICES, default=State.CREATED.value)
+    revision = models.PositiveIntegerField(default=0)
+    attempt = models.PositiveIntegerField(default=1)
+    owner_epoch = models.PositiveIntegerField(default=0)
+    counters = models.JSONField(default=dict)
+    budget_limits = models.JSONField(default=dict)  # current limits (budget.changed)
+    cancel_revision = models.PositiveIntegerField(default=0)
+    last_hash = models.CharField(max_length=64)
+    disposition = models.CharField(max_length=16, blank=True, default="")
+    terminal_reason = models.CharField(max_length=80, blank=True, default="")
+    waiting_checkpoint = models.CharField(max_length=64, blank=True, default="")
+    waiting_correlation = models.CharField(max_length=64, blank=True, default="")
+    current_proposal = models.CharField(max_length=64, blank=True, default="")
+    pending_observation = models.CharField(max_length=64, blank=True, default="")
+    event_bytes = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField()
+    # Ownership lease (operational metadata, not run state).
+    lease_owner = models.CharField(max_length=128, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "-created_at", "-id"], name="run_tenant_created"),
+            models.Index(fields=["tenant", "state", "-created_at", "-id"], name="run_tenant_state"),
+            models.Index(
+                fields=["tenant", "disposition", "-created_at", "-id"], name="run_tenant_disp"
+            ),
+            models.Index(
+                fields=["tenant", "scenario", "-created_at", "-id"], name="run_tenant_scenario"
+            ),
+            models.Index(fields=["state", "lease_expires_at"], name="run_state_lease"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} {self.state}"
+
+    @property
+    def run_id(self) -> str:
+        return str(self.pk)
+
+    @property
+    def short_id(self) -> str:
+        return str(self.pk)[:8]
+
+    @property
+    def is_terminal(self) -> bool:
+        return bool(self.disposition)
+
+    @property
+    def can_cancel(self) -> bool:
+        return not self.is_terminal
+
+
+class Event(models.Model):
+    """One immutable, hash-linked fact about a run. Never updated or deleted."""
+
+    id = models.BigAutoField(primary_key=True)
+    event_id = models.UUIDField(unique=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events")
+    sequence = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField()
+    owner_epoch = models.PositiveIntegerField()
+    type = models.CharField(max_length=48)
+    actor = models.CharField(max_length=24)
+    prev_state = models.CharField(max_length=20)
+    next_state = models.CharField(max_length=20)
+    contract_version = models.CharField(max_length=64)
+    policy_version = models.CharField(max_length=64)
+    component_set = models.CharField(max_length=64)
+    budget = models.JSONField()
+    cancel_revision = models.PositiveIntegerField()
+    reason_code = models.CharField(max_length=80, blank=True)
+    refs = models.JSONField()
+    payload = models.JSONField()
+    occurred_at = models.CharField(max_length=40)
+    schema_version = models.PositiveSmallIntegerField()
+    prev_hash = models.CharField(max_length=64)
+    content_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "sequence"], name="event_run_sequence"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.sequence} {self.type}"
+
+
+class Evidence(models.Model):
+    """Large or sensitive payloads live here and are referenced from events by id."""
+
+    KINDS = [
+        "request",
+        "observation",
+        "raw_output",
+        "proposal",
+        "validation",
+        "canonical_proposal",
+        "assessment",
+        "artifact",
+        "callback",
+        "quarantine",
+        "context",
+        "answer",
+    ]
+
+    id = models.CharField(primary_key=True, max_length=40)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="evidence")
+    kind = models.CharField(max_length=24, choices=[(k, k) for k in KINDS])
+    content = models.JSONField()
+    content_hash = models.CharField(max_length=64)
+    redaction_class = models.CharField(max_length=24, default="internal")
+    size = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "kind"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.pk}"
+
+
+class EffectAttempt(models.Model):
+    """The dispatch record of one reserve_part attempt (written before the call)."""
+
+    class Status(models.TextChoices):
+        DISPATCH_RECORDED = "DISPATCH_RECORDED"
+        NOT_SENT = "NOT_SENT"
+        CONFIRMED = "CONFIRMED"
+        REJECTED = "REJECTED"
+        AMBIGUOUS = "AMBIGUOUS"
+        ABSENT = "ABSENT"
+        CONFLICT = "CONFLICT"
+        UNRESOLVED = "UNRESOLVED"
+
+    UNRESOLVED_STATUSES = ("DISPATCH_RECORDED", "AMBIGUOUS", "UNRESOLVED", "CONFLICT")
+    NO_EFFECT_STATUSES = ("NOT_SENT", "REJECTED", "ABSENT")
+
+    id = models.CharField(primary_key=True, max_length=40)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="effect_attempts")
+    idempotency_key = models.CharField(max_length=64, db_index=True)
+    proposal_hash = models.CharField(max_length=64)
+    checkpoint_id = models.CharField(max_length=64, blank=True, default="")
+    attempt = models.PositiveIntegerField()
+    owner_epoch = models.PositiveIntegerField()
+    dispatch_sequence = models.PositiveIntegerField()
+    status = models.CharField(max_length=24, choices=Status.choices)
+    error = models.CharField(max_length=48, blank=True, default="")
+    effect_id = models.CharField(max_length=40, blank=True, default="")
+    detail = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.pk} {self.status}"
+
+    @property
+    def unresolved(self) -> bool:
+        return self.status in self.UNRESOLVED_STATUSES
+
+
+class Correlation(models.Model):
+    """What a WAITING_EXTERNAL run expects, and from whom (SPEC §1 Waits)."""
+
+    id = models.CharField(primary_key=True, max_length=40)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="correlations")
+    attempt = models.PositiveIntegerField()
+    owner_epoch = models.PositiveIntegerField()
+    dispatch_sequence = models.PositiveIntegerField()
+    expected_response_type = models.CharField(max_length=64)
+    deadline = models.DateTimeField()
+    allowed_states = models.JSONField(default=list)
+    status = models.CharField(max_length=16, default="OPEN")
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.pk} {self.expected_response_type} {self.status}"
+
+
+class CallbackReceipt(models.Model):
+    """Every callback that reached the endpoint, whatever became of it."""
+
+    delivery_id = models.CharField(max_length=64, unique=True)
+    correlation_id = models.CharField(max_length=40, blank=True, default="")
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.PROTECT, related_name="callbacks"
+    )
+    outcome = models.CharField(max_length=32)
+    payload_digest = models.CharField(max_length=64)
+    received_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} {self.outcome}"
+
+
+class TerminalRecord(models.Model):
+    """Exactly one per terminal run; never edited (corrections are appended as events)."""
+
+    run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="terminal_record")
+    disposition = models.CharField(max_length=16)
+    reason_code = models.CharField(max_length=80)
+    deciding_sequence = models.PositiveIntegerField()
+    versions = models.JSONField()
+    final_counters = models.JSONField()
+    cancel_revision = models.PositiveIntegerField()
+    unresolved = models.JSONField(default=list)
+    evidence_complete = models.BooleanField(default=True)
+    owner = models.CharField(max_length=64)
+    allowed_follow_up = models.JSONField(default=list)
+    artifact_id = models.CharField(max_length=40, blank=True, default="")
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.disposition} {self.reason_code}"
+
+
+class Outbox(models.Model):
+    """Follow-up work committed with the transition that needs it; a sweeper re-drives it."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=24, default="advance")
+    created_at = models.DateTimeField()
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["dispatched_at", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.run_id}"
+
+
+class WorkerHeartbeat(models.Model):
+    worker = models.CharField(primary_key=True, max_length=128)
+    seen_at = models.DateTimeField()
+    pid = models.PositiveIntegerField(default=0)
+    role = models.CharField(max_length=16, default="worker")
+
+    def __str__(self) -> str:
+        return f"{self.worker} {self.seen_at}"

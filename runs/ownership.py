@@ -1,0 +1,90 @@
+"""Ownership leases: one worker advances a run at a time; stale workers are fenced.
+
+Claiming increments the owner epoch (compare-and-set), so every write a previous owner
+attempts afterwards fails the epoch check and is recorded as ``stale_owner.rejected``.
+Taking over an expired lease is a recovery: the attempt number increases and a
+``run.recovered`` control event records it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from fieldops import clock
+from runs import authority
+from runs.domain.states import Actor, EventType, is_terminal, is_waiting
+from runs.models import Run
+
+
+@dataclass(frozen=True)
+class Claim:
+    run_id: str
+    epoch: int
+    attempt: int
+    worker: str
+    recovered: bool
+
+
+def lease_length() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.FIELDOPS_LEASE_SECONDS)
+
+
+def claim(run_id: str, worker: str) -> Claim | None:
+    """Take ownership of an advanceable run; None if it waits, ended, or is owned."""
+    now = clock.now()
+    with transaction.atomic():
+        run = Run.objects.filter(pk=run_id).first()
+        if run is None or is_terminal(run.state) or is_waiting(run.state):
+            return None
+        held = bool(run.lease_owner) and run.lease_expires_at is not None
+        if held and run.lease_expires_at > now:  # type: ignore[operator]
+            return None
+        recovered = held  # a lease that expired without release: the owner failed
+        new_attempt = run.attempt + 1 if recovered else run.attempt
+        updated = Run.objects.filter(pk=run_id, owner_epoch=run.owner_epoch).update(
+            owner_epoch=F("owner_epoch") + 1,
+            attempt=new_attempt,
+            lease_owner=worker,
+            lease_expires_at=now + lease_length(),
+        )
+        if updated != 1:
+            return None
+        epoch = run.owner_epoch + 1
+        if recovered:
+            authority.append_control(
+                run_id=run_id,
+                type=EventType.RUN_RECOVERED,
+                actor=Actor.HARNESS,
+                reason_code="lease_expired",
+                payload={
+                    "previous_owner": run.lease_owner,
+                    "previous_epoch": run.owner_epoch,
+                    "new_epoch": epoch,
+                    "attempt": new_attempt,
+                    "worker": worker,
+                },
+            )
+    return Claim(
+        run_id=run_id, epoch=epoch, attempt=new_attempt, worker=worker, recovered=recovered
+    )
+
+
+def renew(c: Claim) -> bool:
+    """Extend the lease; False if ownership was lost (the caller must stop)."""
+    return (
+        Run.objects.filter(pk=c.run_id, owner_epoch=c.epoch, lease_owner=c.worker).update(
+            lease_expires_at=clock.now() + lease_length()
+        )
+        == 1
+    )
+
+
+def release(c: Claim) -> None:
+    Run.objects.filter(pk=c.run_id, owner_epoch=c.epoch, lease_owner=c.worker).update(
+        lease_owner="", lease_expires_at=None
+    )

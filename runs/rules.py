@@ -1,0 +1,244 @@
+"""Builders that turn stored records into the pure inputs of validation and completion.
+
+Everything here reads (no writes): the run's pinned capability versions against the
+catalog, the current canonical proposal and its approval, the run's request history,
+and the authoritative ledger facts the verifier needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from approvals.models import Checkpoint, Decision
+from catalog.capabilities import reserve_part
+from catalog.capabilities.registry import ALL_CONTRACTS
+from catalog.capabilities.rejected import REJECTED
+from catalog.domain.contracts import Provenance
+from catalog.models import CapabilityVersion
+from catalog.world import fixtures
+from catalog.world.models import LedgerEntry
+from fieldops import clock
+from runs import evidence
+from runs.domain import validation
+from runs.domain.budgets import Budgets
+from runs.domain.completion import CompletionInputs, LedgerFact
+from runs.domain.proposals import Proposal
+from runs.domain.states import EventType, State
+from runs.models import EffectAttempt, Event, Run
+
+
+def pinned_ref(version: str, digest: str) -> str:
+    return f"{version}#{digest[:16]}"
+
+
+def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
+    """Enforcement rules for every capability the run pinned, against the catalog now."""
+    versions = {pinned.split("#")[0] for pinned in run.components.values()}
+    rows = {
+        (v.capability_id, v.version): v
+        for v in CapabilityVersion.objects.filter(
+            capability_id__in=list(run.components), version__in=list(versions)
+        )
+    }
+    rules = {}
+    for cid, pinned in run.components.items():
+        version = pinned.split("#")[0]
+        contract = ALL_CONTRACTS.get(cid)
+        row = rows.get((cid, version))
+        if contract is None or contract.version != version:
+            current = f"{version}#absent-from-code"
+        elif row is None:
+            current = f"{version}#absent-from-catalog"
+        elif row.digest != contract.digest:
+            current = f"{version}#catalog-disagrees"
+        else:
+            current = pinned_ref(version, contract.digest)
+        if contract is None:
+            continue
+        rules[cid] = validation.CapabilityRule(
+            id=cid,
+            kind=contract.kind.value if contract.kind.value != "control" else "control",
+            requires_approval=contract.requires_approval,
+            model_fields=frozenset(contract.fields_by(Provenance.MODEL)),
+            trusted_fields=frozenset(
+                contract.fields_by(Provenance.HARNESS) + contract.fields_by(Provenance.ADAPTER)
+            ),
+            retry_budgets={
+                r.code.value: r.retry_budget
+                for r in contract.errors
+                if r.transition in ("observation.received", "effect.rejected")
+            },
+            pinned=pinned,
+            current=current,
+            lifecycle=row.lifecycle if row else "DISCOVERED",
+            effect_gate_open=row.effect_gate_open if row else False,
+            location_bound=bool(contract.scope.get("location_bound")),
+        )
+    return rules
+
+
+def model_schema_errors(capability: str, args: Mapping[str, Any]) -> list[str]:
+    from catalog.capabilities.base import schema_errors
+    from catalog.domain.contracts import model_projection
+
+    contract = ALL_CONTRACTS[capability]
+    return schema_errors(model_projection(contract)["input_schema"], dict(args))
+
+
+def canonical_proposal(
+    observations: Mapping[str, Mapping[str, Any]],
+) -> tuple[Mapping[str, Any] | None, str]:
+    """The latest admitted canonical proposal of the run, and its hash."""
+    for obs in reversed(list(observations.values())):
+        if obs.get("capability") == "propose_reservation" and obs.get("ok"):
+            return obs["data"]["proposal"], obs["data"]["proposal_hash"]
+    return None, ""
+
+
+def approval_view(run: Run, proposal_hash: str) -> validation.ApprovalView | None:
+    if not proposal_hash:
+        return None
+    checkpoint = (
+        Checkpoint.objects.filter(
+            run=run, kind=Checkpoint.Kind.APPROVAL, proposal_hash=proposal_hash
+        )
+        .select_related("decision")
+        .order_by("-created_at")
+        .first()
+    )
+    if checkpoint is None:
+        return None
+    status = checkpoint.status
+    decision: Decision | None = getattr(checkpoint, "decision", None)
+    without_effect = False
+    if status == Checkpoint.Status.USED:
+        attempts = EffectAttempt.objects.filter(run=run, proposal_hash=proposal_hash)
+        without_effect = bool(attempts) and all(
+            a.status in EffectAttempt.NO_EFFECT_STATUSES for a in attempts
+        )
+    if status == Checkpoint.Status.APPROVED and decision is None:
+        status = "PENDING"
+    return validation.ApprovalView(
+        proposal_hash=proposal_hash,
+        status=str(status),
+        expires_at=checkpoint.expires_at,
+        consumed_without_effect=without_effect,
+    )
+
+
+def history(
+    run: Run, observations: Mapping[str, Mapping[str, Any]]
+) -> list[validation.PriorOutcome]:
+    out = [
+        validation.PriorOutcome(
+            capability=o["capability"],
+            args_digest=validation.args_digest(o["capability"], o.get("args", {})),
+            error=o.get("error", ""),
+        )
+        for o in observations.values()
+        if o.get("capability") not in ("request", "answer", "external")
+    ]
+    for payload in Event.objects.filter(run=run, type=EventType.PROPOSAL_DENIED.value).values_list(
+        "payload", flat=True
+    ):
+        if payload.get("capability"):
+            out.append(
+                validation.PriorOutcome(
+                    capability=payload["capability"],
+                    args_digest=payload.get("args_digest", ""),
+                    error="",
+                    denied_reason=payload.get("reason", ""),
+                )
+            )
+    return out
+
+
+def validation_context(run: Run) -> validation.ValidationContext:
+    observations = evidence.admitted_observations(str(run.pk))
+    proposal, proposal_hash = canonical_proposal(observations)
+    return validation.ValidationContext(
+        state=State(run.state),
+        terminal=bool(run.disposition),
+        cancelled=run.cancel_revision > 0,
+        budgets=Budgets(limits=run.budget_limits, counters=run.counters),
+        contract_actions=frozenset(run.components),
+        rejected={name: r.reason for name, r in REJECTED.items()},
+        rules=capability_rules(run),
+        schema_errors=model_schema_errors,
+        tenant=run.tenant,
+        scope=frozenset(run.scope),
+        observations=observations,
+        now=clock.now(),
+        parts=fixtures.PARTS,
+        canonical_proposal=proposal,
+        canonical_hash=proposal_hash,
+        approval=approval_view(run, proposal_hash),
+        history=history(run, observations),
+    )
+
+
+def proposal_of(run: Run) -> Proposal:
+    from runs.domain.proposals import InvalidProposal, from_dict
+
+    content = evidence.contents([run.current_proposal]).get(run.current_proposal)
+    if content is None:
+        return InvalidProposal("proposal_evidence_missing", run.current_proposal)
+    return from_dict(content)
+
+
+def completion_inputs(run: Run) -> CompletionInputs:
+    observations = evidence.admitted_observations(str(run.pk))
+    proposal, proposal_hash = canonical_proposal(observations)
+    view = approval_view(run, proposal_hash)
+    expected_key = ""
+    if proposal is not None:
+        expected_key = reserve_part.semantic_key(
+            reserve_part.semantic_intent(
+                tenant=run.tenant,
+                principal_ref=run.principal_ref,
+                task_id=run.task_id,
+                run_id=str(run.pk),
+                proposal_hash=proposal_hash,
+                part_id=proposal["part_id"],
+                slot_id=proposal["slot_id"],
+                quantity=proposal["quantity"],
+            )
+        )
+    ledger = [
+        LedgerFact(
+            effect_id=e.effect_id,
+            idempotency_key=e.idempotency_key,
+            intent_matches=e.intent_hash == e.idempotency_key,
+            part_id=e.part_id,
+            slot_id=e.slot_id,
+            quantity=e.quantity,
+            tenant=e.tenant,
+            status=e.status,
+            committed_at=clock.iso(e.committed_at),
+        )
+        for e in LedgerEntry.objects.filter(namespace=run.namespace, run_id=str(run.pk))
+    ]
+    recorded = (
+        Event.objects.filter(
+            run=run,
+            type__in=[EventType.EFFECT_RECORDED.value, EventType.RECONCILIATION_MATCHED.value],
+        )
+        .order_by("-sequence")
+        .values_list("refs", flat=True)
+        .first()
+    )
+    return CompletionInputs(
+        tenant=run.tenant,
+        observations=observations,
+        canonical_proposal=proposal,
+        canonical_hash=proposal_hash,
+        approval_status=view.status if view else None,
+        expected_key=expected_key,
+        ledger=ledger,
+        recorded_effect_id=(recorded or {}).get("effect", ""),
+        unresolved_attempts=EffectAttempt.objects.filter(
+            run=run, status__in=EffectAttempt.UNRESOLVED_STATUSES
+        ).count(),
+        parts=fixtures.PARTS,
+    )

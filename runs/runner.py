@@ -1,0 +1,802 @@
+"""One owner advancing one run: ask the policy, validate, dispatch, record.
+
+``advance`` claims the run (new owner epoch), then performs one step per state until the
+run waits or ends. Every step does its I/O first (policy call, capability call, ledger
+read), outside any database transaction, and then asks the authority to append exactly
+one event with the revision and epoch it started from. Cancellation is checked at the
+safe points of SPEC §1: before model dispatch, after the model answers, before
+capability admission, and immediately before effect dispatch.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from approvals.models import Checkpoint, Decision
+from catalog.capabilities import registry, reserve_part
+from catalog.capabilities.base import Invocation, Outcome
+from catalog.world import faults
+from catalog.world.service import WorldService
+from fieldops import clock
+from runs import authority, context, evidence, ownership, rules
+from runs.authority import Result, new_id
+from runs.domain import completion, validation
+from runs.domain.budgets import Budget, exhausted_reason
+from runs.domain.proposals import ActionIntent, ObserveIntent, Proposal, to_dict
+from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
+from runs.models import Correlation, EffectAttempt, Run
+
+log = logging.getLogger("fieldops.runner")
+
+MAX_STEPS = 400
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class Owner:
+    """The claim this runner holds, plus the hooks the fault lab and tests may set."""
+
+    claim: ownership.Claim
+    plan: tuple[faults.Fault, ...]
+    fired: set[str]
+
+    @property
+    def run_id(self) -> str:
+        return self.claim.run_id
+
+    @property
+    def epoch(self) -> int:
+        return self.claim.epoch
+
+
+# Test hook: called with (point, owner) at each named point of a step. The crash matrix
+# uses it to stop a worker at an exact boundary.
+POINT_HOOK: Callable[[str, Owner], None] | None = None
+
+
+def _point(owner: Owner, name: str) -> None:
+    if POINT_HOOK is not None:
+        POINT_HOOK(name, owner)
+
+
+def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEPS) -> str:
+    """Advance ``run_id`` until it waits, ends or ownership is lost; return its state."""
+    claim = ownership.claim(run_id, worker or worker_name())
+    if claim is None:
+        run = Run.objects.filter(pk=run_id).only("state").first()
+        return run.state if run else "MISSING"
+    run = Run.objects.get(pk=run_id)
+    owner = Owner(claim=claim, plan=faults.parse_plan(run.fault_plan), fired=set())
+    _point(owner, "after_claim")
+    try:
+        for _ in range(max_steps):
+            run = Run.objects.get(pk=run_id)
+            if run.owner_epoch != owner.epoch or is_terminal(run.state) or is_waiting(run.state):
+                break
+            if clock.now() > run.deadline:
+                _append(
+                    owner,
+                    run,
+                    EventType.RUN_FAILED,
+                    Actor.CLOCK,
+                    exhausted_reason(Budget.ELAPSED_MS),
+                )
+                continue
+            STEPS[State(run.state)](owner, run)
+            if not ownership.renew(owner.claim):
+                break
+    finally:
+        ownership.release(owner.claim)
+    return Run.objects.get(pk=run_id).state
+
+
+# -- helpers -----------------------------------------------------------------------------
+def _append(
+    owner: Owner, run: Run, type: EventType, actor: Actor, reason: str = "", **kw: Any
+) -> Result:
+    return authority.append(
+        run_id=str(run.pk),
+        expected_revision=run.revision,
+        expected_epoch=owner.epoch,
+        type=type,
+        actor=actor,
+        reason_code=reason,
+        **kw,
+    )
+
+
+def _safe_point(owner: Owner, point: str) -> Run | None:
+    """Inject a scheduled cancellation at ``point``, then re-read: None if we must stop."""
+    if (
+        point in faults.CANCEL_POINTS
+        and point not in owner.fired
+        and any(f.point == point for f in owner.plan)
+    ):
+        owner.fired.add(point)
+        from runs import services
+
+        services.run_cancel(
+            run_id=owner.run_id,
+            by_ref="faultlab:scheduled",
+            reason=f"fault lab: cancellation {point}",
+        )
+    run = Run.objects.get(pk=owner.run_id)
+    if is_terminal(run.state) or run.owner_epoch != owner.epoch:
+        return None
+    return run
+
+
+def _world(run: Run) -> WorldService:
+    return WorldService(
+        namespace=run.namespace, run_id=str(run.pk), fault_plan=faults.parse_plan(run.fault_plan)
+    )
+
+
+def _observation(capability: str, args: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
+    return {
+        "capability": capability,
+        "args": args,
+        "ok": outcome.ok,
+        "data": dict(outcome.data),
+        "error": outcome.error,
+        "stage": outcome.stage,
+        "detail": outcome.detail[:500],
+        "attempts": outcome.attempts,
+        "observed_at": clock.iso(clock.now()),
+    }
+
+
+# -- CREATED -----------------------------------------------------------------------------
+def step_created(owner: Owner, run: Run) -> None:
+    from runs.domain.budgets import validate_limits
+    from runs.services import CONTRACT_VERSION
+
+    problem = validate_limits(run.limits)
+    if run.contract_version != CONTRACT_VERSION:
+        problem = problem or "contract_version_unknown"
+    if not run.components:
+        problem = problem or "no_capabilities_pinned"
+    if problem:
+        _append(owner, run, EventType.RUN_FAILED, Actor.HARNESS, problem)
+        return
+    _append(
+        owner,
+        run,
+        EventType.RUN_STARTED,
+        Actor.HARNESS,
+        "contract_valid",
+        refs={"observation": request_evidence_id(run)},
+    )
+
+
+def request_evidence_id(run: Run) -> str:
+    return f"rq-{run.pk.hex[:20]}"
+
+
+# -- OBSERVING ---------------------------------------------------------------------------
+def step_observing(owner: Owner, run: Run) -> None:
+    ref = run.pending_observation
+    found = evidence.get(ref) if ref else None
+    if found is None or str(found.run_id) != str(run.pk):
+        _append(
+            owner,
+            run,
+            EventType.RUN_FAILED,
+            Actor.HARNESS,
+            "observation_evidence_missing",
+            payload={"observation": ref},
+        )
+        return
+    _append(
+        owner,
+        run,
+        EventType.OBSERVATION_RECORDED,
+        Actor.HARNESS,
+        "admitted",
+        refs={"observation": ref},
+        payload={"kind": found.kind, "content_hash": found.content_hash},
+    )
+
+
+# -- DECIDING ----------------------------------------------------------------------------
+def step_deciding(owner: Owner, run: Run) -> None:
+    from runs.policies import resolve
+
+    live = _safe_point(owner, "before_model_dispatch")
+    if live is None:
+        return
+    run = live
+    for budget in (Budget.TURNS, Budget.PROPOSALS):
+        if run.counters.get(budget, 0) >= run.budget_limits.get(budget, 0):
+            _append(owner, run, EventType.RUN_FAILED, Actor.HARNESS, exhausted_reason(budget))
+            return
+    policy, vocabulary = resolve(run)
+    projection = context.build(run)
+    projection_hash = context.projection_hash(projection)
+    output = policy.decide(projection)
+    _point(owner, "after_model_response")
+    kinds = {cid: c.kind.value for cid, c in registry.ALL_CONTRACTS.items()}
+    proposal: Proposal = (
+        vocabulary.parse(output.raw, kinds) if not output.error else _provider_failure(output.error)
+    )
+    context_id = evidence.store(run_id=str(run.pk), kind="context", content=projection)
+    raw_id = evidence.store(
+        run_id=str(run.pk),
+        kind="raw_output",
+        content={
+            "provider": output.provider,
+            "model": output.model,
+            "raw": dict(output.raw),
+            "error": output.error,
+            "usage": dict(output.usage),
+            "adapter_version": vocabulary.adapter_version,
+            "policy_version": policy.version,
+            "input_context_hash": projection_hash,
+        },
+    )
+    proposal_id = evidence.store(run_id=str(run.pk), kind="proposal", content=to_dict(proposal))
+    live = _safe_point(owner, "after_model_response")
+    target = live or Run.objects.get(pk=owner.run_id)
+    result = _append(
+        owner,
+        target,
+        EventType.PROPOSAL_EMITTED,
+        Actor.MODEL,
+        proposal.kind,
+        refs={"proposal": proposal_id, "raw_output": raw_id, "observation": context_id},
+        payload={
+            "kind": proposal.kind,
+            "context_hash": projection_hash,
+            "provider": output.provider,
+            "model": output.model,
+            "adapter_version": vocabulary.adapter_version,
+            "visible": [c["name"] for c in projection["capabilities"]],
+        },
+        counters_delta={Budget.TURNS: 1, Budget.PROPOSALS: 1},
+    )
+    if not result.applied:
+        log.info("proposal not admitted: %s", result.refusal, extra={"run_id": owner.run_id})
+
+
+def _provider_failure(error: str) -> Proposal:
+    from runs.domain.proposals import InvalidProposal
+
+    return InvalidProposal(f"provider_error:{error}", "the provider call failed")
+
+
+# -- VALIDATING --------------------------------------------------------------------------
+def step_validating(owner: Owner, run: Run) -> None:
+    live = _safe_point(owner, "before_capability_admission")
+    if live is None:
+        return
+    run = live
+    proposal = rules.proposal_of(run)
+    ctx = rules.validation_context(run)
+    decision = validation.validate(ctx, proposal)
+    payload: dict[str, Any] = {**decision.as_payload(), "proposal_kind": proposal.kind}
+    if isinstance(proposal, (ObserveIntent, ActionIntent)):
+        payload["capability"] = proposal.capability
+        payload["args_digest"] = validation.args_digest(proposal.capability, proposal.args)
+    refs = {"proposal": run.current_proposal}
+    outcome = decision.outcome
+    if outcome is validation.Outcome.FAIL:
+        _append(
+            owner,
+            run,
+            EventType.RUN_FAILED,
+            Actor.HARNESS,
+            decision.reason,
+            refs=refs,
+            payload=payload,
+        )
+        return
+    charge = decision.charge
+    if charge is not None and not ctx.budgets.available(charge):
+        _append(
+            owner,
+            run,
+            EventType.RUN_FAILED,
+            Actor.HARNESS,
+            exhausted_reason(charge),
+            refs=refs,
+            payload=payload,
+        )
+        return
+    delta = {charge.value: 1} if charge is not None else {}
+    event = validation.OUTCOME_EVENT[outcome]
+    within = None
+    if (
+        outcome is validation.Outcome.EXECUTE
+        and isinstance(proposal, ActionIntent)
+        and (registry.ALL_CONTRACTS[proposal.capability].requires_approval)
+    ):
+        attempt_id = new_id("at")
+        refs["attempt"] = attempt_id
+        within = _record_dispatch(owner, ctx, attempt_id)
+    elif outcome is validation.Outcome.APPROVAL:
+        checkpoint_id = new_id("cp")
+        refs["checkpoint"] = checkpoint_id
+        within = _open_approval(run, ctx, checkpoint_id)
+    elif outcome is validation.Outcome.CLARIFY:
+        checkpoint_id = new_id("cp")
+        refs["checkpoint"] = checkpoint_id
+        within = _open_clarification(run, proposal, checkpoint_id)
+    elif outcome is validation.Outcome.WAIT:
+        correlation_id = new_id("co")
+        refs["correlation"] = correlation_id
+        within = _open_correlation(owner, run, proposal, correlation_id)
+    if outcome is validation.Outcome.ESCALATE:
+        payload["owner"] = "operator"
+    _append(
+        owner,
+        run,
+        event,
+        Actor.HARNESS,
+        decision.reason,
+        refs=refs,
+        payload=payload,
+        counters_delta=delta,
+        within=within,
+    )
+
+
+def _record_dispatch(
+    owner: Owner, ctx: validation.ValidationContext, attempt_id: str
+) -> authority.Within:
+    """The dispatch record and the approval's consumption, in the proposal.allowed txn."""
+
+    def within(run: Run, event: Any) -> None:
+        proposal = ctx.canonical_proposal or {}
+        key = reserve_part.semantic_key(
+            reserve_part.semantic_intent(
+                tenant=run.tenant,
+                principal_ref=run.principal_ref,
+                task_id=run.task_id,
+                run_id=str(run.pk),
+                proposal_hash=ctx.canonical_hash,
+                part_id=proposal["part_id"],
+                slot_id=proposal["slot_id"],
+                quantity=proposal["quantity"],
+            )
+        )
+        checkpoint = (
+            Checkpoint.objects.select_for_update()
+            .filter(run=run, kind=Checkpoint.Kind.APPROVAL, proposal_hash=ctx.canonical_hash)
+            .order_by("-created_at")
+            .first()
+        )
+        assert checkpoint is not None, "effect admitted without a checkpoint"
+        if checkpoint.status == Checkpoint.Status.APPROVED:
+            consumed = Decision.objects.filter(
+                checkpoint=checkpoint, verdict=Decision.Verdict.APPROVE, consumed_at__isnull=True
+            ).update(consumed_at=clock.now(), consumed_by_attempt=attempt_id)
+            if consumed != 1:
+                raise RuntimeError("approval already consumed")
+            Checkpoint.objects.filter(pk=checkpoint.pk).update(status=Checkpoint.Status.USED)
+        EffectAttempt.objects.create(
+            id=attempt_id,
+            run=run,
+            idempotency_key=key,
+            proposal_hash=ctx.canonical_hash,
+            checkpoint_id=checkpoint.pk,
+            attempt=run.attempt,
+            owner_epoch=owner.epoch,
+            dispatch_sequence=event.sequence,
+            status=EffectAttempt.Status.DISPATCH_RECORDED,
+            created_at=clock.now(),
+        )
+
+    return within
+
+
+def _open_approval(
+    run: Run, ctx: validation.ValidationContext, checkpoint_id: str
+) -> authority.Within:
+    from approvals import services as approvals
+
+    observations = ctx.observations
+
+    def within(run: Run, event: Any) -> None:
+        approvals.checkpoint_open_approval(
+            run=run,
+            checkpoint_id=checkpoint_id,
+            opened_sequence=event.sequence,
+            proposal=ctx.canonical_proposal or {},
+            proposal_hash=ctx.canonical_hash,
+            observations=observations,
+        )
+
+    return within
+
+
+def _open_clarification(run: Run, proposal: Proposal, checkpoint_id: str) -> authority.Within:
+    from approvals import services as approvals
+
+    def within(run: Run, event: Any) -> None:
+        approvals.checkpoint_open_clarification(
+            run=run,
+            checkpoint_id=checkpoint_id,
+            opened_sequence=event.sequence,
+            question=getattr(proposal, "question", ""),
+        )
+
+    return within
+
+
+def _open_correlation(
+    owner: Owner, run: Run, proposal: Proposal, correlation_id: str
+) -> authority.Within:
+    from django.conf import settings
+
+    def within(run: Run, event: Any) -> None:
+        Correlation.objects.create(
+            id=correlation_id,
+            run=run,
+            attempt=run.attempt,
+            owner_epoch=owner.epoch,
+            dispatch_sequence=event.sequence,
+            expected_response_type=getattr(proposal, "expected_event", "external"),
+            deadline=clock.now() + dt.timedelta(seconds=settings.FIELDOPS_EXTERNAL_WAIT_SECONDS),
+            allowed_states=[State.WAITING_EXTERNAL.value],
+            status="OPEN",
+            created_at=clock.now(),
+        )
+
+    return within
+
+
+# -- EXECUTING ---------------------------------------------------------------------------
+def _invocation(
+    run: Run, proposal: ObserveIntent | ActionIntent, observations: dict[str, Any] | None = None
+) -> Invocation:
+    observations = (
+        observations if observations is not None else (evidence.admitted_observations(str(run.pk)))
+    )
+    canonical, canonical_hash = rules.canonical_proposal(observations)
+    return Invocation(
+        capability=proposal.capability,
+        args=dict(proposal.args),
+        run_id=str(run.pk),
+        task_id=run.task_id,
+        tenant=run.tenant,
+        principal_ref=run.principal_ref,
+        scope=tuple(s for s in run.scope if not s.startswith("effect:")),
+        request_id=new_id("rq"),
+        deadline=registry.default_deadline(),
+        proposal_hash=canonical_hash,
+        observations=observations,
+        canonical_proposal=canonical,
+    )
+
+
+def step_executing(owner: Owner, run: Run) -> None:
+    proposal = rules.proposal_of(run)
+    if not isinstance(proposal, (ObserveIntent, ActionIntent)):
+        _append(owner, run, EventType.RUN_FAILED, Actor.HARNESS, "executing_without_request")
+        return
+    contract = registry.ALL_CONTRACTS.get(proposal.capability)
+    if contract is not None and contract.requires_approval:
+        _execute_effect(owner, run, proposal)
+        return
+    live = _safe_point(owner, "before_capability_admission")
+    if live is None:
+        return
+    outcome = registry.dispatch(_invocation(live, proposal), _world(live))
+    _point(owner, "after_capability_result")
+    content = _observation(proposal.capability, dict(proposal.args), outcome)
+    refs = {"observation": evidence.store(run_id=str(run.pk), kind="observation", content=content)}
+    if outcome.quarantined:
+        refs["validation"] = evidence.store(
+            run_id=str(run.pk),
+            kind="quarantine",
+            content=dict(outcome.quarantined),
+            redaction_class="quarantined",
+        )
+    _append_fact(
+        owner,
+        EventType.OBSERVATION_RECEIVED,
+        Actor.CAPABILITY_ADAPTER,
+        outcome.error or "ok",
+        refs=refs,
+        payload={
+            "capability": proposal.capability,
+            "stage": outcome.stage,
+            "attempts": outcome.attempts,
+        },
+    )
+
+
+def _append_fact(
+    owner: Owner,
+    type: EventType,
+    actor: Actor,
+    reason: str,
+    *,
+    expected_state: State = State.EXECUTING,
+    **kw: Any,
+) -> Result | None:
+    """Append the result of I/O that already happened, riding out unrelated races."""
+    for _ in range(20):
+        run = Run.objects.get(pk=owner.run_id)
+        if run.owner_epoch != owner.epoch or run.state != expected_state.value:
+            return _append(owner, run, type, actor, reason, **kw)
+        result = _append(owner, run, type, actor, reason, **kw)
+        if not result.conflict:
+            return result
+    return None
+
+
+def _execute_effect(owner: Owner, run: Run, proposal: ActionIntent) -> None:
+    attempt = EffectAttempt.objects.filter(run=run).order_by("-created_at").first()
+    if attempt is None or attempt.status != EffectAttempt.Status.DISPATCH_RECORDED:
+        _append(owner, run, EventType.RUN_FAILED, Actor.HARNESS, "dispatch_record_missing")
+        return
+    if attempt.owner_epoch != owner.epoch:
+        # A previous owner recorded this dispatch and may have sent it: never resend
+        # blindly, reconcile by the same key.
+        _mark(attempt, EffectAttempt.Status.AMBIGUOUS, "owner_changed_after_dispatch_record")
+        _append(
+            owner,
+            run,
+            EventType.EFFECT_AMBIGUOUS,
+            Actor.CAPABILITY_ADAPTER,
+            "owner_changed_after_dispatch_record",
+            refs={"attempt": attempt.pk},
+        )
+        return
+    _point(owner, "after_dispatch_record")
+    live = _safe_point(owner, "before_effect_dispatch")
+    if live is None:
+        _mark(attempt, EffectAttempt.Status.NOT_SENT, "cancelled before dispatch")
+        _record_after_terminal(owner, attempt, "not_sent")
+        return
+    outcome = registry.dispatch(_invocation(live, proposal), _world(live))
+    _point(owner, "after_effect_committed")
+    if "after_effect_dispatch" not in owner.fired and any(
+        f.point == "after_effect_dispatch" for f in owner.plan
+    ):
+        _safe_point(owner, "after_effect_dispatch")
+    _record_effect_outcome(owner, attempt, proposal, outcome)
+
+
+def _record_effect_outcome(
+    owner: Owner, attempt: EffectAttempt, proposal: ActionIntent, outcome: Outcome
+) -> None:
+    content = _observation(proposal.capability, dict(proposal.args), outcome)
+    run_id = owner.run_id
+    refs: dict[str, str] = {"attempt": attempt.pk}
+    if outcome.ok:
+        _mark(
+            attempt,
+            EffectAttempt.Status.CONFIRMED,
+            "committed",
+            effect_id=outcome.data["effect_id"],
+        )
+        refs["effect"] = outcome.data["effect_id"]
+        event, reason, delta = EventType.EFFECT_RECORDED, "committed", {Budget.EFFECTS: 1}
+    elif outcome.stage == "pre_dispatch":
+        _mark(attempt, EffectAttempt.Status.NOT_SENT, outcome.detail, error=outcome.error)
+        event, reason, delta = EventType.EFFECT_REJECTED, outcome.error, {}
+    elif outcome.stage == "definite" and outcome.error != "SAME_KEY_DIFFERENT_INTENT":
+        _mark(attempt, EffectAttempt.Status.REJECTED, outcome.detail, error=outcome.error)
+        event, reason, delta = EventType.EFFECT_REJECTED, outcome.error, {}
+    else:
+        _mark(attempt, EffectAttempt.Status.AMBIGUOUS, outcome.detail, error=outcome.error)
+        event, reason, delta = EventType.EFFECT_AMBIGUOUS, outcome.error, {}
+    if event is not EventType.EFFECT_AMBIGUOUS:
+        refs["observation"] = evidence.store(run_id=run_id, kind="observation", content=content)
+    if outcome.quarantined:
+        refs["validation"] = evidence.store(
+            run_id=run_id,
+            kind="quarantine",
+            content=dict(outcome.quarantined),
+            redaction_class="quarantined",
+        )
+    run = Run.objects.get(pk=run_id)
+    if is_terminal(run.state):
+        _record_after_terminal(owner, attempt, "dispatched")
+        return
+    _append_fact(
+        owner,
+        event,
+        Actor.CAPABILITY_ADAPTER,
+        reason,
+        refs=refs,
+        payload={"stage": outcome.stage, "detail": outcome.detail[:300]},
+        counters_delta=delta,
+    )
+
+
+def _mark(
+    attempt: EffectAttempt, status: str, detail: str, *, error: str = "", effect_id: str = ""
+) -> None:
+    EffectAttempt.objects.filter(pk=attempt.pk).update(
+        status=status,
+        detail=detail[:500],
+        error=error,
+        effect_id=effect_id or attempt.effect_id,
+        resolved_at=clock.now() if status not in EffectAttempt.UNRESOLVED_STATUSES else None,
+    )
+    attempt.status = status
+
+
+def _record_after_terminal(owner: Owner, attempt: EffectAttempt, how: str) -> None:
+    """The run ended (cancelled) around a dispatch: reconcile the obligation, append it."""
+    from runs import services
+
+    if how == "not_sent":
+        services.effect_obligation_record(
+            attempt_id=attempt.pk,
+            outcome="not_sent",
+            effect=None,
+            detail="cancelled before dispatch",
+        )
+        return
+    services.effect_obligation_reconcile(attempt_id=attempt.pk)
+
+
+# -- RECOVERING --------------------------------------------------------------------------
+def step_recovering(owner: Owner, run: Run) -> None:
+    attempt = (
+        EffectAttempt.objects.filter(run=run, status__in=EffectAttempt.UNRESOLVED_STATUSES)
+        .order_by("-created_at")
+        .first()
+    )
+    if attempt is None:
+        _append(
+            owner,
+            run,
+            EventType.RECONCILIATION_UNRESOLVED,
+            Actor.HARNESS,
+            "no_attempt_to_reconcile",
+            payload={"owner": "operator"},
+        )
+        return
+    proposal = rules.proposal_of(run)
+    assert isinstance(proposal, ActionIntent)
+    inv = _invocation(run, proposal)
+    found = reserve_part.reconcile(
+        key=attempt.idempotency_key, intent=reserve_part.intent_for(inv), world=_world(run)
+    )
+    refs = {"attempt": attempt.pk}
+    payload: dict[str, Any] = {"detail": found.detail, "key": attempt.idempotency_key}
+    if found.outcome == "matched":
+        assert found.effect is not None
+        _mark(
+            attempt,
+            EffectAttempt.Status.CONFIRMED,
+            found.detail,
+            effect_id=found.effect["effect_id"],
+        )
+        refs["effect"] = found.effect["effect_id"]
+        _append_fact(
+            owner,
+            EventType.RECONCILIATION_MATCHED,
+            Actor.HARNESS,
+            "ledger_matched",
+            expected_state=State.RECOVERING,
+            refs=refs,
+            payload=payload,
+            counters_delta={Budget.EFFECTS: 1},
+        )
+    elif found.outcome == "absent":
+        _mark(attempt, EffectAttempt.Status.ABSENT, found.detail)
+        _append_fact(
+            owner,
+            EventType.RECONCILIATION_ABSENT,
+            Actor.HARNESS,
+            "ledger_absent",
+            expected_state=State.RECOVERING,
+            refs=refs,
+            payload=payload,
+        )
+    elif found.outcome == "conflict":
+        _mark(attempt, EffectAttempt.Status.CONFLICT, found.detail)
+        payload["owner"] = "operator"
+        _append_fact(
+            owner,
+            EventType.RECONCILIATION_CONFLICT,
+            Actor.HARNESS,
+            "same_key_different_intent",
+            expected_state=State.RECOVERING,
+            refs=refs,
+            payload=payload,
+        )
+    else:
+        _mark(attempt, EffectAttempt.Status.UNRESOLVED, found.detail)
+        payload["owner"] = "operator"
+        _append_fact(
+            owner,
+            EventType.RECONCILIATION_UNRESOLVED,
+            Actor.HARNESS,
+            "ledger_unavailable",
+            expected_state=State.RECOVERING,
+            refs=refs,
+            payload=payload,
+        )
+
+
+# -- VERIFYING ---------------------------------------------------------------------------
+def step_verifying(owner: Owner, run: Run) -> None:
+    assessment = completion.verify(rules.completion_inputs(run))
+    assessment_id = evidence.store(
+        run_id=str(run.pk),
+        kind="assessment",
+        content={
+            "capability": "verifier",
+            "ok": assessment.verdict is completion.Verdict.VERIFIED,
+            "error": ""
+            if assessment.verdict is completion.Verdict.VERIFIED
+            else "COMPLETION_" + assessment.verdict.value.upper(),
+            "data": assessment.as_dict(),
+        },
+    )
+    refs = {"completion": assessment_id}
+    payload = {"verdict": assessment.verdict.value, "reasons": assessment.reasons[:8]}
+    if assessment.verdict is completion.Verdict.VERIFIED:
+        assert assessment.artifact is not None
+        refs["artifact"] = evidence.store(
+            run_id=str(run.pk), kind="artifact", content=dict(assessment.artifact)
+        )
+        refs["effect"] = assessment.artifact["effect_id"]
+        _append(
+            owner,
+            run,
+            EventType.COMPLETION_VERIFIED,
+            Actor.HARNESS,
+            "all_predicates_pass",
+            refs=refs,
+            payload=payload,
+        )
+    elif assessment.verdict is completion.Verdict.MISMATCH:
+        payload["owner"] = "operator"
+        _append(
+            owner,
+            run,
+            EventType.VERIFICATION_MISMATCH,
+            Actor.HARNESS,
+            "authoritative_state_contradicts_effect",
+            refs=refs,
+            payload=payload,
+        )
+    elif run.counters.get(Budget.CORRECTIONS, 0) < run.budget_limits.get(Budget.CORRECTIONS, 0):
+        _append(
+            owner,
+            run,
+            EventType.COMPLETION_REJECTED,
+            Actor.HARNESS,
+            "completion_insufficient",
+            refs=refs,
+            payload=payload,
+            counters_delta={Budget.CORRECTIONS: 1},
+        )
+    else:
+        _append(
+            owner,
+            run,
+            EventType.RUN_FAILED,
+            Actor.HARNESS,
+            "completion_evidence_missing",
+            refs=refs,
+            payload=payload,
+        )
+
+
+STEPS: dict[State, Callable[[Owner, Run], None]] = {
+    State.CREATED: step_created,
+    State.OBSERVING: step_observing,
+    State.DECIDING: step_deciding,
+    State.VALIDATING: step_validating,
+    State.EXECUTING: step_executing,
+    State.RECOVERING: step_recovering,
+    State.VERIFYING: step_verifying,
+}

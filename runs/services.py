@@ -1,0 +1,386 @@
+"""Run writes used by the console, commands and workers: create, cancel, change budget,
+start a follow-up, record effect obligations. Each is one service call ending in an event.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from catalog.capabilities import reserve_part
+from catalog.capabilities.registry import ALL_CONTRACTS
+from catalog.models import CapabilityVersion, Lifecycle
+from catalog.world import faults
+from catalog.world.fixtures import EQUIPMENT, LIVE_NAMESPACE, LOCATIONS
+from catalog.world.service import WorldService
+from fieldops import clock
+from runs import authority
+from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
+from runs.domain.canonical import digest
+from runs.domain.events import RunConfig
+from runs.domain.states import Actor, EventType, State, is_terminal
+from runs.models import EffectAttempt, Evidence, Outbox, Run
+from runs.policies import double, vocabularies
+from runs.rules import pinned_ref
+
+CONTRACT_VERSION = "fieldops-reservation@1.0.0"
+POLICY_VERSION = "fieldops-policy@1.0.0"
+DEFAULT_OBJECTIVE = (
+    "Diagnose the seal weep on {equipment} and reserve one compatible spare part at {location}."
+)
+
+
+class RunInputError(ValueError):
+    """Bad input to a run service: nothing was written. ``field`` names the culprit."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+def pinned_components(components: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every ADMITTED (or DEPRECATED) catalog version the code can dispatch, pinned by digest.
+
+    Retired, rejected and discovered versions never enter a new run.
+    """
+    if components is not None:
+        return dict(components)
+    pins = {}
+    for row in CapabilityVersion.objects.filter(lifecycle=Lifecycle.ADMITTED):
+        contract = ALL_CONTRACTS.get(row.capability_id)
+        if contract is not None and contract.version == row.version:
+            pins[row.capability_id] = pinned_ref(row.version, row.digest)
+    return pins
+
+
+def run_create(
+    *,
+    scenario: str,
+    tenant: str,
+    principal_ref: str,
+    requested_by: Any = None,
+    equipment_id: str = "EQ-17",
+    location_id: str | None = None,
+    quantity: int = 1,
+    scope: Sequence[str] | None = None,
+    limits: Mapping[str, int] | None = None,
+    fault_plan: Sequence[Mapping[str, Any]] | None = None,
+    namespace: str = LIVE_NAMESPACE,
+    vocabulary: str = "openai",
+    components: Mapping[str, str] | None = None,
+    follows_run: Run | None = None,
+    deadline_seconds: int | None = None,
+    start: bool = True,
+) -> Run:
+    """Create a run (CREATED, revision 0) with its request evidence; enqueue it to start.
+
+    Raise RunInputError on any invalid input; nothing is written then.
+    """
+    if scenario not in double.SCENARIOS:
+        raise RunInputError("scenario", f"unknown scenario {scenario!r}")
+    if tenant not in {loc["tenant"] for loc in LOCATIONS.values()}:
+        raise RunInputError("tenant", f"unknown tenant {tenant!r}")
+    if equipment_id not in EQUIPMENT:
+        raise RunInputError("equipment_id", f"unknown equipment {equipment_id!r}")
+    tenant_locations = sorted(k for k, v in LOCATIONS.items() if v["tenant"] == tenant)
+    location_id = location_id or tenant_locations[0]
+    if location_id not in LOCATIONS:
+        raise RunInputError("location_id", f"unknown location {location_id!r}")
+    if not isinstance(quantity, int) or isinstance(quantity, bool) or not 1 <= quantity <= 50:
+        raise RunInputError("quantity", "quantity must be a whole number from 1 to 50")
+    merged = {**DEFAULT_LIMITS, **(limits or {})}
+    problem = validate_limits(merged)
+    if problem:
+        raise RunInputError("limits", problem)
+    try:
+        plan = faults.parse_plan(fault_plan)
+    except faults.FaultPlanError as exc:
+        raise RunInputError("fault_plan", str(exc)) from exc
+    try:
+        adapter_version = vocabularies.get(vocabulary).adapter_version
+    except ValueError as exc:
+        raise RunInputError("vocabulary", str(exc)) from exc
+    pins = pinned_components(components)
+    if not pins:
+        raise RunInputError("components", "no admitted capability versions to pin")
+    now = clock.now()
+    run_id = uuid.uuid4()
+    granted = list(scope) if scope is not None else [location_id, "effect:reserve_part"]
+    limits_out = {k: int(v) for k, v in merged.items()}
+    deadline = now + dt.timedelta(seconds=deadline_seconds or limits_out[Budget.ELAPSED_MS] / 1000)
+    config = RunConfig(
+        run_id=str(run_id),
+        task_id=f"task-{run_id.hex[:12]}",
+        contract_version=CONTRACT_VERSION,
+        policy_version=POLICY_VERSION,
+        model_adapter_version=adapter_version,
+        component_set=digest(pins)[:16],
+        tenant=tenant,
+        principal_ref=principal_ref,
+        scope=tuple(granted),
+        limits=limits_out,
+        deadline=clock.iso(deadline),
+        created_at=clock.iso(now),
+    )
+    objective = DEFAULT_OBJECTIVE.format(equipment=equipment_id, location=location_id)
+    with transaction.atomic():
+        run = Run.objects.create(
+            id=run_id,
+            task_id=config.task_id,
+            scenario=scenario,
+            objective=objective,
+            contract_version=config.contract_version,
+            policy_version=config.policy_version,
+            model_adapter_version=config.model_adapter_version,
+            component_set=config.component_set,
+            components=pins,
+            tenant=tenant,
+            principal_ref=principal_ref,
+            scope=granted,
+            limits=limits_out,
+            budget_limits=limits_out,
+            counters={b.value: 0 for b in Budget},
+            deadline=deadline,
+            created_at=now,
+            updated_at=now,
+            fault_plan=faults.plan_as_data(plan),
+            namespace=namespace,
+            follows_run=follows_run,
+            requested_by=requested_by,
+            last_hash=config.genesis_hash(),
+            state=State.CREATED.value,
+        )
+        request = {
+            "capability": "request",
+            "ok": True,
+            "error": "",
+            "data": {
+                "objective": objective,
+                "equipment_id": equipment_id,
+                "location_id": location_id,
+                "symptom": "seal weep at the impeller housing",
+                "quantity": quantity,
+                "follows_run": str(follows_run.pk) if follows_run else "",
+            },
+            "observed_at": clock.iso(now),
+        }
+        Evidence.objects.create(
+            id=f"rq-{run_id.hex[:20]}",
+            run=run,
+            kind="request",
+            content=request,
+            content_hash=digest(request),
+            size=len(str(request)),
+            created_at=now,
+        )
+        if start:
+            Outbox.objects.create(run=run, kind="advance", created_at=now)
+            rid = str(run.pk)
+            transaction.on_commit(lambda: authority._kick(rid))
+    return run
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    applied: bool
+    run: Run
+    qualification: str
+    refusal: str = ""
+
+
+def cancel_qualification(run: Run) -> str:
+    """Qualify a cancellation from authoritative records (SPEC §1 Cancellation)."""
+    if run.counters.get(Budget.EFFECTS, 0) > 0:
+        return "cancelled_after_effect"
+    if (
+        run.state == State.RECOVERING.value
+        or EffectAttempt.objects.filter(
+            run=run, status__in=EffectAttempt.UNRESOLVED_STATUSES
+        ).exists()
+    ):
+        return "cancelled_effect_unknown"
+    return "cancelled_no_dispatch"
+
+
+def run_cancel(
+    *, run_id: str, by_ref: str, reason: str, actor: Actor = Actor.OPERATOR
+) -> CancelResult:
+    """Cancel a run now; it takes effect for workers at their next safe point.
+
+    A terminal run cannot be cancelled: the attempt is recorded as transition.rejected.
+    Raise RunInputError when the reason is empty.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise RunInputError("reason", "a cancellation needs a reason")
+    for _ in range(20):
+        run = Run.objects.get(pk=run_id)
+        qualification = cancel_qualification(run)
+        result = authority.append(
+            run_id=run_id,
+            expected_revision=run.revision,
+            expected_epoch=None,
+            type=EventType.RUN_CANCELLED,
+            actor=actor,
+            reason_code=qualification,
+            payload={"reason": reason[:500], "by": by_ref},
+        )
+        if result.conflict:
+            continue
+        run.refresh_from_db()
+        return CancelResult(result.applied, run, qualification, result.refusal)
+    raise RuntimeError("could not cancel: the run keeps changing")
+
+
+def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reason: str) -> Run:
+    """Record an operator's budget.changed decision (never below what is already used)."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise RunInputError("reason", "a budget change needs a reason")
+    if budget not in {b.value for b in Budget}:
+        raise RunInputError("budget", f"unknown budget {budget!r}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise RunInputError("limit", "limit must be a non-negative whole number")
+    for _ in range(20):
+        run = Run.objects.get(pk=run_id)
+        if is_terminal(run.state):
+            raise RunInputError("run", "the run has ended; start a follow-up run instead")
+        if limit < run.counters.get(budget, 0):
+            raise RunInputError("limit", f"{budget} already used {run.counters[budget]}")
+        result = authority.append(
+            run_id=run_id,
+            expected_revision=run.revision,
+            expected_epoch=None,
+            type=EventType.BUDGET_CHANGED,
+            actor=Actor.OPERATOR,
+            reason_code="operator_decision",
+            payload={
+                "limits": {budget: limit},
+                "previous": run.budget_limits.get(budget),
+                "reason": reason[:500],
+                "by": by_ref,
+            },
+        )
+        if result.applied:
+            run.refresh_from_db()
+            return run
+    raise RuntimeError("could not change the budget: the run keeps changing")
+
+
+def run_follow_up(
+    *, run: Run, by_ref: str, requested_by: Any = None, scenario: str | None = None
+) -> Run:
+    """Start a new governed run that references a terminal one (its own approvals)."""
+    if not is_terminal(run.state):
+        raise RunInputError("run", "only an ended run can be followed up")
+    request = Evidence.objects.get(pk=f"rq-{run.pk.hex[:20]}").content["data"]
+    return run_create(
+        scenario=scenario or run.scenario,
+        tenant=run.tenant,
+        principal_ref=by_ref,
+        requested_by=requested_by,
+        equipment_id=request["equipment_id"],
+        location_id=request["location_id"],
+        quantity=request["quantity"],
+        namespace=run.namespace,
+        follows_run=run,
+    )
+
+
+# -- effect obligations after a run ended --------------------------------------------------
+def effect_obligation_record(
+    *,
+    attempt_id: str,
+    outcome: str,
+    effect: Mapping[str, Any] | None,
+    detail: str,
+    by_ref: str = "harness",
+) -> EffectAttempt:
+    """Append the resolution of an effect obligation as effect.reconciled (terminal runs)."""
+    status = {
+        "matched": EffectAttempt.Status.CONFIRMED,
+        "absent": EffectAttempt.Status.ABSENT,
+        "not_sent": EffectAttempt.Status.NOT_SENT,
+        "conflict": EffectAttempt.Status.CONFLICT,
+        "unresolved": EffectAttempt.Status.UNRESOLVED,
+    }[outcome]
+    attempt = EffectAttempt.objects.get(pk=attempt_id)
+    refs = {"attempt": attempt_id}
+    if effect:
+        refs["effect"] = effect["effect_id"]
+    with transaction.atomic():
+        EffectAttempt.objects.filter(pk=attempt_id).update(
+            status=status,
+            detail=detail[:500],
+            effect_id=(effect or {}).get("effect_id", ""),
+            resolved_at=clock.now() if status not in EffectAttempt.UNRESOLVED_STATUSES else None,
+        )
+        authority.append_control(
+            run_id=str(attempt.run_id),
+            type=EventType.EFFECT_RECONCILED,
+            actor=Actor.OPERATOR if by_ref != "harness" else Actor.HARNESS,
+            reason_code=f"obligation_{outcome}",
+            refs=refs,
+            payload={
+                "detail": detail[:300],
+                "by": by_ref,
+                "outcome": outcome,
+                "key": attempt.idempotency_key,
+            },
+        )
+    attempt.refresh_from_db()
+    return attempt
+
+
+def effect_obligation_reconcile(*, attempt_id: str, by_ref: str = "harness") -> EffectAttempt:
+    """Query the ledger by the attempt's key and record what it proves (never dispatch)."""
+    attempt = EffectAttempt.objects.select_related("run").get(pk=attempt_id)
+    run = attempt.run
+    world = WorldService(
+        namespace=run.namespace, run_id=str(run.pk), fault_plan=faults.parse_plan(run.fault_plan)
+    )
+    proposal_intent = _intent_for_attempt(attempt)
+    found = reserve_part.reconcile(key=attempt.idempotency_key, intent=proposal_intent, world=world)
+    if found.outcome == "unresolved" and attempt.status == EffectAttempt.Status.UNRESOLVED:
+        return attempt
+    return effect_obligation_record(
+        attempt_id=attempt_id,
+        outcome=found.outcome,
+        effect=found.effect,
+        detail=found.detail,
+        by_ref=by_ref,
+    )
+
+
+def _intent_for_attempt(attempt: EffectAttempt) -> dict[str, Any]:
+    from runs import evidence
+    from runs.rules import canonical_proposal
+
+    run = attempt.run
+    observations = evidence.admitted_observations(str(run.pk))
+    for obs in reversed(list(observations.values())):
+        data = obs.get("data") or {}
+        if (
+            obs.get("capability") == "propose_reservation"
+            and data.get("proposal_hash") == attempt.proposal_hash
+        ):
+            proposal = data["proposal"]
+            break
+    else:
+        proposal, _ = canonical_proposal(observations)
+        proposal = proposal or {"part_id": "", "slot_id": "", "quantity": 0}
+    return reserve_part.semantic_intent(
+        tenant=run.tenant,
+        principal_ref=run.principal_ref,
+        task_id=run.task_id,
+        run_id=str(run.pk),
+        proposal_hash=attempt.proposal_hash,
+        part_id=proposal["part_id"],
+        slot_id=proposal["slot_id"],
+        quantity=proposal["quantity"],
+    )

@@ -1,0 +1,140 @@
+"""The sweeper: re-drives what must move and enforces deadlines kept in PostgreSQL.
+
+Exactly one sweeper runs (Celery beat in production, a thread in the embedded server).
+Every sweep is idempotent: it only acts through the authority's compare-and-set, so two
+overlapping sweeps cannot both act on the same run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+
+from django.db.models import Q
+
+from approvals import services as approvals
+from approvals.models import Checkpoint
+from fieldops import clock
+from runs import authority, executor, services
+from runs.domain.budgets import Budget, exhausted_reason
+from runs.domain.states import TERMINAL_STATES, WAITING_STATES, Actor, EventType, State
+from runs.models import Correlation, EffectAttempt, Outbox, Run, WorkerHeartbeat
+
+log = logging.getLogger("fieldops.sweeper")
+
+# A run that should be moving but shows no owner and no change for this long is re-driven
+# (its message was lost, or the process that would advance it died before claiming).
+STUCK_AFTER = dt.timedelta(seconds=30)
+OUTBOX_RETRY_AFTER = dt.timedelta(seconds=15)
+
+
+@dataclass
+class SweepReport:
+    redriven: list[str] = field(default_factory=list)
+    expired_checkpoints: list[str] = field(default_factory=list)
+    expired_waits: list[str] = field(default_factory=list)
+    deadlines: list[str] = field(default_factory=list)
+    obligations: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {
+            "redriven": self.redriven,
+            "expired_checkpoints": self.expired_checkpoints,
+            "expired_waits": self.expired_waits,
+            "deadlines": self.deadlines,
+            "obligations": self.obligations,
+        }
+
+
+def sweep(*, now: dt.datetime | None = None, limit: int = 200) -> SweepReport:
+    now = now or clock.now()
+    report = SweepReport()
+    _expire_checkpoints(now, limit, report)
+    _expire_waits(now, limit, report)
+    _enforce_deadlines(now, limit, report)
+    _reconcile_obligations(limit, report)
+    _redrive(now, limit, report)
+    WorkerHeartbeat.objects.update_or_create(
+        worker="sweeper", defaults={"seen_at": clock.now(), "role": "sweeper"}
+    )
+    return report
+
+
+def _expire_checkpoints(now: dt.datetime, limit: int, report: SweepReport) -> None:
+    for checkpoint_id in Checkpoint.objects.filter(
+        status=Checkpoint.Status.PENDING, expires_at__lte=now
+    ).values_list("id", flat=True)[:limit]:
+        if approvals.checkpoint_expire(checkpoint_id=checkpoint_id):
+            report.expired_checkpoints.append(checkpoint_id)
+
+
+def _expire_waits(now: dt.datetime, limit: int, report: SweepReport) -> None:
+    for correlation in Correlation.objects.filter(status="OPEN", deadline__lte=now).select_related(
+        "run"
+    )[:limit]:
+        run = correlation.run
+        if run.state != State.WAITING_EXTERNAL.value or run.waiting_correlation != (correlation.pk):
+            Correlation.objects.filter(pk=correlation.pk).update(status="EXPIRED")
+            continue
+        result = authority.append(
+            run_id=str(run.pk),
+            expected_revision=run.revision,
+            expected_epoch=None,
+            type=EventType.EXTERNAL_EXPIRED,
+            actor=Actor.CLOCK,
+            reason_code="wait_expired",
+            refs={"correlation": correlation.pk},
+            payload={"owner": "operator"},
+        )
+        if result.applied:
+            report.expired_waits.append(correlation.pk)
+
+
+def _enforce_deadlines(now: dt.datetime, limit: int, report: SweepReport) -> None:
+    overdue = (
+        Run.objects.filter(deadline__lt=now)
+        .exclude(state__in=[s.value for s in TERMINAL_STATES])
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+    )
+    for run in overdue[:limit]:
+        result = authority.append(
+            run_id=str(run.pk),
+            expected_revision=run.revision,
+            expected_epoch=None,
+            type=EventType.RUN_FAILED,
+            actor=Actor.CLOCK,
+            reason_code=exhausted_reason(Budget.ELAPSED_MS),
+            payload={"owner": "operator"},
+        )
+        if result.applied:
+            report.deadlines.append(str(run.pk))
+
+
+def _reconcile_obligations(limit: int, report: SweepReport) -> None:
+    """Effect attempts left unknown by a run that ended (e.g. cancelled mid-dispatch)."""
+    attempts = EffectAttempt.objects.filter(
+        status__in=("DISPATCH_RECORDED", "AMBIGUOUS"),
+        run__state__in=[s.value for s in TERMINAL_STATES],
+    )
+    for attempt in attempts[:limit]:
+        services.effect_obligation_reconcile(attempt_id=attempt.pk)
+        report.obligations.append(attempt.pk)
+
+
+def _redrive(now: dt.datetime, limit: int, report: SweepReport) -> None:
+    candidates: set[str] = set()
+    for run_id in Outbox.objects.filter(
+        Q(dispatched_at__isnull=True, created_at__lt=now - OUTBOX_RETRY_AFTER)
+    ).values_list("run_id", flat=True)[:limit]:
+        candidates.add(str(run_id))
+    movable = Run.objects.exclude(state__in=[s.value for s in TERMINAL_STATES | WAITING_STATES])
+    expired = movable.filter(lease_expires_at__lt=now)
+    idle = movable.filter(lease_expires_at__isnull=True, updated_at__lt=now - STUCK_AFTER)
+    for run_id in list(expired.values_list("id", flat=True)[:limit]) + list(
+        idle.values_list("id", flat=True)[:limit]
+    ):
+        candidates.add(str(run_id))
+    for run_id in sorted(candidates):
+        executor.enqueue_advance(run_id)
+        report.redriven.append(run_id)
