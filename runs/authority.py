@@ -141,15 +141,14 @@ def append(
     the event is stored (checkpoints, dispatch records, ...). ``follow_up`` enqueues the run
     for advancement through the outbox, committed with the event.
     """
-    offered_id = event_id
+    if event_id is not None:
+        prior = _prior_result(event_id, run_id, type, reason_code, refs, payload)
+        if prior is not None:
+            return prior
     event_id = event_id or str(uuid.uuid4())
     _check_payload_size(payload)
     with transaction.atomic():
         run = Run.objects.get(pk=run_id)
-        if offered_id is not None:
-            duplicate = _duplicate(offered_id, run, type, reason_code, refs, payload)
-            if duplicate is not None:
-                return duplicate
         snapshot = snapshot_of(run)
         if expected_epoch is not None and run.owner_epoch != expected_epoch:
             control = _control(
@@ -238,6 +237,26 @@ def append(
     return Result(True, snapshot_of(run), event=event)
 
 
+def _integrity_stop(run: Run, event_id: str) -> None:
+    """A reused event id with different content: the run fails (in the caller's txn)."""
+    snapshot = snapshot_of(run)
+    if not is_terminal(run.state):
+        event = build_event(
+            snapshot,
+            event_id=str(uuid.uuid4()),
+            type=EventType.RUN_FAILED,
+            actor=Actor.HARNESS,
+            next_state=State.FAILED,
+            occurred_at=clock.iso(clock.now()),
+            elapsed_ms=elapsed_ms(run),
+            reason_code="event_integrity_conflict",
+            payload={"event_id": event_id},
+        )
+        invariants.assert_invariants(snapshot, event)
+        _store(run, snapshot, event, snapshot.revision)
+        _close_run(run, event)
+
+
 def append_control(
     *,
     run_id: str,
@@ -319,29 +338,31 @@ def _check_payload_size(payload: Mapping[str, Any] | None) -> None:
         raise ValueError("event payload over 256 KB: store it as evidence and reference it")
 
 
-def _duplicate(
+def _prior_result(
     event_id: str,
-    run: Run,
+    run_id: str,
     type: EventType,
     reason_code: str,
     refs: Mapping[str, str] | None,
     payload: Mapping[str, Any] | None,
 ) -> Result | None:
-    """Same event id: identical content returns the prior result; different content is an
-    integrity conflict that stops the run."""
+    """Same event id again: identical content returns the prior result; different content
+    is an integrity conflict that stops the run (then IntegrityConflict is raised)."""
     prior = Event.objects.filter(event_id=event_id).first()
     if prior is None:
         return None
     same = (
-        prior.run_id == run.pk
+        str(prior.run_id) == str(run_id)
         and prior.type == str(type)
         and prior.reason_code == reason_code
         and prior.refs == {k: str(v) for k, v in (refs or {}).items() if v}
         and prior.payload == json.loads(json.dumps(dict(payload or {}), default=str))
     )
     if same:
-        return Result(True, snapshot_of(run), event=record_of(prior))
-    raise IntegrityConflict(f"event {event_id} offered again with different content")
+        return Result(True, snapshot_of(Run.objects.get(pk=run_id)), event=record_of(prior))
+    with transaction.atomic():
+        _integrity_stop(Run.objects.get(pk=run_id), event_id)
+    raise IntegrityConflict(f"event {event_id} was offered again with different content")
 
 
 def _control(

@@ -169,6 +169,7 @@ class EffectAttempt(models.Model):
 
     class Status(models.TextChoices):
         DISPATCH_RECORDED = "DISPATCH_RECORDED"
+        SENDING = "SENDING"
         NOT_SENT = "NOT_SENT"
         CONFIRMED = "CONFIRMED"
         REJECTED = "REJECTED"
@@ -177,7 +178,9 @@ class EffectAttempt(models.Model):
         CONFLICT = "CONFLICT"
         UNRESOLVED = "UNRESOLVED"
 
-    UNRESOLVED_STATUSES = ("DISPATCH_RECORDED", "AMBIGUOUS", "UNRESOLVED", "CONFLICT")
+    UNRESOLVED_STATUSES = ("DISPATCH_RECORDED", "SENDING", "AMBIGUOUS", "UNRESOLVED", "CONFLICT")
+    # Statuses that mean the request may have reached the service.
+    MAYBE_SENT_STATUSES = ("SENDING", "AMBIGUOUS", "UNRESOLVED", "CONFLICT")
     NO_EFFECT_STATUSES = ("NOT_SENT", "REJECTED", "ABSENT")
 
     id = models.CharField(primary_key=True, max_length=40)

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
+
 from approvals.models import Checkpoint, Decision
 from catalog.capabilities import registry, reserve_part
 from catalog.capabilities.base import Invocation, Outcome
@@ -114,21 +116,21 @@ def _append(
     )
 
 
+def _inject_cancel(owner: Owner, point: str) -> None:
+    """Fire a cancellation the fault plan scheduled at ``point`` (once per advance)."""
+    if point in owner.fired or not any(f.point == point for f in owner.plan):
+        return
+    owner.fired.add(point)
+    from runs import services
+
+    services.run_cancel(
+        run_id=owner.run_id, by_ref="faultlab:scheduled", reason=f"fault lab: cancellation {point}"
+    )
+
+
 def _safe_point(owner: Owner, point: str) -> Run | None:
     """Inject a scheduled cancellation at ``point``, then re-read: None if we must stop."""
-    if (
-        point in faults.CANCEL_POINTS
-        and point not in owner.fired
-        and any(f.point == point for f in owner.plan)
-    ):
-        owner.fired.add(point)
-        from runs import services
-
-        services.run_cancel(
-            run_id=owner.run_id,
-            by_ref="faultlab:scheduled",
-            reason=f"fault lab: cancellation {point}",
-        )
+    _inject_cancel(owner, point)
     run = Run.objects.get(pk=owner.run_id)
     if is_terminal(run.state) or run.owner_epoch != owner.epoch:
         return None
@@ -537,10 +539,13 @@ def _append_fact(
 
 def _execute_effect(owner: Owner, run: Run, proposal: ActionIntent) -> None:
     attempt = EffectAttempt.objects.filter(run=run).order_by("-created_at").first()
-    if attempt is None or attempt.status != EffectAttempt.Status.DISPATCH_RECORDED:
+    if attempt is None or attempt.status not in (
+        EffectAttempt.Status.DISPATCH_RECORDED,
+        EffectAttempt.Status.SENDING,
+    ):
         _append(owner, run, EventType.RUN_FAILED, Actor.HARNESS, "dispatch_record_missing")
         return
-    if attempt.owner_epoch != owner.epoch:
+    if attempt.owner_epoch != owner.epoch or attempt.status == EffectAttempt.Status.SENDING:
         # A previous owner recorded this dispatch and may have sent it: never resend
         # blindly, reconcile by the same key.
         _mark(attempt, EffectAttempt.Status.AMBIGUOUS, "owner_changed_after_dispatch_record")
@@ -554,18 +559,35 @@ def _execute_effect(owner: Owner, run: Run, proposal: ActionIntent) -> None:
         )
         return
     _point(owner, "after_dispatch_record")
-    live = _safe_point(owner, "before_effect_dispatch")
+    _inject_cancel(owner, "before_effect_dispatch")
+    live = _send_gate(owner, attempt)
     if live is None:
-        _mark(attempt, EffectAttempt.Status.NOT_SENT, "cancelled before dispatch")
-        _record_after_terminal(owner, attempt, "not_sent")
         return
     outcome = registry.dispatch(_invocation(live, proposal), _world(live))
     _point(owner, "after_effect_committed")
-    if "after_effect_dispatch" not in owner.fired and any(
-        f.point == "after_effect_dispatch" for f in owner.plan
-    ):
-        _safe_point(owner, "after_effect_dispatch")
+    _inject_cancel(owner, "after_effect_dispatch")
     _record_effect_outcome(owner, attempt, proposal, outcome)
+
+
+def _send_gate(owner: Owner, attempt: EffectAttempt) -> Run | None:
+    """The last cancellation check before the effect leaves: mark the attempt SENDING.
+
+    It locks the dispatch record, as ``run_cancel`` does, so a cancellation either commits
+    first (the attempt is then NOT_SENT and nothing is sent) or sees SENDING and qualifies
+    itself as ``cancelled_effect_unknown``.
+    """
+    with transaction.atomic():
+        locked = (
+            EffectAttempt.objects.select_for_update()
+            .filter(pk=attempt.pk, status=EffectAttempt.Status.DISPATCH_RECORDED)
+            .first()
+        )
+        run = Run.objects.get(pk=owner.run_id)
+        if locked is None or is_terminal(run.state) or run.owner_epoch != owner.epoch:
+            return None
+        EffectAttempt.objects.filter(pk=attempt.pk).update(status=EffectAttempt.Status.SENDING)
+        attempt.status = EffectAttempt.Status.SENDING
+        return run
 
 
 def _record_effect_outcome(
@@ -603,7 +625,7 @@ def _record_effect_outcome(
         )
     run = Run.objects.get(pk=run_id)
     if is_terminal(run.state):
-        _record_after_terminal(owner, attempt, "dispatched")
+        _record_after_terminal(attempt)
         return
     _append_fact(
         owner,
@@ -629,18 +651,11 @@ def _mark(
     attempt.status = status
 
 
-def _record_after_terminal(owner: Owner, attempt: EffectAttempt, how: str) -> None:
-    """The run ended (cancelled) around a dispatch: reconcile the obligation, append it."""
+def _record_after_terminal(attempt: EffectAttempt) -> None:
+    """The run ended (cancelled) while the effect was in flight: the obligation stays, so
+    reconcile it against the ledger now and append what the ledger proves."""
     from runs import services
 
-    if how == "not_sent":
-        services.effect_obligation_record(
-            attempt_id=attempt.pk,
-            outcome="not_sent",
-            effect=None,
-            detail="cancelled before dispatch",
-        )
-        return
     services.effect_obligation_reconcile(attempt_id=attempt.pk)
 
 

@@ -194,13 +194,18 @@ class CancelResult:
 
 
 def cancel_qualification(run: Run) -> str:
-    """Qualify a cancellation from authoritative records (SPEC §1 Cancellation)."""
+    """Qualify a cancellation from authoritative records (SPEC §1 Cancellation).
+
+    Call with the run's unresolved effect attempts locked (see ``run_cancel``): an attempt
+    whose request may have left is ``cancelled_effect_unknown``; one only recorded but not
+    yet sent will never be sent once the cancellation commits.
+    """
     if run.counters.get(Budget.EFFECTS, 0) > 0:
         return "cancelled_after_effect"
     if (
         run.state == State.RECOVERING.value
         or EffectAttempt.objects.filter(
-            run=run, status__in=EffectAttempt.UNRESOLVED_STATUSES
+            run=run, status__in=EffectAttempt.MAYBE_SENT_STATUSES
         ).exists()
     ):
         return "cancelled_effect_unknown"
@@ -219,17 +224,33 @@ def run_cancel(
     if not reason:
         raise RunInputError("reason", "a cancellation needs a reason")
     for _ in range(20):
-        run = Run.objects.get(pk=run_id)
-        qualification = cancel_qualification(run)
-        result = authority.append(
-            run_id=run_id,
-            expected_revision=run.revision,
-            expected_epoch=None,
-            type=EventType.RUN_CANCELLED,
-            actor=actor,
-            reason_code=qualification,
-            payload={"reason": reason[:500], "by": by_ref},
-        )
+        with transaction.atomic():
+            # Lock the run's unsent dispatch records: the runner's send gate takes the same
+            # lock, so either it sends first (effect unknown) or it sees this cancellation.
+            pending = list(
+                EffectAttempt.objects.select_for_update()
+                .filter(run_id=run_id, status=EffectAttempt.Status.DISPATCH_RECORDED)
+                .values_list("id", flat=True)
+            )
+            run = Run.objects.get(pk=run_id)
+            qualification = cancel_qualification(run)
+            if pending and not is_terminal(run.state):
+                EffectAttempt.objects.filter(pk__in=pending).update(
+                    status=EffectAttempt.Status.NOT_SENT,
+                    detail="cancelled before dispatch",
+                    resolved_at=clock.now(),
+                )
+            result = authority.append(
+                run_id=run_id,
+                expected_revision=run.revision,
+                expected_epoch=None,
+                type=EventType.RUN_CANCELLED,
+                actor=actor,
+                reason_code=qualification,
+                payload={"reason": reason[:500], "by": by_ref},
+            )
+            if not result.applied:
+                transaction.set_rollback(True)
         if result.conflict:
             continue
         run.refresh_from_db()

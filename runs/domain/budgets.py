@@ -1,7 +1,7 @@
 """Separate, monotonic budgets (SPEC §1 Budgets).
 
 A counter only grows. Each budget is checked before the governed action it limits, and
-exhaustion gives a precise reason code: ``<budget>_budget_exhausted``.
+exhaustion gives a precise reason code (``action_budget_exhausted``, ...).
 """
 
 from __future__ import annotations
@@ -79,8 +79,19 @@ DEFAULT_LIMITS: Mapping[str, int] = {
 }
 
 
+EXHAUSTED_REASONS: Mapping[Budget, str] = {
+    Budget.TURNS: "turn_budget_exhausted",
+    Budget.PROPOSALS: "proposal_budget_exhausted",
+    Budget.ACTIONS: "action_budget_exhausted",
+    Budget.EFFECTS: "effect_budget_exhausted",
+    Budget.CORRECTIONS: "correction_budget_exhausted",
+    Budget.ELAPSED_MS: "elapsed_budget_exhausted",
+}
+
+
 def exhausted_reason(budget: Budget | str) -> str:
-    return f"{Budget(budget).value}_budget_exhausted"
+    """The precise terminal reason when ``budget`` is exhausted."""
+    return EXHAUSTED_REASONS[Budget(budget)]
 
 
 def zero_counters() -> dict[str, int]:

@@ -367,12 +367,14 @@ def step_budgets(ctx: ValidationContext, p: Proposal) -> Decision | None:
             if h.capability == p.capability and h.args_digest == digest and h.error == code
         )
         if failures > budget:
-            return _deny(
+            # Policy: an unchanged request whose typed error has no retries left escalates
+            # (persistent staleness, repeated malformed results) instead of looping.
+            return Decision(
+                Outcome.ESCALATE,
                 6,
                 "retry_budget_exhausted",
                 f"{p.capability} already failed {failures}x with {code} "
-                f"(budget {budget}); change the request",
-                Budget.ACTIONS,
+                f"(retry budget {budget}); an owner must look at the capability",
             )
     return None
 

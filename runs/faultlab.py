@@ -1,0 +1,1029 @@
+"""The fault lab (SPEC §8): deterministic fixtures, each with the disposition it must reach.
+
+Every fixture runs real runs through the real runner and authority in the ``faultlab``
+world namespace (the live ledger and inventory are never touched), acting as the
+``faultlab-operator`` requester and the ``faultlab-approver`` reviewer. Each fixture
+returns its actual outcome and named checks; ``manage.py faultlab`` and the console run
+the same list, and the test suite asserts every one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from approvals import services as approvals
+from approvals.models import Checkpoint, Decision
+from catalog.capabilities import registry
+from catalog.world.models import LedgerEntry, ServiceRequest
+from fieldops import clock
+from runs import authority, callbacks, ownership, runner, services, sweeper
+from runs.audit import audit_replay
+from runs.authority import config_of, record_of
+from runs.domain.replay import replay
+from runs.domain.states import Actor, EventType
+from runs.models import Correlation, EffectAttempt, Event, Evidence, Run
+from runs.setup import FAULTLAB_NAMESPACE
+
+REQUESTER = "faultlab-operator"
+APPROVER = "faultlab-approver"
+
+
+@dataclass
+class Outcome:
+    run: Run | None
+    state: str
+    reason: str
+    checks: dict[str, bool] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Fixture:
+    name: str
+    injects: str
+    expect_state: str
+    expect_reason: str
+    script: Callable[[Lab], Outcome]
+    group: str = "engine"
+
+
+@dataclass(frozen=True)
+class FixtureResult:
+    name: str
+    injects: str
+    expected: str
+    actual: str
+    passed: bool
+    run_id: str
+    failed_checks: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+class Lab:
+    """What a fixture script may do: start runs, advance them, decide, cancel, inspect."""
+
+    def __init__(self) -> None:
+        user_model = get_user_model()
+        self.requester = user_model.objects.get(username=REQUESTER)
+        self.approver = user_model.objects.get(username=APPROVER)
+
+    def start(
+        self,
+        scenario: str = "reservation",
+        *,
+        faults: Iterable[Mapping[str, Any]] = (),
+        advance: bool = True,
+        **kw: Any,
+    ) -> Run:
+        run = services.run_create(
+            scenario=scenario,
+            tenant="north",
+            principal_ref=f"user:{REQUESTER}",
+            requested_by=self.requester,
+            fault_plan=list(faults),
+            namespace=FAULTLAB_NAMESPACE,
+            start=False,
+            **kw,
+        )
+        if advance:
+            self.advance(run)
+        run.refresh_from_db()
+        return run
+
+    def advance(self, run: Run) -> Run:
+        runner.advance(str(run.pk), worker="faultlab")
+        run.refresh_from_db()
+        return run
+
+    def approve(self, run: Run, *, seen_hash: str | None = None) -> approvals.DecisionResult:
+        run.refresh_from_db()
+        checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+        result = approvals.approval_decide(
+            checkpoint_id=checkpoint.pk,
+            user=self.approver,
+            approve=True,
+            seen_hash=checkpoint.proposal_hash if seen_hash is None else seen_hash,
+            reason="fault lab: scripted approver",
+        )
+        self.advance(run)
+        return result
+
+    def approve_until_done(self, run: Run, limit: int = 4) -> Run:
+        for _ in range(limit):
+            run.refresh_from_db()
+            checkpoint = Checkpoint.objects.filter(
+                pk=run.waiting_checkpoint, kind=Checkpoint.Kind.APPROVAL
+            ).first()
+            if checkpoint is None:
+                break
+            self.approve(run)
+        run.refresh_from_db()
+        return run
+
+    def outcome(self, run: Run, **checks: bool) -> Outcome:
+        run.refresh_from_db()
+        _, findings = audit_replay(run)
+        checks.setdefault("audit replay has no findings", not findings)
+        return Outcome(
+            run,
+            run.state,
+            run.terminal_reason,
+            dict(checks),
+            [f"{f.kind}@{f.sequence}: {f.detail}" for f in findings],
+        )
+
+
+# -- helpers -----------------------------------------------------------------------------
+def types(run: Run) -> list[str]:
+    return list(Event.objects.filter(run=run).order_by("sequence").values_list("type", flat=True))
+
+
+def reasons(run: Run, event_type: EventType) -> list[str]:
+    return list(
+        Event.objects.filter(run=run, type=event_type.value)
+        .order_by("sequence")
+        .values_list("reason_code", flat=True)
+    )
+
+
+def service_calls(run: Run, capability: str | None = None) -> int:
+    rows = ServiceRequest.objects.filter(run_id=str(run.pk), operation="invoke")
+    return rows.filter(capability=capability).count() if capability else rows.count()
+
+
+def ledger(run: Run) -> list[LedgerEntry]:
+    return list(LedgerEntry.objects.filter(namespace=run.namespace, run_id=str(run.pk)))
+
+
+def _fault(point: str, capability: str = "*", on_call: int = 1) -> dict[str, Any]:
+    return {"point": point, "capability": capability, "on_call": on_call}
+
+
+# -- the frozen six --------------------------------------------------------------------------
+def fx_unavailable_tool_loop(lab: Lab) -> Outcome:
+    run = lab.start("unavailable_tool")
+    return lab.outcome(
+        run,
+        **{
+            "no capability was invoked": service_calls(run) == 0,
+            "every request was denied as unknown": set(reasons(run, EventType.PROPOSAL_DENIED))
+            == {"unknown_capability"},
+        },
+    )
+
+
+def fx_early_success(lab: Lab) -> Outcome:
+    run = lab.start("early_success")
+    rejected = Event.objects.filter(run=run, type=EventType.COMPLETION_REJECTED.value)
+    reasons_text = " ".join(" ".join(e.payload.get("reasons", [])) for e in rejected)
+    return lab.outcome(
+        run,
+        **{
+            "completion was rejected with missing-evidence reasons": rejected.exists()
+            and "no canonical proposal" in reasons_text,
+            "no effect exists": not ledger(run),
+        },
+    )
+
+
+def fx_invalid_arguments(lab: Lab) -> Outcome:
+    run = lab.start("invalid_arguments")
+    return lab.outcome(
+        run,
+        **{
+            "the invalid call never reached an adapter": service_calls(run, "check_inventory") == 0,
+            "denied as schema-invalid": "schema_invalid" in reasons(run, EventType.PROPOSAL_DENIED),
+        },
+    )
+
+
+def fx_ignored_cancellation(lab: Lab) -> Outcome:
+    run = lab.start(faults=[_fault("after_model_response")])
+    return lab.outcome(
+        run,
+        **{
+            "the late proposal was recorded as rejected": EventType.PROPOSAL_REJECTED_AFTER_CANCEL.value
+            in types(run),
+            "no capability was invoked after cancellation": service_calls(run) == 0,
+        },
+    )
+
+
+def fx_repeated_effect(lab: Lab) -> Outcome:
+    run = lab.approve_until_done(lab.start())
+    attempt = EffectAttempt.objects.get(run=run, status=EffectAttempt.Status.CONFIRMED)
+    # A duplicate model proposal arrives late (transport replay): the run has ended.
+    late = authority.append(
+        run_id=str(run.pk),
+        expected_revision=run.revision,
+        expected_epoch=None,
+        type=EventType.PROPOSAL_EMITTED,
+        actor=Actor.MODEL,
+        reason_code="action",
+    )
+    # The same dispatch is delivered again with the same key: the ledger dedupes it.
+    inv = runner._invocation(run, _last_reserve(run))
+    again = registry.dispatch(inv, runner._world(run))
+    return lab.outcome(
+        run,
+        **{
+            "the late proposal was rejected": not late.applied,
+            "a second dispatch returns the original effect": again.ok
+            and again.data.get("effect_id") == attempt.effect_id,
+            "exactly one effect in the ledger": len(ledger(run)) == 1,
+        },
+    )
+
+
+def _last_reserve(run: Run) -> Any:
+    from runs.domain.proposals import ActionIntent, from_dict
+
+    for content in (
+        Evidence.objects.filter(run=run, kind="proposal")
+        .order_by("-created_at")
+        .values_list("content", flat=True)
+    ):
+        proposal = from_dict(content)
+        if isinstance(proposal, ActionIntent) and proposal.capability == "reserve_part":
+            return proposal
+    raise LookupError("no reserve_part proposal")
+
+
+def fx_illegal_transition(lab: Lab) -> Outcome:
+    run = lab.start()
+    result = authority.append(
+        run_id=str(run.pk),
+        expected_revision=run.revision,
+        expected_epoch=None,
+        type=EventType.OBSERVATION_RECEIVED,
+        actor=Actor.CAPABILITY_ADAPTER,
+        reason_code="ok",
+    )
+    run.refresh_from_db()
+    return lab.outcome(
+        run,
+        **{
+            "the tool result was refused": not result.applied,
+            "recorded as illegal_transition": reasons(run, EventType.TRANSITION_REJECTED)
+            == ["illegal_transition"],
+        },
+    )
+
+
+# -- engine fixtures -------------------------------------------------------------------------
+def fx_stale_owner(lab: Lab) -> Outcome:
+    run = lab.start(advance=False)
+    old = ownership.claim(str(run.pk), "worker-old")
+    assert old is not None
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=clock.now())
+    new = ownership.claim(str(run.pk), "worker-new")
+    assert new is not None
+    run.refresh_from_db()
+    stale = authority.append(
+        run_id=str(run.pk),
+        expected_revision=run.revision,
+        expected_epoch=old.epoch,
+        type=EventType.RUN_STARTED,
+        actor=Actor.HARNESS,
+        reason_code="contract_valid",
+    )
+    ownership.release(new)
+    lab.advance(run)
+    return lab.outcome(
+        run,
+        **{
+            "the stale owner's write was rejected": not stale.applied and stale.stale_owner,
+            "stale_owner.rejected recorded": EventType.STALE_OWNER_REJECTED.value in types(run),
+            "the takeover is a new attempt": run.attempt == 2
+            and EventType.RUN_RECOVERED.value in types(run),
+        },
+    )
+
+
+def fx_post_terminal_callback(lab: Lab) -> Outcome:
+    run = lab.start("wait_external")
+    correlation = Correlation.objects.get(pk=run.waiting_correlation)
+    services.run_cancel(run_id=str(run.pk), by_ref="faultlab", reason="fault lab: end it")
+    got = callbacks.callback_receive(
+        delivery_id=f"dl-{run.pk.hex[:12]}",
+        correlation_id=correlation.pk,
+        attempt=correlation.attempt,
+        owner_epoch=correlation.owner_epoch,
+        response_type=correlation.expected_response_type,
+        payload={"window": "tomorrow"},
+    )
+    run.refresh_from_db()
+    return lab.outcome(
+        run,
+        **{
+            "the callback was recorded as post-terminal": got.outcome == "post_terminal",
+            "transition.rejected appended": "post_terminal_callback"
+            in reasons(run, EventType.TRANSITION_REJECTED),
+        },
+    )
+
+
+def fx_external_wait(lab: Lab) -> Outcome:
+    run = lab.start("wait_external")
+    correlation = Correlation.objects.get(pk=run.waiting_correlation)
+    orphan = callbacks.callback_receive(
+        delivery_id=f"dl-orphan-{run.pk.hex[:8]}",
+        correlation_id="co-unknown",
+        attempt=1,
+        owner_epoch=1,
+        response_type="x",
+        payload={},
+    )
+    old = callbacks.callback_receive(
+        delivery_id=f"dl-old-{run.pk.hex[:8]}",
+        correlation_id=correlation.pk,
+        attempt=correlation.attempt,
+        owner_epoch=correlation.owner_epoch - 1,
+        response_type=correlation.expected_response_type,
+        payload={},
+    )
+    delivery = f"dl-ok-{run.pk.hex[:8]}"
+    ok = callbacks.callback_receive(
+        delivery_id=delivery,
+        correlation_id=correlation.pk,
+        attempt=correlation.attempt,
+        owner_epoch=correlation.owner_epoch,
+        response_type=correlation.expected_response_type,
+        payload={"window": "tomorrow 08:00"},
+    )
+    dup = callbacks.callback_receive(
+        delivery_id=delivery,
+        correlation_id=correlation.pk,
+        attempt=correlation.attempt,
+        owner_epoch=correlation.owner_epoch,
+        response_type=correlation.expected_response_type,
+        payload={"window": "tomorrow 08:00"},
+    )
+    lab.advance(run)
+    return lab.outcome(
+        run,
+        **{
+            "orphan callback recorded, nothing moved": orphan.outcome == "orphaned",
+            "old-epoch callback denied": old.outcome == "old_epoch",
+            "correlated callback accepted": ok.accepted,
+            "duplicate delivery deduplicated": dup.outcome == "duplicate"
+            and EventType.DUPLICATE_DEDUPLICATED.value in types(run),
+        },
+    )
+
+
+def fx_never_progress(lab: Lab) -> Outcome:
+    run = lab.start("never_progress")
+    return lab.outcome(
+        run,
+        **{"reads were admitted until the budget ended": service_calls(run, "read_equipment") >= 1},
+    )
+
+
+def fx_premature_artifact(lab: Lab) -> Outcome:
+    run = lab.start("premature_artifact")
+    return lab.outcome(
+        run,
+        **{
+            "the correct-looking artifact was rejected": EventType.COMPLETION_REJECTED.value
+            in types(run),
+            "no effect exists": not ledger(run),
+        },
+    )
+
+
+def fx_forged_field(lab: Lab) -> Outcome:
+    run = lab.start("forged_field")
+    return lab.outcome(
+        run,
+        **{
+            "denied: trusted field supplied by the model": "trusted_field_supplied"
+            in reasons(run, EventType.PROPOSAL_DENIED),
+            "never reached an adapter": service_calls(run) == 0,
+        },
+    )
+
+
+def fx_mixed_output(lab: Lab) -> Outcome:
+    run = lab.start("mixed_output")
+    return lab.outcome(
+        run,
+        **{
+            "mixed final text and tool call is INVALID_PROPOSAL": "invalid_proposal:mixed_output"
+            in reasons(run, EventType.PROPOSAL_DENIED)
+        },
+    )
+
+
+def fx_abstain(lab: Lab) -> Outcome:
+    return lab.outcome(lab.start("abstain"))
+
+
+def fx_clarification(lab: Lab) -> Outcome:
+    run = lab.start("clarify")
+    checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+    answered = approvals.clarification_answer(
+        checkpoint_id=checkpoint.pk, user=lab.requester, answer="LOC-N1"
+    )
+    lab.advance(run)
+    return lab.outcome(
+        run,
+        **{
+            "the requester's answer was admitted": answered.recorded,
+            "the run moved on to an approval": EventType.APPROVAL_REQUIRED.value in types(run),
+        },
+    )
+
+
+def fx_missing_event(lab: Lab) -> Outcome:
+    run = lab.start()
+    records = [record_of(e) for e in Event.objects.filter(run=run).order_by("sequence")]
+    removed = records[:5] + records[6:]
+    result = replay(config_of(run), removed)
+    gap = [f for f in result.findings if f.kind == "gap"]
+    return Outcome(
+        run,
+        run.state,
+        run.terminal_reason,
+        {
+            "replay reports the gap at the removed sequence": bool(gap) and gap[0].sequence == 7,
+            "replay does not invent the missing event": result.events_applied == 5,
+        },
+    )
+
+
+def fx_decreased_counter(lab: Lab) -> Outcome:
+    run = lab.start()
+    records = [record_of(e) for e in Event.objects.filter(run=run).order_by("sequence")]
+    index = next(i for i, r in enumerate(records) if r.budget.get("turns", 0) >= 2)
+    budget = {**records[index].budget, "turns": 0}
+    records[index] = dataclasses.replace(records[index], budget=budget)
+    result = replay(config_of(run), records)
+    kinds = {f.kind for f in result.findings}
+    return Outcome(
+        run,
+        run.state,
+        run.terminal_reason,
+        {
+            "replay reports the decreasing counter": "decreasing_counter" in kinds,
+            "replay reports the broken hash link": "broken_hash_link" in kinds,
+        },
+    )
+
+
+def fx_duplicate_event(lab: Lab) -> Outcome:
+    run = lab.start(advance=False)
+    event_id = str(uuid.uuid4())
+    first = authority.append(
+        run_id=str(run.pk),
+        expected_revision=0,
+        expected_epoch=None,
+        type=EventType.BUDGET_CHANGED,
+        actor=Actor.OPERATOR,
+        reason_code="operator_decision",
+        event_id=event_id,
+        payload={"limits": {"turns": 30}, "reason": "fault lab"},
+    )
+    again = authority.append(
+        run_id=str(run.pk),
+        expected_revision=0,
+        expected_epoch=None,
+        type=EventType.BUDGET_CHANGED,
+        actor=Actor.OPERATOR,
+        reason_code="operator_decision",
+        event_id=event_id,
+        payload={"limits": {"turns": 30}, "reason": "fault lab"},
+    )
+    conflict = False
+    try:
+        authority.append(
+            run_id=str(run.pk),
+            expected_revision=1,
+            expected_epoch=None,
+            type=EventType.BUDGET_CHANGED,
+            actor=Actor.OPERATOR,
+            reason_code="operator_decision",
+            event_id=event_id,
+            payload={"limits": {"turns": 31}, "reason": "fault lab"},
+        )
+    except authority.IntegrityConflict:
+        conflict = True
+    return lab.outcome(
+        run,
+        **{
+            "identical content returns the prior result": first.applied
+            and again.applied
+            and first.event is not None
+            and again.event is not None
+            and first.event.sequence == again.event.sequence,
+            "different content is an integrity conflict": conflict,
+        },
+    )
+
+
+def fx_version_drift(lab: Lab) -> Outcome:
+    pins = services.pinned_components()
+    version = pins["check_inventory"].split("#")[0]
+    pins["check_inventory"] = f"{version}#0000000000000000"
+    run = lab.start(components=pins)
+    return lab.outcome(
+        run,
+        **{
+            "no inventory read was dispatched under drifted semantics": service_calls(
+                run, "check_inventory"
+            )
+            == 0
+        },
+    )
+
+
+def fx_cancel_at(point: str) -> Callable[[Lab], Outcome]:
+    def script(lab: Lab) -> Outcome:
+        run = lab.start(faults=[_fault(point)])
+        if point in ("before_effect_dispatch", "after_effect_dispatch"):
+            run = lab.approve_until_done(run)
+        if point == "while_waiting_approval":
+            services.run_cancel(
+                run_id=str(run.pk), by_ref="faultlab", reason="fault lab: cancel while waiting"
+            )
+            run.refresh_from_db()
+        sweeper.sweep()
+        run.refresh_from_db()
+        effects = ledger(run)
+        checks = {"cancellation won": run.state == "CANCELLED"}
+        if point == "after_effect_dispatch":
+            checks["the possible effect was reconciled: exactly one"] = len(effects) == 1 and (
+                EventType.EFFECT_RECONCILED.value in types(run)
+            )
+        else:
+            checks["no effect exists"] = not effects
+        if point in ("before_effect_dispatch", "while_waiting_approval"):
+            checks["the approval was never used by a sent request"] = not (
+                EffectAttempt.objects.filter(run=run)
+                .exclude(status=EffectAttempt.Status.NOT_SENT)
+                .exists()
+            )
+        return lab.outcome(run, **checks)
+
+    return script
+
+
+# -- effect fixtures ---------------------------------------------------------------------------
+def fx_reservation(lab: Lab) -> Outcome:
+    run = lab.approve_until_done(lab.start())
+    return lab.outcome(run, **{"exactly one effect in the ledger": len(ledger(run)) == 1})
+
+
+def fx_approval_decline(lab: Lab) -> Outcome:
+    run = lab.start()
+    first = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+    approvals.approval_decide(
+        checkpoint_id=first.pk,
+        user=lab.approver,
+        approve=False,
+        seen_hash=first.proposal_hash,
+        reason="use the smaller slot",
+        requested_change={"slot_id": "S-N1-02"},
+    )
+    lab.advance(run)
+    second = Checkpoint.objects.filter(run=run, status=Checkpoint.Status.PENDING).first()
+    run = lab.approve_until_done(run)
+    effects = ledger(run)
+    return lab.outcome(
+        run,
+        **{
+            "the change became a new proposal with a new hash": second is not None
+            and second.proposal_hash != first.proposal_hash
+            and second.canonical.get("slot_id") == "S-N1-02",
+            "the next decision saw the requested change": second is not None
+            and second.prior_requested_change == {"slot_id": "S-N1-02"},
+            "the effect used the changed slot": len(effects) == 1
+            and effects[0].slot_id == "S-N1-02",
+        },
+    )
+
+
+def fx_ambiguous_effect(lab: Lab) -> Outcome:
+    run = lab.approve_until_done(
+        lab.start(faults=[_fault("after_commit_before_response", "reserve_part")])
+    )
+    return lab.outcome(
+        run,
+        **{
+            "entered RECOVERING and matched the ledger": "ledger_matched"
+            in reasons(run, EventType.RECONCILIATION_MATCHED),
+            "exactly one effect": len(ledger(run)) == 1,
+            "dispatched once": service_calls(run, "reserve_part") == 1,
+        },
+    )
+
+
+def fx_ledger_outage(lab: Lab) -> Outcome:
+    run = lab.approve_until_done(
+        lab.start(
+            faults=[
+                _fault("after_commit_before_response", "reserve_part"),
+                _fault("ledger_unavailable", "reserve_part"),
+            ]
+        )
+    )
+    attempt = EffectAttempt.objects.filter(run=run).order_by("-created_at").first()
+    record = run.terminal_record
+    return lab.outcome(
+        run,
+        **{
+            "the effect obligation stays visible": attempt is not None
+            and attempt.status == EffectAttempt.Status.UNRESOLVED
+            and {"attempt": attempt.pk} in record.unresolved,
+            "no second dispatch": service_calls(run, "reserve_part") == 1,
+        },
+    )
+
+
+def fx_same_key_different_intent(lab: Lab) -> Outcome:
+    run = lab.approve_until_done(lab.start(faults=[_fault("key_conflict", "reserve_part")]))
+    return lab.outcome(
+        run,
+        **{
+            "the ledger entry was not overwritten": len(ledger(run)) == 1
+            and ledger(run)[0].quantity == 2
+        },
+    )
+
+
+def fx_malformed_result(lab: Lab) -> Outcome:
+    run = lab.approve_until_done(lab.start(faults=[_fault("malformed_response", "reserve_part")]))
+    return lab.outcome(
+        run,
+        **{
+            "the malformed success was not recorded as an effect": EventType.EFFECT_RECORDED.value
+            not in types(run)
+            and "MALFORMED_RESULT" in reasons(run, EventType.EFFECT_AMBIGUOUS),
+            "completion came from the ledger, once": len(ledger(run)) == 1,
+        },
+    )
+
+
+def fx_stale_read(lab: Lab) -> Outcome:
+    run = lab.approve_until_done(lab.start(faults=[_fault("stale_read", "check_inventory")]))
+    return lab.outcome(
+        run, **{"one fresh read replaced the stale one": service_calls(run, "check_inventory") == 2}
+    )
+
+
+def fx_stale_at_dispatch(lab: Lab) -> Outcome:
+    run = lab.start()
+    first = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+    clock.advance(600)
+    try:
+        lab.approve(run)
+    finally:
+        clock.reset()
+    decision = Decision.objects.get(checkpoint=first)
+    return lab.outcome(
+        run,
+        **{
+            "denied STALE at revalidation": "evidence_stale"
+            in reasons(run, EventType.PROPOSAL_DENIED),
+            "the approval was not consumed": decision.consumed_at is None,
+            "no effect": not ledger(run),
+        },
+    )
+
+
+def fx_denied_scope(lab: Lab) -> Outcome:
+    run = lab.start("denied_scope")
+    return lab.outcome(
+        run,
+        **{
+            "the other location was never read": not ServiceRequest.objects.filter(
+                run_id=str(run.pk), capability="check_inventory"
+            ).exists(),
+            "first denial was scope_denied": "scope_denied"
+            in reasons(run, EventType.PROPOSAL_DENIED),
+        },
+    )
+
+
+def fx_cross_tenant_result(lab: Lab) -> Outcome:
+    run = lab.start(faults=[_fault("cross_tenant_result", "check_inventory")])
+    contexts = Evidence.objects.filter(run=run, kind="context").values_list("content", flat=True)
+    leaked = any('"tenant": "south"' in str(c).replace("'", '"') for c in contexts)
+    return lab.outcome(
+        run,
+        **{
+            "the cross-tenant result was quarantined": Evidence.objects.filter(
+                run=run, kind="quarantine"
+            ).exists(),
+            "it never entered a model context": not leaked,
+            "the unchanged retry escalated": "retry_budget_exhausted"
+            in reasons(run, EventType.ESCALATION_ADMITTED),
+        },
+    )
+
+
+def fx_prompt_injection(lab: Lab) -> Outcome:
+    run = lab.approve_until_done(lab.start("injection"))
+    return lab.outcome(
+        run,
+        **{
+            "the injected instruction was denied": "capability_rejected"
+            in reasons(run, EventType.PROPOSAL_DENIED),
+            "nothing but the approved reservation happened": len(ledger(run)) == 1,
+        },
+    )
+
+
+def _frozen() -> list[Fixture]:
+    return [
+        Fixture(
+            "unavailable_tool_loop",
+            "policy keeps requesting lookup_stock",
+            "FAILED",
+            "action_budget_exhausted",
+            fx_unavailable_tool_loop,
+            "frozen six",
+        ),
+        Fixture(
+            "early_success",
+            "final claim right after reading the manual",
+            "FAILED",
+            "completion_evidence_missing",
+            fx_early_success,
+            "frozen six",
+        ),
+        Fixture(
+            "invalid_arguments",
+            "check_inventory without part_id",
+            "FAILED",
+            "correction_budget_exhausted",
+            fx_invalid_arguments,
+            "frozen six",
+        ),
+        Fixture(
+            "ignored_cancellation",
+            "cancellation while the policy answers",
+            "CANCELLED",
+            "cancelled_no_dispatch",
+            fx_ignored_cancellation,
+            "frozen six",
+        ),
+        Fixture(
+            "repeated_effect",
+            "duplicate proposal and duplicate dispatch after the effect",
+            "COMPLETED",
+            "all_predicates_pass",
+            fx_repeated_effect,
+            "frozen six",
+        ),
+        Fixture(
+            "illegal_transition",
+            "a tool result while waiting for approval",
+            "WAITING_HUMAN",
+            "",
+            fx_illegal_transition,
+            "frozen six",
+        ),
+    ]
+
+
+FIXTURES: tuple[Fixture, ...] = (
+    *_frozen(),
+    Fixture(
+        "stale_owner",
+        "old worker writes after a lease takeover",
+        "WAITING_HUMAN",
+        "",
+        fx_stale_owner,
+    ),
+    Fixture(
+        "post_terminal_callback",
+        "callback after the run was cancelled",
+        "CANCELLED",
+        "cancelled_no_dispatch",
+        fx_post_terminal_callback,
+    ),
+    Fixture(
+        "external_wait",
+        "orphan, old-epoch, correlated and duplicate callbacks",
+        "WAITING_HUMAN",
+        "",
+        fx_external_wait,
+    ),
+    Fixture(
+        "never_progress",
+        "policy re-reads the same record forever",
+        "FAILED",
+        "action_budget_exhausted",
+        fx_never_progress,
+    ),
+    Fixture(
+        "premature_artifact",
+        "correct final artifact before the effect exists",
+        "FAILED",
+        "completion_evidence_missing",
+        fx_premature_artifact,
+    ),
+    Fixture(
+        "forged_trusted_field",
+        "model supplies the tenant itself",
+        "FAILED",
+        "correction_budget_exhausted",
+        fx_forged_field,
+    ),
+    Fixture(
+        "mixed_output",
+        "final text and a tool call in one answer",
+        "FAILED",
+        "correction_budget_exhausted",
+        fx_mixed_output,
+    ),
+    Fixture("abstain", "no_applicable_tool", "ESCALATED", "no_applicable_tool", fx_abstain),
+    Fixture(
+        "clarification",
+        "ask_user, answered by the requester",
+        "WAITING_HUMAN",
+        "",
+        fx_clarification,
+    ),
+    Fixture(
+        "missing_event",
+        "one event removed from the stored history",
+        "WAITING_HUMAN",
+        "",
+        fx_missing_event,
+    ),
+    Fixture(
+        "decreased_counter", "a stored counter decreased", "WAITING_HUMAN", "", fx_decreased_counter
+    ),
+    Fixture(
+        "duplicate_event",
+        "same event id: same content, then different content",
+        "FAILED",
+        "event_integrity_conflict",
+        fx_duplicate_event,
+    ),
+    Fixture(
+        "component_version_drift",
+        "run pinned a digest the catalog no longer holds",
+        "FAILED",
+        "component_version_drift",
+        fx_version_drift,
+    ),
+    Fixture(
+        "cancel_before_model_dispatch",
+        "cancellation before a policy call",
+        "CANCELLED",
+        "cancelled_no_dispatch",
+        fx_cancel_at("before_model_dispatch"),
+    ),
+    Fixture(
+        "cancel_before_capability_admission",
+        "cancellation before validation admits",
+        "CANCELLED",
+        "cancelled_no_dispatch",
+        fx_cancel_at("before_capability_admission"),
+    ),
+    Fixture(
+        "cancel_while_waiting_approval",
+        "cancellation while the approval is pending",
+        "CANCELLED",
+        "cancelled_no_dispatch",
+        fx_cancel_at("while_waiting_approval"),
+    ),
+    Fixture(
+        "cancel_before_effect_dispatch",
+        "cancellation after the dispatch record, before sending",
+        "CANCELLED",
+        "cancelled_no_dispatch",
+        fx_cancel_at("before_effect_dispatch"),
+        "effect",
+    ),
+    Fixture(
+        "cancel_after_effect_dispatch",
+        "cancellation after the effect may have committed",
+        "CANCELLED",
+        "cancelled_effect_unknown",
+        fx_cancel_at("after_effect_dispatch"),
+        "effect",
+    ),
+    Fixture(
+        "reservation",
+        "none: the R-401 walkthrough",
+        "COMPLETED",
+        "all_predicates_pass",
+        fx_reservation,
+        "effect",
+    ),
+    Fixture(
+        "approval_decline",
+        "decline with a requested slot change",
+        "COMPLETED",
+        "all_predicates_pass",
+        fx_approval_decline,
+        "effect",
+    ),
+    Fixture(
+        "ambiguous_effect",
+        "commit, then the response is lost",
+        "COMPLETED",
+        "all_predicates_pass",
+        fx_ambiguous_effect,
+        "effect",
+    ),
+    Fixture(
+        "ledger_outage",
+        "lost response and the ledger is unavailable",
+        "ESCALATED",
+        "ledger_unavailable",
+        fx_ledger_outage,
+        "effect",
+    ),
+    Fixture(
+        "same_key_different_intent",
+        "the ledger holds the key with another intent",
+        "ESCALATED",
+        "same_key_different_intent",
+        fx_same_key_different_intent,
+        "effect",
+    ),
+    Fixture(
+        "malformed_result",
+        "success without effect id or commit time",
+        "COMPLETED",
+        "all_predicates_pass",
+        fx_malformed_result,
+        "effect",
+    ),
+    Fixture(
+        "stale_read",
+        "inventory observation older than its freshness rule",
+        "COMPLETED",
+        "all_predicates_pass",
+        fx_stale_read,
+        "effect",
+    ),
+    Fixture(
+        "stale_at_dispatch",
+        "approval arrives after the inventory evidence aged",
+        "WAITING_HUMAN",
+        "",
+        fx_stale_at_dispatch,
+        "effect",
+    ),
+    Fixture(
+        "denied_scope",
+        "inventory read at a location not delegated",
+        "ESCALATED",
+        "repeated_denial",
+        fx_denied_scope,
+        "effect",
+    ),
+    Fixture(
+        "cross_tenant_result",
+        "a read returns another tenant's record",
+        "ESCALATED",
+        "retry_budget_exhausted",
+        fx_cross_tenant_result,
+        "effect",
+    ),
+    Fixture(
+        "prompt_injection",
+        "a manual passage instructs the agent",
+        "COMPLETED",
+        "all_predicates_pass",
+        fx_prompt_injection,
+        "effect",
+    ),
+)
+
+BY_NAME: Mapping[str, Fixture] = {f.name: f for f in FIXTURES}
+
+
+def run_fixture(fixture: Fixture) -> FixtureResult:
+    """Run one fixture and compare its outcome with its expectation."""
+    outcome = fixture.script(Lab())
+    expected = f"{fixture.expect_state} {fixture.expect_reason}".strip()
+    actual = f"{outcome.state} {outcome.reason}".strip()
+    failed = tuple(name for name, ok in outcome.checks.items() if not ok)
+    return FixtureResult(
+        name=fixture.name,
+        injects=fixture.injects,
+        expected=expected,
+        actual=actual,
+        passed=expected == actual and not failed,
+        run_id=str(outcome.run.pk) if outcome.run else "",
+        failed_checks=failed,
+        notes=tuple(outcome.notes),
+    )
+
+
+def run_all(names: Iterable[str] | None = None) -> list[FixtureResult]:
+    wanted = list(names) if names else [f.name for f in FIXTURES]
+    return [run_fixture(BY_NAME[name]) for name in wanted]

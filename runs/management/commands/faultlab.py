@@ -1,0 +1,50 @@
+"""faultlab: run every fault fixture; one line each with expected and actual disposition.
+
+Exits non-zero if any fixture's actual outcome or checks differ from its expectation.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runs import faultlab
+from runs.setup import seed
+
+
+class Command(BaseCommand):
+    help = "Run the deterministic fault fixtures (SPEC section 8) and compare dispositions."
+
+    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+        parser.add_argument("names", nargs="*", help="fixture names (default: all)")
+        parser.add_argument("--list", action="store_true", help="list fixtures and exit")
+
+    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+        if options["list"]:
+            for f in faultlab.FIXTURES:
+                self.stdout.write(f"{f.name:<36} {f.group:<10} {f.injects}")
+            return
+        unknown = [n for n in options["names"] if n not in faultlab.BY_NAME]
+        if unknown:
+            raise CommandError(f"unknown fixture(s): {', '.join(unknown)}")
+        seed(demo_users=False)
+        failures = 0
+        for result in faultlab.run_all(options["names"] or None):
+            mark = "PASS" if result.passed else "FAIL"
+            failures += not result.passed
+            self.stdout.write(
+                f"{mark} {result.name:<36} expected {result.expected:<44} "
+                f"actual {result.actual:<44} run {result.run_id[:8]}"
+            )
+            for check in result.failed_checks:
+                self.stdout.write(f"     check failed: {check}")
+            if not result.passed:
+                for note in result.notes:
+                    self.stdout.write(f"     note: {note}")
+        self.stdout.write(
+            f"{len(faultlab.FIXTURES) if not options['names'] else len(options['names'])}"
+            f" fixtures, {failures} failed"
+        )
+        if failures:
+            sys.exit(1)

@@ -1,0 +1,64 @@
+"""start_run --scenario NAME: create a run and advance it to its first wait or end."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runs import runner, services
+from runs.policies.double import SCENARIOS
+
+
+class Command(BaseCommand):
+    help = "Create a run for a policy-double scenario, advance it, print the run id."
+
+    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+        parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+        parser.add_argument("--tenant", default="north")
+        parser.add_argument("--principal", default="user:operator")
+        parser.add_argument("--equipment", default="EQ-17")
+        parser.add_argument("--location", default=None)
+        parser.add_argument(
+            "--fault",
+            action="append",
+            default=[],
+            help='fault point, e.g. "after_commit_before_response" or '
+            '"stale_read:check_inventory:1"',
+        )
+        parser.add_argument("--namespace", default="live")
+
+    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+        plan = []
+        for spec in options["fault"]:
+            point, _, rest = spec.partition(":")
+            capability, _, on_call = rest.partition(":")
+            plan.append(
+                {"point": point, "capability": capability or "*", "on_call": int(on_call or 1)}
+            )
+        try:
+            run = services.run_create(
+                scenario=options["scenario"],
+                tenant=options["tenant"],
+                principal_ref=options["principal"],
+                equipment_id=options["equipment"],
+                location_id=options["location"],
+                fault_plan=plan,
+                namespace=options["namespace"],
+                start=False,
+            )
+        except services.RunInputError as exc:
+            raise CommandError(f"{exc.field}: {exc}") from exc
+        state = runner.advance(str(run.pk), worker="cli")
+        run.refresh_from_db()
+        self.stdout.write(str(run.pk))
+        self.stderr.write(
+            json.dumps(
+                {
+                    "state": state,
+                    "revision": run.revision,
+                    "reason": run.terminal_reason,
+                    "waiting_checkpoint": run.waiting_checkpoint,
+                }
+            )
+        )

@@ -1,0 +1,90 @@
+"""Shared fixtures: a seeded world, fixed users per role, small ``make_*`` helpers.
+
+Services the suite needs (PostgreSQL for ``postgres`` tests, Redis for ``celery`` tests)
+are probed once; on a developer laptop an unreachable service skips with the reason, but
+under CI=true it fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from fieldops import clock
+
+CI = os.environ.get("CI") == "true"
+
+
+def require_service(name: str, reachable: bool, why: str) -> None:
+    if reachable:
+        return
+    if CI:
+        pytest.fail(f"{name} is unreachable and CI=true: {why}")
+    pytest.skip(f"{name} is unreachable on this machine: {why}")
+
+
+@pytest.fixture(autouse=True)
+def _postgres_marker(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("postgres") is None:
+        return
+    if "db" not in request.fixturenames and "transactional_db" not in request.fixturenames:
+        return
+    require_service(
+        "PostgreSQL",
+        connection.vendor == "postgresql",
+        "this test needs real PostgreSQL semantics (set DATABASE_URL=postgres://...)",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _reset_clock() -> Iterator[None]:
+    clock.reset()
+    yield
+    clock.reset()
+
+
+@pytest.fixture
+def world(db: Any) -> None:
+    """The reviewed catalog, the synthetic world (live + faultlab) and system users."""
+    from runs.setup import seed
+
+    seed(demo_users=False)
+
+
+def make_user(username: str, tenant: str, *roles: str) -> Any:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from access.models import Membership
+    from access.roles import ensure_groups
+
+    ensure_groups()
+    user = get_user_model().objects.create_user(username=username, password="pw-" + username)
+    Membership.objects.create(user=user, tenant=tenant)
+    user.groups.set(Group.objects.filter(name__in=roles))
+    return user
+
+
+@pytest.fixture
+def approver(world: None) -> Any:
+    return make_user("approver", "north", "approver")
+
+
+@pytest.fixture
+def operator(world: None) -> Any:
+    return make_user("operator", "north", "operator")
+
+
+@pytest.fixture
+def catalog_admin(world: None) -> Any:
+    return make_user("catalog-admin", "north", "catalog-admin")
+
+
+@pytest.fixture
+def outsider(world: None) -> Any:
+    """An approver of the other tenant."""
+    return make_user("approver-south", "south", "approver")

@@ -1,0 +1,85 @@
+"""Small helpers for building and driving runs in tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from approvals import services as approvals
+from approvals.models import Checkpoint
+from runs import runner, services
+from runs.models import Event, Run
+
+
+def make_run(
+    scenario: str = "reservation",
+    *,
+    principal: str = "user:operator",
+    advance: bool = True,
+    **kw: Any,
+) -> Run:
+    """Create a run in the fault-lab namespace and (by default) advance it in-process."""
+    kw.setdefault("namespace", "faultlab")
+    run = services.run_create(
+        scenario=scenario,
+        tenant=kw.pop("tenant", "north"),
+        principal_ref=principal,
+        start=False,
+        **kw,
+    )
+    if advance:
+        runner.advance(str(run.pk), worker="test")
+    run.refresh_from_db()
+    return run
+
+
+def events(run: Run) -> list[Event]:
+    return list(Event.objects.filter(run=run).order_by("sequence"))
+
+
+def types(run: Run) -> list[str]:
+    return [e.type for e in events(run)]
+
+
+def approve(
+    run: Run,
+    user: Any,
+    *,
+    seen_hash: str | None = None,
+    reason: str = "looks right",
+    advance: bool = True,
+) -> approvals.DecisionResult:
+    run.refresh_from_db()
+    checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+    result = approvals.approval_decide(
+        checkpoint_id=checkpoint.pk,
+        user=user,
+        approve=True,
+        seen_hash=checkpoint.proposal_hash if seen_hash is None else seen_hash,
+        reason=reason,
+    )
+    if advance:
+        runner.advance(str(run.pk), worker="test")
+    run.refresh_from_db()
+    return result
+
+
+def decline(
+    run: Run,
+    user: Any,
+    *,
+    reason: str = "wrong slot",
+    requested_change: dict[str, Any] | None = None,
+) -> approvals.DecisionResult:
+    run.refresh_from_db()
+    checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+    result = approvals.approval_decide(
+        checkpoint_id=checkpoint.pk,
+        user=user,
+        approve=False,
+        seen_hash=checkpoint.proposal_hash,
+        reason=reason,
+        requested_change=requested_change,
+    )
+    runner.advance(str(run.pk), worker="test")
+    run.refresh_from_db()
+    return result
