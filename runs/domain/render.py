@@ -40,42 +40,52 @@ def markdown_states() -> str:
 
 
 POSITIONS: dict[State, tuple[int, int]] = {
-    State.CREATED: (70, 70),
-    State.OBSERVING: (250, 70),
-    State.DECIDING: (440, 70),
-    State.VALIDATING: (640, 70),
-    State.WAITING_HUMAN: (880, 70),
-    State.EXECUTING: (640, 240),
-    State.VERIFYING: (440, 240),
-    State.RECOVERING: (880, 240),
-    State.WAITING_EXTERNAL: (250, 240),
-    State.COMPLETED: (250, 410),
-    State.ESCALATED: (640, 410),
-    State.FAILED: (440, 410),
-    State.CANCELLED: (880, 410),
+    State.CREATED: (90, 80),
+    State.OBSERVING: (320, 80),
+    State.DECIDING: (570, 80),
+    State.VALIDATING: (830, 80),
+    State.WAITING_HUMAN: (1080, 80),
+    State.WAITING_EXTERNAL: (320, 290),
+    State.VERIFYING: (570, 290),
+    State.EXECUTING: (830, 290),
+    State.RECOVERING: (1080, 290),
+    State.COMPLETED: (320, 490),
+    State.FAILED: (90, 490),
+    State.ESCALATED: (830, 490),
+    State.CANCELLED: (1080, 490),
 }
-BOX_W, BOX_H = 150, 40
+BOX_W, BOX_H = 160, 40
+WIDTH, HEIGHT = 1180, 560
+# Edges that would cross a box on a gentle curve get a stronger bend.
+BENDS: dict[tuple[State, EventType], float] = {
+    (State.RECOVERING, EventType.RECONCILIATION_MATCHED): -120.0,
+    (State.WAITING_HUMAN, EventType.APPROVAL_DECLINED): -70.0,
+    (State.WAITING_HUMAN, EventType.CLARIFICATION_ANSWERED): -115.0,
+    (State.VALIDATING, EventType.ESCALATION_ADMITTED): 60.0,
+    (State.EXECUTING, EventType.EFFECT_REJECTED): 34.0,
+}
 
 
 def _edge_path(a: tuple[int, int], b: tuple[int, int], bend: float) -> tuple[str, float, float]:
+    """Return a quadratic path from box a to box b and the point halfway along it."""
     (x1, y1), (x2, y2) = a, b
     dx, dy = x2 - x1, y2 - y1
     length = math.hypot(dx, dy) or 1.0
-    # Start and end on the box borders (approximate by shrinking along the line).
-    shrink_x = BOX_W / 2 / max(abs(dx) / length, 1e-6)
-    shrink_y = BOX_H / 2 / max(abs(dy) / length, 1e-6)
-    shrink = min(shrink_x, shrink_y) + 4
-    sx, sy = x1 + dx / length * shrink, y1 + dy / length * shrink
-    ex, ey = x2 - dx / length * shrink, y2 - dy / length * shrink
-    mx, my = (sx + ex) / 2 - dy / length * bend, (sy + ey) / 2 + dx / length * bend
-    return f"M{sx:.0f},{sy:.0f} Q{mx:.0f},{my:.0f} {ex:.0f},{ey:.0f}", mx, my
+    ux, uy = dx / length, dy / length
+    # Leave and enter each box at its border along the straight line between centres.
+    shrink = min(BOX_W / 2 / max(abs(ux), 1e-6), BOX_H / 2 / max(abs(uy), 1e-6)) + 4
+    sx, sy = x1 + ux * shrink, y1 + uy * shrink
+    ex, ey = x2 - ux * shrink, y2 - uy * shrink
+    cx, cy = (sx + ex) / 2 - uy * bend, (sy + ey) / 2 + ux * bend
+    mid_x, mid_y = (sx + 2 * cx + ex) / 4, (sy + 2 * cy + ey) / 4
+    return f"M{sx:.0f},{sy:.0f} Q{cx:.0f},{cy:.0f} {ex:.0f},{ey:.0f}", mid_x, mid_y
 
 
 def state_diagram_svg(current: State | str | None = None, *, title: str = "") -> str:
     """Return an SVG of the state machine with ``current`` highlighted."""
     highlight = State(current) if current else None
     out = [
-        '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1000 460" role="img" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
         f'class="state-diagram" aria-label="{escape(title or "Run state machine")}">',
         "<defs><marker id='arrow' viewBox='0 0 10 10' refX='9' refY='5' markerWidth='7' "
         "markerHeight='7' orient='auto-start-reverse'><path d='M0,0 L10,5 L0,10 z' "
@@ -88,7 +98,7 @@ def state_diagram_svg(current: State | str | None = None, *, title: str = "") ->
         if t.event in (EventType.RUN_CANCELLED, EventType.RUN_FAILED):
             continue
         pair = (t.source, t.target)
-        bend = 26.0 if pair in seen_pairs else 14.0
+        bend = BENDS.get((t.source, t.event), 34.0 if pair in seen_pairs else 16.0)
         seen_pairs.add(pair)
         path, mx, my = _edge_path(POSITIONS[t.source], POSITIONS[t.target], bend)
         active = highlight is not None and t.source is highlight
@@ -98,7 +108,8 @@ def state_diagram_svg(current: State | str | None = None, *, title: str = "") ->
             f"--&gt; {t.target}: {escape(t.guard)}</title>"
             f"<path d='{path}' fill='none' stroke='{colour}' stroke-width='"
             f"{'2' if active else '1.2'}' marker-end='url(#arrow)'/>"
-            f"<text x='{mx:.0f}' y='{my:.0f}' font-size='9' fill='{colour}' "
+            f"<text x='{mx:.0f}' y='{my + 3:.0f}' font-size='10' fill='{colour}' "
+            f"stroke='#ffffff' stroke-width='3' paint-order='stroke' "
             f"text-anchor='middle'>{escape(t.event.value)}</text></g>"
         )
     for state, (x, y) in POSITIONS.items():
@@ -116,7 +127,7 @@ def state_diagram_svg(current: State | str | None = None, *, title: str = "") ->
             f"<title>{escape(STATE_INFO[state].purpose)}</title></g>"
         )
     out.append(
-        f"<text x='20' y='452' font-size='11' fill='#5b6472'>Any of the "
+        f"<text x='20' y='{HEIGHT - 12}' font-size='12' fill='#5b6472'>Any of the "
         f"{len(NON_TERMINAL_STATES)} non-terminal states: run.cancelled -&gt; CANCELLED, "
         "run.failed -&gt; FAILED. Every absent edge is denied.</text>"
     )

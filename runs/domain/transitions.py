@@ -346,3 +346,54 @@ STATE_INFO: Mapping[State, StateInfo] = {
         "terminal: a named external decision or evidence is required", "operator", "-", "-"
     ),
 }
+
+
+EVENT_DESCRIPTIONS: Mapping[EventType, str] = {
+    EventType.RUN_STARTED: "The harness validated contract, versions and budgets; work begins.",
+    EventType.OBSERVATION_RECORDED: "One observation was admitted into the run's context.",
+    EventType.PROPOSAL_EMITTED: "An adapter produced one local proposal from policy output "
+    "(not yet allowed).",
+    EventType.PROPOSAL_ALLOWED: "Validation admitted the proposal; for the effect, the "
+    "dispatch record is written and the approval consumed in the same transaction.",
+    EventType.PROPOSAL_DENIED: "A validation step failed; the reason code names it.",
+    EventType.APPROVAL_REQUIRED: "An effect proposal needs an exact human approval; a "
+    "checkpoint holds the canonical proposal.",
+    EventType.CLARIFICATION_REQUIRED: "ask_user was admitted; a checkpoint holds the question.",
+    EventType.WAIT_ADMITTED: "wait_for_event was admitted; a correlation record names the "
+    "expected callback.",
+    EventType.COMPLETION_REQUESTED: "A final candidate was well-formed; verification follows.",
+    EventType.ESCALATION_ADMITTED: "The run needs a named external decision (policy or proposal).",
+    EventType.APPROVAL_GRANTED: "An approver approved the exact proposal hash they saw.",
+    EventType.APPROVAL_DECLINED: "An approver declined (optionally with a requested change).",
+    EventType.CLARIFICATION_ANSWERED: "The requester answered the question (trusted input).",
+    EventType.APPROVAL_EXPIRED: "The checkpoint lease passed without a decision.",
+    EventType.EXTERNAL_OBSERVED: "A correlated callback for the current attempt and epoch arrived.",
+    EventType.EXTERNAL_EXPIRED: "The external wait's deadline passed.",
+    EventType.OBSERVATION_RECEIVED: "A read capability returned a typed result (data or a "
+    "typed error).",
+    EventType.EFFECT_RECORDED: "The service returned a committed effect record (effect id, "
+    "key, commit time).",
+    EventType.EFFECT_REJECTED: "The effect was refused before or by the service: no effect.",
+    EventType.EFFECT_AMBIGUOUS: "The request may have been dispatched; the outcome is unknown.",
+    EventType.RECONCILIATION_MATCHED: "The ledger holds the matching effect for the key.",
+    EventType.RECONCILIATION_ABSENT: "The ledger proves no effect exists for the key.",
+    EventType.RECONCILIATION_CONFLICT: "The ledger holds the key with a different intent.",
+    EventType.RECONCILIATION_UNRESOLVED: "The ledger could not answer; the outcome stays unknown.",
+    EventType.COMPLETION_VERIFIED: "Every completion predicate passed on authoritative state.",
+    EventType.COMPLETION_REJECTED: "A predicate failed or was insufficient; budget remains.",
+    EventType.VERIFICATION_MISMATCH: "Authoritative state contradicts the effect record.",
+    EventType.RUN_CANCELLED: "A valid cancellation won; the reason qualifies in-flight effects.",
+    EventType.RUN_FAILED: "Budget, deadline, contract or integrity failure.",
+    EventType.TRANSITION_REJECTED: "A requested event had no edge (or came after the end); "
+    "recorded, state unchanged.",
+    EventType.PROPOSAL_REJECTED_AFTER_CANCEL: "A proposal arrived after cancellation won.",
+    EventType.STALE_OWNER_REJECTED: "A write from an old owner epoch (or an old-epoch "
+    "callback) was fenced.",
+    EventType.LATE_APPROVAL_REJECTED: "A decision arrived after expiry, use or the end of the run.",
+    EventType.CALLBACK_ORPHANED: "A callback matched no expected response.",
+    EventType.DUPLICATE_DEDUPLICATED: "A delivery seen before was recorded and ignored.",
+    EventType.BUDGET_CHANGED: "An operator changed a limit, with a reason.",
+    EventType.RUN_RECOVERED: "A new attempt took ownership after a lease expired.",
+    EventType.EFFECT_RECONCILED: "The ledger outcome of an effect obligation, recorded after "
+    "the run ended.",
+}

@@ -1,0 +1,39 @@
+"""render_docs: write the docs generated from code; --check fails if they are stale."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from runs.docs import generated_files
+
+
+class Command(BaseCommand):
+    help = "Regenerate docs/engine.md, docs/faultlab.md and docs/state-machine.svg."
+
+    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="exit non-zero if a generated doc differs from the code",
+        )
+
+    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+        stale = []
+        for relative, text in generated_files().items():
+            path = Path(settings.BASE_DIR) / relative
+            current = path.read_text() if path.exists() else None
+            if current == text:
+                continue
+            if options["check"]:
+                stale.append(relative)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+                self.stdout.write(f"wrote {relative}")
+        if stale:
+            self.stderr.write("stale generated docs (run `make docs`): " + ", ".join(stale))
+            sys.exit(1)

@@ -1,0 +1,62 @@
+"""serve_embedded ADDRPORT: the console with in-process execution and a sweeper thread.
+
+The embedded default has no Celery and no beat: runs advance in the web process after each
+commit, and this command runs the one sweeper (expiries, deadlines, re-drives) in a
+background thread of the same process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections
+
+log = logging.getLogger("fieldops.sweeper")
+
+
+def _sweep_forever(stop: threading.Event, interval: float) -> None:
+    from runs import sweeper
+
+    while not stop.wait(interval):
+        try:
+            sweeper.sweep()
+        except Exception:  # keep sweeping; the next sweep retries idempotently
+            log.exception("sweep failed")
+        finally:
+            close_old_connections()
+
+
+class Command(BaseCommand):
+    help = "Serve the console (embedded mode: in-process execution + a sweeper thread)."
+
+    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+        parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
+
+    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+        if settings.FIELDOPS_EXECUTION != "inprocess":
+            raise CommandError(
+                "serve_embedded is for FIELDOPS_EXECUTION=inprocess; with "
+                "Celery run gunicorn, `make worker` and `make beat` instead"
+            )
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=_sweep_forever,
+            name="sweeper",
+            daemon=True,
+            args=(stop, settings.FIELDOPS_SWEEP_INTERVAL_SECONDS),
+        )
+        thread.start()
+        self.stdout.write(
+            f"FieldOps console on http://{options['addrport']}/ "
+            "(embedded: SQLite, in-process execution, sweeper thread)"
+        )
+        try:
+            call_command("runserver", options["addrport"], use_reloader=False)
+        finally:
+            stop.set()
+            time.sleep(0)
