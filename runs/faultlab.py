@@ -205,11 +205,11 @@ def fx_invalid_arguments(lab: Lab) -> Outcome:
 
 def fx_ignored_cancellation(lab: Lab) -> Outcome:
     run = lab.start(faults=[_fault("after_model_response")])
+    rejected_after_cancel = EventType.PROPOSAL_REJECTED_AFTER_CANCEL.value in types(run)
     return lab.outcome(
         run,
         **{
-            "the late proposal was recorded as rejected": EventType.PROPOSAL_REJECTED_AFTER_CANCEL.value
-            in types(run),
+            "the late proposal was recorded as rejected": rejected_after_cancel,
             "no capability was invoked after cancellation": service_calls(run) == 0,
         },
     )
