@@ -61,3 +61,33 @@ def admission_record(contract: dict[str, Any]) -> dict[str, Any]:
         "decision": "ADMIT_BOUNDED",
         "expires_on": "contract change (digest) or owner change",
     }
+
+
+def capability_gate_set(
+    *, capability_id: str, version: str, open_gate: bool, reviewer: Any, reason: str
+) -> CapabilityVersion:
+    """Open or close a version's effect gate (new effect dispatch only; reads continue).
+
+    Audited as a LifecycleDecision. Raise ValueError on an empty reason or unknown version.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValueError("a gate change needs a reason")
+    with transaction.atomic():
+        row = CapabilityVersion.objects.select_for_update().get(
+            capability_id=capability_id, version=version
+        )
+        if row.effect_gate_open == open_gate:
+            return row
+        row.effect_gate_open = open_gate
+        row.save(update_fields=["effect_gate_open"])
+        LifecycleDecision.objects.create(
+            version=row,
+            action="open_gate" if open_gate else "close_gate",
+            from_state=row.lifecycle,
+            to_state=row.lifecycle,
+            reviewer=reviewer,
+            reviewer_ref=f"user:{reviewer.get_username()}" if reviewer else SYSTEM_REVIEWER,
+            reason=reason[:1000],
+        )
+    return row
