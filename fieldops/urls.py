@@ -4,6 +4,7 @@ from django.urls import include, path
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("runs/<uuid:run_id>/replay/", include("runs.urls_replay")),
     path("", include("runs.urls")),
     path("approvals/", include("approvals.urls")),
     path("catalog/", include("catalog.urls")),
