@@ -285,3 +285,21 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.worker} {self.seen_at}"
+
+
+class FaultLabResult(models.Model):
+    """The latest outcome of each fault-lab fixture run from the console (one row each)."""
+
+    fixture = models.CharField(primary_key=True, max_length=64)
+    injects = models.CharField(max_length=300, blank=True, default="")
+    expected = models.CharField(max_length=120)
+    actual = models.CharField(max_length=120)
+    passed = models.BooleanField()
+    run_id = models.CharField(max_length=64, blank=True, default="")
+    failed_checks = models.JSONField(default=list)
+    notes = models.JSONField(default=list)
+    ran_by = models.CharField(max_length=64)
+    ran_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.fixture} {'PASS' if self.passed else 'FAIL'}"
