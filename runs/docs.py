@@ -21,8 +21,9 @@ HEADER = (
 )
 
 
-def event_dictionary() -> str:
-    lines = ["| event | kind | edges | description |", "|---|---|---|---|"]
+def event_rows() -> list[dict[str, str]]:
+    """One row per event type: kind (transition/control), its edges and description."""
+    rows = []
     for event in EventType:
         edges = sorted({f"{t.source}→{t.target}" for t in TRANSITION_LIST if t.event is event})
         if len(edges) > 3:
@@ -30,12 +31,38 @@ def event_dictionary() -> str:
                 "any non-terminal → "
                 + TRANSITION_LIST[[t.event for t in TRANSITION_LIST].index(event)].target
             ]
-        kind = "control" if event in CONTROL_EVENTS else "transition"
+        rows.append(
+            {
+                "event": event.value,
+                "kind": "control" if event in CONTROL_EVENTS else "transition",
+                "edges": ", ".join(edges) or "state unchanged",
+                "description": EVENT_DESCRIPTIONS[event],
+            }
+        )
+    return rows
+
+
+def event_dictionary() -> str:
+    lines = ["| event | kind | edges | description |", "|---|---|---|---|"]
+    for row in event_rows():
         lines.append(
-            f"| `{event}` | {kind} | {', '.join(edges) or 'state unchanged'} | "
-            f"{EVENT_DESCRIPTIONS[event]} |"
+            f"| `{row['event']}` | {row['kind']} | {row['edges']} | {row['description']} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def budget_rows() -> list[dict[str, str]]:
+    return [
+        {
+            "budget": budget.value,
+            "unit": info.unit,
+            "default_limit": str(DEFAULT_LIMITS[budget]),
+            "counts": info.counts,
+            "charged_at": info.charged_at,
+            "exhaustion": EXHAUSTED_REASONS[budget],
+        }
+        for budget, info in BUDGET_INFO.items()
+    ]
 
 
 def budget_sheet() -> str:
@@ -43,20 +70,23 @@ def budget_sheet() -> str:
         "| budget | unit | default limit | counts | charged at | exhaustion |",
         "|---|---|---|---|---|---|",
     ]
-    for budget, info in BUDGET_INFO.items():
+    for r in budget_rows():
         lines.append(
-            f"| {budget} | {info.unit} | {DEFAULT_LIMITS[budget]} | {info.counts} | "
-            f"{info.charged_at} | `{EXHAUSTED_REASONS[budget]}` |"
+            f"| {r['budget']} | {r['unit']} | {r['default_limit']} | {r['counts']} | "
+            f"{r['charged_at']} | `{r['exhaustion']}` |"
         )
     return "\n".join(lines) + "\n"
 
 
+def completion_rows() -> list[tuple[str, int, str]]:
+    """(predicate id, version, what it checks), the artifact predicate last."""
+    return [(pid, version, text) for pid, version, text, _ in PREDICATES] + [ARTIFACT_PREDICATE]
+
+
 def completion_sheet() -> str:
     lines = ["| predicate | version | checks |", "|---|---|---|"]
-    for pid, version, text, _ in PREDICATES:
+    for pid, version, text in completion_rows():
         lines.append(f"| `{pid}` | {version} | {text} |")
-    pid, version, text = ARTIFACT_PREDICATE
-    lines.append(f"| `{pid}` | {version} | {text} |")
     return "\n".join(lines) + "\n"
 
 
