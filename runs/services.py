@@ -19,13 +19,13 @@ from catalog.world import faults
 from catalog.world.fixtures import EQUIPMENT, LIVE_NAMESPACE, LOCATIONS
 from catalog.world.service import WorldService
 from fieldops import clock
-from runs import authority
+from runs import authority, policies
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
 from runs.domain.canonical import digest
 from runs.domain.events import RunConfig
 from runs.domain.states import Actor, EventType, State, is_terminal
 from runs.models import EffectAttempt, Evidence, Outbox, Run
-from runs.policies import double, vocabularies
+from runs.policies import vocabularies
 from runs.rules import pinned_ref
 
 CONTRACT_VERSION = "fieldops-reservation@1.0.0"
@@ -81,8 +81,9 @@ def run_create(
 
     Raise RunInputError on any invalid input; nothing is written then.
     """
-    if scenario not in double.SCENARIOS:
-        raise RunInputError("scenario", f"unknown scenario {scenario!r}")
+    scenario_problem = policies.scenario_problem(scenario, vocabulary)
+    if scenario_problem:
+        raise RunInputError("scenario", scenario_problem)
     if tenant not in {loc["tenant"] for loc in LOCATIONS.values()}:
         raise RunInputError("tenant", f"unknown tenant {tenant!r}")
     if equipment_id not in EQUIPMENT:

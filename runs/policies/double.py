@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runs.policies import openai_adapter
 from runs.policies.base import PolicyOutput
 
 VERSION = "policy-double@1.0.0"
@@ -35,13 +34,21 @@ class Final:
 
 
 @dataclass(frozen=True)
+class Mixed:
+    """Final text and a tool call in one answer, rendered in the run's vocabulary."""
+
+    text: str
+    call: Call
+
+
+@dataclass(frozen=True)
 class Raw:
-    """Output no adapter can map onto one proposal (used by adapter-rejection scenarios)."""
+    """Verbatim provider output (already in one vocabulary), for adapter tests."""
 
     message: Mapping[str, Any]
 
 
-Step = Call | Final | Raw
+Step = Call | Final | Mixed | Raw
 
 
 # -- reading the context projection ------------------------------------------------------
@@ -303,9 +310,10 @@ def s_abstain(ctx: Context) -> Step:
 
 
 def s_mixed_output(ctx: Context) -> Step:
-    message = openai_adapter.render_call("read_equipment", {"equipment_id": "EQ-17"}, "c1")
-    message["content"] = "Reading the equipment now. Also, it is done."
-    return Raw(message)
+    return Mixed(
+        "Reading the equipment now. Also, it is done.",
+        Call("read_equipment", {"equipment_id": "EQ-17"}),
+    )
 
 
 @dataclass(frozen=True)
@@ -382,6 +390,8 @@ def render(step: Step, vocabulary: str, call_id: str) -> dict[str, Any]:
     renderer = vocabularies.renderer(vocabulary)
     if isinstance(step, Call):
         return renderer.call(step.name, step.args, call_id)
+    if isinstance(step, Mixed):
+        return renderer.message(step.text, [(step.call.name, step.call.args, call_id)])
     return renderer.text(
         json.dumps(
             {"final": {"artifact": dict(step.artifact), "claimed_evidence_refs": list(step.refs)}}

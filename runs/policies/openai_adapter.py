@@ -1,121 +1,164 @@
-"""Adapter for OpenAI-style chat-completions output (an assistant message with
-``tool_calls``) into exactly one local proposal, or a typed parse failure."""
+"""Adapter for OpenAI-style chat-completions output into exactly one local proposal, or a
+typed parse failure.
+
+Accepts what an OpenAI-compatible endpoint returns: the whole ``chat.completion`` object,
+one of its ``choices``, or the bare assistant ``message`` (``content`` and/or
+``tool_calls``). Shapes, in the order they are checked:
+
+- an ``{"error": {...}}`` body -> ``provider_error:<class>`` (see ``provider_errors``)
+- more than one choice -> ``multiple_choices``
+- ``refusal`` (string or content part) or ``finish_reason == "content_filter"`` ->
+  ``model_refusal``; ``finish_reason == "length"`` -> ``truncated_output``
+- reasoning fields (``reasoning_content``, ``reasoning``) are declared reasoning, not
+  output: kept as evidence, ignored by the parse
+- then text and calls go through ``parsing.decide`` (mixed output, two calls, handoffs,
+  malformed arguments, unknown tools).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runs.domain.proposals import (
-    CONTROL_OUTCOMES,
-    AbstainIntent,
-    ActionIntent,
-    ClarifyIntent,
-    FinalCandidate,
-    InvalidProposal,
-    ObserveIntent,
-    Proposal,
-    WaitIntent,
-)
+from runs.domain.proposals import Proposal
+from runs.policies import parsing, provider_errors
+from runs.policies.parsing import Reject, ToolCall
 
-VERSION = "openai-tool-calls-adapter@1.0.0"
-HANDOFF_PREFIXES = ("transfer_to_", "handoff")
+VERSION = "openai-tool-calls-adapter@1.1.0"
+PROVIDER = "openai"
 
-
-def tool_proposal(name: Any, args: Any, kinds: Mapping[str, str]) -> Proposal:
-    """Map one tool call (name, decoded args) onto the local union.
-
-    ``kinds`` maps known capability ids to "observe" | "action". A name the adapter does
-    not know is classified at the highest effect (ActionIntent); validation denies it.
-    """
-    if not isinstance(name, str) or not name:
-        return InvalidProposal("malformed_tool_call", "tool call without a name")
-    if name.startswith(HANDOFF_PREFIXES):
-        return InvalidProposal("handoff_not_admitted", name)
-    if not isinstance(args, Mapping):
-        return InvalidProposal("malformed_arguments", "arguments are not a JSON object")
-    control = CONTROL_OUTCOMES.get(name)
-    if control == "clarify":
-        return ClarifyIntent(str(args.get("question", "")))
-    if control == "wait":
-        return WaitIntent(str(args.get("reason", "")), str(args.get("expected_event", "")))
-    if control == "abstain":
-        return AbstainIntent(str(args.get("reason", "")))
-    if kinds.get(name) == "observe":
-        return ObserveIntent(name, dict(args))
-    return ActionIntent(name, dict(args))
-
-
-def final_proposal(text: str) -> Proposal:
-    """Plain assistant text is a final candidate; a JSON ``{"final": ...}`` carries refs."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return FinalCandidate({"text": text[:4000]}, ())
-    if isinstance(data, Mapping) and isinstance(data.get("final"), Mapping):
-        final = data["final"]
-        refs = final.get("claimed_evidence_refs", [])
-        artifact = final.get("artifact", {})
-        if not isinstance(refs, list) or not isinstance(artifact, Mapping):
-            return InvalidProposal("malformed_final", "final needs artifact and refs")
-        return FinalCandidate(dict(artifact), tuple(str(r) for r in refs))
-    return FinalCandidate({"text": text[:4000]}, ())
+# Kept for callers of the first version of this module.
+HANDOFF_PREFIXES = parsing.HANDOFF_PREFIXES
+tool_proposal = parsing.tool_proposal
+final_proposal = parsing.final_proposal
 
 
 def parse(raw: Mapping[str, Any], kinds: Mapping[str, str]) -> Proposal:
-    message = raw.get("message", raw) if isinstance(raw, Mapping) else None
-    if not isinstance(message, Mapping):
-        return InvalidProposal("unknown_shape", "output is not a message object")
+    """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
+    if not isinstance(raw, Mapping):
+        return parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a JSON object")
+    if raw.get("error"):
+        error = raw["error"]
+        detail = str(error.get("message", "")) if isinstance(error, Mapping) else ""
+        return parsing.provider_error(provider_errors.from_body(error), detail)
+    choice: Any = raw
+    if "choices" in raw:
+        choices = raw["choices"]
+        if not isinstance(choices, list):
+            return parsing.invalid(Reject.UNKNOWN_SHAPE, "choices is not a list")
+        if not choices:
+            return parsing.invalid(Reject.EMPTY_OUTPUT, "no choices")
+        if len(choices) > 1:
+            return parsing.invalid(Reject.MULTIPLE_CHOICES, f"{len(choices)} choices")
+        choice = choices[0]
+    if not isinstance(choice, Mapping):
+        return parsing.invalid(Reject.UNKNOWN_SHAPE, "choice is not an object")
+    message = choice.get("message", choice)
+    finish = choice.get("finish_reason")
+    if not isinstance(message, Mapping) or not _is_assistant_message(message):
+        return parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not an assistant message")
     if message.get("refusal"):
-        return InvalidProposal("model_refusal", str(message["refusal"])[:200])
+        return parsing.invalid(Reject.REFUSAL, str(message["refusal"]))
+    text, problem = _text(message.get("content"))
+    if problem:
+        return problem
+    if finish == "content_filter":
+        return parsing.invalid(Reject.REFUSAL, "the provider filtered the content")
+    if finish == "length":
+        return parsing.invalid(Reject.TRUNCATED, "the output hit the token limit")
     calls = message.get("tool_calls") or []
-    content = message.get("content")
-    text = content if isinstance(content, str) else ""
     if not isinstance(calls, list):
-        return InvalidProposal("unknown_shape", "tool_calls is not a list")
-    if calls and text.strip():
-        return InvalidProposal("mixed_output", "final text and a tool call without declared order")
-    if len(calls) > 1:
-        parsed = [_call(c, kinds) for c in calls]
-        effects = [p for p in parsed if isinstance(p, ActionIntent)]
-        if len(effects) > 1:
-            return InvalidProposal("two_effect_calls", ", ".join(p.capability for p in effects))
-        return InvalidProposal("multiple_tool_calls", f"{len(calls)} calls in one turn")
-    if calls:
-        return _call(calls[0], kinds)
-    if text.strip():
-        return final_proposal(text)
-    return InvalidProposal("empty_output", "no tool call and no text")
+        return parsing.invalid(Reject.UNKNOWN_SHAPE, "tool_calls is not a list")
+    extracted = [_call(c) for c in calls]
+    legacy = message.get("function_call")
+    if legacy:
+        if extracted:
+            return parsing.invalid(Reject.UNKNOWN_SHAPE, "both function_call and tool_calls")
+        extracted = [_function(legacy)]
+    return parsing.decide(text, extracted, kinds)
 
 
-def _call(call: Any, kinds: Mapping[str, str]) -> Proposal:
-    if not isinstance(call, Mapping) or not isinstance(call.get("function"), Mapping):
-        return InvalidProposal("malformed_tool_call", "tool call without a function")
-    function = call["function"]
-    arguments = function.get("arguments", "{}")
+def _is_assistant_message(message: Mapping[str, Any]) -> bool:
+    role = message.get("role", "assistant")
+    if role != "assistant":
+        return False
+    return any(k in message for k in ("content", "tool_calls", "function_call", "refusal"))
+
+
+def _text(content: Any) -> tuple[str, Proposal | None]:
+    """Return the assistant text of ``content`` (a string, null, or a list of parts)."""
+    if content is None:
+        return "", None
+    if isinstance(content, str):
+        return content, None
+    if not isinstance(content, list):
+        return "", parsing.invalid(Reject.UNKNOWN_SHAPE, "content is neither text nor parts")
+    texts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "refusal":
+            return "", parsing.invalid(Reject.REFUSAL, str(part.get("refusal", "")))
+        if kind != "text" or not isinstance(part.get("text"), str):
+            return "", parsing.invalid(Reject.UNKNOWN_SHAPE, f"content part {kind!r}")
+        texts.append(part["text"])
+    return "".join(texts), None
+
+
+def _call(call: Any) -> ToolCall:
+    if not isinstance(call, Mapping):
+        return ToolCall(None, problem=Reject.MALFORMED_TOOL_CALL, detail="call is not an object")
+    kind = call.get("type", "function")
+    if kind != "function":
+        return ToolCall(
+            None, problem=Reject.MALFORMED_TOOL_CALL, detail=f"unsupported call type {kind!r}"
+        )
+    return _function(call.get("function"))
+
+
+def _function(function: Any) -> ToolCall:
+    if not isinstance(function, Mapping):
+        return ToolCall(
+            None, problem=Reject.MALFORMED_TOOL_CALL, detail="tool call without a function"
+        )
+    name = function.get("name")
+    arguments = function.get("arguments", "")
+    if arguments is None:
+        arguments = ""
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
-            return InvalidProposal("malformed_arguments", "arguments are not valid JSON")
-    return tool_proposal(function.get("name"), arguments, kinds)
+        decoded, detail = parsing.decode_arguments(arguments)
+        if decoded is None:
+            return ToolCall(name, problem=Reject.MALFORMED_ARGUMENTS, detail=detail)
+        return ToolCall(name, decoded)
+    if isinstance(arguments, Mapping):
+        return ToolCall(name, dict(arguments))
+    return ToolCall(
+        name, problem=Reject.MALFORMED_ARGUMENTS, detail="arguments are not a JSON object"
+    )
 
 
-def render_call(name: str, args: Mapping[str, Any], call_id: str) -> dict[str, Any]:
-    """Render one tool call as an OpenAI-style assistant message (used by the double)."""
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
+# -- rendering (the policy double speaks this vocabulary) ------------------------------------
+def render_message(
+    text: str, calls: Sequence[tuple[str, Mapping[str, Any], str]]
+) -> dict[str, Any]:
+    """Render one assistant message with ``text`` and ``calls`` (name, args, call id)."""
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = [
             {
                 "id": call_id,
                 "type": "function",
                 "function": {"name": name, "arguments": json.dumps(dict(args), sort_keys=True)},
             }
-        ],
-    }
+            for name, args, call_id in calls
+        ]
+    return message
+
+
+def render_call(name: str, args: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+    """Render one tool call as an OpenAI-style assistant message (used by the double)."""
+    return render_message("", [(name, args, call_id)])
 
 
 def render_text(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
+    return render_message(text, [])

@@ -3,12 +3,14 @@ adapter). Adding a provider means adding one entry here with its adapter module.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from runs.domain.proposals import Proposal
-from runs.policies import openai_adapter
+from runs.policies import anthropic_adapter, openai_adapter
+
+RenderedCall = tuple[str, Mapping[str, Any], str]
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,9 @@ class Vocabulary:
     parse: Callable[[Mapping[str, Any], Mapping[str, str]], Proposal]
     call: Callable[[str, Mapping[str, Any], str], dict[str, Any]]
     text: Callable[[str], dict[str, Any]]
+    # One assistant message with text and any number of calls (used to render the
+    # outputs adapters must reject, such as mixed text and a tool call).
+    message: Callable[[str, Sequence[RenderedCall]], dict[str, Any]]
 
 
 VOCABULARIES: dict[str, Vocabulary] = {
@@ -27,6 +32,15 @@ VOCABULARIES: dict[str, Vocabulary] = {
         openai_adapter.parse,
         openai_adapter.render_call,
         openai_adapter.render_text,
+        openai_adapter.render_message,
+    ),
+    "anthropic": Vocabulary(
+        "anthropic",
+        anthropic_adapter.VERSION,
+        anthropic_adapter.parse,
+        anthropic_adapter.render_call,
+        anthropic_adapter.render_text,
+        anthropic_adapter.render_message,
     ),
 }
 

@@ -1,0 +1,99 @@
+"""Stable local classes for failed provider calls.
+
+Whatever went wrong between FieldOps and a model provider (a socket timeout, an HTTP
+status, an error body, a body that is not JSON) is reduced to one of ``CLASSES``. The
+runner turns a class into ``InvalidProposal("provider_error:<class>")``, which still
+counts the turn (SPEC §1 Budgets) and is denied at validation step 2. Free-form provider
+text never decides anything: it is kept, redacted and truncated, as evidence only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+TIMEOUT = "timeout"
+CONNECTION_FAILED = "connection_failed"
+RATE_LIMITED = "rate_limited"
+AUTH_REJECTED = "auth_rejected"
+CLIENT_ERROR = "client_error"
+SERVER_ERROR = "server_error"
+OVERLOADED = "overloaded"
+MALFORMED_RESPONSE = "malformed_response"
+NOT_CONFIGURED = "not_configured"
+UNCLASSIFIED = "unclassified"
+
+CLASSES: tuple[str, ...] = (
+    TIMEOUT,
+    CONNECTION_FAILED,
+    RATE_LIMITED,
+    AUTH_REJECTED,
+    CLIENT_ERROR,
+    SERVER_ERROR,
+    OVERLOADED,
+    MALFORMED_RESPONSE,
+    NOT_CONFIGURED,
+    UNCLASSIFIED,
+)
+
+PREFIX = "provider_error:"
+
+# Error ``type``/``code`` strings of the two vocabularies, mapped onto the local classes.
+# OpenAI: {"error": {"type": ..., "code": ...}}; Anthropic: {"type": "error", "error": {"type"}}.
+_BODY_CLASSES: Mapping[str, str] = {
+    "rate_limit_exceeded": RATE_LIMITED,
+    "rate_limit_error": RATE_LIMITED,
+    "insufficient_quota": RATE_LIMITED,
+    "requests": RATE_LIMITED,
+    "tokens": RATE_LIMITED,
+    "invalid_api_key": AUTH_REJECTED,
+    "authentication_error": AUTH_REJECTED,
+    "permission_error": AUTH_REJECTED,
+    "invalid_request_error": CLIENT_ERROR,
+    "not_found_error": CLIENT_ERROR,
+    "request_too_large": CLIENT_ERROR,
+    "context_length_exceeded": CLIENT_ERROR,
+    "model_not_found": CLIENT_ERROR,
+    "server_error": SERVER_ERROR,
+    "api_error": SERVER_ERROR,
+    "internal_error": SERVER_ERROR,
+    "overloaded_error": OVERLOADED,
+    "timeout_error": TIMEOUT,
+}
+
+
+def reason(error_class: str) -> str:
+    """Return the InvalidProposal reason code of a provider error class."""
+    return PREFIX + (error_class if error_class in CLASSES else UNCLASSIFIED)
+
+
+def from_status(status: int) -> str:
+    """Classify an HTTP status a provider answered with."""
+    if status == 429:
+        return RATE_LIMITED
+    if status in (401, 403):
+        return AUTH_REJECTED
+    if status in (408, 504):
+        return TIMEOUT
+    if status == 529:
+        return OVERLOADED
+    if 400 <= status < 500:
+        return CLIENT_ERROR
+    if 500 <= status < 600:
+        return SERVER_ERROR
+    return UNCLASSIFIED
+
+
+def from_body(error: Any) -> str:
+    """Classify a provider error body (the value of its ``error`` member).
+
+    ``code`` is more specific than ``type`` in OpenAI bodies (an ``invalid_request_error``
+    with code ``invalid_api_key`` is an authentication failure), so it is looked at first.
+    """
+    if not isinstance(error, Mapping):
+        return UNCLASSIFIED
+    for key in ("code", "type"):
+        value = error.get(key)
+        if isinstance(value, str) and value in _BODY_CLASSES:
+            return _BODY_CLASSES[value]
+    return UNCLASSIFIED
