@@ -1,0 +1,155 @@
+"""Approval views: the queue, the exact proposal, decisions, clarifications, history.
+
+Access goes through ``access.objects`` (another tenant's checkpoint is 404). Decisions go
+through ``approvals.services``, which records every refusal; the view only maps a refusal
+to its status: 403 for authority (role, self-approval), 409 for a conflict with the
+checkpoint's current state (changed hash, expired, used, run no longer waiting).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from access.objects import get_checkpoint_for_user
+from access.roles import APPROVER, has_role, principal_ref_of, require_role, tenant_of
+from approvals import services
+from approvals.domain import CHANGEABLE_FIELDS
+from approvals.models import Checkpoint
+from fieldops import clock
+from runs import selectors
+from runs.domain.canonical import digest
+
+FORBIDDEN_REFUSALS = frozenset({"not_an_approver", "self_approval", "not_requester"})
+CONFLICT_REFUSALS = frozenset(
+    {"hash_mismatch", "checkpoint_expired", "already_decided", "run_not_waiting"}
+)
+
+
+def _tenant(request: HttpRequest) -> str:
+    tenant = tenant_of(request.user)
+    if not tenant:
+        raise Http404("No tenant")
+    return tenant
+
+
+def _readable_checkpoint(request: HttpRequest, checkpoint_id: str) -> Checkpoint:
+    """Approvers read approval checkpoints; a clarification is also the requester's."""
+    checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
+    is_requester = principal_ref_of(request.user) == checkpoint.requested_by_ref
+    if not (checkpoint.kind == Checkpoint.Kind.CLARIFICATION and is_requester):
+        require_role(request.user, APPROVER)
+    return checkpoint
+
+
+def _detail_context(request: HttpRequest, checkpoint: Checkpoint, **extra: Any) -> dict[str, Any]:
+    run = checkpoint.run
+    return {
+        "checkpoint": checkpoint,
+        "run": run,
+        "evidence": selectors.evidence_ages(checkpoint),
+        "expires_in": (checkpoint.expires_at - clock.now()).total_seconds(),
+        "hash_verified": bool(checkpoint.canonical)
+        and digest(checkpoint.canonical) == checkpoint.proposal_hash,
+        "changeable_fields": CHANGEABLE_FIELDS,
+        "decision": getattr(checkpoint, "decision", None),
+        "is_requester": principal_ref_of(request.user) == run.principal_ref,
+        "can_decide": has_role(request.user, APPROVER)
+        and checkpoint.status == Checkpoint.Status.PENDING,
+        **extra,
+    }
+
+
+@require_GET
+@login_required
+def approvals_queue(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, APPROVER)
+    now = clock.now()
+    pending = selectors.checkpoint_queue(tenant=_tenant(request))
+    rows = [(c, (c.expires_at - now).total_seconds()) for c in pending]
+    return render(request, "approvals/queue.html", {"rows": rows})
+
+
+@require_GET
+@login_required
+def approvals_history(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, APPROVER)
+    decisions, refusals = selectors.decision_history(tenant=_tenant(request))
+    return render(request, "approvals/history.html", {"decisions": decisions, "refusals": refusals})
+
+
+@require_GET
+@login_required
+def approvals_detail(request: HttpRequest, checkpoint_id: str) -> HttpResponse:
+    checkpoint = _readable_checkpoint(request, checkpoint_id)
+    return render(request, "approvals/detail.html", _detail_context(request, checkpoint))
+
+
+def _refusal_response(
+    request: HttpRequest, checkpoint: Checkpoint, result: services.DecisionResult
+) -> HttpResponse:
+    if result.refusal in CONFLICT_REFUSALS:
+        return render(
+            request,
+            "409.html",
+            {
+                "message": result.message,
+                "back": reverse("approvals-detail", args=[checkpoint.pk]),
+            },
+            status=409,
+        )
+    status = 403 if result.refusal in FORBIDDEN_REFUSALS else 400
+    context = _detail_context(request, checkpoint, refusal=result)
+    return render(request, "approvals/detail.html", context, status=status)
+
+
+@require_POST
+@login_required
+def approvals_decide(request: HttpRequest, checkpoint_id: str) -> HttpResponse:
+    """Approve or decline exactly the proposal whose hash the form carried."""
+    checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
+    verdict = request.POST.get("verdict", "")
+    if verdict not in ("approve", "decline"):
+        context = _detail_context(request, checkpoint, form_error="Choose approve or decline.")
+        return render(request, "approvals/detail.html", context, status=400)
+    approve = verdict == "approve"
+    change = (
+        {f: request.POST.get(f"change_{f}", "").strip() for f in CHANGEABLE_FIELDS}
+        if not approve
+        else None
+    )
+    result = services.approval_decide(
+        checkpoint_id=checkpoint.pk,
+        user=request.user,
+        approve=approve,
+        seen_hash=request.POST.get("seen_hash", ""),
+        reason=request.POST.get("reason", ""),
+        requested_change=change,
+    )
+    if not result.recorded:
+        return _refusal_response(request, checkpoint, result)
+    if approve:
+        messages.success(request, "Approved. The run revalidates and dispatches exactly this.")
+    else:
+        messages.success(request, "Declined. A changed proposal will need its own approval.")
+    return redirect("runs-detail", checkpoint.run_id)
+
+
+@require_POST
+@login_required
+def approvals_answer(request: HttpRequest, checkpoint_id: str) -> HttpResponse:
+    """The requester answers a clarification checkpoint."""
+    checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
+    result = services.clarification_answer(
+        checkpoint_id=checkpoint.pk, user=request.user, answer=request.POST.get("answer", "")
+    )
+    if not result.recorded:
+        return _refusal_response(request, checkpoint, result)
+    messages.success(request, "Answer recorded; the run continues from it.")
+    return redirect("runs-detail", checkpoint.run_id)

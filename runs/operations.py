@@ -1,0 +1,136 @@
+"""Operator actions the console composes from the run services.
+
+Each is one call for a view: bulk cancellation (one ``run_cancel`` per run, each its own
+event), fault-lab fixture runs whose latest result is kept for the review packet, and the
+reconciliation of an effect attempt (ledger query for ended runs, a re-drive of the owner
+for runs still RECOVERING).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from fieldops import clock
+from runs import executor, faultlab, services
+from runs.domain.states import State, is_terminal
+from runs.models import EffectAttempt, FaultLabResult, Run
+
+BULK_CANCEL_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class BulkCancelRow:
+    run_id: str
+    applied: bool
+    qualification: str
+    refusal: str
+    state: str
+
+
+def run_cancel_many(
+    *, tenant: str, run_ids: Iterable[str], by_ref: str, reason: str
+) -> list[BulkCancelRow]:
+    """Cancel each of the tenant's ``run_ids`` with one reason; report each run's result.
+
+    Ids of other tenants or of no run are reported as ``not_found`` (never disclosed).
+    Raise RunInputError when the reason is empty or no run is selected.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise services.RunInputError("reason", "a cancellation needs a reason")
+    wanted = list(dict.fromkeys(str(r) for r in run_ids))[:BULK_CANCEL_LIMIT]
+    if not wanted:
+        raise services.RunInputError("runs", "select at least one run")
+    owned = {
+        str(pk)
+        for pk in Run.objects.filter(pk__in=_valid_uuids(wanted), tenant=tenant).values_list(
+            "pk", flat=True
+        )
+    }
+    rows = []
+    for run_id in wanted:
+        if run_id not in owned:
+            rows.append(BulkCancelRow(run_id, False, "", "not_found", ""))
+            continue
+        result = services.run_cancel(run_id=run_id, by_ref=by_ref, reason=reason)
+        rows.append(
+            BulkCancelRow(
+                run_id,
+                result.applied,
+                result.qualification if result.applied else "",
+                result.refusal,
+                result.run.state,
+            )
+        )
+    return rows
+
+
+def _valid_uuids(values: Iterable[str]) -> list[str]:
+    import uuid
+
+    out = []
+    for value in values:
+        try:
+            out.append(str(uuid.UUID(value)))
+        except ValueError:
+            continue
+    return out
+
+
+def faultlab_fixture_run(*, name: str, by_ref: str) -> FaultLabResult:
+    """Run one fault fixture (real runs in the faultlab namespace) and keep its result.
+
+    Raise KeyError for an unknown fixture name.
+    """
+    fixture = faultlab.BY_NAME[name]
+    result = faultlab.run_fixture(fixture)
+    row, _ = FaultLabResult.objects.update_or_create(
+        fixture=fixture.name,
+        defaults={
+            "injects": result.injects[:300],
+            "expected": result.expected,
+            "actual": result.actual,
+            "passed": result.passed,
+            "run_id": result.run_id,
+            "failed_checks": list(result.failed_checks),
+            "notes": list(result.notes),
+            "ran_by": by_ref,
+            "ran_at": clock.now(),
+        },
+    )
+    return row
+
+
+@dataclass(frozen=True)
+class ReconcileOutcome:
+    attempt: EffectAttempt
+    action: str  # "reconciled" | "redriven" | "refused"
+    detail: str
+
+
+def effect_attempt_reconcile(*, attempt_id: str, tenant: str, by_ref: str) -> ReconcileOutcome:
+    """Resolve one effect attempt of the tenant from the ledger; never dispatch.
+
+    An ended run's obligation is reconciled by a ledger query (effect.reconciled). A run
+    still RECOVERING is re-driven, so its owner reconciles under the transition table. A
+    run that is otherwise active owns its attempt: the request is refused.
+    Raise EffectAttempt.DoesNotExist for another tenant's or an unknown attempt.
+    """
+    attempt = EffectAttempt.objects.select_related("run").get(pk=attempt_id, run__tenant=tenant)
+    run = attempt.run
+    if is_terminal(run.state):
+        if not attempt.unresolved:
+            return ReconcileOutcome(attempt, "refused", f"already resolved: {attempt.status}")
+        resolved = services.effect_obligation_reconcile(attempt_id=attempt.pk, by_ref=by_ref)
+        return ReconcileOutcome(resolved, "reconciled", resolved.detail or resolved.status)
+    if run.state == State.RECOVERING.value:
+        executor.enqueue_advance(str(run.pk))
+        attempt.refresh_from_db()
+        run.refresh_from_db()
+        return ReconcileOutcome(
+            attempt, "redriven", f"run re-driven; now {run.state}, attempt {attempt.status}"
+        )
+    return ReconcileOutcome(
+        attempt, "refused", f"the run is {run.state}: its owner reconciles this attempt"
+    )

@@ -1,0 +1,245 @@
+"""Incident runbooks of the capability chapter ("Operate a capability failure"), as data.
+
+Each step names the live data blocks it needs (computed by ``runs.selectors.runbook_blocks``)
+and the actions it allows; the console renders them. The procedures come from the
+capability chapter's response procedure and its worked diagnoses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str
+    text: str
+    data: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Runbook:
+    slug: str
+    title: str
+    alert: str
+    summary: str
+    steps: tuple[Step, ...]
+    fixtures: tuple[str, ...] = ()
+
+    @property
+    def blocks(self) -> tuple[str, ...]:
+        seen: list[str] = []
+        for step in self.steps:
+            seen += [d for d in step.data if d not in seen]
+        return tuple(seen)
+
+
+# Actions a step may allow (rendered as forms that post to the named console action).
+ACTIONS: Mapping[str, str] = {
+    "gate": "Close or open the effect gate of a capability version (runbooks-gate)",
+    "cancel": "Cancel the selected runs with one reason (runs-bulk-cancel)",
+    "reconcile": "Reconcile an attempt against the ledger (recovery-reconcile)",
+    "lookup": "Look up the ledger by idempotency key (recovery)",
+    "faultlab": "Replay the failure and its neighbours in the fault lab (faultlab)",
+}
+
+_GATE = Step(
+    "Stop new effect dispatch",
+    "Close the effect gate of the affected capability version. New reservations are denied "
+    "at validation step 8 (effect_gate_closed); reads and proposals continue, and attempts "
+    "already in flight keep their reconciliation obligation.",
+    data=("effect_gates",),
+    actions=("gate",),
+)
+_CLASSIFY = Step(
+    "List in-flight intents and classify each",
+    "Use effect identity, not tool-call count: one intent is one idempotency key, however "
+    "many spans or retries it produced. Each is not dispatched, rejected, confirmed, "
+    "ambiguous or conflicting; the ledger column is the authoritative outcome.",
+    data=("intents",),
+    actions=("lookup",),
+)
+_CANCEL_OWNERS = Step(
+    "Cancel current ownership and deny stale dispatch",
+    "Cancel the runs that still own an attempt. Cancellation is checked immediately before "
+    "effect dispatch; a stale owner's later writes are rejected by the epoch fence.",
+    data=("owning_runs",),
+    actions=("cancel",),
+)
+_RECONCILE = Step(
+    "Enumerate keys and their authoritative outcomes",
+    "Reconcile every unknown attempt against the ledger by its key. Never retry blindly "
+    "and never mint a second key: a match records the original effect once, proven absence "
+    "allows full revalidation, a conflict escalates.",
+    data=("unresolved_attempts",),
+    actions=("reconcile",),
+)
+_REPLAY = Step(
+    "Replay the exact failure and its neighbours",
+    "Run the fault fixtures that reproduce this failure; each must reach its declared "
+    "disposition before the capability is re-released at a smaller effect ceiling or retired.",
+    data=("fixtures",),
+    actions=("faultlab",),
+)
+
+RUNBOOKS: tuple[Runbook, ...] = (
+    Runbook(
+        "repeated-reservation-attempts",
+        "Repeated reservation attempts",
+        "An alert reports several reservation attempts for one part or run.",
+        "Stop new effect dispatch first, then count intents by effect identity and resolve "
+        "each against the ledger before anything is released again.",
+        (
+            _GATE,
+            _CLASSIFY,
+            _CANCEL_OWNERS,
+            _RECONCILE,
+            Step(
+                "Freeze blind retry; authorize compensation separately",
+                "No compensation exists in v1: a release needs its own contract and authority. "
+                "Identify whether selection, validation, retry, service or evidence failed.",
+                data=("unresolved_attempts",),
+            ),
+            _REPLAY,
+        ),
+        ("repeated_effect", "ambiguous_effect", "same_key_different_intent"),
+    ),
+    Runbook(
+        "ambiguous-effect",
+        "Ambiguous effect",
+        "A reservation timed out after it may have been dispatched (effect.ambiguous).",
+        "The outcome is unknown, not failed. Query the ledger by the same key; record what "
+        "it proves; escalate when it cannot answer.",
+        (
+            Step(
+                "Find the runs with unknown effects",
+                "Runs in RECOVERING reconcile themselves; ended runs keep the obligation "
+                "until an operator reconciles it.",
+                data=("unresolved_attempts",),
+                actions=("reconcile",),
+            ),
+            Step(
+                "Look up the ledger by the attempt's key",
+                "The ledger is authoritative: same key and same intent is the original effect; "
+                "same key and a different intent is an integrity failure.",
+                data=("intents",),
+                actions=("lookup",),
+            ),
+            _REPLAY,
+        ),
+        ("ambiguous_effect", "cancel_after_effect_dispatch", "ledger_outage"),
+    ),
+    Runbook(
+        "malformed-success",
+        "Malformed success",
+        "The service answered success without a commit time or semantic key.",
+        "The adapter refuses the response and quarantines it; run state stays unresolved "
+        "until an operator finds the effect by a controlled ledger query. Fix the contract "
+        "drift and any early completion claim; prompt changes fix neither.",
+        (
+            Step(
+                "See the refused responses",
+                "Each MALFORMED_RESULT is quarantined evidence (open it from the run); "
+                "nothing from it entered the model context.",
+                data=("malformed",),
+            ),
+            Step(
+                "Resolve the effect by a controlled query",
+                "Reconcile the attempt against the ledger instead of trusting the response.",
+                data=("unresolved_attempts",),
+                actions=("reconcile", "lookup"),
+            ),
+            _GATE,
+            _REPLAY,
+        ),
+        ("malformed_result", "cross_tenant_result"),
+    ),
+    Runbook(
+        "stale-availability",
+        "Stale availability",
+        "A reservation was refused because inventory changed after the proposal.",
+        "The read was fresh at proposal and aged out while waiting for approval. The adapter "
+        "revalidates at dispatch and returns STALE or CONFLICT without consuming effect "
+        "authority; it never substitutes another slot (that is a new proposal and approval).",
+        (
+            Step(
+                "Stale refusals",
+                "Denials at revalidation (evidence_stale) and typed STALE/CONFLICT rejections.",
+                data=("stale_denials",),
+            ),
+            Step(
+                "Approvals waiting on evidence that is already stale",
+                "Approving these will be refused at dispatch; decline with a requested change "
+                "or let the run re-read inventory.",
+                data=("stale_checkpoints",),
+            ),
+            _REPLAY,
+        ),
+        ("stale_read", "stale_at_dispatch"),
+    ),
+    Runbook(
+        "repeated-denial",
+        "Repeated denial",
+        "A run keeps proposing an effect or read that is denied for scope.",
+        "Enforcement works, but the retries waste turns and look like approval shopping. An "
+        "unchanged denial escalates the run (repeated_denial); a denied effect is containment, "
+        "not quality.",
+        (
+            Step(
+                "Runs escalated for repeated denial",
+                "Each ended with escalation.admitted; the denials before it show what was asked.",
+                data=("repeated_denials",),
+            ),
+            Step(
+                "Scope denials",
+                "Recent proposal.denied events for scope; their proposals are evidence.",
+                data=("scope_denials",),
+            ),
+            Step(
+                "Cancel runs still retrying",
+                "Runs that are still active and hold attempts can be cancelled with a reason.",
+                data=("owning_runs",),
+                actions=("cancel",),
+            ),
+            _REPLAY,
+        ),
+        ("denied_scope", "unavailable_tool_loop"),
+    ),
+    Runbook(
+        "ledger-outage",
+        "Ledger outage",
+        "Reconciliation cannot reach the effect ledger (reconciliation.unresolved).",
+        "Stay honest: runs escalate with the effect budget still reserved and the obligation "
+        "kept. Stop new dispatch while the ledger is down, then reconcile each obligation "
+        "once it answers.",
+        (
+            Step(
+                "Runs that could not reconcile",
+                "reconciliation.unresolved with ledger_unavailable.",
+                data=("ledger_outage",),
+            ),
+            _GATE,
+            Step(
+                "Reconcile once the ledger answers",
+                "Each reconciliation is recorded as effect.reconciled on the ended run.",
+                data=("unresolved_attempts",),
+                actions=("reconcile",),
+            ),
+            _REPLAY,
+        ),
+        ("ledger_outage", "ambiguous_effect"),
+    ),
+)
+
+BY_SLUG: Mapping[str, Runbook] = {r.slug: r for r in RUNBOOKS}
+
+# Headings of the event-list blocks (the other blocks have their own layout).
+BLOCK_TITLES: Mapping[str, str] = {
+    "malformed": "Refused malformed results (MALFORMED_RESULT, quarantined)",
+    "stale_denials": "Stale refusals (evidence_stale, STALE, CONFLICT)",
+    "repeated_denials": "Runs escalated for repeated denial",
+    "scope_denials": "Scope denials (scope_denied)",
+    "ledger_outage": "Reconciliations the ledger could not answer (ledger_unavailable)",
+}

@@ -1,0 +1,86 @@
+"""Small template helpers for the console: optional links, durations, refs, JSON."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from django import template
+from django.urls import NoReverseMatch, reverse
+
+from runs.domain.canonical import canonical_json
+
+register = template.Library()
+
+
+@register.simple_tag
+def optional_url(name: str, *args: Any) -> str:
+    """Reverse ``name`` if that route exists (pages built by other modules), else ''."""
+    try:
+        return reverse(name, args=args)
+    except NoReverseMatch:
+        return ""
+
+
+@register.simple_tag
+def ref_url(run: Any, ref: Any) -> str:
+    """Where an event reference opens: evidence, checkpoint, or the recovery lookup."""
+    if ref.kind == "evidence":
+        return reverse("runs-evidence", args=[run.pk, ref.value])
+    if ref.kind == "checkpoint":
+        return reverse("approvals-detail", args=[ref.value])
+    if ref.kind in ("attempt", "effect"):
+        return f"{reverse('recovery')}?q={ref.value}"
+    return ""
+
+
+@register.filter
+def duration(value: Any) -> str:
+    """Render seconds (or a timedelta) as '2h 05m', '4m 12s' or '9s'; negative as 'ago'."""
+    if value is None or value == "":
+        return ""
+    seconds = int(value.total_seconds() if isinstance(value, dt.timedelta) else value)
+    sign, seconds = ("-" if seconds < 0 else ""), abs(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        text = f"{hours}h {minutes:02d}m"
+    elif minutes:
+        text = f"{minutes}m {secs:02d}s"
+    else:
+        text = f"{secs}s"
+    return f"{sign}{text}"
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@register.filter
+def canonical(value: Any) -> str:
+    """The exact canonical JSON a hash is computed over."""
+    return canonical_json(value)
+
+
+@register.filter
+def short(value: Any, length: int = 12) -> str:
+    text = str(value or "")
+    return text[: int(length)]
+
+
+@register.filter
+def get_item(mapping: Any, key: Any) -> Any:
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None
+
+
+@register.filter(name="ref_links")
+def ref_links_filter(refs: Any) -> tuple[Any, ...]:
+    """An event's refs as typed links (see ``runs.selectors.ref_links``)."""
+    from runs.selectors import ref_links
+
+    return ref_links(refs or {})

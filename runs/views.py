@@ -1,0 +1,439 @@
+"""Console views for runs, recovery, runbooks, the fault lab and the review packet.
+
+Each view: an access check (``access.objects`` / ``access.roles``: another tenant's object
+is 404, a missing role 403), one service or selector call, then the page or its HTMX
+partial. Writes are POST with CSRF and go through services; GET never changes anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from access.objects import get_run_for_user
+from access.roles import OPERATOR, principal_ref_of, require_role, tenant_of
+from catalog import services as catalog_services
+from catalog.models import CapabilityVersion
+from catalog.world.fixtures import EQUIPMENT, LOCATIONS
+from runs import docs, operations, selectors, services
+from runs.audit import audit_replay
+from runs.authority import IntegrityConflict
+from runs.domain import render as diagram
+from runs.domain.budgets import Budget
+from runs.domain.invariants import INVARIANTS
+from runs.domain.states import STATE_MACHINE_VERSION, State
+from runs.domain.transitions import STATE_INFO, TRANSITION_LIST
+from runs.domain.validation import STEPS
+from runs.faultlab import BY_NAME, FIXTURES
+from runs.models import EffectAttempt
+from runs.policies.double import SCENARIOS
+from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS
+
+
+def conflict(request: HttpRequest, message: str, *, back: str = "") -> HttpResponse:
+    """The 409 page: the object changed or the request conflicts with its current state."""
+    return render(request, "409.html", {"message": message, "back": back}, status=409)
+
+
+def _tenant(request: HttpRequest) -> str:
+    tenant = tenant_of(request.user)
+    if not tenant:
+        raise Http404("No tenant")
+    return tenant
+
+
+# -- runs list, start, bulk cancel ---------------------------------------------------------
+class StartRunForm(forms.Form):
+    scenario = forms.ChoiceField(label="Scenario")
+    equipment_id = forms.ChoiceField(label="Equipment")
+    location_id = forms.ChoiceField(label="Location")
+
+    def __init__(self, *args: Any, tenant: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["scenario"].choices = [
+            (name, f"{name} — {s.description}") for name, s in SCENARIOS.items()
+        ]
+        self.fields["equipment_id"].choices = [
+            (k, f"{k} ({v['family']} {v['revision']}, {v['site']})")
+            for k, v in EQUIPMENT.items()
+            if v["tenant"] == tenant
+        ]
+        self.fields["location_id"].choices = [
+            (k, f"{k} ({v['name']})") for k, v in LOCATIONS.items() if v["tenant"] == tenant
+        ]
+
+
+def _list_context(request: HttpRequest, tenant: str, **extra: Any) -> dict[str, Any]:
+    filters = selectors.RunFilters.from_query(request.GET)
+    page = selectors.run_list_for_tenant(
+        tenant=tenant, filters=filters, cursor=request.GET.get("after", "")
+    )
+    query = filters.as_query()
+    return {
+        "page": page,
+        "filters": filters,
+        "filter_query": "&".join(f"{k}={v}" for k, v in query.items()),
+        "is_first_page": not request.GET.get("after"),
+        "choices": selectors.run_filter_choices(),
+        "start_form": extra.pop("start_form", None) or StartRunForm(tenant=tenant),
+        **extra,
+    }
+
+
+@require_GET
+@login_required
+def runs_list(request: HttpRequest) -> HttpResponse:
+    tenant = _tenant(request)
+    context = _list_context(request, tenant)
+    if getattr(request, "htmx", False) and request.htmx.target == "run-table":
+        return render(request, "runs/list.html#run-table", context)
+    return render(request, "runs/list.html", context)
+
+
+@require_POST
+@login_required
+def runs_start(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    tenant = _tenant(request)
+    form = StartRunForm(request.POST, tenant=tenant)
+    if form.is_valid():
+        try:
+            run = services.run_create(
+                scenario=form.cleaned_data["scenario"],
+                tenant=tenant,
+                principal_ref=principal_ref_of(request.user),
+                requested_by=request.user,
+                equipment_id=form.cleaned_data["equipment_id"],
+                location_id=form.cleaned_data["location_id"],
+            )
+        except services.RunInputError as exc:
+            form.add_error(None, f"{exc.field}: {exc}")
+        else:
+            messages.success(request, f"Run {run.short_id} started ({run.scenario}).")
+            return redirect("runs-detail", run.pk)
+    context = _list_context(request, tenant, start_form=form)
+    return render(request, "runs/list.html", context, status=400)
+
+
+@require_POST
+@login_required
+def runs_bulk_cancel(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    tenant = _tenant(request)
+    try:
+        rows = operations.run_cancel_many(
+            tenant=tenant,
+            run_ids=request.POST.getlist("run"),
+            by_ref=principal_ref_of(request.user),
+            reason=request.POST.get("reason", ""),
+        )
+    except services.RunInputError as exc:
+        context = _list_context(request, tenant, bulk_error=str(exc))
+        return render(request, "runs/list.html", context, status=400)
+    return render(
+        request,
+        "runs/bulk_cancel.html",
+        {"rows": rows, "reason": request.POST.get("reason", "").strip()},
+    )
+
+
+# -- one run ---------------------------------------------------------------------------
+def _detail_context(request: HttpRequest, run: Any, **extra: Any) -> dict[str, Any]:
+    kind = request.GET.get("kind", "all")
+    kind = kind if kind in selectors.TIMELINE_KINDS else "all"
+    return {
+        "run": run,
+        "detail": selectors.run_detail(run),
+        "timeline": selectors.run_timeline(run=run, kind=kind),
+        "kind": kind,
+        "kinds": selectors.TIMELINE_KINDS,
+        "diagram": diagram.state_diagram_svg(run.state, title=f"Run state: {run.state}"),
+        "budgets": [b.value for b in Budget],
+        **extra,
+    }
+
+
+@require_GET
+@login_required
+def runs_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    partial = request.GET.get("partial", "")
+    if getattr(request, "htmx", False) and partial == "live":
+        # The poller says which revision it shows: nothing changed, nothing to swap.
+        if request.GET.get("since") == str(run.revision):
+            return HttpResponse(status=204)
+        # Once the run has ended, the actions change too (cancel gives way to follow-up).
+        context = _detail_context(request, run, oob_actions=run.is_terminal)
+        return render(request, "runs/detail.html#run-live", context)
+    return render(request, "runs/detail.html", _detail_context(request, run))
+
+
+@require_POST
+@login_required
+def runs_cancel(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id, OPERATOR)
+    back = reverse("runs-detail", args=[run.pk])
+    try:
+        result = services.run_cancel(
+            run_id=str(run.pk),
+            by_ref=principal_ref_of(request.user),
+            reason=request.POST.get("reason", ""),
+        )
+    except services.RunInputError as exc:
+        context = _detail_context(request, run, cancel_error=str(exc))
+        return render(request, "runs/detail.html", context, status=400)
+    except RuntimeError as exc:
+        return conflict(request, str(exc), back=back)
+    if not result.applied:
+        return conflict(
+            request,
+            f"The run is {result.run.state} and cannot be cancelled now "
+            f"({result.refusal}); the attempt was recorded as rejected.",
+            back=back,
+        )
+    messages.success(request, f"Run cancelled: {result.qualification}.")
+    return redirect("runs-detail", run.pk)
+
+
+@require_POST
+@login_required
+def runs_follow_up(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id, OPERATOR)
+    try:
+        new = services.run_follow_up(
+            run=run, by_ref=principal_ref_of(request.user), requested_by=request.user
+        )
+    except services.RunInputError as exc:
+        return conflict(request, str(exc), back=reverse("runs-detail", args=[run.pk]))
+    messages.success(request, f"Follow-up run {new.short_id} started; it needs its own approvals.")
+    return redirect("runs-detail", new.pk)
+
+
+@require_POST
+@login_required
+def runs_budget(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id, OPERATOR)
+    back = reverse("runs-detail", args=[run.pk])
+    raw_limit = request.POST.get("limit", "").strip()
+    try:
+        limit = int(raw_limit)
+    except ValueError:
+        limit = -1
+    try:
+        services.run_budget_change(
+            run_id=str(run.pk),
+            by_ref=principal_ref_of(request.user),
+            budget=request.POST.get("budget", ""),
+            limit=limit,
+            reason=request.POST.get("reason", ""),
+        )
+    except services.RunInputError as exc:
+        if exc.field == "run":
+            return conflict(request, str(exc), back=back)
+        context = _detail_context(request, run, budget_error=str(exc))
+        return render(request, "runs/detail.html", context, status=400)
+    except RuntimeError as exc:
+        return conflict(request, str(exc), back=back)
+    messages.success(request, "Budget change recorded as budget.changed.")
+    return redirect("runs-detail", run.pk)
+
+
+@require_GET
+@login_required
+def runs_export(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    response = JsonResponse(selectors.run_export(run), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.json"'
+    return response
+
+
+@require_GET
+@login_required
+def runs_evidence(request: HttpRequest, run_id: UUID, evidence_id: str) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    item = selectors.run_evidence(run=run, evidence_id=evidence_id)
+    if item is None:
+        raise Http404("No such evidence for this run")
+    return render(request, "runs/evidence.html", {"run": run, "item": item})
+
+
+@require_GET
+@login_required
+def runs_replay_audit(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    result, findings = audit_replay(run)
+    return render(
+        request,
+        "runs/audit.html",
+        {"run": run, "result": result, "findings": findings},
+    )
+
+
+# -- recovery --------------------------------------------------------------------------
+@require_GET
+@login_required
+def recovery(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    tenant = _tenant(request)
+    query = request.GET.get("q", "").strip()
+    return render(
+        request,
+        "runs/recovery.html",
+        {
+            "attempts": selectors.recovery_attempts(tenant=tenant),
+            "query": query,
+            "lookup": selectors.ledger_lookup(tenant=tenant, query=query) if query else None,
+        },
+    )
+
+
+@require_POST
+@login_required
+def recovery_reconcile(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    tenant = _tenant(request)
+    try:
+        outcome = operations.effect_attempt_reconcile(
+            attempt_id=request.POST.get("attempt_id", ""),
+            tenant=tenant,
+            by_ref=principal_ref_of(request.user),
+        )
+    except EffectAttempt.DoesNotExist as exc:
+        raise Http404("No such attempt") from exc
+    except IntegrityConflict as exc:
+        return conflict(request, str(exc), back=reverse("recovery"))
+    attempt = outcome.attempt
+    text = f"{attempt.pk}: {outcome.action} — {attempt.status}. {outcome.detail}"
+    if outcome.action == "refused":
+        return conflict(request, text, back=reverse("recovery"))
+    messages.success(request, text)
+    return redirect(f"{reverse('recovery')}?q={attempt.idempotency_key}")
+
+
+# -- runbooks --------------------------------------------------------------------------
+@require_GET
+@login_required
+def runbooks(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    return render(request, "runs/runbooks.html", {"runbooks": RUNBOOKS})
+
+
+@require_GET
+@login_required
+def runbooks_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    book = BY_SLUG.get(slug)
+    if book is None:
+        raise Http404("No such runbook")
+    data = selectors.runbook_blocks(
+        tenant=_tenant(request), keys=book.blocks, fixtures=book.fixtures
+    )
+    return render(
+        request,
+        "runs/runbook_detail.html",
+        {"book": book, "data": data, "actions": ACTIONS, "titles": BLOCK_TITLES},
+    )
+
+
+@require_POST
+@login_required
+def runbooks_gate(request: HttpRequest, slug: str) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    if slug not in BY_SLUG:
+        raise Http404("No such runbook")
+    back = reverse("runbooks-detail", args=[slug])
+    try:
+        row = catalog_services.capability_gate_set(
+            capability_id=request.POST.get("capability_id", ""),
+            version=request.POST.get("version", ""),
+            open_gate=request.POST.get("open") == "1",
+            reviewer=request.user,
+            reason=request.POST.get("reason", ""),
+        )
+    except CapabilityVersion.DoesNotExist as exc:
+        raise Http404("No such capability version") from exc
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        return redirect(back)
+    state = "open: new dispatch allowed" if row.effect_gate_open else "closed: new dispatch stopped"
+    messages.success(request, f"Effect gate of {row.ref} is {state}.")
+    return redirect(back)
+
+
+# -- fault lab -------------------------------------------------------------------------
+@require_GET
+@login_required
+def faultlab(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    results = selectors.faultlab_results()
+    return render(
+        request,
+        "runs/faultlab.html",
+        {"rows": [(f, results.get(f.name)) for f in FIXTURES], "first": FIXTURES[0].name},
+    )
+
+
+@require_POST
+@login_required
+def faultlab_run(request: HttpRequest) -> HttpResponse:
+    """Run one fixture (or, without HTMX, all of them) and keep the result.
+
+    With ``chain=1`` the returned row asks for the next fixture when it loads, so the
+    page fills in fixture by fixture.
+    """
+    require_role(request.user, OPERATOR)
+    name = request.POST.get("fixture", "")
+    by_ref = principal_ref_of(request.user)
+    if name == "all" and not getattr(request, "htmx", False):
+        for fixture in FIXTURES:
+            operations.faultlab_fixture_run(name=fixture.name, by_ref=by_ref)
+        messages.success(request, f"Ran all {len(FIXTURES)} fixtures.")
+        return redirect("faultlab")
+    if name not in BY_NAME:
+        raise Http404("No such fixture")
+    result = operations.faultlab_fixture_run(name=name, by_ref=by_ref)
+    if not getattr(request, "htmx", False):
+        messages.success(request, f"{name}: {'PASS' if result.passed else 'FAIL'}.")
+        return redirect("faultlab")
+    names = [f.name for f in FIXTURES]
+    chain = request.POST.get("chain") == "1"
+    position = names.index(name)
+    next_name = names[position + 1] if chain and position + 1 < len(names) else ""
+    return render(
+        request,
+        "runs/faultlab.html#fixture-row",
+        {"fixture": BY_NAME[name], "result": result, "next_name": next_name},
+    )
+
+
+# -- review packet ---------------------------------------------------------------------
+@require_GET
+@login_required
+def review_packet(request: HttpRequest) -> HttpResponse:
+    results = selectors.faultlab_results()
+    return render(
+        request,
+        "runs/packet.html",
+        {
+            "diagram": diagram.state_diagram_svg(title="FieldOps run state machine"),
+            "states": [(s, STATE_INFO[s]) for s in State],
+            "transitions": TRANSITION_LIST,
+            "events": docs.event_rows(),
+            "invariants": [(name, (check.__doc__ or "").strip()) for name, check in INVARIANTS],
+            "steps": STEPS,
+            "budgets": docs.budget_rows(),
+            "predicates": docs.completion_rows(),
+            "fixtures": [(f, results.get(f.name)) for f in FIXTURES],
+            "state_machine_version": STATE_MACHINE_VERSION,
+            "passed": sum(1 for r in results.values() if r.passed),
+            "ran": len(results),
+        },
+    )
