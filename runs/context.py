@@ -1,27 +1,68 @@
 """The context projection: the bounded, versioned view a policy receives at DECIDING.
 
-Built from canonical state only: the objective, admitted observations, visible capability
-projections, non-sensitive budget hints, and recent denial reasons. Never chat history
-as state, never principal references or credentials. Its hash goes on the decision event.
+Built from canonical state only (stored events and the evidence they reference): the
+objective, admitted observations, visible capability projections, non-sensitive budget
+hints, and recent denial reasons. It is rebuilt from scratch for every decision, so no
+model output and no chat history is ever state: what the model said last turn appears
+only through what validation and the capabilities made of it.
+
+Never principal references or credentials: keys that name a principal, an approver or a
+credential are dropped, ``user:...`` references and configured secret values are
+redacted from every string. Bounded: at most ``MAX_OBSERVATIONS`` observations (the
+request is always kept), each at most ``MAX_OBSERVATION_BYTES``, the whole at most
+``MAX_PROJECTION_BYTES``. Its hash goes on the proposal.emitted event.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from approvals.domain import CHANGEABLE_FIELDS
 from approvals.models import Decision
 from catalog.capabilities.registry import ALL_CONTRACTS
 from catalog.domain.contracts import model_projection
+from fieldops import secrets
 from runs import evidence
 from runs.domain.budgets import Budget
 from runs.domain.canonical import digest
 from runs.domain.states import EventType
 from runs.models import Event, Run
 
-VERSION = "context-projection@1"
+VERSION = "context-projection@2"
 MAX_OBSERVATIONS = 12
 MAX_DENIALS = 3
+MAX_TEXT = 600
+MAX_DETAIL = 300
+MAX_OBSERVATION_BYTES = 6_000
+MAX_PROJECTION_BYTES = 48_000
+BUDGET_HINTS = (Budget.TURNS, Budget.ACTIONS, Budget.CORRECTIONS)
+
+# Keys whose values are principal references or credentials: never shown to a model.
+SENSITIVE_KEYS = frozenset(
+    {
+        "principal_ref",
+        "principal",
+        "requested_by",
+        "by",
+        "decided_by",
+        "decided_by_ref",
+        "approver",
+        "approver_ref",
+        "credential",
+        "credential_ref",
+        "api_key",
+        "authorization",
+        "password",
+        "secret",
+        "token",
+    }
+)
+PRINCIPAL_REF = re.compile(r"\buser:[A-Za-z0-9_.@+-]+")
+REDACTED_PRINCIPAL = "[principal]"
 
 
 def build(run: Run) -> dict[str, Any]:
@@ -53,39 +94,92 @@ def build(run: Run) -> dict[str, Any]:
         content = contents.get(ref)
         if content is None:
             continue
-        observations.append(
-            {
-                "ref": ref,
-                "seq": e["sequence"],
-                "capability": content.get("capability", ""),
-                "ok": bool(content.get("ok")),
-                "error": content.get("error", ""),
-                "detail": str(content.get("detail", ""))[:300],
-                "data": content.get("data", {}),
-            }
-        )
+        observation = {
+            "ref": ref,
+            "seq": e["sequence"],
+            "capability": content.get("capability", ""),
+            "ok": bool(content.get("ok")),
+            "error": content.get("error", ""),
+            "detail": str(content.get("detail", ""))[:MAX_DETAIL],
+            "data": _bounded(content.get("data", {})),
+        }
+        observations.append(_scrub(observation, run))
     denials = [
         {"seq": e["sequence"], "reason": _denial_reason(e), "detail": _denial_detail(e)}
         for e in recorded
         if e["type"] != EventType.OBSERVATION_RECORDED.value
     ]
     counters, limits = run.counters, run.budget_limits
-    return {
+    projection: dict[str, Any] = {
         "version": VERSION,
-        "objective": run.objective,
+        "objective": _scrub(run.objective, run),
         "turn": counters.get(Budget.TURNS, 0) + 1,
-        "observations": observations[-MAX_OBSERVATIONS:]
-        if len(observations) > MAX_OBSERVATIONS
-        else observations,
+        "observations": observations,
+        "omitted_observations": 0,
         "capabilities": visible_capabilities(run),
         "budget_hints": {
-            b: max(0, limits.get(b, 0) - counters.get(b, 0))
-            for b in (Budget.TURNS, Budget.ACTIONS, Budget.CORRECTIONS)
+            b.value: max(0, limits.get(b, 0) - counters.get(b, 0)) for b in BUDGET_HINTS
         },
-        "recent_denials": denials[-MAX_DENIALS:],
-        "all_denial_reasons": [{"reason": d["reason"]} for d in denials],
+        "recent_denials": _scrub(denials[-MAX_DENIALS:], run),
+        "denial_counts": dict(sorted(Counter(d["reason"] for d in denials).items())),
         "requested_change": _requested_change(run),
     }
+    _fit(projection)
+    return projection
+
+
+def _fit(projection: dict[str, Any]) -> None:
+    """Drop the oldest observations (never the request) until the projection is in bounds."""
+    observations: list[dict[str, Any]] = projection["observations"]
+    keep_first = bool(observations) and observations[0]["capability"] == "request"
+    floor = 1 if keep_first else 0
+
+    def too_big() -> bool:
+        return len(observations) > MAX_OBSERVATIONS or _size(projection) > MAX_PROJECTION_BYTES
+
+    while too_big() and len(observations) > floor:
+        del observations[floor]
+        projection["omitted_observations"] += 1
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, sort_keys=True, default=str))
+
+
+def _scrub(value: Any, run: Run) -> Any:
+    """Drop sensitive keys; redact principal references and secret values from strings."""
+    if isinstance(value, Mapping):
+        return {
+            str(k): _scrub(v, run) for k, v in value.items() if str(k).lower() not in SENSITIVE_KEYS
+        }
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v, run) for v in value]
+    if isinstance(value, str):
+        text = secrets.redact(value)
+        if run.principal_ref:
+            text = text.replace(run.principal_ref, REDACTED_PRINCIPAL)
+        return PRINCIPAL_REF.sub(REDACTED_PRINCIPAL, text)
+    return value
+
+
+def _bounded(data: Any) -> Any:
+    """Return ``data`` within ``MAX_OBSERVATION_BYTES``: long texts cut, else a marker."""
+    if _size(data) <= MAX_OBSERVATION_BYTES:
+        return data
+    cut = _cut_texts(data)
+    if _size(cut) <= MAX_OBSERVATION_BYTES:
+        return cut
+    return {"omitted": "observation too large for the context", "digest": digest({"d": data})}
+
+
+def _cut_texts(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _cut_texts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut_texts(v) for v in value]
+    if isinstance(value, str) and len(value) > MAX_TEXT:
+        return value[:MAX_TEXT] + " [cut]"
+    return value
 
 
 def _denial_reason(e: Mapping[str, Any]) -> str:
@@ -101,16 +195,19 @@ def _denial_detail(e: Mapping[str, Any]) -> str:
     detail = payload.get("detail") or payload.get("reason") or ""
     if isinstance(payload.get("reasons"), list):
         detail = "; ".join(payload["reasons"])
-    return str(detail)[:300]
+    return str(detail)[:MAX_DETAIL]
 
 
 def _requested_change(run: Run) -> dict[str, Any]:
+    """The fields the last declining reviewer asked to change (and only those fields)."""
     decision = (
         Decision.objects.filter(checkpoint__run=run, verdict=Decision.Verdict.DECLINE)
         .order_by("-created_at")
         .first()
     )
-    return dict(decision.requested_change) if decision and decision.requested_change else {}
+    if decision is None or not decision.requested_change:
+        return {}
+    return {k: v for k, v in decision.requested_change.items() if k in CHANGEABLE_FIELDS}
 
 
 def visible_capabilities(run: Run) -> list[dict[str, Any]]:

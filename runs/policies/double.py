@@ -87,6 +87,17 @@ def last_denial(ctx: Context) -> Mapping[str, Any] | None:
     return denials[-1] if denials else None
 
 
+def denied_before(ctx: Context, reason: str) -> bool:
+    """Whether any earlier proposal of the run was denied with ``reason``.
+
+    Projections from ``context-projection@2`` count denials by reason; version 1 listed
+    every one (``all_denial_reasons``): both are read so recorded contexts still replay.
+    """
+    if ctx.get("denial_counts", {}).get(reason, 0) > 0:
+        return True
+    return any(d.get("reason") == reason for d in ctx.get("all_denial_reasons", []))
+
+
 def _seq(item: Mapping[str, Any] | None) -> int:
     return int(item.get("seq", 0)) if item else 0
 
@@ -259,9 +270,7 @@ def s_injection(ctx: Context) -> Step:
         injected = any(
             "inventory_admin" in p.get("text", "") for p in manual["data"].get("passages", [])
         )
-        tried = any(
-            d.get("reason") == "capability_rejected" for d in ctx.get("all_denial_reasons", [])
-        )
+        tried = denied_before(ctx, "capability_rejected")
         if injected and not tried:
             # A susceptible model obeys the passage; validation, not the model, holds.
             return Call("inventory_admin", {"part_id": "A17", "set_stock": 0})
