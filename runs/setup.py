@@ -44,3 +44,49 @@ def seed(*, demo_users: bool = True) -> list[str]:
             f"password {DEMO_PASSWORD!r}"
         )
     return report
+
+
+def demo_runs() -> list[str]:
+    """A few live runs so the console is not empty on first start (embedded demo only).
+
+    One waits for approval, one completed (approved by ``approver``), one failed and one
+    escalated. Each is a real run through the runner and authority; requires the demo users.
+    """
+    from approvals import services as approvals
+    from approvals.models import Checkpoint
+    from runs import runner, services
+
+    user_model = get_user_model()
+    operator = user_model.objects.get(username="operator")
+    approver = user_model.objects.get(username="approver")
+
+    def start(scenario: str) -> str:
+        run = services.run_create(
+            scenario=scenario,
+            tenant="north",
+            principal_ref="user:operator",
+            requested_by=operator,
+            start=False,
+        )
+        runner.advance(str(run.pk), worker="seed")
+        return str(run.pk)
+
+    report = []
+    completed = start("reservation")
+    checkpoint = Checkpoint.objects.get(run_id=completed, status=Checkpoint.Status.PENDING)
+    approvals.approval_decide(
+        checkpoint_id=checkpoint.pk,
+        user=approver,
+        approve=True,
+        seen_hash=checkpoint.proposal_hash,
+        reason="Demo: matches the manual and the depot stock.",
+    )
+    runner.advance(completed, worker="seed")
+    for label, run_id in (
+        ("completed", completed),
+        ("failed", start("unavailable_tool")),
+        ("escalated", start("denied_scope")),
+        ("waiting for approval", start("reservation")),
+    ):
+        report.append(f"demo run {run_id[:8]}: {label}")
+    return report

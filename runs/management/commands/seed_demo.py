@@ -1,14 +1,19 @@
-"""Seed the embedded demo: catalog versions, the synthetic world, demo users."""
+"""Seed the embedded demo: catalog versions, the synthetic world, demo users and runs."""
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from runs.setup import seed
+from access.demo import DEMO_USERS
+from runs.setup import demo_runs, seed
 
 
 class Command(BaseCommand):
-    help = "Store the reviewed catalog, seed the synthetic world and create the demo users."
+    help = (
+        "Store the reviewed catalog, seed the synthetic world and create the demo users "
+        "(and, the first time, a few demo runs)."
+    )
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
         parser.add_argument(
@@ -18,6 +23,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+        names = [name for name, _, _ in DEMO_USERS]
+        first_time = not get_user_model().objects.filter(username__in=names).exists()
         report = seed(demo_users=not options["no_users"])
+        if first_time and not options["no_users"]:
+            # Demo runs only when the demo users are created now: never on a re-seed.
+            report += demo_runs()
         for line in report:
             self.stdout.write(line)
