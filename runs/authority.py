@@ -146,7 +146,7 @@ def append(
         if prior is not None:
             return prior
     event_id = event_id or str(uuid.uuid4())
-    _check_payload_size(payload)
+    _check_request(type, actor, counters_delta, payload)
     with transaction.atomic():
         run = Run.objects.get(pk=run_id)
         snapshot = snapshot_of(run)
@@ -167,7 +167,7 @@ def append(
             return Result(False, snapshot_of(run), refusal="stale_owner", control=control)
         if run.revision != expected_revision:
             return Result(False, snapshot, refusal="revision_conflict")
-        refusal = _refusal(run, type, counters_delta)
+        refusal = _refusal(run, type, actor, refs, counters_delta)
         if refusal is not None:
             control_type, reason = refusal
             control = _control(
@@ -288,8 +288,20 @@ def append_control(
 
 
 # -- guards ------------------------------------------------------------------------------
+_REQUIRED_REFS: Mapping[EventType, tuple[str, ...]] = {
+    EventType.APPROVAL_GRANTED: ("approval",),
+    EventType.EFFECT_RECORDED: ("effect", "attempt"),
+    EventType.RECONCILIATION_MATCHED: ("effect", "attempt"),
+    EventType.COMPLETION_VERIFIED: ("completion",),
+}
+
+
 def _refusal(
-    run: Run, type: EventType, delta: Mapping[str, int] | None
+    run: Run,
+    type: EventType,
+    actor: Actor,
+    refs: Mapping[str, str] | None,
+    delta: Mapping[str, int] | None,
 ) -> tuple[EventType, str] | None:
     if type in CONTROL_EVENTS:
         return None
@@ -305,8 +317,15 @@ def _refusal(
         if type is EventType.EXTERNAL_OBSERVED:
             return EventType.TRANSITION_REJECTED, "post_terminal_callback"
         return EventType.TRANSITION_REJECTED, "run_terminal"
-    if edge(run.state, type) is None:
+    declared = edge(run.state, type)
+    if declared is None:
         return EventType.TRANSITION_REJECTED, "illegal_transition"
+    if actor.value not in {a.value for a in declared.actors}:
+        # proposal.not_authority: an actor without standing for this edge is refused.
+        return EventType.TRANSITION_REJECTED, "actor_not_authorized"
+    missing = [k for k in _REQUIRED_REFS.get(type, ()) if not (refs or {}).get(k)]
+    if missing:
+        return EventType.TRANSITION_REJECTED, "evidence_required"
     for key, amount in (delta or {}).items():
         if key == Budget.ELAPSED_MS:
             continue
@@ -328,6 +347,20 @@ def _history_refusal(run: Run, type: EventType, payload: Mapping[str, Any] | Non
     ):
         log.warning("run history is large", extra={"run_id": str(run.pk), "sequence": run.revision})
     return None
+
+
+def _check_request(
+    type: EventType,
+    actor: Actor,
+    delta: Mapping[str, int] | None,
+    payload: Mapping[str, Any] | None,
+) -> None:
+    """Reject malformed requests from code (not from people) before anything is written."""
+    if type in CONTROL_EVENTS and any(delta.values() if delta else ()):
+        raise ValueError("control events never change counters")
+    if type in CONTROL_EVENTS and actor is Actor.MODEL:
+        raise ValueError("a model only proposes; control events are recorded by the harness")
+    _check_payload_size(payload)
 
 
 def _check_payload_size(payload: Mapping[str, Any] | None) -> None:

@@ -16,8 +16,14 @@ def test_fixture_reaches_its_disposition(world, fixture):
 
 def test_the_frozen_six_are_all_there():
     frozen = [f.name for f in faultlab.FIXTURES if f.group == "frozen six"]
-    assert frozen == ["unavailable_tool_loop", "early_success", "invalid_arguments",
-                      "ignored_cancellation", "repeated_effect", "illegal_transition"]
+    assert frozen == [
+        "unavailable_tool_loop",
+        "early_success",
+        "invalid_arguments",
+        "ignored_cancellation",
+        "repeated_effect",
+        "illegal_transition",
+    ]
 
 
 def test_fixtures_never_touch_the_live_world(world):

@@ -6,12 +6,13 @@ approve, revalidate, reserve, verify, complete; the ledger holds exactly one eff
 
 from __future__ import annotations
 
+import itertools
+
 from catalog.world.models import LedgerEntry
 from runs.models import EffectAttempt, Evidence, TerminalRecord
 from tests.helpers import approve, events, make_run
 
-READ_LOOP = ["proposal.emitted", "proposal.allowed", "observation.received",
-             "observation.recorded"]
+READ_LOOP = ["proposal.emitted", "proposal.allowed", "observation.received", "observation.recorded"]
 
 
 def test_the_reservation_walkthrough_event_by_event(world, approver):
@@ -19,8 +20,8 @@ def test_the_reservation_walkthrough_event_by_event(world, approver):
     got = events(run)
     expected_until_wait = (
         ["run.started", "observation.recorded"]
-        + READ_LOOP * 3            # read_equipment, search_manual, check_inventory
-        + READ_LOOP                # propose_reservation: canonical proposal + hash
+        + READ_LOOP * 3  # read_equipment, search_manual, check_inventory
+        + READ_LOOP  # propose_reservation: canonical proposal + hash
         + ["proposal.emitted", "approval.required"]  # reserve_part needs an approval
     )
     assert [e.type for e in got] == expected_until_wait
@@ -29,16 +30,24 @@ def test_the_reservation_walkthrough_event_by_event(world, approver):
     # Each read was a separate proposal of a named capability, and nothing executed
     # before validation allowed it.
     capabilities = [e.payload.get("capability") for e in got if e.type == "proposal.allowed"]
-    assert capabilities == ["read_equipment", "search_manual", "check_inventory",
-                            "propose_reservation"]
+    assert capabilities == [
+        "read_equipment",
+        "search_manual",
+        "check_inventory",
+        "propose_reservation",
+    ]
     assert all(e.actor == "model" for e in got if e.type == "proposal.emitted")
     assert not LedgerEntry.objects.exists()
 
     result = approve(run, approver)
     assert result.recorded
-    tail = [e.type for e in events(run)][len(expected_until_wait):]
-    assert tail == ["approval.granted", "proposal.allowed", "effect.recorded",
-                    "completion.verified"]
+    tail = [e.type for e in events(run)][len(expected_until_wait) :]
+    assert tail == [
+        "approval.granted",
+        "proposal.allowed",
+        "effect.recorded",
+        "completion.verified",
+    ]
     assert run.state == "COMPLETED" and run.disposition == "COMPLETED"
 
     # Revalidation after approval: the same proposal was validated again and admitted
@@ -69,7 +78,7 @@ def test_every_event_links_to_the_previous_one(world, approver):
     approve(run, approver)
     chain = events(run)
     assert [e.sequence for e in chain] == list(range(1, len(chain) + 1))
-    for before, after in zip(chain, chain[1:], strict=False):
+    for before, after in itertools.pairwise(chain):
         assert after.prev_hash == before.hash
     run.refresh_from_db()
     assert run.last_hash == chain[-1].hash and run.revision == chain[-1].sequence

@@ -40,8 +40,10 @@ def test_available_and_first_exceeded():
     ("limits", "reason"),
     [
         ({**DEFAULT_LIMITS, "turns": 0}, "budget_limit_invalid:turns"),
-        ({k: v for k, v in DEFAULT_LIMITS.items() if k != "actions"},
-         "budget_limit_missing:actions"),
+        (
+            {k: v for k, v in DEFAULT_LIMITS.items() if k != "actions"},
+            "budget_limit_missing:actions",
+        ),
         ({**DEFAULT_LIMITS, "actions": "3"}, "budget_limit_missing:actions"),
         ({**DEFAULT_LIMITS, "coffee": 1}, "budget_limit_unknown:coffee"),
         ({**DEFAULT_LIMITS, "effects": -1}, "budget_limit_invalid:effects"),

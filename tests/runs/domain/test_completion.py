@@ -11,15 +11,32 @@ from .test_validation import NOW, OBS, PARTS, PROPOSAL
 
 CANON = {**PROPOSAL, "proposed_at": NOW.isoformat(), "canonicalization": "c@1"}
 HASH = digest(CANON)
-ENTRY = LedgerFact(effect_id="EF-1", idempotency_key="k1", intent_matches=True, part_id="A17",
-                   slot_id="S-1", quantity=1, tenant="north", status="RESERVED",
-                   committed_at=NOW.isoformat())
+ENTRY = LedgerFact(
+    effect_id="EF-1",
+    idempotency_key="k1",
+    intent_matches=True,
+    part_id="A17",
+    slot_id="S-1",
+    quantity=1,
+    tenant="north",
+    status="RESERVED",
+    committed_at=NOW.isoformat(),
+)
 
 
 def inputs(**kw) -> CompletionInputs:
-    base = dict(tenant="north", observations=OBS, canonical_proposal=CANON, canonical_hash=HASH,
-                approval_status="USED", expected_key="k1", ledger=[ENTRY],
-                recorded_effect_id="EF-1", unresolved_attempts=0, parts=PARTS)
+    base = dict(
+        tenant="north",
+        observations=OBS,
+        canonical_proposal=CANON,
+        canonical_hash=HASH,
+        approval_status="USED",
+        expected_key="k1",
+        ledger=[ENTRY],
+        recorded_effect_id="EF-1",
+        unresolved_attempts=0,
+        parts=PARTS,
+    )
     base.update(kw)
     return CompletionInputs(**base)
 
@@ -36,8 +53,15 @@ def test_full_pass_completes_and_renders_the_artifact_from_verified_state():
 
 
 def test_early_success_is_insufficient_not_success():
-    a = verify(inputs(canonical_proposal=None, canonical_hash="", approval_status=None,
-                      ledger=[], recorded_effect_id=""))
+    a = verify(
+        inputs(
+            canonical_proposal=None,
+            canonical_hash="",
+            approval_status=None,
+            ledger=[],
+            recorded_effect_id="",
+        )
+    )
     assert a.verdict is Verdict.REJECTED
     assert Result.INSUFFICIENT in results(a).values()
     assert a.artifact is None

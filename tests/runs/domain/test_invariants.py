@@ -19,9 +19,14 @@ def _names(run, event):
 
 def test_the_eight_invariants_exist_by_name():
     assert [name for name, _ in INVARIANTS] == [
-        "run.identity.stable", "event.sequence.next", "state.transition.declared",
-        "terminal.unique", "budget.counter.monotonic", "contract.version.fixed",
-        "proposal.not_authority", "effect.evidence.required",
+        "run.identity.stable",
+        "event.sequence.next",
+        "state.transition.declared",
+        "terminal.unique",
+        "budget.counter.monotonic",
+        "contract.version.fixed",
+        "proposal.not_authority",
+        "effect.evidence.required",
     ]
 
 
@@ -54,8 +59,7 @@ def test_sequence_must_be_next():
 
 def test_transition_must_be_declared():
     snap, event = _first()
-    bad = dataclasses.replace(event, type=EventType.COMPLETION_VERIFIED,
-                              next_state=State.COMPLETED)
+    bad = dataclasses.replace(event, type=EventType.COMPLETION_VERIFIED, next_state=State.COMPLETED)
     assert "state.transition.declared" in _names(snap, bad)
     wrong_target = dataclasses.replace(event, next_state=State.DECIDING)
     assert "state.transition.declared" in _names(snap, wrong_target)
@@ -63,25 +67,42 @@ def test_transition_must_be_declared():
 
 def test_control_events_never_change_state():
     snap, event = _first()
-    bad = dataclasses.replace(event, type=EventType.TRANSITION_REJECTED,
-                              next_state=State.OBSERVING)
+    bad = dataclasses.replace(event, type=EventType.TRANSITION_REJECTED, next_state=State.OBSERVING)
     assert "state.transition.declared" in _names(snap, bad)
 
 
 def test_terminal_is_unique():
     snap, _ = chain(HAPPY)
-    again = build_event(snap, event_id="x", type=EventType.RUN_FAILED, actor="harness",
-                        next_state=State.FAILED, occurred_at="t")
+    again = build_event(
+        snap,
+        event_id="x",
+        type=EventType.RUN_FAILED,
+        actor="harness",
+        next_state=State.FAILED,
+        occurred_at="t",
+    )
     assert "terminal.unique" in _names(snap, again)
-    late = build_event(snap, event_id="y", type=EventType.TRANSITION_REJECTED,
-                       actor="harness", next_state=State.COMPLETED, occurred_at="t")
+    late = build_event(
+        snap,
+        event_id="y",
+        type=EventType.TRANSITION_REJECTED,
+        actor="harness",
+        next_state=State.COMPLETED,
+        occurred_at="t",
+    )
     assert _names(snap, late) == set()
 
 
 def test_counters_never_decrease():
     snap, _ = chain(HAPPY[:3])
-    event = build_event(snap, event_id="x", type=EventType.PROPOSAL_ALLOWED, actor="harness",
-                        next_state=State.EXECUTING, occurred_at="t")
+    event = build_event(
+        snap,
+        event_id="x",
+        type=EventType.PROPOSAL_ALLOWED,
+        actor="harness",
+        next_state=State.EXECUTING,
+        occurred_at="t",
+    )
     lowered = dataclasses.replace(event, budget={**event.budget, "turns": 0})
     assert "budget.counter.monotonic" in _names(snap, lowered)
 
@@ -94,20 +115,37 @@ def test_versions_are_fixed():
 
 def test_model_output_never_authorizes():
     snap, _ = chain(HAPPY[:8])  # WAITING_HUMAN
-    by_model = build_event(snap, event_id="x", type=EventType.APPROVAL_GRANTED, actor="model",
-                           next_state=State.VALIDATING, occurred_at="t",
-                           refs={"approval": "cp-1"})
+    by_model = build_event(
+        snap,
+        event_id="x",
+        type=EventType.APPROVAL_GRANTED,
+        actor="model",
+        next_state=State.VALIDATING,
+        occurred_at="t",
+        refs={"approval": "cp-1"},
+    )
     assert "proposal.not_authority" in _names(snap, by_model)
-    unbound = build_event(snap, event_id="y", type=EventType.APPROVAL_GRANTED,
-                          actor="human-principal", next_state=State.VALIDATING,
-                          occurred_at="t")
+    unbound = build_event(
+        snap,
+        event_id="y",
+        type=EventType.APPROVAL_GRANTED,
+        actor="human-principal",
+        next_state=State.VALIDATING,
+        occurred_at="t",
+    )
     assert "proposal.not_authority" in _names(snap, unbound)
 
 
 def test_effect_progress_needs_ledger_evidence():
     snap, _ = chain(HAPPY[:10])  # EXECUTING
-    bare = build_event(snap, event_id="x", type=EventType.EFFECT_RECORDED,
-                       actor="capability-adapter", next_state=State.VERIFYING, occurred_at="t")
+    bare = build_event(
+        snap,
+        event_id="x",
+        type=EventType.EFFECT_RECORDED,
+        actor="capability-adapter",
+        next_state=State.VERIFYING,
+        occurred_at="t",
+    )
     assert "effect.evidence.required" in _names(snap, bare)
 
 
@@ -116,5 +154,7 @@ def test_assert_invariants_raises_with_every_violation():
     bad = dataclasses.replace(event, run_id="other", sequence=9)
     with pytest.raises(InvariantViolation) as info:
         assert_invariants(snap, bad)
-    assert {v.invariant for v in info.value.violations} >= {"run.identity.stable",
-                                                             "event.sequence.next"}
+    assert {v.invariant for v in info.value.violations} >= {
+        "run.identity.stable",
+        "event.sequence.next",
+    }

@@ -28,7 +28,7 @@ from runs.domain.transitions import (
 
 def test_there_are_thirteen_states_four_terminal():
     assert len(State) == 13
-    assert TERMINAL_STATES == {State.COMPLETED, State.FAILED, State.CANCELLED, State.ESCALATED}
+    assert {State.COMPLETED, State.FAILED, State.CANCELLED, State.ESCALATED} == TERMINAL_STATES
 
 
 def test_every_spec_edge_is_declared():

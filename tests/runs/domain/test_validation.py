@@ -35,16 +35,25 @@ PARTS = {"A17": {"unit": "each", "families": ["pump-fixture"], "revisions": ["r7
 
 
 def rule(cid: str, kind: str = "observe", **kw) -> CapabilityRule:
-    base = dict(id=cid, kind=kind, requires_approval=False, model_fields=frozenset(),
-                trusted_fields=frozenset({"tenant", "run_id"}), retry_budgets={},
-                pinned="1.0.0#a", current="1.0.0#a", lifecycle="ADMITTED")
+    base = dict(
+        id=cid,
+        kind=kind,
+        requires_approval=False,
+        model_fields=frozenset(),
+        trusted_fields=frozenset({"tenant", "run_id"}),
+        retry_budgets={},
+        pinned="1.0.0#a",
+        current="1.0.0#a",
+        lifecycle="ADMITTED",
+    )
     base.update(kw)
     return CapabilityRule(**base)
 
 
 RULES = {
-    "check_inventory": rule("check_inventory", retry_budgets={"STALE": 1, "DENIED": 0},
-                            location_bound=True),
+    "check_inventory": rule(
+        "check_inventory", retry_budgets={"STALE": 1, "DENIED": 0}, location_bound=True
+    ),
     "propose_reservation": rule("propose_reservation", "action"),
     "reserve_part": rule("reserve_part", "action", requires_approval=True),
     "ask_user": rule("ask_user", "control"),
@@ -53,31 +62,59 @@ RULES = {
 }
 
 OBS = {
-    "ev-eq": {"capability": "read_equipment", "ok": True,
-              "data": {"family": "pump-fixture", "revision": "r7",
-                       "observed_at": NOW.isoformat()}},
-    "ev-man": {"capability": "search_manual", "ok": True,
-               "data": {"passages": [{"trust_state": "approved", "text": "use part A17"}],
-                        "retrieved_at": NOW.isoformat()}},
-    "ev-inv": {"capability": "check_inventory", "ok": True,
-               "data": {"part_id": "A17", "location_id": "LOC-N1",
-                        "slots": [{"slot_id": "S-1", "available": 3}],
-                        "observed_at": NOW.isoformat()}},
+    "ev-eq": {
+        "capability": "read_equipment",
+        "ok": True,
+        "data": {"family": "pump-fixture", "revision": "r7", "observed_at": NOW.isoformat()},
+    },
+    "ev-man": {
+        "capability": "search_manual",
+        "ok": True,
+        "data": {
+            "passages": [{"trust_state": "approved", "text": "use part A17"}],
+            "retrieved_at": NOW.isoformat(),
+        },
+    },
+    "ev-inv": {
+        "capability": "check_inventory",
+        "ok": True,
+        "data": {
+            "part_id": "A17",
+            "location_id": "LOC-N1",
+            "slots": [{"slot_id": "S-1", "available": 3}],
+            "observed_at": NOW.isoformat(),
+        },
+    },
 }
-PROPOSAL = {"part_id": "A17", "slot_id": "S-1", "quantity": 1, "tenant": "north",
-            "location_id": "LOC-N1", "evidence_refs": ["ev-eq", "ev-inv", "ev-man"],
-            "expires_at": (NOW + dt.timedelta(minutes=30)).isoformat()}
+PROPOSAL = {
+    "part_id": "A17",
+    "slot_id": "S-1",
+    "quantity": 1,
+    "tenant": "north",
+    "location_id": "LOC-N1",
+    "evidence_refs": ["ev-eq", "ev-inv", "ev-man"],
+    "expires_at": (NOW + dt.timedelta(minutes=30)).isoformat(),
+}
 
 
 def ctx(**kw) -> ValidationContext:
     base = dict(
-        state=State.VALIDATING, terminal=False, cancelled=False,
-        budgets=Budgets(limits=DEFAULT_LIMITS), contract_actions=frozenset(RULES),
-        rejected={"run_sql": "master key"}, rules=RULES,
-        schema_errors=lambda cap, args: ["part_id: required"] if cap == "check_inventory"
-        and "part_id" not in args else [],
-        tenant="north", scope=frozenset({"LOC-N1", "effect:reserve_part"}),
-        observations=OBS, now=NOW, parts=PARTS, canonical_proposal=PROPOSAL,
+        state=State.VALIDATING,
+        terminal=False,
+        cancelled=False,
+        budgets=Budgets(limits=DEFAULT_LIMITS),
+        contract_actions=frozenset(RULES),
+        rejected={"run_sql": "master key"},
+        rules=RULES,
+        schema_errors=lambda cap, args: (
+            ["part_id: required"] if cap == "check_inventory" and "part_id" not in args else []
+        ),
+        tenant="north",
+        scope=frozenset({"LOC-N1", "effect:reserve_part"}),
+        observations=OBS,
+        now=NOW,
+        parts=PARTS,
+        canonical_proposal=PROPOSAL,
         canonical_hash="h1",
     )
     base.update(kw)
@@ -100,10 +137,16 @@ def test_step1_cancelled_or_terminal_run_denies_first():
         (InvalidProposal("mixed_output"), "invalid_proposal:mixed_output"),
         (ObserveIntent("Bad Name!", {}), "invalid_capability_name"),
         (ObserveIntent("check_inventory", {"location_id": "LOC-N1"}), "schema_invalid"),
-        (ObserveIntent("check_inventory", {"part_id": "A17", "location_id": "LOC-N1",
-                                           "tenant": "north"}), "trusted_field_supplied"),
-        (ActionIntent("check_inventory", {"part_id": "A17", "location_id": "LOC-N1"}),
-         "proposal_kind_mismatch"),
+        (
+            ObserveIntent(
+                "check_inventory", {"part_id": "A17", "location_id": "LOC-N1", "tenant": "north"}
+            ),
+            "trusted_field_supplied",
+        ),
+        (
+            ActionIntent("check_inventory", {"part_id": "A17", "location_id": "LOC-N1"}),
+            "proposal_kind_mismatch",
+        ),
         (ClarifyIntent(""), "schema_invalid"),
         (WaitIntent("why", "Not An Event"), "schema_invalid"),
         (FinalCandidate({}), "schema_invalid"),
@@ -112,14 +155,16 @@ def test_step1_cancelled_or_terminal_run_denies_first():
 )
 def test_step2_malformed_proposals_are_corrections(proposal, reason):
     d = validate(ctx(), proposal)
-    assert (d.outcome, d.step, d.reason, d.charge) == (Outcome.DENY, 2, reason,
-                                                        Budget.CORRECTIONS)
+    assert (d.outcome, d.step, d.reason, d.charge) == (Outcome.DENY, 2, reason, Budget.CORRECTIONS)
 
 
 def test_step2_a_trusted_field_is_denied_even_when_the_value_matches():
-    d = validate(ctx(), ObserveIntent("check_inventory", {"part_id": "A17",
-                                                          "location_id": "LOC-N1",
-                                                          "tenant": "north"}))
+    d = validate(
+        ctx(),
+        ObserveIntent(
+            "check_inventory", {"part_id": "A17", "location_id": "LOC-N1", "tenant": "north"}
+        ),
+    )
     assert d.reason == "trusted_field_supplied" and "tenant" in d.detail
 
 
@@ -141,12 +186,15 @@ def test_step4_only_from_validating():
 
 
 def test_step5_propose_needs_complete_fresh_evidence():
-    propose = ActionIntent("propose_reservation", {"part_id": "A17", "slot_id": "S-1",
-                                                   "quantity": 1, "evidence_refs": ["ev-inv"]})
+    propose = ActionIntent(
+        "propose_reservation",
+        {"part_id": "A17", "slot_id": "S-1", "quantity": 1, "evidence_refs": ["ev-inv"]},
+    )
     d = validate(ctx(), propose)
     assert (d.step, d.reason) == (5, "evidence_missing") and "compatibility" in d.detail
-    full = dataclasses.replace(propose, args={**propose.args,
-                                              "evidence_refs": ["ev-eq", "ev-man", "ev-inv"]})
+    full = dataclasses.replace(
+        propose, args={**propose.args, "evidence_refs": ["ev-eq", "ev-man", "ev-inv"]}
+    )
     assert validate(ctx(), full).outcome is Outcome.EXECUTE
     later = NOW + dt.timedelta(minutes=6)
     assert validate(ctx(now=later), full).reason == "evidence_stale"
@@ -154,11 +202,9 @@ def test_step5_propose_needs_complete_fresh_evidence():
 
 def test_step5_reserve_must_match_the_canonical_proposal():
     assert validate(ctx(canonical_proposal=None), RESERVE).reason == "no_canonical_proposal"
-    other_slot = ActionIntent("reserve_part", {"part_id": "A17", "slot_id": "S-2",
-                                               "quantity": 1})
+    other_slot = ActionIntent("reserve_part", {"part_id": "A17", "slot_id": "S-2", "quantity": 1})
     assert validate(ctx(), other_slot).reason == "proposal_mismatch"
-    as_text = ActionIntent("reserve_part", {"part_id": "a17", "slot_id": "s-1",
-                                            "quantity": "1"})
+    as_text = ActionIntent("reserve_part", {"part_id": "a17", "slot_id": "s-1", "quantity": "1"})
     assert validate(ctx(), as_text).outcome is Outcome.APPROVAL  # "1" and 1 are the same
 
 
@@ -185,8 +231,9 @@ def test_step6_second_effect_is_denied():
 
 
 def test_step6_exhausted_retry_budget_escalates():
-    history = [PriorOutcome("check_inventory", args_digest("check_inventory", READ.args),
-                            "STALE")] * 2
+    history = [
+        PriorOutcome("check_inventory", args_digest("check_inventory", READ.args), "STALE")
+    ] * 2
     d = validate(ctx(history=history), READ)
     assert (d.outcome, d.step, d.reason) == (Outcome.ESCALATE, 6, "retry_budget_exhausted")
     assert validate(ctx(history=history[:1]), READ).outcome is Outcome.EXECUTE
@@ -196,8 +243,14 @@ def test_step7_scope_denied_then_repeated_denial_escalates():
     far = ObserveIntent("check_inventory", {"part_id": "A17", "location_id": "LOC-N2"})
     d = validate(ctx(), far)
     assert (d.step, d.reason) == (7, "scope_denied")
-    history = [PriorOutcome("check_inventory", args_digest("check_inventory", far.args), "",
-                            denied_reason="scope_denied")]
+    history = [
+        PriorOutcome(
+            "check_inventory",
+            args_digest("check_inventory", far.args),
+            "",
+            denied_reason="scope_denied",
+        )
+    ]
     d = validate(ctx(history=history), far)
     assert (d.outcome, d.reason) == (Outcome.ESCALATE, "repeated_denial")
 
@@ -223,14 +276,17 @@ def test_step8_version_must_be_admitted_and_undrifted(change, outcome, reason):
 
 
 def test_step8_closed_gate_does_not_stop_reads():
-    rules = {**RULES, "check_inventory": dataclasses.replace(RULES["check_inventory"],
-                                                             effect_gate_open=False)}
+    rules = {
+        **RULES,
+        "check_inventory": dataclasses.replace(RULES["check_inventory"], effect_gate_open=False),
+    }
     assert validate(ctx(rules=rules), READ).outcome is Outcome.EXECUTE
 
 
 def _approval(status, **kw):
-    return ApprovalView(proposal_hash="h1", status=status,
-                        expires_at=NOW + dt.timedelta(minutes=10), **kw)
+    return ApprovalView(
+        proposal_hash="h1", status=status, expires_at=NOW + dt.timedelta(minutes=10), **kw
+    )
 
 
 @pytest.mark.parametrize(
@@ -241,12 +297,21 @@ def _approval(status, **kw):
         (_approval("DECLINED"), Outcome.DENY, "proposal_declined"),
         (_approval("APPROVED"), Outcome.EXECUTE, "effect_admitted_with_live_approval"),
         (_approval("USED"), Outcome.DENY, "approval_used"),
-        (_approval("USED", consumed_without_effect=True), Outcome.EXECUTE,
-         "same_key_redispatch_after_proven_absence"),
-        (dataclasses.replace(_approval("APPROVED"), expires_at=NOW), Outcome.DENY,
-         "approval_expired"),
-        (dataclasses.replace(_approval("APPROVED"), proposal_hash="other"), Outcome.APPROVAL,
-         "approval_required"),
+        (
+            _approval("USED", consumed_without_effect=True),
+            Outcome.EXECUTE,
+            "same_key_redispatch_after_proven_absence",
+        ),
+        (
+            dataclasses.replace(_approval("APPROVED"), expires_at=NOW),
+            Outcome.DENY,
+            "approval_expired",
+        ),
+        (
+            dataclasses.replace(_approval("APPROVED"), proposal_hash="other"),
+            Outcome.APPROVAL,
+            "approval_required",
+        ),
     ],
 )
 def test_step9_effect_decision_follows_the_exact_approval(approval, outcome, reason):

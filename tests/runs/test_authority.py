@@ -1,0 +1,176 @@
+"""The transition authority: compare-and-set, control events for every refusal."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+from django.db import connection
+
+from runs import authority, ownership
+from runs.audit import audit_replay
+from runs.domain.states import Actor, EventType
+from runs.models import Event, TerminalRecord
+from tests.helpers import make_run, types
+
+
+def _append(run, event_type, actor=Actor.HARNESS, **kw):
+    run.refresh_from_db()
+    kw.setdefault("expected_revision", run.revision)
+    kw.setdefault("expected_epoch", None)
+    return authority.append(run_id=str(run.pk), type=event_type, actor=actor, **kw)
+
+
+def test_an_illegal_edge_is_recorded_and_changes_nothing(world):
+    run = make_run(advance=False)
+    result = _append(run, EventType.COMPLETION_VERIFIED, refs={"completion": "x"})
+    run.refresh_from_db()
+    assert not result.applied and result.refusal == "illegal_transition"
+    assert run.state == "CREATED" and run.revision == 1
+    assert types(run) == ["transition.rejected"]
+    assert result.control.payload["attempted"] == "completion.verified"
+
+
+def test_a_stale_revision_records_nothing_and_asks_the_caller_to_reread(world):
+    run = make_run(advance=False)
+    result = _append(run, EventType.RUN_STARTED, expected_revision=5, refs={"observation": "rq"})
+    assert result.conflict and result.control is None
+    assert not Event.objects.filter(run=run).exists()
+
+
+def test_a_stale_owner_is_fenced_and_recorded(world):
+    run = make_run(advance=False)
+    first = ownership.claim(str(run.pk), "a")
+    ownership.release(first)
+    second = ownership.claim(str(run.pk), "b")
+    assert second.epoch == first.epoch + 1
+    result = _append(
+        run, EventType.RUN_STARTED, expected_epoch=first.epoch, refs={"observation": "rq"}
+    )
+    run.refresh_from_db()
+    assert result.stale_owner and run.state == "CREATED"
+    assert types(run) == ["stale_owner.rejected"]
+    assert result.control.payload["attempted_epoch"] == first.epoch
+
+
+def test_after_terminal_every_event_is_recorded_as_rejected(world):
+    run = make_run(advance=False)
+    assert _append(
+        run, EventType.RUN_CANCELLED, actor=Actor.OPERATOR, reason_code="cancelled_no_dispatch"
+    ).applied
+    assert not _append(run, EventType.PROPOSAL_EMITTED, actor=Actor.MODEL).applied
+    assert not _append(
+        run, EventType.APPROVAL_GRANTED, actor=Actor.HUMAN_PRINCIPAL, refs={"approval": "cp"}
+    ).applied
+    assert not _append(run, EventType.EXTERNAL_OBSERVED, actor=Actor.RESOURCE_SERVICE).applied
+    assert not _append(run, EventType.RUN_FAILED).applied
+    run.refresh_from_db()
+    assert run.state == "CANCELLED"
+    assert types(run)[1:] == [
+        "proposal.rejected_after_cancel",
+        "late_approval.rejected",
+        "transition.rejected",
+        "transition.rejected",
+    ]
+    assert TerminalRecord.objects.filter(run=run).count() == 1
+    assert audit_replay(run)[1] == []
+
+
+def test_counters_cannot_exceed_their_limits(world):
+    run = make_run(advance=False)
+    assert _append(run, EventType.RUN_STARTED, refs={"observation": "rq"}).applied
+    result = _append(run, EventType.OBSERVATION_RECORDED, counters_delta={"effects": 2})
+    assert not result.applied and result.refusal == "effects_budget_exceeded"
+
+
+def test_oversized_payloads_are_refused_before_anything_is_written(world):
+    run = make_run(advance=False)
+    with pytest.raises(ValueError, match="256 KB"):
+        _append(run, EventType.RUN_STARTED, payload={"blob": "x" * 300_000})
+    assert not Event.objects.filter(run=run).exists()
+
+
+def test_history_limit_fails_the_run_with_a_precise_reason(world, settings):
+    settings.FIELDOPS_HISTORY_MAX_EVENTS = 4
+    run = make_run()
+    assert run.state == "FAILED" and run.terminal_reason == "history_event_limit_exceeded"
+    assert run.revision == 4
+
+
+def test_a_reused_event_id(world):
+    run = make_run(advance=False)
+    event_id = str(uuid.uuid4())
+    payload = {"limits": {"turns": 30}, "reason": "x"}
+    first = _append(
+        run, EventType.BUDGET_CHANGED, actor=Actor.OPERATOR, event_id=event_id, payload=payload
+    )
+    same = _append(
+        run,
+        EventType.BUDGET_CHANGED,
+        actor=Actor.OPERATOR,
+        event_id=event_id,
+        payload=payload,
+        expected_revision=0,
+    )
+    assert same.applied and same.event.sequence == first.event.sequence == 1
+    with pytest.raises(authority.IntegrityConflict):
+        _append(
+            run,
+            EventType.BUDGET_CHANGED,
+            actor=Actor.OPERATOR,
+            event_id=event_id,
+            payload={**payload, "reason": "y"},
+        )
+    run.refresh_from_db()
+    assert run.state == "FAILED" and run.terminal_reason == "event_integrity_conflict"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_exactly_one_of_two_concurrent_writers_wins(world, monkeypatch):
+    """Two real PostgreSQL connections race on the same revision."""
+    run = make_run(advance=False)
+    barrier = threading.Barrier(2, timeout=10)
+    real_store = authority._store
+
+    def racing_store(*args, **kwargs):
+        barrier.wait()  # both writers have read revision 0 inside their transactions
+        return real_store(*args, **kwargs)
+
+    monkeypatch.setattr(authority, "_store", racing_store)
+    results = {}
+
+    def writer(name, event_type, actor, reason):
+        try:
+            results[name] = authority.append(
+                run_id=str(run.pk),
+                expected_revision=0,
+                expected_epoch=None,
+                type=event_type,
+                actor=actor,
+                reason_code=reason,
+                refs={"observation": "rq"} if event_type is EventType.RUN_STARTED else None,
+            )
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(
+            target=writer, args=("start", EventType.RUN_STARTED, Actor.HARNESS, "contract_valid")
+        ),
+        threading.Thread(
+            target=writer,
+            args=("cancel", EventType.RUN_CANCELLED, Actor.OPERATOR, "cancelled_no_dispatch"),
+        ),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    applied = [name for name, r in results.items() if r.applied]
+    assert len(applied) == 1
+    loser = next(r for name, r in results.items() if name not in applied)
+    assert loser.conflict
+    run.refresh_from_db()
+    assert run.revision == 1 and Event.objects.filter(run=run).count() == 1
