@@ -23,8 +23,6 @@ from typing import Any
 
 from approvals.domain import CHANGEABLE_FIELDS
 from approvals.models import Decision
-from catalog.capabilities.registry import ALL_CONTRACTS
-from catalog.domain.contracts import model_projection
 from fieldops import secrets
 from runs import evidence
 from runs.domain.budgets import Budget
@@ -211,10 +209,14 @@ def _requested_change(run: Run) -> dict[str, Any]:
 
 
 def visible_capabilities(run: Run) -> list[dict[str, Any]]:
-    """Model projections of the capabilities this run pinned (trusted controls included)."""
-    return [
-        model_projection(ALL_CONTRACTS[c]) for c in sorted(run.components) if c in ALL_CONTRACTS
-    ]
+    """Model projections of the capabilities visible at this decision, sorted by id.
+
+    Only admitted, non-retired versions the run pinned, narrowed by the exposure policy of
+    the run's phase and top-k retrieval; trusted controls always (catalog.visibility).
+    """
+    from catalog import visibility
+
+    return visibility.visible_projections(run)
 
 
 def projection_hash(projection: Mapping[str, Any]) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from django.db import transaction
 
 from approvals.models import Checkpoint, Decision
+from catalog import visibility
 from catalog.capabilities import registry, reserve_part
 from catalog.capabilities.base import Invocation, Outcome
 from catalog.world import faults
@@ -262,6 +263,7 @@ def step_deciding(owner: Owner, run: Run) -> None:
             "model": output.model,
             "adapter_version": vocabulary.adapter_version,
             "visible": [c["name"] for c in projection["capabilities"]],
+            "exposure": visibility.exposure_record(run, projection["capabilities"]),
         },
         counters_delta={Budget.TURNS: 1, Budget.PROPOSALS: 1},
     )

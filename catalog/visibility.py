@@ -1,0 +1,105 @@
+"""What a run's policy may see at a decision, and why: the exposure shell.
+
+Reads the catalog and the run's admitted evidence, then asks the pure funnel in
+``catalog.domain.exposure``. Used by the context projection (``visible_capabilities``)
+and recorded on every ``proposal.emitted`` event, so each decision answers which
+capabilities existed, which were eligible, retrieved and visible, and why the rest were not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from catalog.capabilities.controls import CONTROL_CONTRACTS
+from catalog.capabilities.registry import ALL_CONTRACTS
+from catalog.domain.contracts import EffectClass, model_projection
+from catalog.domain.exposure import PHASE_POLICIES, Candidate, Funnel, expose, phase_for
+from catalog.models import CapabilityVersion, Source
+
+# Retrieval budget for ordinary capabilities in live runs (controls never consume it).
+LIVE_K = 5
+TRUSTED_CONTROLS = frozenset(c.id for c in CONTROL_CONTRACTS)
+_CACHE_ATTR = "_fieldops_exposure"
+
+
+def _effect(value: Any) -> EffectClass:
+    try:
+        return EffectClass(value)
+    except ValueError:
+        # Unknown or missing classification is treated as the highest consequence.
+        return EffectClass.CONSEQUENTIAL
+
+
+def candidate_from(row: CapabilityVersion, pins: Mapping[str, str]) -> Candidate:
+    """The exposure view of one stored version for a run with ``pins``."""
+    contract = row.contract if row.source == Source.REVIEWED else {}
+    pinned = pins.get(row.capability_id)
+    is_pinned = pinned is not None and pinned.split("#")[0] == row.version
+    code = ALL_CONTRACTS.get(row.capability_id)
+    drift = is_pinned and (
+        pinned != f"{row.version}#{row.digest[:16]}"
+        or code is None
+        or code.version != row.version
+        or code.digest != row.digest
+    )
+    return Candidate(
+        id=row.capability_id,
+        version=row.version,
+        family=str(contract.get("family", "")),
+        effect=_effect(contract.get("effect_class")),
+        lifecycle=row.lifecycle,
+        purpose=str(contract.get("intent", "")),
+        use_when=tuple(contract.get("use_when", ())),
+        avoid_when=tuple(contract.get("avoid_when", ())),
+        open_world=bool(contract.get("open_world", False)),
+        pinned=is_pinned,
+        drift=drift,
+        contract=bool(contract),
+    )
+
+
+def observed_capabilities(run: Any) -> frozenset[str]:
+    """Capabilities whose successful observations the run has admitted."""
+    from runs import evidence
+
+    return frozenset(
+        str(o.get("capability"))
+        for o in evidence.admitted_observations(str(run.pk)).values()
+        if o.get("ok")
+    )
+
+
+def run_funnel(run: Any) -> Funnel:
+    """Compute the exposure funnel of ``run``'s next decision (and remember it on ``run``)."""
+    rows = CapabilityVersion.objects.only(
+        "capability_id", "version", "digest", "contract", "lifecycle", "source"
+    ).order_by("capability_id", "version")
+    candidates = [candidate_from(row, run.components) for row in rows]
+    phase = phase_for(observed_capabilities(run))
+    funnel = expose(
+        candidates,
+        PHASE_POLICIES[phase],
+        phase=phase.value,
+        query=run.objective,
+        k=LIVE_K,
+        trusted_controls=TRUSTED_CONTROLS,
+    )
+    setattr(run, _CACHE_ATTR, funnel)
+    return funnel
+
+
+def visible_projections(run: Any) -> list[dict[str, Any]]:
+    """Model projections of the visible capabilities (sorted by id), from code contracts."""
+    funnel = run_funnel(run)
+    return [model_projection(ALL_CONTRACTS[cid]) for cid in funnel.visible if cid in ALL_CONTRACTS]
+
+
+def exposure_record(run: Any, shown: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The record for the decision event: the funnel the context used, and what was shown."""
+    funnel = getattr(run, _CACHE_ATTR, None) or run_funnel(run)
+    record = funnel.as_record()
+    names = [str(c.get("name")) for c in shown]
+    record["shown"] = names
+    record["consistent"] = sorted(names) == sorted(funnel.visible)
+    return record
