@@ -250,7 +250,9 @@ def run_cancel(
                 reason_code=qualification,
                 payload={"reason": reason[:500], "by": by_ref},
             )
-            if not result.applied:
+            # Undo the NOT_SENT marks of a cancellation that did not apply; a refusal of an
+            # ended run keeps its transition.rejected record (nothing was marked then).
+            if not result.applied and (result.conflict or not is_terminal(run.state)):
                 transaction.set_rollback(True)
         if result.conflict:
             continue

@@ -1,0 +1,459 @@
+"""Runs list and run page: access, filters, keyset pages, actions and their refusals."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from approvals.models import Checkpoint, Decision
+from runs import selectors, services
+from runs.models import Event, Evidence, Run
+from tests.console.conftest import client_for
+from tests.helpers import make_run, types
+
+pytestmark = pytest.mark.django_db
+
+
+def _bulk_runs(n: int, tenant: str = "north", scenario: str = "reservation") -> list[Run]:
+    return [
+        services.run_create(
+            scenario=scenario, tenant=tenant, principal_ref="user:operator", start=False
+        )
+        for _ in range(n)
+    ]
+
+
+# -- access ------------------------------------------------------------------------------
+def test_it_sends_anonymous_visitors_to_the_login_page(world: None) -> None:
+    run = make_run(advance=False)
+    urls = [
+        reverse("runs-list"),
+        reverse("runs-detail", args=[run.pk]),
+        reverse("runs-export", args=[run.pk]),
+        reverse("runs-replay-audit", args=[run.pk]),
+        reverse("recovery"),
+        reverse("runbooks"),
+        reverse("faultlab"),
+        reverse("review-packet"),
+        reverse("approvals-queue"),
+        reverse("approvals-history"),
+    ]
+    for url in urls:
+        response = Client().get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith(reverse("login")), url
+
+
+def test_another_tenants_run_is_not_found_on_every_run_page(
+    as_outsider: Client, waiting_run: Run
+) -> None:
+    evidence_id = Evidence.objects.filter(run=waiting_run).values_list("id", flat=True)[0]
+    for url in (
+        reverse("runs-detail", args=[waiting_run.pk]),
+        reverse("runs-export", args=[waiting_run.pk]),
+        reverse("runs-replay-audit", args=[waiting_run.pk]),
+        reverse("runs-evidence", args=[waiting_run.pk, evidence_id]),
+    ):
+        response = as_outsider.get(url)
+        assert response.status_code == 404, url
+        assert str(waiting_run.pk) not in response.content.decode()
+
+
+def test_the_list_shows_only_the_users_tenant(as_operator: Client, world: None) -> None:
+    north = _bulk_runs(2)
+    south = _bulk_runs(1, tenant="south")
+    body = as_operator.get(reverse("runs-list")).content.decode()
+    for run in north:
+        assert str(run.pk) in body
+    assert str(south[0].pk) not in body
+
+
+# -- filters, search, keyset pages --------------------------------------------------------
+def test_filters_narrow_the_list(as_operator: Client, world: None) -> None:
+    waiting = make_run()
+    failed = make_run("unavailable_tool")
+    created = _bulk_runs(1, scenario="abstain")[0]
+
+    def listed(**query: str) -> str:
+        return as_operator.get(reverse("runs-list"), query).content.decode()
+
+    body = listed(state="WAITING_HUMAN")
+    assert str(waiting.pk) in body and str(failed.pk) not in body
+    body = listed(disposition="FAILED")
+    assert str(failed.pk) in body and str(waiting.pk) not in body
+    body = listed(scenario="abstain")
+    assert str(created.pk) in body and str(waiting.pk) not in body
+    body = listed(age="older-7d")
+    assert str(waiting.pk) not in body and "No runs match these filters" in body
+    body = listed(age="1h")
+    assert all(str(r.pk) in body for r in (waiting, failed, created))
+
+
+def test_search_by_full_id_and_by_prefix(as_operator: Client, world: None) -> None:
+    runs = _bulk_runs(3)
+    target = runs[1]
+    body = as_operator.get(reverse("runs-list"), {"q": str(target.pk)}).content.decode()
+    assert str(target.pk) in body
+    assert all(str(r.pk) not in body for r in runs if r.pk != target.pk)
+    prefix = str(target.pk)[:8]
+    body = as_operator.get(reverse("runs-list"), {"q": prefix}).content.decode()
+    assert str(target.pk) in body
+
+
+def test_a_search_that_is_not_an_id_says_so(as_operator: Client, world: None) -> None:
+    body = as_operator.get(reverse("runs-list"), {"q": "not-hex!"}).content.decode()
+    assert "A run id is hexadecimal" in body
+
+
+def test_keyset_pages_cover_every_run_exactly_once(world: None) -> None:
+    made = {str(r.pk) for r in _bulk_runs(7)}
+    seen: list[str] = []
+    cursor = ""
+    for _ in range(10):
+        page = selectors.run_list_for_tenant(
+            tenant="north", filters=selectors.RunFilters(), cursor=cursor, page_size=3
+        )
+        seen += [str(r.pk) for r in page.runs]
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    assert len(seen) == len(made) == len(set(seen))
+    assert set(seen) == made
+
+
+def test_the_list_links_the_next_page_with_its_cursor(as_operator: Client, world: None) -> None:
+    _bulk_runs(selectors.PAGE_SIZE + 2)
+    first = as_operator.get(reverse("runs-list"))
+    page = first.context["page"]
+    assert len(page.runs) == selectors.PAGE_SIZE and page.next_cursor
+    assert f"after={page.next_cursor}" in first.content.decode()
+    second = as_operator.get(reverse("runs-list"), {"after": page.next_cursor})
+    rest = second.context["page"].runs
+    assert len(rest) == 2
+    assert not {r.pk for r in rest} & {r.pk for r in page.runs}
+
+
+def test_the_list_renders_with_the_same_number_of_queries_at_any_size(
+    as_operator: Client, world: None
+) -> None:
+    _bulk_runs(3)
+    with CaptureQueriesContext(connection) as small:
+        assert as_operator.get(reverse("runs-list")).status_code == 200
+    _bulk_runs(80)
+    with CaptureQueriesContext(connection) as large:
+        assert as_operator.get(reverse("runs-list")).status_code == 200
+    assert len(large.captured_queries) == len(small.captured_queries)
+    assert not any("COUNT(" in q["sql"].upper() for q in large.captured_queries)
+    assert not any("OFFSET" in q["sql"].upper() for q in large.captured_queries)
+
+
+def test_the_htmx_filter_returns_only_the_table(as_operator: Client, world: None) -> None:
+    _bulk_runs(1)
+    response = as_operator.get(
+        reverse("runs-list"), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="run-table"
+    )
+    body = response.content.decode()
+    assert body.lstrip().startswith('<div id="run-table">')
+    assert "<html" not in body
+
+
+# -- start a run ---------------------------------------------------------------------------
+def test_an_operator_starts_a_run_from_the_console(as_operator: Client, operator: Any) -> None:
+    response = as_operator.post(
+        reverse("runs-start"),
+        {"scenario": "reservation", "equipment_id": "EQ-17", "location_id": "LOC-N1"},
+    )
+    run = Run.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("runs-detail", args=[run.pk])
+    assert run.principal_ref == "user:operator" and run.requested_by == operator
+    assert run.tenant == "north" and run.scenario == "reservation"
+
+
+def test_starting_a_run_refuses_other_roles_and_bad_input(
+    as_approver: Client, as_operator: Client
+) -> None:
+    form = {"scenario": "reservation", "equipment_id": "EQ-17", "location_id": "LOC-N1"}
+    assert as_approver.post(reverse("runs-start"), form).status_code == 403
+    bad = as_operator.post(reverse("runs-start"), {**form, "scenario": "nope"})
+    assert bad.status_code == 400
+    other_tenant = as_operator.post(reverse("runs-start"), {**form, "equipment_id": "EQ-31"})
+    assert other_tenant.status_code == 400
+    assert not Run.objects.exists()
+
+
+# -- run page ----------------------------------------------------------------------------
+def test_the_run_page_shows_identity_state_budgets_and_timeline(
+    as_operator: Client, waiting_run: Run
+) -> None:
+    response = as_operator.get(reverse("runs-detail", args=[waiting_run.pk]))
+    body = response.content.decode()
+    for text in (
+        str(waiting_run.pk),
+        waiting_run.task_id,
+        waiting_run.contract_version,
+        waiting_run.policy_version,
+        waiting_run.model_adapter_version,
+        waiting_run.component_set,
+        "state-current' data-state='WAITING_HUMAN'",
+        'role="meter"',
+        "approval.required",
+        reverse("approvals-detail", args=[waiting_run.waiting_checkpoint]),
+        'hx-trigger="every 2s"',
+        reverse("runs-replay-audit", args=[waiting_run.pk]),
+    ):
+        assert text in body, text
+    assert len(response.context["timeline"]) == Event.objects.filter(run=waiting_run).count()
+
+
+def test_the_timeline_filters_by_kind_and_marks_rejections(
+    as_operator: Client, waiting_run: Run
+) -> None:
+    services.run_cancel(run_id=str(waiting_run.pk), by_ref="user:operator", reason="stop")
+    services.run_cancel(run_id=str(waiting_run.pk), by_ref="user:operator", reason="again")
+    url = reverse("runs-detail", args=[waiting_run.pk])
+    rejected = as_operator.get(url, {"kind": "rejected"}).context["timeline"]
+    assert [e.event.type for e in rejected] == ["transition.rejected"]
+    assert rejected[0].is_rejected
+    control = as_operator.get(url, {"kind": "control"}).context["timeline"]
+    assert control and all(e.is_control for e in control)
+    transitions = as_operator.get(url, {"kind": "transitions"}).context["timeline"]
+    assert transitions and not any(e.is_control for e in transitions)
+    assert "ev-rejected" in as_operator.get(url).content.decode()
+
+
+def test_the_live_partial_is_empty_until_the_revision_changes(
+    as_operator: Client, waiting_run: Run
+) -> None:
+    url = reverse("runs-detail", args=[waiting_run.pk])
+    headers = {"HTTP_HX_REQUEST": "true"}
+    same = as_operator.get(url, {"partial": "live", "since": waiting_run.revision}, **headers)
+    assert same.status_code == 204
+    changed = as_operator.get(url, {"partial": "live", "since": 0}, **headers)
+    body = changed.content.decode()
+    assert changed.status_code == 200 and body.lstrip().startswith('<section id="run-live"')
+    assert 'hx-trigger="every 2s"' in body and 'hx-swap-oob="true"' not in body
+
+
+def test_polling_stops_once_the_run_has_ended(as_operator: Client, waiting_run: Run) -> None:
+    services.run_cancel(run_id=str(waiting_run.pk), by_ref="user:operator", reason="stop")
+    url = reverse("runs-detail", args=[waiting_run.pk])
+    live = as_operator.get(url, {"partial": "live", "since": 1}, HTTP_HX_REQUEST="true")
+    body = live.content.decode()
+    assert "every 2s" not in body
+    # The actions region is swapped out of band: the cancel form gives way to follow-up.
+    assert 'hx-swap-oob="true"' in body and reverse("runs-follow-up", args=[waiting_run.pk]) in body
+    assert reverse("runs-cancel", args=[waiting_run.pk]) not in body
+    page = as_operator.get(url).content.decode()
+    assert "every 2s" not in page and "Terminal record" in page
+
+
+def test_the_run_page_uses_the_same_number_of_queries_for_long_histories(
+    as_operator: Client, world: None
+) -> None:
+    short = make_run("abstain")
+    long = make_run("never_progress")
+    assert Event.objects.filter(run=long).count() > 2 * Event.objects.filter(run=short).count()
+    counts = []
+    for run in (short, long):
+        with CaptureQueriesContext(connection) as queries:
+            as_operator.get(reverse("runs-detail", args=[run.pk]))
+        counts.append(len(queries.captured_queries))
+    assert counts[0] == counts[1]
+
+
+def test_evidence_refs_open_and_are_checked_against_the_run(
+    as_operator: Client, waiting_run: Run, world: None
+) -> None:
+    item = Evidence.objects.filter(run=waiting_run, kind="observation").first()
+    url = reverse("runs-evidence", args=[waiting_run.pk, item.pk])
+    body = as_operator.get(url).content.decode()
+    assert item.content_hash in body
+    other = make_run(advance=False)
+    assert as_operator.get(reverse("runs-evidence", args=[other.pk, item.pk])).status_code == 404
+    page = as_operator.get(reverse("runs-detail", args=[waiting_run.pk])).content.decode()
+    assert url in page
+
+
+def test_the_export_carries_every_event_and_evidence_reference(
+    as_operator: Client, waiting_run: Run
+) -> None:
+    response = as_operator.get(reverse("runs-export", args=[waiting_run.pk]))
+    assert response["Content-Disposition"] == f'attachment; filename="run-{waiting_run.pk}.json"'
+    data = json.loads(response.content)
+    assert data["run"]["run_id"] == str(waiting_run.pk)
+    assert [e["sequence"] for e in data["events"]] == list(range(1, waiting_run.revision + 1))
+    assert {e["id"] for e in data["evidence_refs"]} == set(
+        Evidence.objects.filter(run=waiting_run).values_list("id", flat=True)
+    )
+    assert "content" not in data["evidence_refs"][0]
+
+
+def test_audit_replay_shows_findings(as_operator: Client, waiting_run: Run) -> None:
+    url = reverse("runs-replay-audit", args=[waiting_run.pk])
+    assert "no findings" in as_operator.get(url).content.decode()
+    Run.objects.filter(pk=waiting_run.pk).update(revision=waiting_run.revision + 5)
+    response = as_operator.get(url)
+    assert response.context["findings"]
+    assert "finding" in response.content.decode()
+
+
+# -- cancel --------------------------------------------------------------------------------
+def test_an_operator_cancels_a_waiting_run_and_sees_the_qualification(
+    as_operator: Client, waiting_run: Run
+) -> None:
+    url = reverse("runs-cancel", args=[waiting_run.pk])
+    response = as_operator.post(url, {"reason": "customer withdrew"}, follow=True)
+    waiting_run.refresh_from_db()
+    assert waiting_run.state == "CANCELLED"
+    assert waiting_run.terminal_reason == "cancelled_no_dispatch"
+    assert "Run cancelled: cancelled_no_dispatch." in response.content.decode()
+    event = Event.objects.get(run=waiting_run, type="run.cancelled")
+    assert event.payload["by"] == "user:operator"
+    assert event.payload["reason"] == "customer withdrew"
+
+
+def test_cancel_needs_a_reason(as_operator: Client, waiting_run: Run) -> None:
+    response = as_operator.post(reverse("runs-cancel", args=[waiting_run.pk]), {"reason": "  "})
+    assert response.status_code == 400
+    assert "a cancellation needs a reason" in response.content.decode()
+    waiting_run.refresh_from_db()
+    assert waiting_run.state == "WAITING_HUMAN"
+
+
+def test_cancel_refusals_role_tenant_method_and_csrf(
+    as_approver: Client, operator_south: Any, operator: Any, waiting_run: Run
+) -> None:
+    url = reverse("runs-cancel", args=[waiting_run.pk])
+    assert as_approver.post(url, {"reason": "x"}).status_code == 403
+    assert client_for(operator_south).post(url, {"reason": "x"}).status_code == 404
+    assert client_for(operator).get(url).status_code == 405
+    strict = client_for(operator, enforce_csrf_checks=True)
+    assert strict.post(url, {"reason": "x"}).status_code == 403
+    waiting_run.refresh_from_db()
+    assert waiting_run.state == "WAITING_HUMAN"
+
+
+def test_cancelling_an_ended_run_is_a_recorded_conflict(
+    as_operator: Client, waiting_run: Run
+) -> None:
+    services.run_cancel(run_id=str(waiting_run.pk), by_ref="user:operator", reason="first")
+    response = as_operator.post(reverse("runs-cancel", args=[waiting_run.pk]), {"reason": "2"})
+    assert response.status_code == 409
+    assert "Reload to review the current revision" in response.content.decode()
+    assert types(waiting_run)[-1] == "transition.rejected"
+
+
+# -- bulk cancel -----------------------------------------------------------------------------
+def test_bulk_cancel_reports_each_run(as_operator: Client, world: None) -> None:
+    waiting = make_run()
+    ended = make_run("unavailable_tool")
+    created = _bulk_runs(1)[0]
+    south = _bulk_runs(1, tenant="south")[0]
+    response = as_operator.post(
+        reverse("runs-bulk-cancel"),
+        {"run": [str(waiting.pk), str(ended.pk), str(created.pk), str(south.pk)], "reason": "x"},
+    )
+    rows = {r.run_id: r for r in response.context["rows"]}
+    assert rows[str(waiting.pk)].applied
+    assert rows[str(waiting.pk)].qualification == "cancelled_no_dispatch"
+    assert rows[str(created.pk)].applied
+    assert not rows[str(ended.pk)].applied and rows[str(ended.pk)].refusal
+    assert rows[str(south.pk)].refusal == "not_found"
+    south.refresh_from_db()
+    assert south.state == "CREATED"
+    assert "refused" in response.content.decode() and "applied" in response.content.decode()
+
+
+def test_bulk_cancel_refusals(as_operator: Client, as_approver: Client, world: None) -> None:
+    run = _bulk_runs(1)[0]
+    url = reverse("runs-bulk-cancel")
+    assert as_operator.post(url, {"run": [str(run.pk)], "reason": ""}).status_code == 400
+    assert as_operator.post(url, {"reason": "no runs"}).status_code == 400
+    assert as_approver.post(url, {"run": [str(run.pk)], "reason": "x"}).status_code == 403
+    run.refresh_from_db()
+    assert run.state == "CREATED"
+
+
+# -- budget change and follow-up -------------------------------------------------------------
+def test_an_operator_records_a_budget_change(as_operator: Client, waiting_run: Run) -> None:
+    url = reverse("runs-budget", args=[waiting_run.pk])
+    response = as_operator.post(url, {"budget": "actions", "limit": "20", "reason": "long task"})
+    assert response.status_code == 302
+    waiting_run.refresh_from_db()
+    assert waiting_run.budget_limits["actions"] == 20
+    event = Event.objects.get(run=waiting_run, type="budget.changed")
+    assert event.payload["reason"] == "long task" and event.payload["by"] == "user:operator"
+
+
+def test_budget_change_refusals(as_operator: Client, as_approver: Client, waiting_run: Run) -> None:
+    url = reverse("runs-budget", args=[waiting_run.pk])
+    assert as_operator.post(url, {"budget": "actions", "limit": "20"}).status_code == 400
+    assert (
+        as_operator.post(url, {"budget": "actions", "limit": "x", "reason": "r"}).status_code == 400
+    )
+    below = as_operator.post(url, {"budget": "actions", "limit": "0", "reason": "r"})
+    assert below.status_code == 400
+    assert (
+        as_approver.post(url, {"budget": "actions", "limit": "20", "reason": "r"}).status_code
+        == 403
+    )
+    assert "budget.changed" not in types(waiting_run)
+    services.run_cancel(run_id=str(waiting_run.pk), by_ref="user:operator", reason="stop")
+    ended = as_operator.post(url, {"budget": "actions", "limit": "20", "reason": "r"})
+    assert ended.status_code == 409
+
+
+def test_a_follow_up_starts_a_new_run_only_for_ended_runs(
+    as_operator: Client, waiting_run: Run
+) -> None:
+    url = reverse("runs-follow-up", args=[waiting_run.pk])
+    assert as_operator.post(url).status_code == 409
+    services.run_cancel(run_id=str(waiting_run.pk), by_ref="user:operator", reason="stop")
+    response = as_operator.post(url)
+    new = Run.objects.get(follows_run=waiting_run)
+    assert response["Location"] == reverse("runs-detail", args=[new.pk])
+    assert new.principal_ref == "user:operator"
+
+
+# -- GET never writes ------------------------------------------------------------------------
+def test_get_requests_never_change_anything(
+    as_operator: Client, as_approver: Client, waiting_run: Run
+) -> None:
+    def snapshot() -> tuple[Any, ...]:
+        return (
+            list(Run.objects.values_list("pk", "revision", "state")),
+            Event.objects.count(),
+            Evidence.objects.count(),
+            Decision.objects.count(),
+            list(Checkpoint.objects.values_list("pk", "status")),
+        )
+
+    before = snapshot()
+    checkpoint = waiting_run.waiting_checkpoint
+    for client, url in (
+        (as_operator, reverse("runs-list")),
+        (as_operator, reverse("runs-detail", args=[waiting_run.pk])),
+        (as_operator, reverse("runs-export", args=[waiting_run.pk])),
+        (as_operator, reverse("runs-replay-audit", args=[waiting_run.pk])),
+        (as_operator, reverse("recovery")),
+        (as_operator, reverse("runbooks-detail", args=["ambiguous-effect"])),
+        (as_operator, reverse("faultlab")),
+        (as_operator, reverse("review-packet")),
+        (as_approver, reverse("approvals-queue")),
+        (as_approver, reverse("approvals-detail", args=[checkpoint])),
+        (as_approver, reverse("approvals-history")),
+        # Action URLs answer GET with 405 and do nothing.
+        (as_operator, reverse("runs-cancel", args=[waiting_run.pk])),
+        (as_approver, reverse("approvals-decide", args=[checkpoint])),
+        (as_operator, reverse("faultlab-run")),
+        (as_operator, reverse("recovery-reconcile")),
+    ):
+        assert client.get(url).status_code in (200, 405), url
+    assert snapshot() == before
