@@ -608,12 +608,17 @@ def _record_effect_outcome(
         refs["effect"] = outcome.data["effect_id"]
         event, reason, delta = EventType.EFFECT_RECORDED, "committed", {Budget.EFFECTS: 1}
     elif outcome.stage == "pre_dispatch":
+        # The adapter established that nothing was sent.
         _mark(attempt, EffectAttempt.Status.NOT_SENT, outcome.detail, error=outcome.error)
         event, reason, delta = EventType.EFFECT_REJECTED, outcome.error, {}
-    elif outcome.stage == "definite" and outcome.error != "SAME_KEY_DIFFERENT_INTENT":
+    elif _declared_transition(proposal.capability, outcome.error) == (
+        EventType.EFFECT_REJECTED.value
+    ):
+        # A typed rejection the contract declares definite: no effect exists.
         _mark(attempt, EffectAttempt.Status.REJECTED, outcome.detail, error=outcome.error)
         event, reason, delta = EventType.EFFECT_REJECTED, outcome.error, {}
     else:
+        # Declared ambiguous, or an error the contract does not map: never assume absence.
         _mark(attempt, EffectAttempt.Status.AMBIGUOUS, outcome.detail, error=outcome.error)
         event, reason, delta = EventType.EFFECT_AMBIGUOUS, outcome.error, {}
     if event is not EventType.EFFECT_AMBIGUOUS:
@@ -638,6 +643,12 @@ def _record_effect_outcome(
         payload={"stage": outcome.stage, "detail": outcome.detail[:300]},
         counters_delta=delta,
     )
+
+
+def _declared_transition(capability: str, error: str) -> str:
+    """The event the capability contract declares for ``error`` (error text never decides)."""
+    rule = registry.ALL_CONTRACTS[capability].error(error)
+    return rule.transition if rule is not None else EventType.EFFECT_AMBIGUOUS.value
 
 
 def _mark(

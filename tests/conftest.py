@@ -7,6 +7,7 @@ under CI=true it fails.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -36,8 +37,15 @@ def _postgres_marker(request: pytest.FixtureRequest) -> None:
     require_service(
         "PostgreSQL",
         connection.vendor == "postgresql",
-        "this test needs real PostgreSQL semantics (set DATABASE_URL=postgres://...)",
+        "this test needs real PostgreSQL semantics; the suite runs on "
+        f"{connection.vendor} (set DATABASE_URL=postgres://...)",
     )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quiet_logs() -> None:
+    """Keep INFO event logs out of test output (tests that need logs lower this)."""
+    logging.getLogger("fieldops").setLevel(logging.WARNING)
 
 
 @pytest.fixture(autouse=True)

@@ -75,7 +75,12 @@ def schema_errors(schema: Mapping[str, Any], value: Any) -> list[str]:
     out = []
     for err in errors[:5]:
         where = "/".join(str(p) for p in err.absolute_path) or "(root)"
-        out.append(f"{where}: {err.message[:200]}")
+        message = (
+            err.message
+            if len(err.message) <= 160
+            else (f"fails {err.validator} {err.validator_value!r}"[:160])
+        )
+        out.append(f"{where}: {message}")
     return out
 
 

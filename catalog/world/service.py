@@ -312,12 +312,7 @@ class WorldService:
                 )
             if slot.available < quantity:
                 return ServiceFault("CONFLICT", "definite", "not enough stock in the slot")
-            # Compare-and-set on the slot revision: a concurrent reservation that read the
-            # same revision loses instead of overselling the slot.
-            taken = InventorySlot.objects.filter(pk=slot.pk, revision=slot.revision).update(
-                available=slot.available - quantity, revision=slot.revision + 1
-            )
-            if taken != 1:
+            if not take_stock(slot, quantity):
                 return ServiceFault("CONFLICT", "definite", "slot changed concurrently")
             now = clock.now()
             try:
@@ -398,6 +393,18 @@ class WorldService:
             operation="reconcile",
         )
         return LedgerLookup(found=entry is not None, entry=entry)
+
+
+def take_stock(slot: InventorySlot, quantity: int) -> bool:
+    """Decrement ``slot`` as read, compare-and-set on its revision.
+
+    A concurrent reservation that read the same revision loses (CONFLICT) instead of
+    overselling the slot. Return False when the slot changed since it was read.
+    """
+    taken = InventorySlot.objects.filter(pk=slot.pk, revision=slot.revision).update(
+        available=slot.available - quantity, revision=slot.revision + 1
+    )
+    return taken == 1
 
 
 def _ledger_response(entry: LedgerEntry) -> dict[str, Any]:

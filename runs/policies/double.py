@@ -173,7 +173,8 @@ def reservation_step(ctx: Context, *, location: str | None = None) -> Step:
         or (
             last is not None
             and last.get("capability") == "reserve_part"
-            and last.get("error") in ("STALE", "CONFLICT", "DENIED")
+            # After any refusal except "definitely not sent", re-read and propose anew.
+            and last.get("error") not in ("", "UNAVAILABLE")
         )
         or (last is not None and last.get("capability") == "check_inventory" and not last.get("ok"))
     )
