@@ -1,0 +1,79 @@
+"""The management commands operators and scripts rely on."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from runs.models import Event, Run
+
+
+def _call(*args):
+    out, err = io.StringIO(), io.StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_start_run_prints_the_run_id_and_stops_at_the_first_wait(world):
+    out, err = _call("start_run", "--scenario", "reservation", "--namespace", "faultlab")
+    run = Run.objects.get(pk=out.strip())
+    assert run.state == "WAITING_HUMAN"
+    assert json.loads(err)["state"] == "WAITING_HUMAN"
+
+
+def test_start_run_refuses_bad_input_without_writing(world):
+    with pytest.raises(CommandError, match="fault_plan"):
+        _call("start_run", "--scenario", "reservation", "--fault", "meteor_strike")
+    assert not Run.objects.exists()
+
+
+def test_timeline_prints_one_line_per_event(world):
+    out, _ = _call("start_run", "--scenario", "abstain", "--namespace", "faultlab")
+    run_id = out.strip()
+    timeline, _ = _call("timeline", run_id)
+    lines = timeline.strip().splitlines()
+    assert len(lines) == 1 + Event.objects.filter(run_id=run_id).count()
+    assert "escalation.admitted" in lines[-1]
+
+
+def test_timeline_of_an_unknown_run_is_a_clear_error(world):
+    with pytest.raises(CommandError, match="no run"):
+        _call("timeline", "not-a-run")
+
+
+def test_replay_exits_zero_when_clean_and_non_zero_on_findings(world):
+    out, _ = _call("start_run", "--scenario", "reservation", "--namespace", "faultlab")
+    run_id = out.strip()
+    report, _ = _call("replay", run_id)
+    assert "no findings" in report
+    run = Run.objects.get(pk=run_id)
+    Run.objects.filter(pk=run_id).update(state="COMPLETED")  # the row lies about the events
+    with pytest.raises(SystemExit) as exc:
+        _call("replay", run_id)
+    assert exc.value.code == 1
+    assert run.state == "WAITING_HUMAN"
+
+
+def test_faultlab_prints_expected_and_actual_and_fails_on_mismatch(world, monkeypatch):
+    from runs import faultlab
+
+    out, _ = _call("faultlab", "abstain", "unavailable_tool_loop")
+    assert out.count("PASS ") == 2 and "expected ESCALATED no_applicable_tool" in out
+    broken = faultlab.Fixture(
+        "abstain", "x", "COMPLETED", "all_predicates_pass", faultlab.fx_abstain
+    )
+    monkeypatch.setitem(faultlab.BY_NAME, "abstain", broken)
+    with pytest.raises(SystemExit):
+        _call("faultlab", "abstain")
+
+
+def test_render_docs_check_detects_stale_docs(settings, tmp_path):
+    settings.BASE_DIR = tmp_path
+    with pytest.raises(SystemExit):
+        _call("render_docs", "--check")
+    _call("render_docs")
+    _call("render_docs", "--check")
