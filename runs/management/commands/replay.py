@@ -1,8 +1,19 @@
-"""replay RUN_ID: audit replay; prints the reconstructed run and every finding.
+"""replay RUN_ID [--mode audit|decision|simulation] [--candidate NAME] [--json] [--check]
 
-Exits non-zero when replay finds anything (a gap, a duplicate or conflicting sequence, an
-illegal edge, a decreasing counter, a broken hash link, missing evidence, a disagreement
-with the stored run row).
+Three named modes (SPEC §6); "replay the run" without a mode means audit replay.
+
+- ``audit`` (default): fold the stored events (no policy, no capability). Exits non-zero
+  on any finding (a gap, a duplicate or conflicting sequence, an illegal edge, a
+  decreasing counter, a broken hash link, missing evidence, a disagreement with the row).
+- ``decision``: feed each recorded context projection to ``--candidate`` (``recorded``,
+  the default: stored raw outputs through today's adapter; a double scenario; or
+  ``model``: the configured model client) and print a per-decision diff. No effects.
+- ``simulation``: re-run the request in a fresh ``sim-...`` world namespace with the
+  doubles (``--candidate`` a scenario; default the recorded one) and compare dispositions.
+  Synthetic effects land in that namespace only.
+
+``--check`` makes decision replay exit 1 on any divergence and simulation exit 1 when the
+disposition differs.
 """
 
 from __future__ import annotations
@@ -10,27 +21,57 @@ from __future__ import annotations
 import json
 import sys
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
+from runs import replay_modes
 from runs.audit import audit_replay
 from runs.management.commands.timeline import _get_run
 
+MODES = ("audit", "decision", "simulation")
+
 
 class Command(BaseCommand):
-    help = "Audit replay of a run (no policy, no capability); non-zero exit on any finding."
+    help = (
+        "Replay a run: audit (fold events; non-zero exit on findings), decision (candidate "
+        "policy on recorded observations; no effects) or simulation (doubles, isolated world)."
+    )
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
         parser.add_argument("run_id")
         parser.add_argument(
             "--mode",
             default="audit",
-            choices=["audit"],
-            help="replay mode (audit replay folds stored events only)",
+            choices=MODES,
+            help="audit replay (default), decision replay or execution simulation",
+        )
+        parser.add_argument(
+            "--candidate",
+            default=None,
+            help="decision: recorded | a scenario | model; simulation: a scenario",
         )
         parser.add_argument("--json", action="store_true")
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="decision/simulation: exit 1 when the candidate diverges from the record",
+        )
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         run = _get_run(options["run_id"])
+        mode = options["mode"]
+        try:
+            if mode == "decision":
+                self.decision(run, options)
+            elif mode == "simulation":
+                self.simulation(run, options)
+            else:
+                self.audit(run, options)
+        except replay_modes.ReplayError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def audit(self, run, options):  # type: ignore[no-untyped-def]
+        if options["candidate"]:
+            raise CommandError("audit replay asks no policy: --candidate does not apply")
         result, findings = audit_replay(run)
         if options["json"]:
             self.stdout.write(
@@ -58,4 +99,60 @@ class Command(BaseCommand):
             if not findings:
                 self.stdout.write("  no findings")
         if findings:
+            sys.exit(1)
+
+    def decision(self, run, options):  # type: ignore[no-untyped-def]
+        candidate = options["candidate"] or replay_modes.RECORDED
+        replay = replay_modes.decision_replay(run, candidate, allow_model=True)
+        if options["json"]:
+            self.stdout.write(json.dumps({"mode": "decision", **replay.as_dict()}, indent=2))
+        else:
+            self.stdout.write(
+                f"decision replay of {run.pk} against {replay.candidate_label}: "
+                f"{len(replay.rows)} decisions, {replay.matched} same, "
+                f"{replay.diverged} different, {replay.skipped} not replayable (no effects)"
+            )
+            for row in replay.rows:
+                mark = "=" if row.same else ("?" if row.missing else "≠")
+                self.stdout.write(
+                    f"  {mark} #{row.index} seq {row.sequence:>3}  recorded {row.recorded_summary}"
+                    f"  -> {row.recorded_outcome}"
+                )
+                if row.missing:
+                    self.stdout.write(f"      not replayed: {row.missing}")
+                elif not row.same:
+                    rejected = f" [{row.candidate_class}]" if row.candidate_class else ""
+                    self.stdout.write(
+                        f"      candidate {row.candidate_summary}{rejected}"
+                        f"  differs in {', '.join(row.differences)}"
+                    )
+            if replay.first_divergence is None:
+                self.stdout.write("  no divergence")
+            else:
+                self.stdout.write(f"  first divergence at decision {replay.first_divergence}")
+        if options["check"] and (replay.first_divergence is not None or replay.skipped):
+            sys.exit(1)
+
+    def simulation(self, run, options):  # type: ignore[no-untyped-def]
+        result = replay_modes.simulate(run, candidate=options["candidate"], allow_model=True)
+        if options["json"]:
+            self.stdout.write(json.dumps({"mode": "simulation", **result.as_dict()}, indent=2))
+        else:
+            rec, sim = result.recorded, result.simulated
+            self.stdout.write(
+                f"execution simulation of {run.pk} ({result.scenario}, {result.vocabulary}) "
+                f"as run {sim.run_id} in world {sim.namespace}"
+            )
+            for label, o in (("recorded ", rec), ("simulated", sim)):
+                self.stdout.write(
+                    f"  {label} {o.state} {o.disposition or '-'} {o.reason or '-'}  "
+                    f"{len(o.decisions)} decisions, {o.effects} effect(s) in {o.namespace}"
+                )
+            for line in result.scripted:
+                self.stdout.write(f"  scripted: {line}")
+            for line in result.notes:
+                self.stdout.write(f"  note: {line}")
+            verdict = "same disposition" if result.same_disposition else "DIFFERENT disposition"
+            self.stdout.write(f"  {verdict}")
+        if options["check"] and not result.same_disposition:
             sys.exit(1)

@@ -1,0 +1,534 @@
+"""The two replay modes beside audit replay (SPEC §6): decision replay and execution
+simulation. Audit replay (``runs.audit``) folds stored events; these two ask policies.
+
+**Decision replay** feeds each context projection a recorded run stored at DECIDING to a
+candidate policy and diffs the candidate's local proposal against the recorded one, per
+decision. It reads only: no capability is called, nothing is appended to any run, no
+evidence is written. After the first divergence the candidate is answering contexts it
+would never have reached itself; those rows are marked ``after_divergence``.
+
+**Execution simulation** re-runs the recorded run's request (same scenario or a candidate
+scenario, same vocabulary, limits, scope, pinned components and fault plan) as a new run in
+an isolated world namespace ``sim-<recorded id>-<nonce>`` seeded with ``seed_world``, and
+compares dispositions. It may create synthetic effects in that namespace and nowhere else.
+Human inputs come from scripted principals that replay the recorded run's decisions in
+order (approvals and declines, clarification answers, external callbacks, an operator's
+cancellation); they act on the simulated run only. A simulation that needs an input the
+recording does not have stops there, and is cancelled so no human queue ever shows it.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+
+from access.models import Membership
+from access.roles import APPROVER, OPERATOR, ensure_groups, principal_ref_of
+from approvals import services as approvals
+from approvals.models import Checkpoint, Decision
+from catalog.capabilities import registry
+from catalog.world.models import LedgerEntry
+from catalog.world.service import seed_world
+from runs import callbacks, policies, runner, services
+from runs.domain.proposals import InvalidProposal, Proposal, from_dict, summary, to_dict
+from runs.domain.states import EventType, State, is_terminal
+from runs.models import Correlation, Event, Evidence, Run
+from runs.policies import double, model_client, parsing, vocabularies
+from runs.policies.base import Policy
+
+RECORDED = "recorded"
+SIM_PREFIX = "sim-"
+SIM_STOP_BY = "simulation:scripted-operator"
+SIM_STOP_REASON = "simulation stopped: the recording has no further human input"
+MAX_SCRIPTED_INPUTS = 20
+# Evidence ids differ between a run and its simulation; decisions compare without them.
+EVIDENCE_REF = re.compile(r"\b(?:ev|rq)-[0-9a-f]{20}\b")
+
+
+class ReplayError(ValueError):
+    """A replay that cannot be performed (unknown candidate, a simulation of a simulation)."""
+
+
+def kinds() -> dict[str, str]:
+    """Capability id -> proposal kind, the same map the runner gives the adapter."""
+    return {cid: c.kind.value for cid, c in registry.ALL_CONTRACTS.items()}
+
+
+def candidates(*, allow_model: bool = False) -> list[str]:
+    """Candidate names decision replay accepts: recorded outputs, then every scenario."""
+    names = [RECORDED, *sorted(double.SCENARIOS)]
+    return [*names, model_client.SCENARIO] if allow_model else names
+
+
+def run_vocabulary(run: Run) -> vocabularies.Vocabulary | None:
+    try:
+        return policies.vocabulary_for(run.model_adapter_version)
+    except ValueError:
+        return None
+
+
+# -- decision replay ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DecisionRow:
+    index: int
+    sequence: int
+    turn: int
+    context_hash: str
+    recorded: dict[str, Any]
+    candidate: dict[str, Any] | None
+    recorded_summary: str
+    candidate_summary: str
+    recorded_outcome: str
+    candidate_class: str
+    differences: tuple[str, ...]
+    same: bool
+    after_divergence: bool
+    missing: str = ""  # why this decision could not be replayed ("" when it was)
+
+
+@dataclass(frozen=True)
+class DecisionReplay:
+    run_id: str
+    candidate: str
+    candidate_label: str
+    vocabulary: str
+    rows: tuple[DecisionRow, ...]
+    first_divergence: int | None  # the index of the first differing decision
+
+    @property
+    def matched(self) -> int:
+        return sum(1 for r in self.rows if r.same)
+
+    @property
+    def diverged(self) -> int:
+        return sum(1 for r in self.rows if not r.same and not r.missing)
+
+    @property
+    def skipped(self) -> int:
+        return sum(1 for r in self.rows if r.missing)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(matched=self.matched, diverged=self.diverged, skipped=self.skipped)
+        return data
+
+
+class _Candidate:
+    """How a candidate answers one recorded decision."""
+
+    def __init__(self, name: str, run: Run, *, allow_model: bool) -> None:
+        vocab = run_vocabulary(run)
+        self.name = name
+        self.policy: Policy | None = None
+        if name == RECORDED:
+            self.vocabulary = vocab.name if vocab else "recorded"
+            self.label = "recorded raw outputs, parsed again by the current adapter"
+        elif name in double.SCENARIOS:
+            self.vocabulary = vocab.name if vocab else "openai"
+            self.policy = double.PolicyDouble(name, self.vocabulary)
+            self.label = f"policy double {name!r} speaking {self.vocabulary}"
+        elif name == model_client.SCENARIO and allow_model:
+            self.vocabulary = model_client.VOCABULARY
+            self.policy = model_client.ModelClientPolicy()
+            self.label = f"model client ({self.policy.name})"
+        else:
+            raise ReplayError(f"unknown candidate {name!r}; choose one of {candidates()}")
+        self.kinds = kinds()
+
+    def answer(self, projection: Mapping[str, Any], raw: Mapping[str, Any] | None) -> Proposal:
+        if self.policy is None:
+            assert raw is not None
+            if raw.get("error"):
+                return parsing.provider_error(str(raw["error"]))
+            provider = str(raw.get("provider", self.vocabulary))
+            if provider not in vocabularies.VOCABULARIES:
+                return InvalidProposal("adapter_unavailable", f"no {provider!r} adapter")
+            return vocabularies.get(provider).parse(raw.get("raw", {}), self.kinds)
+        output = self.policy.decide(projection)
+        if output.error:
+            return parsing.provider_error(output.error)
+        return vocabularies.get(self.vocabulary).parse(output.raw, self.kinds)
+
+
+def decision_replay(run: Run, candidate: str, *, allow_model: bool = False) -> DecisionReplay:
+    """Replay every recorded decision of ``run`` through ``candidate``; write nothing.
+
+    ``candidate`` is ``"recorded"`` (the stored raw outputs through today's adapter: shows
+    mapping drift), a policy-double scenario, or (``allow_model``) the model client.
+    Raise ReplayError for an unknown candidate.
+    """
+    chosen = _Candidate(candidate, run, allow_model=allow_model)
+    events = list(Event.objects.filter(run=run).order_by("sequence"))
+    by_sequence = {e.sequence: e for e in events}
+    emitted = [e for e in events if e.type == EventType.PROPOSAL_EMITTED.value]
+    wanted = [e.refs.get(k, "") for e in emitted for k in ("proposal", "observation", "raw_output")]
+    stored = dict(
+        Evidence.objects.filter(pk__in=[w for w in wanted if w]).values_list("pk", "content")
+    )
+    rows: list[DecisionRow] = []
+    first: int | None = None
+    for index, event in enumerate(emitted, start=1):
+        recorded = stored.get(event.refs.get("proposal", ""))
+        projection = stored.get(event.refs.get("observation", ""))
+        raw = stored.get(event.refs.get("raw_output", ""))
+        missing = ""
+        if recorded is None:
+            missing = "the recorded proposal evidence is missing"
+        elif projection is None:
+            missing = "the context projection of this decision was not stored"
+        elif chosen.policy is None and raw is None:
+            missing = "the raw output of this decision was not stored"
+        recorded_proposal = from_dict(recorded or {})
+        after = first is not None
+        if missing:
+            rows.append(
+                DecisionRow(
+                    index=index,
+                    sequence=event.sequence,
+                    turn=int(event.budget.get("turns", 0)),
+                    context_hash=str(event.payload.get("context_hash", "")),
+                    recorded=dict(recorded or {}),
+                    candidate=None,
+                    recorded_summary=summary(recorded_proposal) if recorded else "-",
+                    candidate_summary="-",
+                    recorded_outcome=_outcome_after(by_sequence, event.sequence),
+                    candidate_class="",
+                    differences=(),
+                    same=False,
+                    after_divergence=after,
+                    missing=missing,
+                )
+            )
+            continue
+        assert recorded is not None and projection is not None
+        proposal = chosen.answer(projection, raw)
+        answered = to_dict(proposal)
+        differences = tuple(_differences(dict(recorded), answered))
+        same = not differences
+        if not same and first is None:
+            first = index
+        rows.append(
+            DecisionRow(
+                index=index,
+                sequence=event.sequence,
+                turn=int(projection.get("turn", 0)),
+                context_hash=str(event.payload.get("context_hash", "")),
+                recorded=dict(recorded),
+                candidate=answered,
+                recorded_summary=summary(recorded_proposal),
+                candidate_summary=summary(proposal),
+                recorded_outcome=_outcome_after(by_sequence, event.sequence),
+                candidate_class=parsing.classify(proposal, chosen.kinds),
+                differences=differences,
+                same=same,
+                after_divergence=after,
+            )
+        )
+    return DecisionReplay(
+        run_id=str(run.pk),
+        candidate=candidate,
+        candidate_label=chosen.label,
+        vocabulary=chosen.vocabulary,
+        rows=tuple(rows),
+        first_divergence=first,
+    )
+
+
+def _outcome_after(by_sequence: Mapping[int, Event], sequence: int) -> str:
+    """What the recorded run made of the proposal emitted at ``sequence``."""
+    following = by_sequence.get(sequence + 1)
+    if following is None:
+        return "-"
+    reason = f" {following.reason_code}" if following.reason_code else ""
+    return f"{following.type}{reason}"
+
+
+def _differences(recorded: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    """Field paths where two stored proposals differ (one level into args/artifact)."""
+    found = []
+    for key in sorted(set(recorded) | set(candidate)):
+        a, b = recorded.get(key), candidate.get(key)
+        if a == b:
+            continue
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            found.extend(f"{key}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+        else:
+            found.append(key)
+    return found
+
+
+# -- execution simulation --------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    namespace: str
+    state: str
+    disposition: str
+    reason: str
+    decisions: tuple[str, ...]
+    denials: tuple[str, ...]
+    effects: int
+
+    @property
+    def disposition_key(self) -> tuple[str, str, str]:
+        return (self.state, self.disposition, self.reason)
+
+
+@dataclass(frozen=True)
+class Simulation:
+    recorded: RunOutcome
+    simulated: RunOutcome
+    scenario: str
+    vocabulary: str
+    scripted: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def same_disposition(self) -> bool:
+        return self.recorded.disposition_key == self.simulated.disposition_key
+
+    @property
+    def same_decisions(self) -> bool:
+        return self.recorded.decisions == self.simulated.decisions
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(same_disposition=self.same_disposition, same_decisions=self.same_decisions)
+        return data
+
+
+@dataclass
+class _Script:
+    """The recorded run's human and external inputs, consumed in order."""
+
+    approvals: list[Decision]
+    answers: list[Decision]
+    callbacks: list[Mapping[str, Any]]
+    cancellation: Event | None
+    log: list[str] = field(default_factory=list)
+
+
+def outcome(run: Run) -> RunOutcome:
+    """The comparable outcome of ``run`` (a stopped simulation reports where it stopped)."""
+    events = list(Event.objects.filter(run=run).order_by("sequence"))
+    state, disposition, reason = run.state, run.disposition, run.terminal_reason
+    last = events[-1] if events else None
+    if (
+        last is not None
+        and last.type == EventType.RUN_CANCELLED.value
+        and last.payload.get("by") == SIM_STOP_BY
+    ):
+        state, disposition, reason = last.prev_state, "", ""
+    emitted = [e.refs.get("proposal", "") for e in events if e.type == "proposal.emitted"]
+    stored = dict(Evidence.objects.filter(pk__in=emitted).values_list("pk", "content"))
+    return RunOutcome(
+        run_id=str(run.pk),
+        namespace=run.namespace,
+        state=state,
+        disposition=disposition,
+        reason=reason,
+        decisions=tuple(
+            EVIDENCE_REF.sub("<ref>", summary(from_dict(stored[p]))) if p in stored else "-"
+            for p in emitted
+        ),
+        denials=tuple(e.reason_code for e in events if e.type == EventType.PROPOSAL_DENIED.value),
+        effects=LedgerEntry.objects.filter(namespace=run.namespace, run_id=str(run.pk)).count(),
+    )
+
+
+def simulation_namespace_prefix(run: Run) -> str:
+    return f"{SIM_PREFIX}{run.pk.hex[:12]}-"
+
+
+def is_simulation(run: Run) -> bool:
+    return run.namespace.startswith(SIM_PREFIX)
+
+
+def simulations_of(run: Run) -> list[Run]:
+    """Simulated runs of ``run``, newest first (same tenant only)."""
+    return list(
+        Run.objects.filter(
+            tenant=run.tenant, namespace__startswith=simulation_namespace_prefix(run)
+        ).order_by("-created_at")
+    )
+
+
+def compare(recorded: Run, simulated: Run) -> Simulation:
+    """Compare a recorded run with one of its simulations (both read from the store)."""
+    vocab = run_vocabulary(simulated)
+    return Simulation(
+        recorded=outcome(recorded),
+        simulated=outcome(simulated),
+        scenario=simulated.scenario,
+        vocabulary=vocab.name if vocab else simulated.model_adapter_version,
+    )
+
+
+def scripted_users(tenant: str) -> tuple[Any, Any]:
+    """The scripted requester (operator) and approver of simulations in ``tenant``.
+
+    System principals without a usable password: they cannot log in, and they are never
+    the principal or the approver of any recorded run.
+    """
+    ensure_groups()
+    made = []
+    for role in (OPERATOR, APPROVER):
+        username = f"simulation-{'requester' if role == OPERATOR else 'approver'}-{tenant}"
+        user, created = get_user_model().objects.get_or_create(username=username)
+        if created:
+            user.set_unusable_password()
+            user.save()
+        Membership.objects.update_or_create(user=user, defaults={"tenant": tenant})
+        user.groups.set(Group.objects.filter(name=role))
+        made.append(user)
+    return made[0], made[1]
+
+
+def simulate(run: Run, *, candidate: str | None = None, allow_model: bool = False) -> Simulation:
+    """Re-run ``run`` in a fresh simulated world and compare its disposition with ``run``'s.
+
+    ``candidate`` names another double scenario to run in the recorded conditions (default:
+    the recorded scenario). Nothing of ``run`` is written; raise ReplayError when ``run``
+    is itself a simulation or the candidate is unknown.
+    """
+    if is_simulation(run):
+        raise ReplayError("this run is a simulation; simulate the recorded run instead")
+    scenario = candidate or run.scenario
+    if scenario == model_client.SCENARIO and not allow_model:
+        raise ReplayError("the model client is not a double: simulate it from the command")
+    if scenario != model_client.SCENARIO and scenario not in double.SCENARIOS:
+        raise ReplayError(f"unknown scenario {scenario!r}")
+    vocab = run_vocabulary(run)
+    if vocab is None:
+        raise ReplayError(f"the run's adapter {run.model_adapter_version} is not installed")
+    request = Evidence.objects.get(pk=runner.request_evidence_id(run)).content["data"]
+    namespace = f"{simulation_namespace_prefix(run)}{secrets.token_hex(3)}"
+    seed_world(namespace)
+    requester, approver = scripted_users(run.tenant)
+    sim = services.run_create(
+        scenario=scenario,
+        tenant=run.tenant,
+        principal_ref=principal_ref_of(requester),
+        requested_by=requester,
+        equipment_id=request["equipment_id"],
+        location_id=request["location_id"],
+        quantity=int(request["quantity"]),
+        scope=list(run.scope),
+        limits=dict(run.limits),
+        fault_plan=list(run.fault_plan),
+        namespace=namespace,
+        vocabulary=vocab.name,
+        components=dict(run.components),
+        start=False,
+    )
+    script = _script_of(run)
+    notes = _drive(sim, script, requester, approver)
+    sim.refresh_from_db()
+    return Simulation(
+        recorded=outcome(run),
+        simulated=outcome(sim),
+        scenario=scenario,
+        vocabulary=vocab.name,
+        scripted=tuple(script.log),
+        notes=tuple(notes),
+    )
+
+
+def _script_of(run: Run) -> _Script:
+    """Read (only) the recorded run's inputs that came from people and the outside."""
+    decisions = list(
+        Decision.objects.filter(checkpoint__run=run)
+        .select_related("checkpoint")
+        .order_by("created_at")
+    )
+    observed = Event.objects.filter(run=run, type=EventType.EXTERNAL_OBSERVED.value).order_by(
+        "sequence"
+    )
+    refs = [e.refs.get("observation", "") for e in observed]
+    contents = dict(Evidence.objects.filter(pk__in=refs).values_list("pk", "content"))
+    cancellation = (
+        Event.objects.filter(run=run, type=EventType.RUN_CANCELLED.value)
+        .exclude(payload__by="faultlab:scheduled")
+        .first()
+    )
+    return _Script(
+        approvals=[d for d in decisions if d.checkpoint.kind == Checkpoint.Kind.APPROVAL],
+        answers=[d for d in decisions if d.verdict == Decision.Verdict.ANSWER],
+        callbacks=[contents[r]["data"] for r in refs if r in contents],
+        cancellation=cancellation,
+    )
+
+
+def _drive(sim: Run, script: _Script, requester: Any, approver: Any) -> list[str]:
+    """Advance ``sim`` in-process, answering each wait from ``script``; return notes."""
+    notes: list[str] = []
+    runner.advance(str(sim.pk), worker="simulation")
+    for _ in range(MAX_SCRIPTED_INPUTS):
+        sim.refresh_from_db()
+        if is_terminal(sim.state) or not _answer_wait(sim, script, requester, approver):
+            break
+        runner.advance(str(sim.pk), worker="simulation")
+    sim.refresh_from_db()
+    if is_terminal(sim.state):
+        return notes
+    if script.cancellation is not None:
+        services.run_cancel(
+            run_id=str(sim.pk),
+            by_ref=principal_ref_of(requester),
+            reason="simulation: replays the recorded cancellation",
+        )
+        script.log.append(f"scripted operator cancelled while {sim.state}")
+        return notes
+    notes.append(f"stopped in {sim.state}: the recording has no further input for it")
+    services.run_cancel(run_id=str(sim.pk), by_ref=SIM_STOP_BY, reason=SIM_STOP_REASON)
+    return notes
+
+
+def _answer_wait(sim: Run, script: _Script, requester: Any, approver: Any) -> bool:
+    """Give the waiting ``sim`` its next recorded input; False when there is none."""
+    if sim.state == State.WAITING_HUMAN.value:
+        checkpoint = Checkpoint.objects.get(pk=sim.waiting_checkpoint)
+        if checkpoint.kind == Checkpoint.Kind.APPROVAL and script.approvals:
+            recorded = script.approvals.pop(0)
+            approve = recorded.verdict == Decision.Verdict.APPROVE
+            result = approvals.approval_decide(
+                checkpoint_id=checkpoint.pk,
+                user=approver,
+                approve=approve,
+                seen_hash=checkpoint.proposal_hash,
+                reason=f"simulation: scripted approver replays a recorded {recorded.verdict}",
+                requested_change=None if approve else dict(recorded.requested_change),
+            )
+            script.log.append(
+                f"scripted approver: {recorded.verdict.lower()}"
+                + ("" if result.recorded else f" (refused: {result.refusal})")
+            )
+            return result.recorded
+        if checkpoint.kind == Checkpoint.Kind.CLARIFICATION and script.answers:
+            recorded = script.answers.pop(0)
+            result = approvals.clarification_answer(
+                checkpoint_id=checkpoint.pk, user=requester, answer=recorded.answer
+            )
+            script.log.append(f"scripted requester answered {recorded.answer!r}")
+            return result.recorded
+        return False
+    if sim.state == State.WAITING_EXTERNAL.value and script.callbacks:
+        data = script.callbacks.pop(0)
+        correlation = Correlation.objects.get(pk=sim.waiting_correlation)
+        got = callbacks.callback_receive(
+            delivery_id=f"sim-{correlation.pk}",
+            correlation_id=correlation.pk,
+            attempt=correlation.attempt,
+            owner_epoch=correlation.owner_epoch,
+            response_type=str(data.get("response_type", correlation.expected_response_type)),
+            payload=dict(data.get("payload", {})),
+        )
+        script.log.append(f"scripted callback {data.get('response_type', '')}: {got.outcome}")
+        return got.accepted
+    return False
