@@ -1,0 +1,292 @@
+"""Recovery, runbooks, fault lab, review packet, error pages and the demo set-up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+from django.utils.html import escape
+
+from catalog.models import CapabilityVersion, LifecycleDecision
+from catalog.world.models import LedgerEntry
+from runs import faultlab, runner
+from runs.domain.states import EventType, State
+from runs.domain.transitions import TRANSITION_LIST
+from runs.models import EffectAttempt, Event, FaultLabResult, Run
+from runs.runbooks import RUNBOOKS
+from runs.setup import demo_runs
+from tests.console.conftest import checkpoint_of, client_for
+from tests.helpers import approve, make_run, types
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def outage_run(world: None) -> Run:
+    """An escalated run whose ambiguous reservation the ledger could not reconcile."""
+    result = faultlab.run_fixture(faultlab.BY_NAME["ledger_outage"])
+    assert result.passed
+    return Run.objects.get(pk=result.run_id)
+
+
+# -- recovery ----------------------------------------------------------------------------
+def test_recovery_lists_unknown_effects(as_operator: Client, outage_run: Run) -> None:
+    attempt = EffectAttempt.objects.get(run=outage_run, status="UNRESOLVED")
+    body = as_operator.get(reverse("recovery")).content.decode()
+    assert attempt.pk in body and "Reconcile with ledger" in body
+    assert outage_run.short_id in body
+
+
+def test_recovery_is_empty_and_says_so(as_operator: Client, world: None) -> None:
+    body = as_operator.get(reverse("recovery")).content.decode()
+    assert "No unknown or conflicting effects" in body
+
+
+def test_recovery_is_for_operators_and_hides_other_tenants(
+    as_approver: Client, operator_south: Any, outage_run: Run
+) -> None:
+    assert as_approver.get(reverse("recovery")).status_code == 403
+    attempt = EffectAttempt.objects.get(run=outage_run)
+    south = client_for(operator_south)
+    body = south.get(reverse("recovery"), {"q": attempt.idempotency_key}).content.decode()
+    assert attempt.pk not in body
+    response = south.post(reverse("recovery-reconcile"), {"attempt_id": attempt.pk})
+    assert response.status_code == 404
+
+
+def test_ledger_lookup_shows_the_recorded_outcome(
+    as_operator: Client, approver: Any, waiting_run: Run
+) -> None:
+    approve(waiting_run, approver)
+    assert waiting_run.state == "COMPLETED"
+    entry = LedgerEntry.objects.get(run_id=str(waiting_run.pk))
+    for query in (entry.idempotency_key, entry.effect_id):
+        response = as_operator.get(reverse("recovery"), {"q": query})
+        lookup = response.context["lookup"]
+        assert [e.effect_id for e in lookup.entries] == [entry.effect_id]
+        assert [a.status for a in lookup.attempts] == ["CONFIRMED"]
+        assert entry.effect_id in response.content.decode()
+    missing = as_operator.get(reverse("recovery"), {"q": "no-such-key"}).content.decode()
+    assert "The ledger holds no record" in missing
+
+
+def test_reconciling_an_ended_runs_attempt_records_the_ledger_outcome(
+    as_operator: Client, outage_run: Run
+) -> None:
+    attempt = EffectAttempt.objects.get(run=outage_run, status="UNRESOLVED")
+    response = as_operator.post(
+        reverse("recovery-reconcile"), {"attempt_id": attempt.pk}, follow=True
+    )
+    attempt.refresh_from_db()
+    assert attempt.status == "CONFIRMED"
+    event = Event.objects.filter(run=outage_run, type=EventType.EFFECT_RECONCILED).get()
+    assert event.reason_code == "obligation_matched" and event.payload["by"] == "user:operator"
+    assert "reconciled" in response.content.decode()
+    again = as_operator.post(reverse("recovery-reconcile"), {"attempt_id": attempt.pk})
+    assert again.status_code == 409
+
+
+def test_reconcile_is_refused_for_an_attempt_its_run_still_owns(
+    as_operator: Client, as_approver: Client, approver: Any, waiting_run: Run
+) -> None:
+    # Approve without advancing: the run holds a live approval, then dispatch stops
+    # before sending (dispatch recorded), leaving an attempt the runner owns.
+    approve(waiting_run, approver, advance=False)
+    attempt = EffectAttempt.objects.create(
+        id="at-console-owned",
+        run=waiting_run,
+        idempotency_key="k" * 64,
+        proposal_hash=checkpoint_of_hash(waiting_run),
+        attempt=1,
+        owner_epoch=waiting_run.owner_epoch,
+        dispatch_sequence=waiting_run.revision,
+        status=EffectAttempt.Status.DISPATCH_RECORDED,
+        created_at=waiting_run.created_at,
+    )
+    assert (
+        as_approver.post(reverse("recovery-reconcile"), {"attempt_id": attempt.pk}).status_code
+        == 403
+    )
+    response = as_operator.post(reverse("recovery-reconcile"), {"attempt_id": attempt.pk})
+    assert response.status_code == 409
+    assert "its owner reconciles this attempt" in response.content.decode()
+    assert (
+        as_operator.post(reverse("recovery-reconcile"), {"attempt_id": "nope"}).status_code == 404
+    )
+
+
+def checkpoint_of_hash(run: Run) -> str:
+    return run.checkpoints.order_by("-created_at").first().proposal_hash
+
+
+# -- runbooks ----------------------------------------------------------------------------
+def test_every_runbook_renders_its_steps_for_operators(
+    as_operator: Client, as_approver: Client, world: None
+) -> None:
+    index = as_operator.get(reverse("runbooks")).content.decode()
+    assert as_approver.get(reverse("runbooks")).status_code == 403
+    for book in RUNBOOKS:
+        url = reverse("runbooks-detail", args=[book.slug])
+        assert url in index
+        body = as_operator.get(url).content.decode()
+        for step in book.steps:
+            assert escape(step.title) in body
+        for name in book.fixtures:
+            assert name in body
+        assert as_approver.get(url).status_code == 403
+    assert as_operator.get(reverse("runbooks-detail", args=["no-such-book"])).status_code == 404
+
+
+def test_runbooks_show_live_data(as_operator: Client, outage_run: Run) -> None:
+    denied = faultlab.run_fixture(faultlab.BY_NAME["denied_scope"])
+    malformed = faultlab.run_fixture(faultlab.BY_NAME["malformed_result"])
+
+    def page(slug: str) -> Any:
+        return as_operator.get(reverse("runbooks-detail", args=[slug]))
+
+    outage = page("ledger-outage")
+    assert outage_run.short_id in outage.content.decode()
+    assert [e.run_id for e in outage.context["data"]["ledger_outage"]] == [outage_run.pk]
+    repeated = page("repeated-denial").context["data"]["repeated_denials"]
+    assert str(repeated[0].run_id) == denied.run_id
+    bad = page("malformed-success").context["data"]["malformed"]
+    assert any(str(e.run_id) == malformed.run_id for e in bad)
+    intents = page("repeated-reservation-attempts").context["data"]["intents"]
+    classes = {row.run.pk: row.classification for row in intents["rows"]}
+    assert classes[outage_run.pk] == "ambiguous"
+    assert intents["counts"]["ambiguous"] >= 1
+
+
+def test_closing_the_effect_gate_is_audited_and_stops_new_effects(
+    as_operator: Client, operator: Any, approver: Any, world: None
+) -> None:
+    version = CapabilityVersion.objects.get(capability_id="reserve_part", lifecycle="ADMITTED")
+    url = reverse("runbooks-gate", args=["repeated-reservation-attempts"])
+    form = {"capability_id": "reserve_part", "version": version.version, "open": "0"}
+    refused = as_operator.post(url, {**form, "reason": ""}, follow=True)
+    assert "a gate change needs a reason" in refused.content.decode()
+    version.refresh_from_db()
+    assert version.effect_gate_open
+    as_operator.post(url, {**form, "reason": "repeated attempts alert"})
+    version.refresh_from_db()
+    assert not version.effect_gate_open
+    decision = LifecycleDecision.objects.filter(version=version, action="close_gate").get()
+    assert decision.reviewer == operator and decision.reason == "repeated attempts alert"
+    # A new effect proposal is denied at validation step 8; the reads before it continued.
+    run = make_run(principal="user:operator")
+    assert "observation.received" in types(run)
+    assert "effect_gate_closed" in [
+        e.reason_code for e in Event.objects.filter(run=run, type="proposal.denied")
+    ]
+    assert not LedgerEntry.objects.filter(run_id=str(run.pk)).exists()
+    as_operator.post(url, {**form, "open": "1", "reason": "fixed"})
+    version.refresh_from_db()
+    assert version.effect_gate_open
+
+
+def test_the_gate_action_needs_the_operator_role(as_approver: Client, world: None) -> None:
+    version = CapabilityVersion.objects.get(capability_id="reserve_part", lifecycle="ADMITTED")
+    response = as_approver.post(
+        reverse("runbooks-gate", args=["ledger-outage"]),
+        {"capability_id": "reserve_part", "version": version.version, "open": "0", "reason": "x"},
+    )
+    assert response.status_code == 403
+    version.refresh_from_db()
+    assert version.effect_gate_open
+
+
+# -- fault lab ---------------------------------------------------------------------------
+def test_the_fault_lab_lists_every_fixture(
+    as_operator: Client, as_approver: Client, world: None
+) -> None:
+    body = as_operator.get(reverse("faultlab")).content.decode()
+    for fixture in faultlab.FIXTURES:
+        assert f'id="fx-{fixture.name}"' in body and escape(fixture.injects) in body
+    assert as_approver.get(reverse("faultlab")).status_code == 403
+    assert as_approver.post(reverse("faultlab-run"), {"fixture": "abstain"}).status_code == 403
+
+
+def test_running_a_fixture_from_the_browser_keeps_its_result(
+    as_operator: Client, world: None
+) -> None:
+    first, second = faultlab.FIXTURES[0].name, faultlab.FIXTURES[1].name
+    response = as_operator.post(
+        reverse("faultlab-run"), {"fixture": first, "chain": "1"}, HTTP_HX_REQUEST="true"
+    )
+    body = response.content.decode()
+    assert body.lstrip().startswith(f'<tr id="fx-{first}"')
+    assert "PASS" in body
+    # The row asks for the next fixture as soon as it is swapped in.
+    assert f'"fixture": "{second}"' in body and 'hx-trigger="load"' in body
+    result = FaultLabResult.objects.get(fixture=first)
+    assert result.passed and result.ran_by == "user:operator"
+    assert reverse("runs-detail", args=[result.run_id]) in body
+    single = as_operator.post(reverse("faultlab-run"), {"fixture": second}, HTTP_HX_REQUEST="true")
+    assert 'hx-trigger="load"' not in single.content.decode()
+    plain = as_operator.post(reverse("faultlab-run"), {"fixture": "abstain"})
+    assert plain.status_code == 302 and FaultLabResult.objects.filter(fixture="abstain").exists()
+    assert as_operator.post(reverse("faultlab-run"), {"fixture": "nope"}).status_code == 404
+
+
+# -- review packet -----------------------------------------------------------------------
+def test_the_review_packet_is_generated_from_the_code(
+    as_operator: Client, as_approver: Client, world: None
+) -> None:
+    body = as_approver.get(reverse("review-packet")).content.decode()
+    for state in State:
+        assert state.value in body
+    for edge in TRANSITION_LIST:
+        assert edge.guard in body
+    for event in EventType:
+        assert f"<code>{event.value}</code>" in body
+    for fixture in faultlab.FIXTURES:
+        assert fixture.name in body
+    for text in ("action_budget_exhausted", "ledger.exactly_one_effect", "run.identity.stable"):
+        assert text in body
+    assert "No fixture has been run from the console yet" in body
+    as_operator.post(reverse("faultlab-run"), {"fixture": "abstain"})
+    after = as_approver.get(reverse("review-packet"))
+    assert after.context["ran"] == 1 and after.context["passed"] == 1
+    assert "1 of 1 fixtures passed" in after.content.decode()
+
+
+# -- errors ------------------------------------------------------------------------------
+def test_error_pages_are_the_consoles(
+    as_operator: Client, as_approver: Client, world: None
+) -> None:
+    missing = as_operator.get("/runs/00000000-0000-0000-0000-000000000000/")
+    assert missing.status_code == 404 and "404 · Not found" in missing.content.decode()
+    forbidden = as_approver.get(reverse("faultlab"))
+    assert forbidden.status_code == 403 and "403 · Not allowed" in forbidden.content.decode()
+
+
+def test_the_server_error_page_stands_alone(client: Client) -> None:
+    from django.template.loader import render_to_string
+
+    assert "500 · Something failed on our side" in render_to_string("500.html")
+
+
+# -- demo ----------------------------------------------------------------------------------
+def test_the_first_demo_seed_starts_runs_in_every_demo_state(world: None) -> None:
+    call_command("seed_demo", verbosity=0)
+    states = sorted(Run.objects.values_list("state", flat=True))
+    assert states == ["COMPLETED", "ESCALATED", "FAILED", "WAITING_HUMAN"]
+    call_command("seed_demo", verbosity=0)
+    assert Run.objects.count() == 4
+
+
+def test_demo_runs_are_real_runs(world: None) -> None:
+    from access.demo import create_demo_users
+
+    create_demo_users()
+    demo_runs()
+    completed = Run.objects.get(state="COMPLETED")
+    assert "approval.granted" in types(completed) and "effect.recorded" in types(completed)
+    waiting = Run.objects.get(state="WAITING_HUMAN")
+    assert checkpoint_of(waiting).status == "PENDING"
+    runner.advance(str(waiting.pk), worker="test")
+    waiting.refresh_from_db()
+    assert waiting.state == "WAITING_HUMAN"
