@@ -1,0 +1,149 @@
+"""The console through a real browser: log in, click, read what a person reads."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from approvals.models import Decision, DecisionRefusal
+from runs import faultlab
+from runs.models import Event, Run
+from tests.browser.conftest import login, screenshot
+from tests.console.conftest import checkpoint_of
+from tests.helpers import make_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def waiting(operator: Any) -> Run:
+    return make_run(principal="user:operator", requested_by=operator)
+
+
+def test_an_approver_approves_the_pending_proposal_and_watches_the_run_complete(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    base = live_server.url
+    # One tab watches the run page: it polls while the run is active.
+    watcher = new_page()
+    login(watcher, base, "approver")
+    watcher.goto(f"{base}/runs/{waiting.pk}/")
+    expect(watcher.locator("#live-state")).to_have_text("WAITING_HUMAN")
+    assert watcher.evaluate("typeof htmx") == "object"
+
+    page = new_page()
+    login(page, base, "approver")
+    page.get_by_role("link", name="Approvals").click()
+    screenshot(page, "approvals-queue")
+    checkpoint = checkpoint_of(waiting)
+    page.get_by_role("link", name=checkpoint.pk).click()
+    expect(page.locator("#proposal-hash")).to_have_text(checkpoint.proposal_hash)
+    expect(page.get_by_text("Exactly what will be sent")).to_be_visible()
+    screenshot(page, "approval-proposal")
+    page.get_by_label("Reason (required, recorded with your decision)").fill(
+        "Part and slot match the manual and the depot stock."
+    )
+    page.get_by_role("button", name="Approve exactly this proposal").click()
+    page.wait_for_url(re.compile(rf"/runs/{waiting.pk}/"))
+    expect(page.locator("#live-state")).to_have_text("COMPLETED")
+    expect(page.locator("#run-timeline")).to_contain_text("completion.verified")
+
+    # The watching tab saw it happen without a reload.
+    expect(watcher.locator("#live-state")).to_have_text("COMPLETED", timeout=15_000)
+    expect(watcher.locator("#run-timeline")).to_contain_text("approval.granted")
+    expect(watcher.locator("#run-timeline")).to_contain_text("completion.verified")
+    expect(watcher.locator("#run-live")).not_to_have_attribute("hx-trigger", "every 2s")
+    screenshot(watcher, "run-completed")
+    decision = Decision.objects.get(checkpoint=checkpoint)
+    assert decision.verdict == "APPROVE" and decision.decided_by == approver
+
+
+def test_an_operator_cancels_a_waiting_run(
+    live_server: Any, new_page: Any, operator: Any, waiting: Run
+) -> None:
+    base = live_server.url
+    page = new_page()
+    login(page, base, "operator")
+    screenshot(page, "runs-list")
+    page.get_by_role("link", name=waiting.short_id).click()
+    expect(page.locator("#live-state")).to_have_text("WAITING_HUMAN")
+    screenshot(page, "run-waiting")
+    page.get_by_label("Cancellation reason (required)").fill("The customer withdrew the job.")
+    page.get_by_role("button", name="Cancel run").click()
+    expect(page.get_by_text("Run cancelled: cancelled_no_dispatch.")).to_be_visible()
+    expect(page.locator("#live-state")).to_have_text("CANCELLED")
+    expect(page.locator("#run-actions")).to_contain_text("Start a follow-up run")
+    waiting.refresh_from_db()
+    assert waiting.state == "CANCELLED" and waiting.terminal_reason == "cancelled_no_dispatch"
+    event = Event.objects.get(run=waiting, type="run.cancelled")
+    assert event.payload == {"reason": "The customer withdrew the job.", "by": "user:operator"}
+
+
+def test_a_tampered_hash_post_is_refused(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    base = live_server.url
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, base, "approver")
+    page.goto(f"{base}/approvals/{checkpoint.pk}/")
+    page.locator("input[name=seen_hash]").evaluate("el => { el.value = '0'.repeat(64); }")
+    page.get_by_label("Reason (required, recorded with your decision)").fill("looks fine")
+    page.get_by_role("button", name="Approve exactly this proposal").click()
+    expect(page.get_by_role("heading", name="409 · Conflict")).to_be_visible()
+    expect(page.get_by_text("the hash you reviewed does not match")).to_be_visible()
+    screenshot(page, "conflict-tampered-hash")
+    page.get_by_role("link", name="Reload to review the current revision").click()
+    expect(page.locator("#proposal-hash")).to_have_text(checkpoint.proposal_hash)
+    assert not Decision.objects.exists()
+    assert DecisionRefusal.objects.get().code == "hash_mismatch"
+    waiting.refresh_from_db()
+    assert waiting.state == "WAITING_HUMAN"
+
+
+def test_an_approver_of_another_tenant_cannot_see_the_checkpoint(
+    live_server: Any, new_page: Any, outsider: Any, waiting: Run
+) -> None:
+    base = live_server.url
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, base, "approver-south")
+    page.get_by_role("link", name="Approvals").click()
+    expect(page.get_by_text("Nothing waits for a decision")).to_be_visible()
+    assert checkpoint.pk not in page.content()
+    response = page.goto(f"{base}/approvals/{checkpoint.pk}/")
+    assert response.status == 404
+    expect(page.get_by_role("heading", name="404 · Not found")).to_be_visible()
+    assert checkpoint.proposal_hash not in page.content()
+    response = page.goto(f"{base}/runs/{waiting.pk}/")
+    assert response.status == 404
+    screenshot(page, "not-found-other-tenant")
+
+
+def test_screenshots_of_the_operator_pages(
+    live_server: Any, new_page: Any, operator: Any, waiting: Run
+) -> None:
+    faultlab.run_fixture(faultlab.BY_NAME["ledger_outage"])
+    base = live_server.url
+    page = new_page()
+    login(page, base, "operator")
+    page.goto(f"{base}/recovery/")
+    expect(
+        page.get_by_role("heading", name="Runs with unknown or conflicting effects")
+    ).to_be_visible()
+    expect(page.get_by_role("button", name=re.compile("Reconcile attempt"))).to_have_count(1)
+    screenshot(page, "recovery")
+    page.goto(f"{base}/runbooks/ledger-outage/")
+    expect(page.get_by_text("ledger_unavailable").first).to_be_visible()
+    screenshot(page, "runbook-ledger-outage")
+    page.goto(f"{base}/faultlab/")
+    row = page.locator("#fx-abstain")
+    row.get_by_role("button", name="Run fixture abstain").click()
+    expect(row).to_contain_text("PASS")
+    screenshot(page, "faultlab")
+    page.goto(f"{base}/packet/")
+    expect(page.get_by_role("heading", name="Transition table")).to_be_visible()
+    screenshot(page, "review-packet")
