@@ -1,0 +1,373 @@
+"""Catalog reads for the console: version lists, contract and candidate views, diffs and
+the routing report. Nothing here writes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet
+
+from catalog.capabilities.rejected import REJECTION_LOG
+from catalog.capabilities.reviewed import LOCAL_CONTRACTS, dispatchable, local_contract
+from catalog.domain import diff as diffing
+from catalog.domain import lifecycle
+from catalog.domain.contracts import (
+    Contract,
+    enforcement_projection,
+    model_projection,
+    projection_parity,
+)
+from catalog.models import CapabilityVersion, Lifecycle, LifecycleDecision, Source
+
+SOURCES = [(s.value, s.label) for s in Source]
+
+
+@dataclass(frozen=True)
+class VersionFilters:
+    lifecycle: str = ""
+    source: str = ""
+    q: str = ""
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, str]) -> VersionFilters:
+        state = query.get("lifecycle", "")
+        source = query.get("source", "")
+        return cls(
+            lifecycle=state if state in Lifecycle.values else "",
+            source=source if source in Source.values else "",
+            q=" ".join(str(query.get("q", "")).split())[:64],
+        )
+
+    def apply(self, rows: QuerySet[CapabilityVersion]) -> QuerySet[CapabilityVersion]:
+        if self.lifecycle:
+            rows = rows.filter(lifecycle=self.lifecycle)
+        if self.source:
+            rows = rows.filter(source=self.source)
+        if self.q:
+            rows = rows.filter(capability_id__icontains=self.q)
+        return rows
+
+
+def version_list(filters: VersionFilters) -> list[CapabilityVersion]:
+    rows = filters.apply(CapabilityVersion.objects.select_related("imported_by")).order_by(
+        "capability_id", "source", "created_at", "version"
+    )
+    out = list(rows[:500])
+    for row in out:
+        row.dispatched = row.source == Source.REVIEWED and dispatchable(
+            row.capability_id, row.version
+        )
+    return out
+
+
+def lifecycle_counts() -> dict[str, int]:
+    counts = Counter(CapabilityVersion.objects.values_list("lifecycle", flat=True))
+    return {state: counts.get(state, 0) for state in Lifecycle.values}
+
+
+def decisions_of(row: CapabilityVersion) -> list[LifecycleDecision]:
+    return list(row.decisions.select_related("reviewer").order_by("-created_at", "-id"))
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def contract_view(row: CapabilityVersion) -> dict[str, Any]:
+    """Everything the contract page shows about a reviewed version."""
+    code = local_contract(row.capability_id, row.version)
+    data: dict[str, Any] = {
+        "row": row,
+        "contract": row.contract,
+        "contract_json": pretty(row.contract),
+        "in_code": code is not None,
+        "code_agrees": code is not None and code.digest == row.digest,
+        "dispatched": dispatchable(row.capability_id, row.version),
+        "actions": lifecycle.actions_from(row.lifecycle),
+        "decisions": decisions_of(row),
+        "siblings": list(
+            CapabilityVersion.objects.filter(capability_id=row.capability_id)
+            .exclude(pk=row.pk)
+            .order_by("source", "version")
+        ),
+        "inventory": None,
+    }
+    if code is not None:
+        data["model_projection"] = pretty(model_projection(code))
+        data["enforcement_projection"] = pretty(enforcement_projection(code))
+        data["parity"] = projection_parity(code)
+    if row.lifecycle in (Lifecycle.ADMITTED, Lifecycle.DEPRECATED):
+        from catalog.services import retirement_inventory
+
+        data["inventory"] = retirement_inventory(row)
+    return data
+
+
+def candidate_view(row: CapabilityVersion) -> dict[str, Any]:
+    """Everything the candidate page shows about a discovered definition."""
+    definition = dict(row.definition)
+    notes = dict(row.discovery)
+    same_name = [c for c in LOCAL_CONTRACTS.values() if c.id == row.capability_id]
+    return {
+        "row": row,
+        "definition": definition,
+        "description": definition.get("description", ""),
+        "input_schema": pretty(definition.get("inputSchema", {})),
+        "output_schema": pretty(definition["outputSchema"]) if "outputSchema" in definition else "",
+        "definition_json": pretty(definition),
+        "hints": notes.get("hints", {}),
+        "flags": notes.get("flags", []),
+        "previously_rejected": notes.get("previously_rejected", ""),
+        "earlier": notes.get("earlier_definitions", []),
+        "actions": lifecycle.actions_from(row.lifecycle),
+        "decisions": decisions_of(row),
+        "local_choices": local_choices(),
+        "default_local": (same_name[-1].ref if same_name else ""),
+        "hint_checks": [hint_check(row, c) for c in same_name],
+        "local_url": _contract_url(row.local_contract_ref),
+    }
+
+
+def _contract_url(ref: str) -> str:
+    from django.urls import reverse
+
+    parsed = parse_ref(ref)
+    return reverse("catalog-contract", args=list(parsed)) if parsed else ""
+
+
+def local_choices() -> list[tuple[str, str]]:
+    """Reviewed local contracts a discovered tool may be mapped to (not controls)."""
+    from catalog.services import TRUSTED_CONTROLS
+
+    return [
+        (ref, f"{ref} ({c.effect_class.value})")
+        for ref, c in sorted(LOCAL_CONTRACTS.items())
+        if c.id not in TRUSTED_CONTROLS
+    ]
+
+
+def hint_check(row: CapabilityVersion, contract: Contract) -> dict[str, Any]:
+    """How the untrusted hints compare with one local contract's classification."""
+    return {
+        "ref": contract.ref,
+        "effect_class": contract.effect_class.value,
+        "conflicts": lifecycle.hint_conflicts(row.hints, contract.effect_class.value),
+        "warnings": lifecycle.hint_warnings(
+            row.hints, contract.effect_class.value, contract.open_world
+        ),
+    }
+
+
+def parse_ref(ref: str) -> tuple[str, str] | None:
+    capability_id, sep, version = (ref or "").rpartition("@")
+    if not sep or not capability_id or not version:
+        return None
+    return capability_id, version
+
+
+def version_by_ref(ref: str) -> CapabilityVersion | None:
+    parsed = parse_ref(ref)
+    if parsed is None:
+        return None
+    return CapabilityVersion.objects.filter(capability_id=parsed[0], version=parsed[1]).first()
+
+
+def as_definition(row: CapabilityVersion) -> dict[str, Any]:
+    """A version in tool-list form: a discovered definition as imported, a reviewed
+    contract as its model projection (what a model would be shown) plus output schema."""
+    if row.discovered:
+        return dict(row.definition)
+    code = local_contract(row.capability_id, row.version)
+    projection = model_projection(code) if code is not None else {}
+    return {
+        "name": row.capability_id,
+        "description": projection.get("description", row.contract.get("intent", "")),
+        "inputSchema": projection.get("input_schema", {}),
+        "outputSchema": row.contract.get("output_schema", {}),
+    }
+
+
+def diff_view(left: CapabilityVersion, right: CapabilityVersion) -> dict[str, Any]:
+    """A classified diff and its side-by-side rows.
+
+    Two reviewed versions compare as contracts (the change table applies). When either
+    side is a discovered definition both compare in tool-list form: a discovered
+    definition has no reviewed semantics, so its changes are never lightly classified.
+    """
+    if left.discovered or right.discovered:
+        left_doc, right_doc = as_definition(left), as_definition(right)
+        result = diffing.diff_definitions(left_doc, right_doc)
+        kind = "definition"
+    else:
+        left_doc, right_doc = left.contract, right.contract
+        result = diffing.diff_contracts(left_doc, right_doc)
+        kind = "contract"
+    rows = diffing.side_by_side(left_doc, right_doc)
+    return {
+        "left": left,
+        "right": right,
+        "kind": kind,
+        "diff": result,
+        "summary": result.summary(),
+        "changes": [
+            {
+                "change": c,
+                "label": diffing.LABELS[c.change_class],
+                "requirement": c.requirement,
+                "before": _short(c.before),
+                "after": _short(c.after),
+            }
+            for c in result.changes
+        ],
+        "rows": rows,
+        "changed_rows": diffing.changed_rows(rows),
+        "table": [
+            {"label": diffing.LABELS[cls], "requirement": req, "present": cls in result.classes}
+            for cls, req in diffing.CHANGE_TABLE.items()
+        ],
+    }
+
+
+def _short(value: Any, limit: int = 240) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def diff_choices() -> list[str]:
+    return [v.ref for v in CapabilityVersion.objects.order_by("capability_id", "source", "version")]
+
+
+def default_diff_pair() -> tuple[str, str]:
+    """An instructive default: the admitted search_manual against its reviewed 1.1.0."""
+    return "search_manual@1.0.0", "search_manual@1.1.0"
+
+
+def rejection_log() -> dict[str, Any]:
+    rejected_rows = list(
+        CapabilityVersion.objects.filter(lifecycle=Lifecycle.REJECTED).order_by("capability_id")
+    )
+    reasons = {
+        d.version_id: d
+        for d in LifecycleDecision.objects.filter(
+            version__in=rejected_rows, action="reject"
+        ).select_related("reviewer")
+    }
+    return {
+        "log": REJECTION_LOG,
+        "rows": [(row, reasons.get(row.pk)) for row in rejected_rows],
+    }
+
+
+# -- routing report ----------------------------------------------------------------------
+FUNNEL_LABELS = {
+    "cases": "labelled cases",
+    "coverage": "coverage: an acceptable capability exists",
+    "exposure": "exposure: it is eligible in the phase",
+    "retrieval": "retrieval: it is in the top k",
+    "selection": "selection: an acceptable one was chosen",
+}
+BAR_WIDTH = 420
+BAR_HEIGHT = 26
+BAR_GAP = 10
+LABEL_WIDTH = 300
+
+
+def funnel_chart(funnel: list[dict[str, Any]]) -> dict[str, Any]:
+    """Geometry of a horizontal funnel chart (one bar per stage, width ~ surviving cases)."""
+    total = funnel[0]["count"] if funnel else 0
+    bars = []
+    for i, step in enumerate(funnel):
+        share = step["count"] / total if total else 0.0
+        width = round(BAR_WIDTH * share)
+        bars.append(
+            {
+                "stage": step["stage"],
+                "label": FUNNEL_LABELS.get(step["stage"], step["stage"]),
+                "count": step["count"],
+                "pct": round(100 * share),
+                "y": i * (BAR_HEIGHT + BAR_GAP),
+                "x": LABEL_WIDTH + (BAR_WIDTH - width) // 2,
+                "width": width,
+                "text_y": i * (BAR_HEIGHT + BAR_GAP) + BAR_HEIGHT // 2 + 5,
+            }
+        )
+    return {
+        "bars": bars,
+        "total": total,
+        "width": LABEL_WIDTH + BAR_WIDTH + 90,
+        "height": len(bars) * (BAR_HEIGHT + BAR_GAP),
+        "bar_height": BAR_HEIGHT,
+        "label_x": LABEL_WIDTH - 10,
+        "value_x": LABEL_WIDTH + BAR_WIDTH + 8,
+    }
+
+
+METRIC_LABELS = {
+    "capability_coverage": "capability coverage",
+    "exposure_recall": "exposure recall (given coverage)",
+    "recall_at_k": "recall@k (given exposure)",
+    "selection_accuracy": "selection accuracy (given retrieval)",
+    "abstention_accuracy": "abstention accuracy",
+    "violation_rate": "violation rate (lower is better)",
+    "end_to_end_accuracy": "end-to-end accuracy",
+    "arguments_validity": "arguments valid (model-owned fields)",
+    "selected_outside_visible": "chose a capability it was not shown",
+}
+
+
+def routing_report(k: int) -> dict[str, Any]:
+    from catalog import routing_eval
+
+    cases = routing_eval.load_cases()
+    evaluations = []
+    for selector_name in routing_eval.SELECTORS:
+        for registry_name in routing_eval.REGISTRIES:
+            report = routing_eval.evaluate(
+                registry_name=registry_name, selector_name=selector_name, k=k, cases=cases
+            )
+            data = report.as_dict()
+            evaluations.append(
+                {
+                    "id": f"{selector_name}-{registry_name}",
+                    "selector": selector_name,
+                    "registry": registry_name,
+                    "report": report,
+                    "data": data,
+                    "metrics": [
+                        (name, METRIC_LABELS.get(name, name), rate)
+                        for name, rate in report.metrics().items()
+                    ],
+                    "chart": funnel_chart(data["funnel"]),
+                }
+            )
+    metric_names = list(METRIC_LABELS)
+    comparison = [
+        (
+            METRIC_LABELS[name],
+            [dict((n, r) for n, _, r in e["metrics"])[name] for e in evaluations],
+        )
+        for name in metric_names
+    ]
+    return {
+        "k": k,
+        "cases": [
+            {
+                "case_id": c.case_id,
+                "category": c.category.value,
+                "situation": c.situation,
+                "goal": c.goal,
+                "acceptable": sorted(c.acceptable),
+                "forbidden": sorted(c.forbidden),
+            }
+            for c in cases
+        ],
+        "evaluations": evaluations,
+        "comparison": comparison,
+        "category_counts": sorted(Counter(c.category.value for c in cases).items()),
+    }

@@ -1,0 +1,243 @@
+"""Catalog console: versions, contracts and diffs, discovered candidates, lifecycle
+decisions, the rejection log and the routing report.
+
+Every signed-in user may read. Catalog admins change things (operators may also close an
+effect gate, as incident runbooks require). Each view: access check, one service or
+selector call, then the page or its HTMX partial. Writes are POST with CSRF, go through
+``catalog.services`` and leave a LifecycleDecision row; a refused step changes nothing
+and answers 409 (conflict with the version's state) or 400 (incomplete request).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from access.roles import CATALOG_ADMIN, OPERATOR, require_role
+from catalog import selectors, services
+from catalog.domain import discovery
+from catalog.domain.lifecycle import Refusal
+from catalog.models import CapabilityVersion, Lifecycle
+
+BAD_REQUEST_CODES = frozenset({"reason_required", "admission_incomplete", "unknown_action"})
+MAX_UPLOAD_BYTES = discovery.MAX_BYTES
+
+
+def _htmx_target(request: HttpRequest) -> str:
+    htmx = getattr(request, "htmx", None)
+    return str(htmx.target or "") if htmx else ""
+
+
+def _version_url(row: CapabilityVersion) -> str:
+    if row.discovered:
+        return reverse("catalog-candidate", args=[row.pk])
+    return reverse("catalog-contract", args=[row.capability_id, row.version])
+
+
+# -- reading ---------------------------------------------------------------------------
+@require_GET
+@login_required
+def catalog_index(request: HttpRequest) -> HttpResponse:
+    filters = selectors.VersionFilters.from_query(request.GET)
+    context = {
+        "rows": selectors.version_list(filters),
+        "filters": filters,
+        "lifecycles": Lifecycle.values,
+        "sources": selectors.SOURCES,
+        "counts": selectors.lifecycle_counts(),
+    }
+    if _htmx_target(request) == "catalog-table":
+        return render(request, "catalog/index.html#catalog-table", context)
+    return render(request, "catalog/index.html", context)
+
+
+@require_GET
+@login_required
+def catalog_contract(request: HttpRequest, capability_id: str, version: str) -> HttpResponse:
+    row = get_object_or_404(CapabilityVersion, capability_id=capability_id, version=version)
+    if row.discovered:
+        return redirect("catalog-candidate", row.pk)
+    return render(request, "catalog/contract.html", selectors.contract_view(row))
+
+
+@require_GET
+@login_required
+def catalog_candidate(request: HttpRequest, version_id: int) -> HttpResponse:
+    row = get_object_or_404(CapabilityVersion, pk=version_id)
+    if not row.discovered:
+        return redirect("catalog-contract", row.capability_id, row.version)
+    return render(request, "catalog/candidate.html", selectors.candidate_view(row))
+
+
+@require_GET
+@login_required
+def catalog_diff(request: HttpRequest) -> HttpResponse:
+    default_a, default_b = selectors.default_diff_pair()
+    a_ref = request.GET.get("a") or default_a
+    b_ref = request.GET.get("b") or default_b
+    left, right = selectors.version_by_ref(a_ref), selectors.version_by_ref(b_ref)
+    context: dict[str, Any] = {"a": a_ref, "b": b_ref, "choices": selectors.diff_choices()}
+    status = 200
+    if left is None or right is None:
+        missing = a_ref if left is None else b_ref
+        context["error"] = f"No stored version {missing!r}: choose two versions."
+        status = 404
+    else:
+        context.update(selectors.diff_view(left, right))
+    return render(request, "catalog/diff.html", context, status=status)
+
+
+@require_GET
+@login_required
+def catalog_rejections(request: HttpRequest) -> HttpResponse:
+    return render(request, "catalog/rejections.html", selectors.rejection_log())
+
+
+@require_GET
+@login_required
+def catalog_routing(request: HttpRequest) -> HttpResponse:
+    from catalog import routing_eval
+
+    try:
+        k = int(request.GET.get("k", routing_eval.DEFAULT_K))
+    except ValueError:
+        k = routing_eval.DEFAULT_K
+    k = min(max(k, 1), 10)
+    context = selectors.routing_report(k)
+    if _htmx_target(request) == "routing-report":
+        return render(request, "catalog/routing.html#routing-report", context)
+    return render(request, "catalog/routing.html", context)
+
+
+# -- import ----------------------------------------------------------------------------
+@login_required
+def catalog_import(request: HttpRequest) -> HttpResponse:
+    if request.method not in ("GET", "POST"):
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    context: dict[str, Any] = {"limits": discovery}
+    if request.method == "GET":
+        return render(request, "catalog/import.html", context)
+    require_role(request.user, CATALOG_ADMIN)
+    server = request.POST.get("server", "")
+    text = request.POST.get("tool_list", "")
+    source = "pasted"
+    upload = request.FILES.get("file")
+    if upload is not None:
+        if upload.size is not None and upload.size > MAX_UPLOAD_BYTES:
+            return _import_refused(
+                request,
+                context,
+                server,
+                "",
+                [f"the file is {upload.size} bytes (limit {MAX_UPLOAD_BYTES})"],
+            )
+        raw = upload.read(MAX_UPLOAD_BYTES + 1)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return _import_refused(request, context, server, "", ["the file is not UTF-8 text"])
+        source = f"file {upload.name}"[:200]
+    try:
+        result = services.candidate_import(
+            text=text, server=server, user=request.user, source=source
+        )
+    except discovery.ImportRefused as exc:
+        return _import_refused(request, context, server, text, exc.errors)
+    context.update({"result": result, "server": server})
+    return render(request, "catalog/import.html", context)
+
+
+def _import_refused(
+    request: HttpRequest, context: dict[str, Any], server: str, text: str, errors: list[str]
+) -> HttpResponse:
+    context.update({"errors": errors, "server": server[:200], "tool_list": text[:MAX_UPLOAD_BYTES]})
+    return render(request, "catalog/import.html", context, status=400)
+
+
+# -- lifecycle decisions ---------------------------------------------------------------
+def _refused(
+    request: HttpRequest, row: CapabilityVersion, exc: Refusal, form: dict[str, Any]
+) -> HttpResponse:
+    status = 400 if exc.code in BAD_REQUEST_CODES else 409
+    row.refresh_from_db()
+    if row.discovered:
+        context = selectors.candidate_view(row)
+        template = "catalog/candidate.html"
+    else:
+        context = selectors.contract_view(row)
+        template = "catalog/contract.html"
+    context.update({"refusal": exc, "form": form})
+    return render(request, template, context, status=status)
+
+
+@require_POST
+@login_required
+def catalog_admit(request: HttpRequest, version_id: int) -> HttpResponse:
+    require_role(request.user, CATALOG_ADMIN)
+    row = get_object_or_404(CapabilityVersion, pk=version_id)
+    form = {
+        "task_transition": request.POST.get("task_transition", ""),
+        "alternatives": request.POST.get("alternatives", ""),
+        "decision": request.POST.get("decision", ""),
+        "expiry": request.POST.get("expiry", ""),
+        "reason": request.POST.get("reason", ""),
+        "local_ref": request.POST.get("local_ref", ""),
+    }
+    try:
+        row = services.capability_admit(
+            version_id=row.pk,
+            user=request.user,
+            task_transition=form["task_transition"],
+            alternatives=form["alternatives"].splitlines(),
+            decision=form["decision"],
+            expiry=form["expiry"],
+            reason=form["reason"],
+            local_ref=form["local_ref"],
+        )
+    except Refusal as exc:
+        return _refused(request, row, exc, form)
+    messages.success(request, f"{row.ref} admitted with an admission record.")
+    return redirect(_version_url(row))
+
+
+@require_POST
+@login_required
+def catalog_decide(request: HttpRequest, version_id: int) -> HttpResponse:
+    require_role(request.user, CATALOG_ADMIN)
+    row = get_object_or_404(CapabilityVersion, pk=version_id)
+    action = request.POST.get("action", "")
+    form = {"action": action, "reason": request.POST.get("reason", "")}
+    try:
+        row = services.capability_decide(
+            version_id=row.pk, user=request.user, action=action, reason=form["reason"]
+        )
+    except Refusal as exc:
+        return _refused(request, row, exc, form)
+    messages.success(request, f"{row.ref} is now {row.lifecycle}.")
+    return redirect(_version_url(row))
+
+
+@require_POST
+@login_required
+def catalog_gate(request: HttpRequest, version_id: int) -> HttpResponse:
+    require_role(request.user, CATALOG_ADMIN, OPERATOR)
+    row = get_object_or_404(CapabilityVersion, pk=version_id)
+    form = {"reason": request.POST.get("reason", "")}
+    try:
+        row = services.capability_gate(
+            version_id=row.pk,
+            user=request.user,
+            open_gate=request.POST.get("open") == "1",
+            reason=form["reason"],
+        )
+    except Refusal as exc:
+        return _refused(request, row, exc, form)
+    state = "open: new dispatch allowed" if row.effect_gate_open else "closed: new dispatch stopped"
+    messages.success(request, f"Effect gate of {row.ref} is {state}.")
+    return redirect(_version_url(row))
