@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -46,6 +46,7 @@ RECORDED = "recorded"
 SIM_PREFIX = "sim-"
 SIM_STOP_BY = "simulation:scripted-operator"
 SIM_STOP_REASON = "simulation stopped: the recording has no further human input"
+SIM_REPLAYED_CANCEL = "simulation: replays the recorded cancellation"
 MAX_SCRIPTED_INPUTS = 20
 # Evidence ids differ between a run and its simulation; decisions compare without them.
 EVIDENCE_REF = re.compile(r"\b(?:ev|rq)-[0-9a-f]{20}\b")
@@ -311,7 +312,6 @@ class _Script:
     answers: list[Decision]
     callbacks: list[Mapping[str, Any]]
     cancellation: Event | None
-    log: list[str] = field(default_factory=list)
 
 
 def outcome(run: Run) -> RunOutcome:
@@ -362,12 +362,52 @@ def simulations_of(run: Run) -> list[Run]:
 def compare(recorded: Run, simulated: Run) -> Simulation:
     """Compare a recorded run with one of its simulations (both read from the store)."""
     vocab = run_vocabulary(simulated)
+    scripted, notes = _scripted_log(simulated)
     return Simulation(
         recorded=outcome(recorded),
         simulated=outcome(simulated),
         scenario=simulated.scenario,
         vocabulary=vocab.name if vocab else simulated.model_adapter_version,
+        scripted=tuple(scripted),
+        notes=tuple(notes),
     )
+
+
+def _scripted_log(sim: Run) -> tuple[list[str], list[str]]:
+    """What the scripted principals did to ``sim``, and where it stopped, from its events."""
+    scripted: list[str] = []
+    notes: list[str] = []
+    events = list(Event.objects.filter(run=sim).order_by("sequence"))
+    answers = dict(
+        Decision.objects.filter(checkpoint__run=sim, verdict=Decision.Verdict.ANSWER).values_list(
+            "checkpoint_id", "answer"
+        )
+    )
+    observed = [e.refs.get("observation", "") for e in events]
+    contents = dict(
+        Evidence.objects.filter(pk__in=[o for o in observed if o], kind="callback").values_list(
+            "pk", "content"
+        )
+    )
+    for e in events:
+        if e.type == EventType.APPROVAL_GRANTED.value:
+            scripted.append("scripted approver: approve")
+        elif e.type == EventType.APPROVAL_DECLINED.value:
+            scripted.append("scripted approver: decline")
+        elif e.type == EventType.CLARIFICATION_ANSWERED.value:
+            answer = answers.get(e.refs.get("checkpoint", ""), "")
+            scripted.append(f"scripted requester answered {answer!r}")
+        elif e.type == EventType.EXTERNAL_OBSERVED.value and e.reason_code == "correlated":
+            data = contents.get(e.refs.get("observation", ""), {}).get("data", {})
+            scripted.append(f"scripted callback {data.get('response_type', '')}: accepted")
+        elif e.type == EventType.RUN_CANCELLED.value:
+            if e.payload.get("by") == SIM_STOP_BY:
+                notes.append(
+                    f"stopped in {e.prev_state}: the recording has no further input for it"
+                )
+            elif e.payload.get("reason") == SIM_REPLAYED_CANCEL:
+                scripted.append(f"scripted operator cancelled while {e.prev_state}")
+    return scripted, notes
 
 
 def scripted_users(tenant: str) -> tuple[Any, Any]:
@@ -427,17 +467,9 @@ def simulate(run: Run, *, candidate: str | None = None, allow_model: bool = Fals
         components=dict(run.components),
         start=False,
     )
-    script = _script_of(run)
-    notes = _drive(sim, script, requester, approver)
+    _drive(sim, _script_of(run), requester, approver)
     sim.refresh_from_db()
-    return Simulation(
-        recorded=outcome(run),
-        simulated=outcome(sim),
-        scenario=scenario,
-        vocabulary=vocab.name,
-        scripted=tuple(script.log),
-        notes=tuple(notes),
-    )
+    return compare(run, sim)
 
 
 def _script_of(run: Run) -> _Script:
@@ -465,9 +497,9 @@ def _script_of(run: Run) -> _Script:
     )
 
 
-def _drive(sim: Run, script: _Script, requester: Any, approver: Any) -> list[str]:
-    """Advance ``sim`` in-process, answering each wait from ``script``; return notes."""
-    notes: list[str] = []
+def _drive(sim: Run, script: _Script, requester: Any, approver: Any) -> None:
+    """Advance ``sim`` in-process, answering each wait from ``script``, until it ends or
+    needs an input the recording lacks (then it is cancelled: no human ever sees it)."""
     runner.advance(str(sim.pk), worker="simulation")
     for _ in range(MAX_SCRIPTED_INPUTS):
         sim.refresh_from_db()
@@ -476,18 +508,13 @@ def _drive(sim: Run, script: _Script, requester: Any, approver: Any) -> list[str
         runner.advance(str(sim.pk), worker="simulation")
     sim.refresh_from_db()
     if is_terminal(sim.state):
-        return notes
+        return
     if script.cancellation is not None:
         services.run_cancel(
-            run_id=str(sim.pk),
-            by_ref=principal_ref_of(requester),
-            reason="simulation: replays the recorded cancellation",
+            run_id=str(sim.pk), by_ref=principal_ref_of(requester), reason=SIM_REPLAYED_CANCEL
         )
-        script.log.append(f"scripted operator cancelled while {sim.state}")
-        return notes
-    notes.append(f"stopped in {sim.state}: the recording has no further input for it")
+        return
     services.run_cancel(run_id=str(sim.pk), by_ref=SIM_STOP_BY, reason=SIM_STOP_REASON)
-    return notes
 
 
 def _answer_wait(sim: Run, script: _Script, requester: Any, approver: Any) -> bool:
@@ -505,17 +532,12 @@ def _answer_wait(sim: Run, script: _Script, requester: Any, approver: Any) -> bo
                 reason=f"simulation: scripted approver replays a recorded {recorded.verdict}",
                 requested_change=None if approve else dict(recorded.requested_change),
             )
-            script.log.append(
-                f"scripted approver: {recorded.verdict.lower()}"
-                + ("" if result.recorded else f" (refused: {result.refusal})")
-            )
             return result.recorded
         if checkpoint.kind == Checkpoint.Kind.CLARIFICATION and script.answers:
             recorded = script.answers.pop(0)
             result = approvals.clarification_answer(
                 checkpoint_id=checkpoint.pk, user=requester, answer=recorded.answer
             )
-            script.log.append(f"scripted requester answered {recorded.answer!r}")
             return result.recorded
         return False
     if sim.state == State.WAITING_EXTERNAL.value and script.callbacks:
@@ -529,6 +551,5 @@ def _answer_wait(sim: Run, script: _Script, requester: Any, approver: Any) -> bo
             response_type=str(data.get("response_type", correlation.expected_response_type)),
             payload=dict(data.get("payload", {})),
         )
-        script.log.append(f"scripted callback {data.get('response_type', '')}: {got.outcome}")
         return got.accepted
     return False
