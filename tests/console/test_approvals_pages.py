@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from approvals.models import Checkpoint, Decision, DecisionRefusal
@@ -231,3 +233,22 @@ def test_the_requester_answers_a_clarification(
     assert "clarification.answered" in types(run)
     # An approval decision on a question is refused.
     assert _decide(as_approver, checkpoint).status_code in (400, 409)
+
+
+def test_queue_and_history_render_with_a_constant_number_of_queries(
+    as_approver: Client, approver: Any, operator: Any, django_assert_num_queries: Any
+) -> None:
+    first = make_run(principal="user:operator", requested_by=operator)
+    _decide(as_approver, checkpoint_of(first), seen_hash="1" * 64)
+    counts = {}
+    for url in (reverse("approvals-queue"), reverse("approvals-history")):
+        with CaptureQueriesContext(connection) as queries:
+            assert as_approver.get(url).status_code == 200
+        counts[url] = len(queries.captured_queries)
+    for _ in range(3):
+        run = make_run(principal="user:operator", requested_by=operator)
+        _decide(as_approver, checkpoint_of(run), seen_hash="2" * 64)
+    _decide(as_approver, checkpoint_of(first))
+    for url, count in counts.items():
+        with django_assert_num_queries(count):
+            assert as_approver.get(url).status_code == 200
