@@ -252,7 +252,7 @@ def _outcome_after(by_sequence: Mapping[int, Event], sequence: int) -> str:
 
 def _differences(recorded: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
     """Field paths where two stored proposals differ (one level into args/artifact)."""
-    found = []
+    found: list[str] = []
     for key in sorted(set(recorded) | set(candidate)):
         a, b = recorded.get(key), candidate.get(key)
         if a == b:
@@ -347,7 +347,7 @@ def simulation_namespace_prefix(run: Run) -> str:
 
 
 def is_simulation(run: Run) -> bool:
-    return run.namespace.startswith(SIM_PREFIX)
+    return str(run.namespace).startswith(SIM_PREFIX)
 
 
 def simulations_of(run: Run) -> list[Run]:
@@ -417,9 +417,10 @@ def scripted_users(tenant: str) -> tuple[Any, Any]:
     the principal or the approver of any recorded run.
     """
     ensure_groups()
-    made = []
+    made: list[Any] = []
     for role in (OPERATOR, APPROVER):
         username = f"simulation-{'requester' if role == OPERATOR else 'approver'}-{tenant}"
+        user: Any
         user, created = get_user_model().objects.get_or_create(username=username)
         if created:
             user.set_unusable_password()

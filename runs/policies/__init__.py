@@ -22,6 +22,11 @@ def vocabulary_for(adapter_version: str) -> vocabularies.Vocabulary:
     raise ValueError(f"no adapter {adapter_version!r}")
 
 
+def scenario_names() -> list[str]:
+    """Every scenario a run can be created with: the double's scenarios, then the model."""
+    return [*sorted(SCENARIOS), MODEL_SCENARIO]
+
+
 def scenario_problem(scenario: str, vocabulary: str) -> str | None:
     """Return why a run cannot be created with ``scenario`` and ``vocabulary`` (or None)."""
     if scenario == MODEL_SCENARIO:

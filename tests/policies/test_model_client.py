@@ -198,3 +198,12 @@ def test_a_run_pinned_to_an_adapter_this_code_lacks_is_never_parsed_by_another(w
     run.refresh_from_db()
     assert run.terminal_reason == "correction_budget_exhausted"
     assert {d["reason_code"] for d in decisions(run)} == {"adapter_unavailable"}
+
+
+def test_scenario_names_offer_every_double_and_the_model():
+    from runs.policies import scenario_names, scenario_problem
+
+    names = scenario_names()
+    assert names[-1] == model_client.SCENARIO
+    assert set(names[:-1]) == set(double.SCENARIOS)
+    assert all(scenario_problem(n, "openai") is None for n in names)
