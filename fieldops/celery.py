@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fieldops.settings")
 
@@ -18,3 +19,11 @@ app.conf.beat_schedule = {
     },
     "heartbeat": {"task": "runs.tasks.heartbeat", "schedule": 10.0},
 }
+
+
+@worker_process_init.connect
+def _install_drills(**_: object) -> None:
+    """Crash/pause drills for the durability tests (inert unless their variables are set)."""
+    from runs import crashpoints
+
+    crashpoints.install_from_env()

@@ -138,6 +138,12 @@ X_FRAME_OPTIONS = "DENY"
 # "celery": runs advance on Celery workers; the outbox and sweeper keep them moving.
 FIELDOPS_EXECUTION = env("FIELDOPS_EXECUTION", "inprocess")
 FIELDOPS_LEASE_SECONDS = int(env("FIELDOPS_LEASE_SECONDS", "60"))
+# A run that should move but shows no owner and no change for this long is re-driven.
+FIELDOPS_STUCK_AFTER_SECONDS = float(env("FIELDOPS_STUCK_AFTER_SECONDS", "30"))
+# Recovery attempts (lease takeovers) before a run that keeps killing workers fails.
+FIELDOPS_MAX_ATTEMPTS = int(env("FIELDOPS_MAX_ATTEMPTS", "5"))
+# Signed callbacks older than this are refused (replay protection).
+FIELDOPS_CALLBACK_MAX_SKEW_SECONDS = int(env("FIELDOPS_CALLBACK_MAX_SKEW_SECONDS", "300"))
 FIELDOPS_APPROVAL_TTL_SECONDS = int(env("FIELDOPS_APPROVAL_TTL_SECONDS", "900"))
 FIELDOPS_EXTERNAL_WAIT_SECONDS = int(env("FIELDOPS_EXTERNAL_WAIT_SECONDS", "600"))
 FIELDOPS_CALLBACK_KEY = env("FIELDOPS_CALLBACK_KEY", "embedded-demo-callback-key")

@@ -46,6 +46,18 @@ def claim(run_id: str, worker: str) -> Claim | None:
             return None
         recovered = held  # a lease that expired without release: the owner failed
         new_attempt = run.attempt + 1 if recovered else run.attempt
+        if new_attempt > settings.FIELDOPS_MAX_ATTEMPTS:
+            # A run that keeps killing its workers must not loop through redeliveries.
+            authority.append(
+                run_id=run_id,
+                expected_revision=run.revision,
+                expected_epoch=None,
+                type=EventType.RUN_FAILED,
+                actor=Actor.HARNESS,
+                reason_code="recovery_attempts_exhausted",
+                payload={"attempts": run.attempt, "owner": "operator"},
+            )
+            return None
         updated = Run.objects.filter(pk=run_id, owner_epoch=run.owner_epoch).update(
             owner_epoch=F("owner_epoch") + 1,
             attempt=new_attempt,

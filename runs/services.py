@@ -214,11 +214,19 @@ def cancel_qualification(run: Run) -> str:
 
 
 def run_cancel(
-    *, run_id: str, by_ref: str, reason: str, actor: Actor = Actor.OPERATOR
+    *,
+    run_id: str,
+    by_ref: str,
+    reason: str,
+    actor: Actor = Actor.OPERATOR,
+    expected_revision: int | None = None,
 ) -> CancelResult:
     """Cancel a run now; it takes effect for workers at their next safe point.
 
-    A terminal run cannot be cancelled: the attempt is recorded as transition.rejected.
+    With ``expected_revision`` (the revision the operator was looking at) a run that moved
+    meanwhile is not cancelled: the result is a ``revision_conflict`` to review first.
+    Without it, the cancellation re-reads and retries until it is recorded. A terminal run
+    cannot be cancelled: the attempt is recorded as transition.rejected.
     Raise RunInputError when the reason is empty.
     """
     reason = (reason or "").strip()
@@ -234,6 +242,8 @@ def run_cancel(
                 .values_list("id", flat=True)
             )
             run = Run.objects.get(pk=run_id)
+            if expected_revision is not None and run.revision != expected_revision:
+                return CancelResult(False, run, "", "revision_conflict")
             qualification = cancel_qualification(run)
             if pending and not is_terminal(run.state):
                 EffectAttempt.objects.filter(pk__in=pending).update(
@@ -250,6 +260,9 @@ def run_cancel(
                 reason_code=qualification,
                 payload={"reason": reason[:500], "by": by_ref},
             )
+            if result.conflict and expected_revision is not None:
+                transaction.set_rollback(True)
+                return CancelResult(False, run, qualification, "revision_conflict")
             # Undo the NOT_SENT marks of a cancellation that did not apply; a refusal of an
             # ended run keeps its transition.rejected record (nothing was marked then).
             if not result.applied and (result.conflict or not is_terminal(run.state)):

@@ -11,6 +11,7 @@ import datetime as dt
 import logging
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db.models import Q
 
 from approvals import services as approvals
@@ -23,10 +24,11 @@ from runs.models import Correlation, EffectAttempt, Outbox, Run, WorkerHeartbeat
 
 log = logging.getLogger("fieldops.sweeper")
 
+
 # A run that should be moving but shows no owner and no change for this long is re-driven
 # (its message was lost, or the process that would advance it died before claiming).
-STUCK_AFTER = dt.timedelta(seconds=30)
-OUTBOX_RETRY_AFTER = dt.timedelta(seconds=15)
+def stuck_after() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.FIELDOPS_STUCK_AFTER_SECONDS)
 
 
 @dataclass
@@ -125,12 +127,12 @@ def _reconcile_obligations(limit: int, report: SweepReport) -> None:
 def _redrive(now: dt.datetime, limit: int, report: SweepReport) -> None:
     candidates: set[str] = set()
     for run_id in Outbox.objects.filter(
-        Q(dispatched_at__isnull=True, created_at__lt=now - OUTBOX_RETRY_AFTER)
+        Q(dispatched_at__isnull=True, created_at__lt=now - stuck_after() / 2)
     ).values_list("run_id", flat=True)[:limit]:
         candidates.add(str(run_id))
     movable = Run.objects.exclude(state__in=[s.value for s in TERMINAL_STATES | WAITING_STATES])
     expired = movable.filter(lease_expires_at__lt=now)
-    idle = movable.filter(lease_expires_at__isnull=True, updated_at__lt=now - STUCK_AFTER)
+    idle = movable.filter(lease_expires_at__isnull=True, updated_at__lt=now - stuck_after())
     for run_id in list(expired.values_list("id", flat=True)[:limit]) + list(
         idle.values_list("id", flat=True)[:limit]
     ):

@@ -21,7 +21,12 @@ def run_advance(run_id: str) -> str:
     WorkerHeartbeat.objects.update_or_create(
         worker=_worker(), defaults={"seen_at": clock.now(), "pid": os.getpid()}
     )
-    return runner.advance(run_id, worker=_worker())
+    state = runner.advance(run_id, worker=_worker())
+    from runs import crashpoints
+
+    if runner.POINT_HOOK is not None:  # drills only: a crash after the work, before the ack
+        crashpoints.drill("before_ack", run_id)
+    return state
 
 
 @shared_task(name="runs.tasks.sweep")

@@ -1,0 +1,174 @@
+"""Machine endpoints: the signed callback receiver and the health report.
+
+Callbacks are authenticated with an HMAC-SHA256 signature over ``timestamp.body`` using
+the callback signing key (settings.FIELDOPS_CALLBACK_KEY), so they are exempt from CSRF
+but never from authentication. See docs/callbacks.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, Min
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals.models import Checkpoint
+from fieldops import clock
+from runs import callbacks
+from runs.models import Run, WorkerHeartbeat
+
+MAX_CALLBACK_BYTES = 64 * 1024
+SIGNATURE_HEADER = "X-FieldOps-Signature"
+TIMESTAMP_HEADER = "X-FieldOps-Timestamp"
+
+# outcome -> HTTP status. Everything but "accepted" was recorded and changed nothing.
+CALLBACK_STATUS = {
+    "accepted": 202,
+    "duplicate": 200,
+    "orphaned": 404,
+    "old_epoch": 409,
+    "post_terminal": 409,
+    "wrong_state": 409,
+    "unexpected_type": 409,
+}
+
+
+def sign(body: bytes, timestamp: str, key: str | None = None) -> str:
+    """Return the signature header value for ``body`` sent at ``timestamp``."""
+    secret = (key if key is not None else settings.FIELDOPS_CALLBACK_KEY).encode()
+    digest = hmac.new(secret, timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"error": code, "message": message}, status=status)
+
+
+def _authenticated(request: HttpRequest, body: bytes) -> JsonResponse | None:
+    timestamp = request.headers.get(TIMESTAMP_HEADER, "")
+    signature = request.headers.get(SIGNATURE_HEADER, "")
+    if not timestamp or not signature:
+        return _error(401, "unsigned", f"{SIGNATURE_HEADER} and {TIMESTAMP_HEADER} are required")
+    try:
+        sent = float(timestamp)
+    except ValueError:
+        return _error(401, "bad_timestamp", "timestamp must be Unix seconds")
+    if abs(time.time() - sent) > settings.FIELDOPS_CALLBACK_MAX_SKEW_SECONDS:
+        return _error(401, "stale_signature", "timestamp outside the accepted window")
+    if not hmac.compare_digest(signature, sign(body, timestamp)):
+        return _error(401, "bad_signature", "signature does not match")
+    return None
+
+
+def _fields(data: Any) -> dict[str, Any] | str:
+    if not isinstance(data, dict):
+        return "body must be a JSON object"
+    out: dict[str, Any] = {}
+    for name in ("delivery_id", "correlation_id", "response_type"):
+        value = data.get(name)
+        if not isinstance(value, str) or not 0 < len(value) <= 64:
+            return f"{name} must be a string of 1 to 64 characters"
+        out[name] = value
+    for name in ("attempt", "owner_epoch"):
+        value = data.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"{name} must be a non-negative integer"
+        out[name] = value
+    payload = data.get("payload", {})
+    if not isinstance(payload, dict):
+        return "payload must be a JSON object"
+    out["payload"] = payload
+    extra = set(data) - {
+        "delivery_id",
+        "correlation_id",
+        "response_type",
+        "attempt",
+        "owner_epoch",
+        "payload",
+    }
+    if extra:
+        return f"unknown fields: {', '.join(sorted(extra))}"
+    return out
+
+
+@csrf_exempt
+@require_POST
+def callback(request: HttpRequest) -> JsonResponse:
+    """Receive one external callback for a WAITING_EXTERNAL run (signed, correlated)."""
+    body = request.body
+    if len(body) > MAX_CALLBACK_BYTES:
+        return _error(413, "too_large", f"callbacks are limited to {MAX_CALLBACK_BYTES} bytes")
+    refused = _authenticated(request, body)
+    if refused is not None:
+        return refused
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return _error(400, "malformed_json", "body is not valid JSON")
+    fields = _fields(data)
+    if isinstance(fields, str):
+        return _error(400, "invalid_callback", fields)
+    outcome = callbacks.callback_receive(**fields)
+    return JsonResponse(
+        {"outcome": outcome.outcome, "run_id": outcome.run_id, "detail": outcome.detail},
+        status=CALLBACK_STATUS.get(outcome.outcome, 409),
+    )
+
+
+@require_GET
+def health(request: HttpRequest) -> JsonResponse:
+    """Monitoring: database, broker, worker heartbeat, sweeper lag, runs per state,
+    oldest pending approval. 503 when the database or the configured broker is down."""
+    now = clock.now()
+    report: dict[str, Any] = {"execution": settings.FIELDOPS_EXECUTION}
+    healthy = True
+    try:
+        started = time.monotonic()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        report["database"] = {
+            "ok": True,
+            "vendor": connection.vendor,
+            "latency_ms": round((time.monotonic() - started) * 1000, 2),
+        }
+    except Exception as exc:  # the report must answer even when the database cannot
+        report["database"] = {"ok": False, "error": type(exc).__name__}
+        return JsonResponse({"status": "unhealthy", **report}, status=503)
+    report["broker"] = _broker()
+    healthy = healthy and report["broker"].get("ok", True)
+    beats = list(WorkerHeartbeat.objects.values("worker", "role", "seen_at"))
+    workers = [b for b in beats if b["role"] != "sweeper"]
+    sweeper = next((b for b in beats if b["role"] == "sweeper"), None)
+    last = max((b["seen_at"] for b in workers), default=None)
+    report["last_worker_heartbeat_age_s"] = (now - last).total_seconds() if last else None
+    report["sweeper_lag_s"] = (now - sweeper["seen_at"]).total_seconds() if sweeper else None
+    report["runs_per_state"] = dict(
+        Run.objects.values_list("state").annotate(n=Count("id")).order_by()
+    )
+    oldest = Checkpoint.objects.filter(status=Checkpoint.Status.PENDING).aggregate(
+        oldest=Min("created_at")
+    )["oldest"]
+    report["oldest_pending_approval_age_s"] = (now - oldest).total_seconds() if oldest else None
+    status = "ok" if healthy else "degraded"
+    return JsonResponse({"status": status, **report}, status=200 if healthy else 503)
+
+
+def _broker() -> dict[str, Any]:
+    if settings.FIELDOPS_EXECUTION != "celery":
+        return {"ok": True, "used": False}
+    try:
+        from fieldops.celery import app
+
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        return {"ok": True, "used": True}
+    except Exception as exc:  # report, never raise, from a health check
+        return {"ok": False, "used": True, "error": type(exc).__name__}

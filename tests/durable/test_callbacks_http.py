@@ -1,0 +1,152 @@
+"""The signed callback endpoint: request, authentication and every response."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from runs import services
+from runs.api import sign
+from runs.models import CallbackReceipt, Correlation, Event
+from tests.helpers import make_run
+
+URL = "/api/callbacks/"
+
+
+def post(client, data, *, key=None, timestamp=None, raw=None):
+    body = raw if raw is not None else json.dumps(data).encode()
+    ts = timestamp or str(int(time.time()))
+    return client.post(
+        URL,
+        data=body,
+        content_type="application/json",
+        HTTP_X_FIELDOPS_TIMESTAMP=ts,
+        HTTP_X_FIELDOPS_SIGNATURE=sign(body, ts, key),
+    )
+
+
+@pytest.fixture
+def waiting(world):
+    run = make_run("wait_external")
+    assert run.state == "WAITING_EXTERNAL"
+    return run
+
+
+def body_for(run, **over):
+    c = Correlation.objects.get(pk=run.waiting_correlation)
+    data = {
+        "delivery_id": f"d-{run.pk.hex[:10]}",
+        "correlation_id": c.pk,
+        "attempt": c.attempt,
+        "owner_epoch": c.owner_epoch,
+        "response_type": c.expected_response_type,
+        "payload": {"window": "08:00"},
+    }
+    data.update(over)
+    return data
+
+
+def test_a_correlated_signed_callback_advances_the_run(client, waiting):
+    response = post(client, body_for(waiting))
+    assert response.status_code == 202 and response.json()["outcome"] == "accepted"
+    assert Event.objects.filter(run=waiting, type="external.observed").exists()
+    waiting.refresh_from_db()
+    assert waiting.state == "OBSERVING"  # the worker continues from here
+
+
+def test_a_duplicate_delivery_is_recorded_and_changes_nothing(client, waiting):
+    data = body_for(waiting)
+    assert post(client, data).status_code == 202
+    again = post(client, data)
+    assert again.status_code == 200 and again.json()["outcome"] == "duplicate"
+    assert Event.objects.filter(run=waiting, type="external.observed").count() == 1
+    assert Event.objects.filter(run=waiting, type="duplicate.deduplicated").exists()
+
+
+def test_an_old_epoch_is_recorded_and_denied(client, waiting):
+    data = body_for(waiting)
+    data["owner_epoch"] -= 1
+    response = post(client, data)
+    assert response.status_code == 409 and response.json()["outcome"] == "old_epoch"
+    waiting.refresh_from_db()
+    assert waiting.state == "WAITING_EXTERNAL"
+    assert Event.objects.filter(run=waiting, reason_code="callback_old_epoch").exists()
+
+
+def test_an_orphan_is_recorded(client, world):
+    response = post(
+        client,
+        {
+            "delivery_id": "d-orphan",
+            "correlation_id": "co-nothing",
+            "attempt": 1,
+            "owner_epoch": 1,
+            "response_type": "x",
+            "payload": {},
+        },
+    )
+    assert response.status_code == 404 and response.json()["outcome"] == "orphaned"
+    assert CallbackReceipt.objects.get(delivery_id="d-orphan").outcome == "orphaned"
+
+
+def test_a_callback_after_the_end_cannot_reopen_the_run(client, waiting):
+    data = body_for(waiting)
+    services.run_cancel(run_id=str(waiting.pk), by_ref="user:operator", reason="stop")
+    response = post(client, data)
+    assert response.status_code == 409 and response.json()["outcome"] == "post_terminal"
+    waiting.refresh_from_db()
+    assert waiting.state == "CANCELLED"
+    assert Event.objects.filter(run=waiting, reason_code="post_terminal_callback").exists()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "status", "error"),
+    [
+        (lambda d: ({}, {"key": "wrong-key"}), 401, "bad_signature"),
+        (lambda d: ({}, {"timestamp": "1000"}), 401, "stale_signature"),
+        (lambda d: ({}, {"timestamp": "yesterday"}), 401, "bad_timestamp"),
+        (lambda d: ({"attempt": "one"}, {}), 400, "invalid_callback"),
+        (lambda d: ({"surprise": 1}, {}), 400, "invalid_callback"),
+        (lambda d: ({}, {"raw": b"{not json"}), 400, "malformed_json"),
+        (lambda d: ({}, {"raw": b"x" * 70_000}), 413, "too_large"),
+    ],
+)
+def test_bad_requests_are_refused_without_any_change(client, waiting, mutate, status, error):
+    changes, options = mutate(None)
+    data = {**body_for(waiting), **changes}
+    before = Event.objects.filter(run=waiting).count()
+    response = post(client, data, **options)
+    assert response.status_code == status and response.json()["error"] == error
+    assert Event.objects.filter(run=waiting).count() == before
+    assert not CallbackReceipt.objects.exists()
+
+
+def test_unsigned_requests_and_other_methods_are_refused(client, waiting):
+    unsigned = client.post(URL, data=json.dumps(body_for(waiting)), content_type="application/json")
+    assert unsigned.status_code == 401 and unsigned.json()["error"] == "unsigned"
+    assert client.get(URL).status_code == 405
+
+
+def test_health_reports_what_monitoring_needs(client, waiting):
+    report = client.get("/healthz").json()
+    assert report["status"] == "ok" and report["database"]["ok"]
+    assert report["runs_per_state"]["WAITING_EXTERNAL"] == 1
+    assert report["broker"] == {"ok": True, "used": False}
+    assert "last_worker_heartbeat_age_s" in report and "sweeper_lag_s" in report
+    assert "oldest_pending_approval_age_s" in report
+
+
+def test_health_is_degraded_when_the_broker_is_down(client, world, settings):
+    settings.FIELDOPS_EXECUTION = "celery"
+    from fieldops.celery import app
+
+    app.conf.broker_url = "redis://127.0.0.1:1/0"
+    app._pool = None
+    try:
+        response = client.get("/healthz")
+    finally:
+        app.conf.broker_url = settings.CELERY_BROKER_URL
+        app._pool = None
+    assert response.status_code == 503 and response.json()["broker"]["ok"] is False

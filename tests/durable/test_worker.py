@@ -1,0 +1,133 @@
+"""Runs advanced by real Celery worker processes on Redis and PostgreSQL."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import redis
+
+from approvals import services as approvals
+from approvals.models import Checkpoint
+from catalog.world.models import LedgerEntry
+from runs import services
+from runs.audit import audit_replay
+from runs.models import Event, Run
+from tests.durable.conftest import REDIS_URL
+from tests.durable.helpers import wait_for
+
+pytestmark = [pytest.mark.celery, pytest.mark.postgres]
+
+
+def start(scenario="reservation", **kw):
+    return services.run_create(
+        scenario=scenario, tenant="north", principal_ref="user:operator", namespace="faultlab", **kw
+    )
+
+
+def approve(run, user):
+    run.refresh_from_db()
+    cp = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+    return approvals.approval_decide(
+        checkpoint_id=cp.pk,
+        user=user,
+        approve=True,
+        seen_hash=cp.proposal_hash,
+        reason="worker test",
+    )
+
+
+def assert_sound(run):
+    run.refresh_from_db()
+    sequences = list(
+        Event.objects.filter(run=run).order_by("sequence").values_list("sequence", flat=True)
+    )
+    assert sequences == list(range(1, run.revision + 1)), "event sequence is not dense"
+    _, findings = audit_replay(run)
+    assert findings == []
+    effects = LedgerEntry.objects.filter(run_id=str(run.pk)).count()
+    assert effects <= 1, "duplicate effect"
+    recovered = Event.objects.filter(run=run, type="run.recovered").count()
+    assert run.attempt == 1 + recovered, "attempt must grow exactly once per takeover"
+    return effects
+
+
+def test_the_reservation_walkthrough_through_a_worker(cluster, approver):
+    cluster.start_worker()
+    run = wait_for(start(), ["WAITING_HUMAN"], sweep=False)
+    assert approve(run, approver).recorded
+    run = wait_for(run, ["COMPLETED"], sweep=False)
+    types = list(Event.objects.filter(run=run).order_by("sequence").values_list("type", flat=True))
+    assert types[-4:] == [
+        "approval.granted",
+        "proposal.allowed",
+        "effect.recorded",
+        "completion.verified",
+    ]
+    epochs = sorted(set(Event.objects.filter(run=run).values_list("owner_epoch", flat=True)))
+    assert epochs == [1, 2]  # two claims: before and after the approval
+    assert assert_sound(run) == 1
+
+
+CRASH_POINTS = [
+    "after_claim",
+    "after_model_response",
+    "after_dispatch_record",
+    "after_effect_committed",
+    "before_ack",
+]
+
+
+@pytest.mark.parametrize(("point", "repeat"), list(itertools.product(CRASH_POINTS, range(2))))
+def test_crash_matrix_sigkill_at_each_point(cluster, approver, point, repeat):
+    """SIGKILL the worker child at a named point; the run recovers with one effect."""
+    cluster.start_worker(FIELDOPS_CRASH_AT=point)
+    run = wait_for(start(), ["WAITING_HUMAN"])
+    assert approve(run, approver).recorded
+    run = wait_for(run, ["COMPLETED", "ESCALATED", "FAILED"])
+    assert run.state == "COMPLETED", run.terminal_reason
+    assert assert_sound(run) == 1
+    assert (Path(cluster.drill_dir) / "drills" / f"{run.pk}-{point}").exists(), (
+        "the worker never reached the crash point"
+    )
+    if point in (
+        "after_claim",
+        "after_model_response",
+        "after_dispatch_record",
+        "after_effect_committed",
+    ):
+        assert run.attempt == 2, "the crash must be recovered by exactly one takeover"
+    if point == "after_effect_committed":
+        # The effect committed but the dying worker never recorded it: the new owner
+        # reconciled by the same key instead of sending again.
+        reasons = list(Event.objects.filter(run=run).values_list("type", flat=True))
+        assert "effect.ambiguous" in reasons and "reconciliation.matched" in reasons
+
+
+def test_a_paused_stale_worker_is_fenced_on_every_write(cluster):
+    cluster.start_worker(FIELDOPS_PAUSE_AT="after_model_response:7")
+    run = start()
+    # The paused worker holds the first claim; a second worker takes over after the lease.
+    import time
+
+    time.sleep(1.0)
+    cluster.start_worker()
+    run = wait_for(run, ["WAITING_HUMAN"])
+    time.sleep(8)  # the stale worker wakes up and tries to write
+    stale = Event.objects.filter(run=run, type="stale_owner.rejected")
+    assert stale.exists()
+    assert all(e.payload["attempted_epoch"] < e.payload["current_epoch"] for e in stale)
+    run.refresh_from_db()
+    assert run.state == "WAITING_HUMAN" and run.attempt == 2
+    assert_sound(run)
+
+
+def test_broker_loss_is_recovered_by_the_sweeper(cluster):
+    runs = [start() for _ in range(3)]  # enqueued while no worker listens
+    redis.Redis.from_url(REDIS_URL).flushdb()  # Redis loses everything
+    cluster.start_worker(concurrency=2)
+    for run in runs:
+        wait_for(run, ["WAITING_HUMAN"])
+        assert_sound(run)
+    assert Run.objects.filter(pk__in=[r.pk for r in runs], state="WAITING_HUMAN").count() == 3
