@@ -10,10 +10,20 @@ from runs.models import Event, Evidence, Run
 def audit_replay(run: Run) -> tuple[ReplayResult, list[Finding]]:
     """Return the replay result and every finding, including disagreements with the row."""
     rows = Event.objects.filter(run=run).order_by("sequence", "id")
-    records = [record_of(r) for r in rows]
+    records = []
+    undecodable = None
+    for row in rows:
+        try:
+            records.append(record_of(row))
+        except ValueError as exc:  # a stored value outside the vocabulary: corruption
+            undecodable = Finding("undecodable_event", row.sequence, str(exc)[:200])
+            break
     evidence_ids = frozenset(Evidence.objects.filter(run=run).values_list("id", flat=True))
     result = replay(config_of(run), records, evidence_ids=evidence_ids)
     findings = list(result.findings)
+    if undecodable is not None:
+        findings.append(undecodable)
+        return result, findings
     if result.stopped_at is None:
         stored = {
             "state": run.state,
