@@ -94,7 +94,9 @@ def admission_record(contract: dict[str, Any]) -> dict[str, Any]:
         "operational_effects": contract["operational_effects"],
         "alternatives": ["human lookup", "preloaded snapshot"],
         "decision": "ADMIT_BOUNDED",
-        "expires_on": "contract change (digest) or owner change",
+        "expiry": "expires on contract change (digest) or owner change",
+        "reviewer": SYSTEM_REVIEWER,
+        "local_contract": f"{contract['id']}@{contract['version']}",
     }
 
 
