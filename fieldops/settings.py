@@ -137,6 +137,8 @@ X_FRAME_OPTIONS = "DENY"
 # "inprocess": runs advance in the web process after each commit (embedded default).
 # "celery": runs advance on Celery workers; the outbox and sweeper keep them moving.
 FIELDOPS_EXECUTION = env("FIELDOPS_EXECUTION", "inprocess")
+# Demo users (known password) exist only in the embedded demo set-up.
+FIELDOPS_ALLOW_DEMO_USERS = env_bool("FIELDOPS_ALLOW_DEMO_USERS", True)
 FIELDOPS_LEASE_SECONDS = int(env("FIELDOPS_LEASE_SECONDS", "60"))
 # A run that should move but shows no owner and no change for this long is re-driven.
 FIELDOPS_STUCK_AFTER_SECONDS = float(env("FIELDOPS_STUCK_AFTER_SECONDS", "30"))
