@@ -267,15 +267,15 @@ def rejection_log() -> dict[str, Any]:
 # -- routing report ----------------------------------------------------------------------
 FUNNEL_LABELS = {
     "cases": "labelled cases",
-    "coverage": "coverage: an acceptable capability exists",
-    "exposure": "exposure: it is eligible in the phase",
-    "retrieval": "retrieval: it is in the top k",
-    "selection": "selection: an acceptable one was chosen",
+    "coverage": "coverage",
+    "exposure": "exposure",
+    "retrieval": "retrieval (top k)",
+    "selection": "selection",
 }
-BAR_WIDTH = 420
-BAR_HEIGHT = 26
-BAR_GAP = 10
-LABEL_WIDTH = 300
+BAR_WIDTH = 320
+BAR_HEIGHT = 24
+BAR_GAP = 8
+LABEL_WIDTH = 130
 
 
 def funnel_chart(funnel: list[dict[str, Any]]) -> dict[str, Any]:
