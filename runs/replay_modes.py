@@ -151,7 +151,11 @@ class _Candidate:
             if provider not in vocabularies.VOCABULARIES:
                 return InvalidProposal("adapter_unavailable", f"no {provider!r} adapter")
             return vocabularies.get(provider).parse(raw.get("raw", {}), self.kinds)
-        output = self.policy.decide(projection)
+        try:
+            output = self.policy.decide(projection)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            # A candidate that cannot read a recorded context is a finding, not a crash.
+            return InvalidProposal("candidate_error", f"{type(exc).__name__}: {exc}")
         if output.error:
             return parsing.provider_error(output.error)
         return vocabularies.get(self.vocabulary).parse(output.raw, self.kinds)

@@ -41,14 +41,7 @@ class Mixed:
     call: Call
 
 
-@dataclass(frozen=True)
-class Raw:
-    """Verbatim provider output (already in one vocabulary), for adapter tests."""
-
-    message: Mapping[str, Any]
-
-
-Step = Call | Final | Mixed | Raw
+Step = Call | Final | Mixed
 
 
 # -- reading the context projection ------------------------------------------------------
@@ -395,8 +388,6 @@ def render(step: Step, vocabulary: str, call_id: str) -> dict[str, Any]:
     """Render a scripted step in ``vocabulary`` (the provider's own output format)."""
     from runs.policies import vocabularies
 
-    if isinstance(step, Raw):
-        return dict(step.message)
     renderer = vocabularies.renderer(vocabulary)
     if isinstance(step, Call):
         return renderer.call(step.name, step.args, call_id)

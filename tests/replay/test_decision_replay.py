@@ -123,3 +123,19 @@ def test_the_command_shows_the_diff_and_keeps_audit_the_default(happy_path, caps
     assert "no divergence" in capsys.readouterr().out
     call_command("replay", str(run.pk))
     assert "audit replay of" in capsys.readouterr().out
+
+
+def test_a_candidate_that_cannot_read_a_recorded_context_is_reported(world, monkeypatch):
+    from runs.policies import double
+
+    run = make_run("reservation")
+
+    def broken(ctx):
+        return double.Call("read_equipment", {"equipment_id": ctx["no-such-key"]})
+
+    monkeypatch.setitem(
+        double.SCENARIOS, "broken", double.Scenario("broken", "reads a missing key", broken)
+    )
+    replay = decision_replay(run, "broken")
+    assert {r.candidate_class for r in replay.rows} == {"candidate_error"}
+    assert replay.first_divergence == 1
