@@ -149,6 +149,7 @@ def _decision(
 class ImportResult:
     created: list[CapabilityVersion] = field(default_factory=list)
     unchanged: list[CapabilityVersion] = field(default_factory=list)
+    paused: list[CapabilityVersion] = field(default_factory=list)
 
 
 def candidate_import(*, text: str, server: str, user: Any, source: str = "") -> ImportResult:
@@ -213,7 +214,37 @@ def candidate_import(*, text: str, server: str, user: Any, source: str = "") -> 
                 details={"server": server, "digest": tool.digest, "source": notes["source"]},
             )
             result.created.append(row)
+            result.paused.extend(_pause_mappings(row, user))
     return result
+
+
+def _pause_mappings(new: CapabilityVersion, user: Any) -> list[CapabilityVersion]:
+    """A changed remote definition pauses the admitted mapping of the old one.
+
+    The old candidate is deprecated (it serves no new run and no new mapping) until the
+    new definition has been reviewed on its own; it never inherits the old admission.
+    """
+    paused = []
+    for old in CapabilityVersion.objects.select_for_update().filter(
+        capability_id=new.capability_id,
+        source=Source.DISCOVERED,
+        server=new.server,
+        lifecycle=Lifecycle.ADMITTED,
+    ):
+        old.lifecycle = Lifecycle.DEPRECATED
+        old.save(update_fields=["lifecycle"])
+        _decision(
+            old,
+            action="deprecate",
+            from_state=Lifecycle.ADMITTED,
+            to_state=Lifecycle.DEPRECATED,
+            user=user,
+            reason=f"The server changed the definition (new candidate {new.ref}): this "
+            "mapping is paused until the new definition is reviewed on its own.",
+            details={"superseded_by": new.ref},
+        )
+        paused.append(old)
+    return paused
 
 
 # -- lifecycle ---------------------------------------------------------------------------

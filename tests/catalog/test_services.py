@@ -284,12 +284,17 @@ def test_a_changed_definition_under_the_same_name_is_a_new_candidate(
     (first,) = imported(catalog_admin, tool("search_manual")).created
     admit(first, catalog_reviewer, local_ref="search_manual@1.1.0")
     changed = tool("search_manual", description="Search manuals, now with web results.")
-    (second,) = imported(catalog_admin, changed).created
+    result = imported(catalog_admin, changed)
+    (second,) = result.created
     assert second.pk != first.pk
     assert second.lifecycle == Lifecycle.DISCOVERED  # never an upgrade
+    assert second.local_contract_ref == ""
     assert second.discovery["earlier_definitions"] == [first.ref]
+    # The changed remote schema pauses the old mapping; the old definition is untouched.
     first.refresh_from_db()
-    assert first.lifecycle == Lifecycle.ADMITTED
+    assert result.paused == [first]
+    assert first.lifecycle == Lifecycle.DEPRECATED
+    assert first.decisions.get(action="deprecate").details == {"superseded_by": second.ref}
     assert first.definition["description"] == "search_manual (remote)"
 
 

@@ -204,6 +204,20 @@ def test_hostile_imports_answer_400_and_store_nothing(catalog_admin):
     assert CapabilityVersion.objects.count() == rows
 
 
+def test_an_oversized_import_body_is_refused_without_a_server_error(catalog_admin):
+    huge = "x" * (3 * 1024 * 1024)
+    response = client_for(catalog_admin).post(
+        reverse("catalog-import"), {"server": "mcp://x", "tool_list": huge}
+    )
+    assert response.status_code == 400
+    upload = SimpleUploadedFile("big.json", b" " * (300 * 1024), "application/json")
+    response = client_for(catalog_admin).post(
+        reverse("catalog-import"), {"server": "mcp://x", "file": upload}
+    )
+    assert response.status_code == 400
+    assert "limit" in response.content.decode()
+
+
 def test_import_from_an_uploaded_file(catalog_admin):
     upload = SimpleUploadedFile(
         "tools.json", tool_list(tool("lookup_stock")).encode(), "application/json"
