@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from access.demo import DEMO_USERS
@@ -25,8 +25,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         if not options["no_users"] and not settings.FIELDOPS_ALLOW_DEMO_USERS:
-            raise CommandError("demo users (with a published password) are disabled in these "
-                               "settings; use --no-users")
+            raise CommandError(
+                "demo users (with a published password) are disabled in these "
+                "settings; use --no-users"
+            )
         names = [name for name, _, _ in DEMO_USERS]
         first_time = not get_user_model().objects.filter(username__in=names).exists()
         report = seed(demo_users=not options["no_users"])
