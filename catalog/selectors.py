@@ -100,7 +100,7 @@ def contract_view(row: CapabilityVersion) -> dict[str, Any]:
         data["model_projection"] = pretty(model_projection(code))
         data["enforcement_projection"] = pretty(enforcement_projection(code))
         data["parity"] = projection_parity(code)
-    if row.lifecycle in (Lifecycle.ADMITTED, Lifecycle.DEPRECATED):
+    if row.lifecycle in (Lifecycle.ADMITTED, Lifecycle.DEPRECATED, Lifecycle.RETIRED):
         from catalog.services import retirement_inventory
 
         data["inventory"] = retirement_inventory(row)

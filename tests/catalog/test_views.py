@@ -287,6 +287,9 @@ def test_retire_and_an_illegal_step_through_the_console(catalog_admin):
     assert c.post(url, {"action": "retire", "reason": "replaced"}).status_code == 302
     target.refresh_from_db()
     assert target.lifecycle == "RETIRED"
+    page = c.get(reverse("catalog-contract", args=["read_equipment", "1.0.0"])).content.decode()
+    assert "Runs under this version" in page and "unknown effect(s)" in page
+    assert "RETIRED is final" in page
     again = c.post(url, {"action": "retire", "reason": "twice"})
     assert again.status_code == 409
     assert "lifecycle_final" in again.content.decode()
