@@ -19,6 +19,8 @@ from fieldops import clock
 
 CI = os.environ.get("CI") == "true"
 
+pytest_plugins = ["tests.browser_support"]
+
 
 def require_service(name: str, reachable: bool, why: str) -> None:
     if reachable:

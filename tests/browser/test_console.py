@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 from approvals.models import Decision, DecisionRefusal
 from runs import faultlab
 from runs.models import Event, Run
-from tests.browser.conftest import login, screenshot
+from tests.browser_support import login, screenshot
 from tests.console.conftest import checkpoint_of
 from tests.helpers import make_run
 

@@ -4,9 +4,7 @@ untrusted hints and rejects one; a second admin admits another with an admission
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,21 +12,8 @@ import pytest
 
 from catalog.models import CapabilityVersion, LifecycleDecision
 
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 TOOL_LIST = {
@@ -54,19 +39,6 @@ TOOL_LIST = {
 }
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    from tests.conftest import require_service
-
-    require_service("Chromium", os.path.exists(CHROMIUM), f"{CHROMIUM} is not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield browser
-        browser.close()
-
-
 def signed_in(chromium: Any, base: str, username: str) -> Any:
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(15_000)
@@ -85,12 +57,12 @@ def shot(page: Any, name: str) -> None:
 
 
 def test_import_reject_one_and_admit_another_with_an_admission_record(
-    live_server: Any, chromium: Any, catalog_admin: Any, catalog_reviewer: Any
+    live_server: Any, browser: Any, catalog_admin: Any, catalog_reviewer: Any
 ) -> None:
     from playwright.sync_api import expect
 
     base = live_server.url
-    admin = signed_in(chromium, base, "catalog-admin")
+    admin = signed_in(browser, base, "catalog-admin")
     admin.get_by_role("link", name="Catalog", exact=True).click()
     expect(admin.get_by_role("heading", name="Capability catalog")).to_be_visible()
     admin.get_by_role("link", name="Import a tool list").click()
@@ -121,7 +93,7 @@ def test_import_reject_one_and_admit_another_with_an_admission_record(
     admin.goto(f"{base}/catalog/candidates/{candidate.pk}/")
     expect(admin.get_by_text("two-person rule")).to_be_visible()
 
-    reviewer = signed_in(chromium, base, "catalog-reviewer")
+    reviewer = signed_in(browser, base, "catalog-reviewer")
     reviewer.goto(f"{base}/catalog/?source=discovered")
     reviewer.locator("#catalog-table").get_by_role("link", name="search_manual").click()
     expect(reviewer.locator('tr[data-hint="readOnlyHint"]')).to_contain_text("true (unverified)")
@@ -170,12 +142,12 @@ def test_import_reject_one_and_admit_another_with_an_admission_record(
 
 
 def test_the_routing_report_and_the_version_diff_in_a_browser(
-    live_server: Any, chromium: Any, approver: Any
+    live_server: Any, browser: Any, approver: Any
 ) -> None:
     from playwright.sync_api import expect
 
     base = live_server.url
-    page = signed_in(chromium, base, "approver")
+    page = signed_in(browser, base, "approver")
     page.goto(f"{base}/catalog/routing/")
     expect(page.locator("svg.funnel")).to_have_count(4)
     expect(page.locator("#routing-report")).to_contain_text("Comparison at k=3")
