@@ -14,6 +14,21 @@ from runs.domain.states import State
 
 STATE_CHOICES = [(s.value, s.value) for s in State]
 
+# Reason codes the incident runbooks look up across runs; a partial index keeps those
+# lookups fast at millions of events without indexing every ordinary event.
+INCIDENT_REASONS = (
+    "MALFORMED_RESULT",
+    "STALE",
+    "CONFLICT",
+    "evidence_stale",
+    "repeated_denial",
+    "retry_budget_exhausted",
+    "scope_denied",
+    "ledger_unavailable",
+    "same_key_different_intent",
+    "TIMEOUT_AMBIGUOUS",
+)
+
 
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -124,6 +139,13 @@ class Event(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "sequence"], name="event_run_sequence"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["reason_code", "-id"],
+                name="event_incident_reason",
+                condition=models.Q(reason_code__in=INCIDENT_REASONS),
+            ),
         ]
 
     def __str__(self) -> str:
