@@ -31,6 +31,8 @@ def database_from_url(url: str) -> dict[str, object]:
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
         path = unquote(parsed.path[1:] if parsed.path.startswith("//") else parsed.path)
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": path or str(VAR_DIR / "db.sqlite3"),
