@@ -7,14 +7,26 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from runs import runner, services
-from runs.policies.double import SCENARIOS
+from runs.policies import scenario_names
 
 
 class Command(BaseCommand):
-    help = "Create a run for a policy-double scenario, advance it, print the run id."
+    help = "Create a run for a scenario, advance it to its first wait or end, print its id."
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
-        parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+        parser.add_argument(
+            "--scenario",
+            required=True,
+            choices=scenario_names(),
+            help="a policy-double scenario, or 'model' for the configured "
+            "OpenAI-compatible endpoint",
+        )
+        parser.add_argument(
+            "--vocabulary",
+            default="openai",
+            choices=["openai", "anthropic"],
+            help="the provider vocabulary the policy speaks",
+        )
         parser.add_argument("--tenant", default="north")
         parser.add_argument("--principal", default="user:operator")
         parser.add_argument("--equipment", default="EQ-17")
@@ -45,6 +57,7 @@ class Command(BaseCommand):
                 location_id=options["location"],
                 fault_plan=plan,
                 namespace=options["namespace"],
+                vocabulary=options["vocabulary"],
                 start=False,
             )
         except services.RunInputError as exc:
