@@ -30,6 +30,8 @@ from runs.domain.states import Actor, EventType
 from runs.models import Correlation, EffectAttempt, Event, Evidence, Run
 from runs.setup import FAULTLAB_NAMESPACE
 
+# Every fixture runs in this tenant (its faultlab namespace): only its operators run them.
+TENANT = "north"
 REQUESTER = "faultlab-operator"
 APPROVER = "faultlab-approver"
 
@@ -83,7 +85,7 @@ class Lab:
     ) -> Run:
         run = services.run_create(
             scenario=scenario,
-            tenant="north",
+            tenant=TENANT,
             principal_ref=f"user:{REQUESTER}",
             requested_by=self.requester,
             fault_plan=list(faults),

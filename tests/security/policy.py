@@ -1,0 +1,315 @@
+"""The authorization policy of every route, kept in the tests (one row per URL name).
+
+Each row says which methods the route serves, who may use each method, which objects its
+URL carries, and a *valid* request body: the matrix sends the wrong principals exactly
+the request the right principal would send, so a refusal can only come from the access
+rules. ``tests/security/test_authorization.py`` fails when a route has no row here, so a
+new route cannot slip in unreviewed.
+
+Principals (``tests.security.world.PRINCIPALS``): anonymous, approver, operator, catalog
+admin (tenant north) and an outsider of tenant south who holds every role. North runs are
+requested by ``operator``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runs import faultlab
+from tests.security.world import World
+
+APPROVER, OPERATOR, CATALOG_ADMIN = "approver", "operator", "catalog-admin"
+FAULTLAB_TENANT = faultlab.TENANT  # its fixtures create runs of this tenant
+
+
+@dataclass(frozen=True)
+class Obj:
+    """One object a route's URL (or body) names."""
+
+    label: str
+    kind: str  # run | evidence | approval | clarification | version | contract | runbook | ...
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    tenant: str | None = None  # None: not tenant-owned (catalog, runbooks, pages)
+    requester: str = ""  # the principal who requested the run (checkpoints)
+
+
+NONE = Obj("-", "none")
+
+# -- who may ---------------------------------------------------------------------------
+Access = Callable[[World, str, Obj], bool]
+
+
+def signed_in(world: World, principal: str, obj: Obj) -> bool:
+    return principal != "anonymous"
+
+
+def roles(*wanted: str) -> Access:
+    def check(world: World, principal: str, obj: Obj) -> bool:
+        return bool(world.roles_of(principal) & set(wanted))
+
+    check.__name__ = " or ".join(wanted)
+    return check
+
+
+def approver_or_clarification_requester(world: World, principal: str, obj: Obj) -> bool:
+    if APPROVER in world.roles_of(principal):
+        return True
+    return obj.kind == "clarification" and principal == obj.requester
+
+
+def approver_of_approvals(world: World, principal: str, obj: Obj) -> bool:
+    return obj.kind == "approval" and APPROVER in world.roles_of(principal)
+
+
+def requester_of_clarifications(world: World, principal: str, obj: Obj) -> bool:
+    return obj.kind == "clarification" and principal == obj.requester
+
+
+def faultlab_operator(world: World, principal: str, obj: Obj) -> bool:
+    return OPERATOR in world.roles_of(principal) and world.tenant_of(principal) == FAULTLAB_TENANT
+
+
+PUBLIC = "public"  # no sign-in needed (health, login, logout)
+SIGNED = "signed"  # HMAC-signed machine endpoint: a session authenticates nothing
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A request shape: a plain page, or an HTMX partial (its headers and query)."""
+
+    name: str = "page"
+    query: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+PAGE = Variant()
+
+
+def htmx(target: str = "", **query: str) -> Variant:
+    headers = {"HTTP_HX_REQUEST": "true"}
+    if target:
+        headers["HTTP_HX_TARGET"] = target
+    return Variant(f"htmx:{target or 'request'}", query, headers)
+
+
+Body = Callable[[World, str, Obj], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    may: Mapping[str, Access | str]  # method -> who may (a check, PUBLIC or SIGNED)
+    objects: str = ""  # which objects the URL carries (see ``objects_for``)
+    body: Body | None = None  # a valid body for the unsafe methods
+    variants: tuple[Variant, ...] = (PAGE,)
+    # Status a signed-in principal gets where ``may`` says no, per object kind (default 403).
+    # 400: the object cannot take this action at all, whoever asks (nothing is recorded).
+    denied: Mapping[str, int] = field(default_factory=dict)
+    fresh_client: bool = False  # the route changes the session itself (login, logout)
+    unserved: frozenset[int] = frozenset()  # statuses of unserved methods, if not 405
+
+
+def _start_body(world: World, principal: str, obj: Obj) -> dict[str, Any]:
+    south = world.tenant_of(principal) == "south"
+    return {
+        "scenario": "reservation",
+        "equipment_id": "EQ-31" if south else "EQ-17",
+        "location_id": "LOC-S1" if south else "LOC-N1",
+    }
+
+
+def _bulk_body(world: World, principal: str, obj: Obj) -> dict[str, Any]:
+    return {"run": [world.runs["waiting"], world.runs["south_waiting"]], "reason": "matrix"}
+
+
+def _decide_body(world: World, principal: str, obj: Obj) -> dict[str, Any]:
+    from approvals.models import Checkpoint
+
+    checkpoint = Checkpoint.objects.get(pk=obj.kwargs["checkpoint_id"])
+    return {"verdict": "approve", "seen_hash": checkpoint.proposal_hash, "reason": "matrix"}
+
+
+def _gate_body(world: World, principal: str, obj: Obj) -> dict[str, Any]:
+    return {"capability_id": "reserve_part", "version": "1.0.0", "open": "0", "reason": "matrix"}
+
+
+def _admit_body(world: World, principal: str, obj: Obj) -> dict[str, Any]:
+    return {
+        "task_transition": "NEED_PART -> HAVE_PART_EVIDENCE",
+        "alternatives": "human lookup",
+        "decision": "ADMIT_BOUNDED",
+        "expiry": "on contract change",
+        "reason": "matrix",
+        "local_ref": "check_inventory@1.0.0",
+    }
+
+
+def _const(data: dict[str, Any]) -> Body:
+    return lambda world, principal, obj: dict(data)
+
+
+POLICY: Mapping[str, Rule] = {
+    # -- machine endpoints and sign-in -------------------------------------------------
+    "api-callback": Rule({"POST": SIGNED}, body=_const({"delivery_id": "matrix"})),
+    "health": Rule({"GET": PUBLIC}),
+    "login": Rule(
+        # Django's LoginView treats PUT as POST, and redirects a signed-in user before it
+        # looks at the method (so DELETE is 405 or that redirect).
+        {"GET": PUBLIC, "POST": PUBLIC, "PUT": PUBLIC},
+        body=_const({"username": "approver", "password": "wrong"}),
+        fresh_client=True,
+        unserved=frozenset({302, 405}),
+    ),
+    "logout": Rule({"POST": PUBLIC}, body=_const({}), fresh_client=True),
+    # -- runs --------------------------------------------------------------------------
+    "runs-list": Rule(
+        {"GET": signed_in}, variants=(PAGE, htmx("run-table", state="WAITING_HUMAN"))
+    ),
+    "runs-start": Rule({"POST": roles(OPERATOR)}, body=_start_body),
+    "runs-bulk-cancel": Rule({"POST": roles(OPERATOR)}, body=_bulk_body),
+    "runs-detail": Rule(
+        {"GET": signed_in},
+        objects="run",
+        variants=(
+            PAGE,
+            htmx("run-live", partial="live", since="0"),
+            Variant("kind", {"kind": "effects"}),
+        ),
+    ),
+    "runs-cancel": Rule(
+        {"POST": roles(OPERATOR)}, objects="run", body=_const({"reason": "matrix"})
+    ),
+    "runs-follow-up": Rule({"POST": roles(OPERATOR)}, objects="run", body=_const({})),
+    "runs-budget": Rule(
+        {"POST": roles(OPERATOR)},
+        objects="run",
+        body=_const({"budget": "turns", "limit": "40", "reason": "matrix"}),
+    ),
+    "runs-export": Rule({"GET": signed_in}, objects="run"),
+    "runs-evidence": Rule({"GET": signed_in}, objects="evidence"),
+    "runs-replay-audit": Rule({"GET": signed_in}, objects="run"),
+    "runs-replay-decision": Rule(
+        {"GET": signed_in},
+        objects="run",
+        variants=(PAGE, Variant("candidate", {"candidate": "abstain"})),
+    ),
+    "runs-replay-simulation": Rule(
+        {"GET": signed_in, "POST": roles(OPERATOR)},
+        objects="run",
+        body=_const({"scenario": "abstain"}),
+    ),
+    # -- operations --------------------------------------------------------------------
+    "recovery": Rule({"GET": roles(OPERATOR)}, variants=(PAGE, Variant("lookup", {"q": "k"}))),
+    "recovery-reconcile": Rule(
+        {"POST": roles(OPERATOR)},
+        objects="attempt",
+        body=lambda world, principal, obj: {"attempt_id": obj.kwargs["attempt_id"]},
+    ),
+    "runbooks": Rule({"GET": roles(OPERATOR)}),
+    "runbooks-detail": Rule({"GET": roles(OPERATOR)}, objects="runbook"),
+    "runbooks-gate": Rule({"POST": roles(OPERATOR)}, objects="runbook", body=_gate_body),
+    "faultlab": Rule({"GET": roles(OPERATOR)}),
+    "faultlab-run": Rule(
+        {"POST": faultlab_operator},  # its runs are tenant north's: north operators only
+        body=_const({"fixture": "duplicate_event", "chain": "1"}),
+        variants=(PAGE, htmx("fx-duplicate_event")),
+    ),
+    "review-packet": Rule({"GET": signed_in}),
+    # -- approvals ---------------------------------------------------------------------
+    "approvals-queue": Rule({"GET": roles(APPROVER)}),
+    "approvals-history": Rule({"GET": roles(APPROVER)}),
+    "approvals-detail": Rule({"GET": approver_or_clarification_requester}, objects="checkpoint"),
+    "approvals-decide": Rule(
+        {"POST": approver_of_approvals},
+        objects="checkpoint",
+        body=_decide_body,
+        denied={"clarification": 400},  # not_an_approval: a question is answered, not approved
+    ),
+    "approvals-answer": Rule(
+        {"POST": requester_of_clarifications},
+        objects="checkpoint",
+        body=_const({"answer": "LOC-N1"}),
+        denied={"approval": 400},  # not_an_approval: an approval is decided, not answered
+    ),
+    # -- catalog (shared by every tenant; its roles are deployment-wide) -----------------
+    "catalog-index": Rule(
+        {"GET": signed_in}, variants=(PAGE, htmx("catalog-table", lifecycle="ADMITTED"))
+    ),
+    "catalog-import": Rule(
+        {"GET": signed_in, "POST": roles(CATALOG_ADMIN)},
+        body=lambda world, principal, obj: {
+            "server": "mcp.matrix.test",
+            "tool_list": '{"tools": [{"name": "matrix_tool", "inputSchema": {"type": "object"}}]}',
+        },
+    ),
+    "catalog-diff": Rule(
+        {"GET": signed_in},
+        variants=(PAGE, Variant("pair", {"a": "reserve_part@1.0.0", "b": "search_manual@1.1.0"})),
+    ),
+    "catalog-rejections": Rule({"GET": signed_in}),
+    "catalog-routing": Rule({"GET": signed_in}, variants=(PAGE, htmx("routing-report", k="2"))),
+    "catalog-candidate": Rule({"GET": signed_in}, objects="version"),
+    "catalog-admit": Rule({"POST": roles(CATALOG_ADMIN)}, objects="version", body=_admit_body),
+    "catalog-decide": Rule(
+        {"POST": roles(CATALOG_ADMIN)},
+        objects="version",
+        body=_const({"action": "defer", "reason": "matrix"}),
+    ),
+    "catalog-gate": Rule(
+        {"POST": roles(CATALOG_ADMIN, OPERATOR)},
+        objects="version",
+        body=_const({"open": "0", "reason": "matrix"}),
+    ),
+    "catalog-contract": Rule({"GET": signed_in}, objects="contract"),
+}
+
+
+def objects_for(world: World, kind: str) -> list[Obj]:
+    """The objects a route's URL carries: north objects, and south ones where tenant-owned."""
+    if not kind:
+        return [NONE]
+    if kind == "run":
+        return [
+            Obj(label, "run", {"run_id": world.runs[label]}, tenant)
+            for label, tenant in (
+                ("waiting", "north"),
+                ("completed", "north"),
+                ("south_waiting", "south"),
+            )
+        ]
+    if kind == "evidence":
+        return [
+            Obj(label, "evidence", {"run_id": run_id, "evidence_id": ev}, tenant)
+            for label, tenant in (("completed", "north"), ("south_waiting", "south"))
+            for run_id, ev in [world.evidence[label]]
+        ]
+    if kind == "checkpoint":
+        return [
+            Obj(label, kind_, {"checkpoint_id": world.checkpoints[label]}, tenant, requester)
+            for label, kind_, tenant, requester in (
+                ("approval", "approval", "north", "operator"),
+                ("clarification", "clarification", "north", "operator"),
+                ("south_approval", "approval", "south", "operator_south"),
+            )
+        ]
+    if kind == "attempt":
+        return [Obj("unresolved", "attempt", {"attempt_id": world.attempts["unresolved"]}, "north")]
+    if kind == "version":
+        return [
+            Obj(label, "version", {"version_id": world.versions[label]})
+            for label in ("effect", "imported", "reviewed_candidate")
+        ]
+    if kind == "contract":
+        return [
+            Obj(ref, "contract", {"capability_id": ref.split("@")[0], "version": ref.split("@")[1]})
+            for ref in ("reserve_part@1.0.0", "read_equipment@1.0.0")
+        ]
+    if kind == "runbook":
+        return [Obj("ledger-outage", "runbook", {"slug": "ledger-outage"})]
+    raise ValueError(f"no objects for kind {kind!r}")
+
+
+def url_kwargs(obj: Obj) -> dict[str, Any]:
+    """The URL kwargs of ``obj`` (objects named in the body carry none)."""
+    return {} if obj.kind == "attempt" else dict(obj.kwargs)

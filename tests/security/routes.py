@@ -1,0 +1,61 @@
+"""Every route of the console, enumerated from the URL resolver (fieldops/urls.py and every
+module it includes), and a request helper shared by the matrix, CSRF and crawl tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    pattern: str  # the full pattern, for messages
+    module: str  # the urls module it was declared in
+
+
+def enumerate_routes() -> list[Route]:
+    """Every URL pattern reachable from ROOT_URLCONF, with its full pattern and module."""
+    found: list[Route] = []
+
+    def walk(patterns: Any, prefix: str, module: str) -> None:
+        for entry in patterns:
+            if isinstance(entry, URLResolver):
+                included = getattr(entry.urlconf_module, "__name__", str(entry.urlconf_name))
+                walk(entry.url_patterns, prefix + str(entry.pattern), included)
+            elif isinstance(entry, URLPattern):
+                found.append(Route(entry.name or "", prefix + str(entry.pattern), module))
+
+    resolver = get_resolver()
+    walk(resolver.url_patterns, "", str(resolver.urlconf_name))
+    return found
+
+
+def send(
+    client: Client,
+    method: str,
+    name: str,
+    kwargs: dict[str, Any],
+    *,
+    query: dict[str, str] | None = None,
+    data: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """Send one request; an uncaught exception in the view comes back as a 500."""
+    url = reverse(name, kwargs=kwargs or None)
+    extra = dict(headers or {})
+    call = getattr(client, method.lower())
+    if method == "GET":
+        return call(url, query or {}, **extra)
+    if query:
+        url += "?" + "&".join(f"{k}={v}" for k, v in query.items())
+    if method == "POST":
+        return call(url, data or {}, **extra)
+    return call(url, **extra)
+
+
+def is_login_redirect(response: Any) -> bool:
+    return response.status_code == 302 and response["Location"].startswith(reverse("login"))
