@@ -13,6 +13,7 @@ from uuid import UUID
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -33,6 +34,7 @@ from runs.domain.states import STATE_MACHINE_VERSION, State
 from runs.domain.transitions import STATE_INFO, TRANSITION_LIST
 from runs.domain.validation import STEPS
 from runs.faultlab import BY_NAME, FIXTURES
+from runs.faultlab import TENANT as FAULTLAB_TENANT
 from runs.models import EffectAttempt
 from runs.policies.double import SCENARIOS
 from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS
@@ -390,6 +392,9 @@ def faultlab_run(request: HttpRequest) -> HttpResponse:
     page fills in fixture by fixture.
     """
     require_role(request.user, OPERATOR)
+    if tenant_of(request.user) != FAULTLAB_TENANT:
+        # Fixtures create runs of the fault lab's tenant: another tenant's operator may not.
+        raise PermissionDenied(f"runs fixtures as tenant {FAULTLAB_TENANT}, not yours")
     name = request.POST.get("fixture", "")
     by_ref = principal_ref_of(request.user)
     if name == "all" and not getattr(request, "htmx", False):
