@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from approvals.models import Checkpoint
 from fieldops import clock
@@ -133,6 +133,7 @@ def append(
     event_id: str | None = None,
     within: Within | None = None,
     follow_up: bool = False,
+    run: Run | None = None,
 ) -> Result:
     """Append one event to a run under compare-and-set; see the module docstring.
 
@@ -140,100 +141,247 @@ def append(
     approvers, operators and the clock). ``within`` runs inside the same transaction after
     the event is stored (checkpoints, dispatch records, ...). ``follow_up`` enqueues the run
     for advancement through the outbox, committed with the event.
+
+    ``run`` is the caller's copy of the run row, read at ``expected_revision``: the
+    authority decides from it instead of reading the row again. The compare-and-set on
+    revision and epoch proves the copy was current; when it fails, the authority re-reads
+    the row and decides again, exactly as without ``run``. An applied event brings the
+    caller's row up to date in place.
     """
     if event_id is not None:
         prior = _prior_result(event_id, run_id, type, reason_code, refs, payload)
         if prior is not None:
             return prior
-    event_id = event_id or str(uuid.uuid4())
-    _check_request(type, actor, counters_delta, payload)
-    with transaction.atomic():
-        run = Run.objects.get(pk=run_id)
-        snapshot = snapshot_of(run)
-        if expected_epoch is not None and run.owner_epoch != expected_epoch:
-            control = _control(
-                run,
-                snapshot,
-                EventType.STALE_OWNER_REJECTED,
-                Actor.HARNESS,
-                "stale_owner",
-                payload={
-                    "attempted": str(type),
-                    "attempted_epoch": expected_epoch,
-                    "current_epoch": run.owner_epoch,
-                    "refs": dict(refs or {}),
-                },
-            )
-            return Result(False, snapshot_of(run), refusal="stale_owner", control=control)
-        if run.revision != expected_revision:
-            return Result(False, snapshot, refusal="revision_conflict")
-        refusal = _refusal(run, type, actor, refs, counters_delta)
-        if refusal is not None:
-            control_type, reason = refusal
-            control = _control(
-                run,
-                snapshot,
-                control_type,
-                Actor.HARNESS,
-                reason,
-                payload={
-                    "attempted": str(type),
-                    "attempted_reason": reason_code,
-                    "refs": dict(refs or {}),
-                    "detail": dict(payload or {}),
-                },
-            )
-            return Result(False, snapshot_of(run), refusal=reason, control=control)
-        size_reason = _history_refusal(run, type, payload)
-        if size_reason is not None:
-            type, actor, reason_code, refs, payload = (
-                EventType.RUN_FAILED,
-                Actor.HARNESS,
-                size_reason,
-                {},
-                {"refused": str(type)},
-            )
-            counters_delta, within = None, None
-        target = run.state if type in CONTROL_EVENTS else edge(run.state, type).target  # type: ignore[union-attr]
-        event = build_event(
-            snapshot,
-            event_id=event_id,
-            type=type,
-            actor=actor,
-            next_state=State(target),
-            occurred_at=clock.iso(clock.now()),
-            counters_delta=counters_delta,
-            elapsed_ms=elapsed_ms(run),
-            reason_code=reason_code,
-            refs=refs,
-            payload=payload,
-        )
-        invariants.assert_invariants(snapshot, event)
-        try:
-            with transaction.atomic():
-                _store(run, snapshot, event, expected_revision)
-        except _LostRace:
-            return Result(False, snapshot, refusal="revision_conflict")
-        if event.next_state is not snapshot.state and is_terminal(event.next_state):
-            _close_run(run, event)
-        if within is not None:
-            within(run, event)
-        if follow_up:
-            Outbox.objects.create(run=run, kind="advance", created_at=clock.now())
-            transaction.on_commit(lambda: _kick(run_id))
-    log.info(
-        "%s",
-        event.type,
-        extra={
-            "run_id": run_id,
-            "attempt": event.attempt,
-            "owner_epoch": event.owner_epoch,
-            "sequence": event.sequence,
-            "event_type": str(event.type),
-            "reason_code": event.reason_code,
-            "state": str(event.next_state),
-        },
+    ask = _Ask(
+        run_id=run_id,
+        expected_revision=expected_revision,
+        expected_epoch=expected_epoch,
+        type=type,
+        actor=actor,
+        reason_code=reason_code,
+        refs=refs,
+        payload=payload,
+        counters_delta=counters_delta,
+        event_id=event_id or str(uuid.uuid4()),
+        within=within,
+        follow_up=follow_up,
     )
+    _check_request(type, actor, counters_delta, payload)
+    result: Result | None = None
+    if run is not None and run.revision == expected_revision and str(run.pk) == str(run_id):
+        result = _decide_from_copy(ask, run)
+    if result is None:
+        result = _decide_from_row(ask)
+    if result.applied and result.event is not None:
+        event = result.event
+        log.info(
+            "%s",
+            event.type,
+            extra={
+                "run_id": run_id,
+                "attempt": event.attempt,
+                "owner_epoch": event.owner_epoch,
+                "sequence": event.sequence,
+                "event_type": str(event.type),
+                "reason_code": event.reason_code,
+                "state": str(event.next_state),
+            },
+        )
+    return result
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """One append request, as the caller made it."""
+
+    run_id: str
+    expected_revision: int
+    expected_epoch: int | None
+    type: EventType
+    actor: Actor
+    reason_code: str
+    refs: Mapping[str, str] | None
+    payload: Mapping[str, Any] | None
+    counters_delta: Mapping[str, int] | None
+    event_id: str
+    within: Within | None
+    follow_up: bool
+
+
+@dataclass(frozen=True)
+class _Write:
+    """What the authority decided to store: the requested event, or a control event."""
+
+    event: EventRecord
+    applied: bool
+    refusal: str = ""
+    within: Within | None = None
+    follow_up: bool = False
+
+    def closes_run(self, snapshot: RunSnapshot) -> bool:
+        return self.event.next_state is not snapshot.state and is_terminal(self.event.next_state)
+
+
+class _LostRace(Exception):
+    """A compare-and-set matched no row (or the event collided): nothing was stored."""
+
+
+def _decide_from_row(ask: _Ask) -> Result:
+    """Read the row inside the transaction, decide, store; a lost race stores nothing."""
+    try:
+        with transaction.atomic():
+            run = Run.objects.get(pk=ask.run_id)
+            snapshot = snapshot_of(run)
+            decision = _decide(ask, run, snapshot)
+            if isinstance(decision, Result):
+                return decision
+            try:
+                return _write(run, snapshot, decision)
+            except _LostRace:
+                # Roll back this transaction (or savepoint): nothing was written in it.
+                raise _Lost(_lost_result(run, snapshot, decision)) from None
+    except _Lost as lost:
+        return lost.result
+
+
+class _Lost(Exception):
+    def __init__(self, result: Result) -> None:
+        self.result = result
+
+
+def _lost_result(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
+    if decision.applied:
+        return Result(False, snapshot, refusal="revision_conflict")
+    # A refusal whose control event lost the race: the refusal stands, unrecorded.
+    return Result(False, snapshot_of(run), refusal=decision.refusal, control=None)
+
+
+def _decide_from_copy(ask: _Ask, run: Run) -> Result | None:
+    """Decide from the caller's row; None when it proved out of date (re-read then).
+
+    Only decisions that store an event are taken here, because only the compare-and-set
+    of a stored event proves the copy was current. On PostgreSQL an event that needs
+    nothing else in its transaction is one statement in autocommit: one round trip.
+    """
+    snapshot = snapshot_of(run)
+    decision = _decide(ask, run, snapshot)
+    if isinstance(decision, Result):
+        return None
+    alone = (
+        connection.vendor == "postgresql"
+        and connection.get_autocommit()
+        and not connection.in_atomic_block
+        and decision.within is None
+        and not decision.follow_up
+        and not decision.closes_run(snapshot)
+    )
+    try:
+        if alone:
+            return _write(run, snapshot, decision)
+        with transaction.atomic():
+            return _write(run, snapshot, decision)
+    except _LostRace:
+        return None
+
+
+def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
+    """The authority's decision for ``ask`` on ``run`` as read: what to store, if anything."""
+    type, actor, reason_code = ask.type, ask.actor, ask.reason_code
+    refs, payload, counters_delta = ask.refs, ask.payload, ask.counters_delta
+    within, follow_up = ask.within, ask.follow_up
+    if ask.expected_epoch is not None and run.owner_epoch != ask.expected_epoch:
+        control = _control(
+            run,
+            snapshot,
+            EventType.STALE_OWNER_REJECTED,
+            Actor.HARNESS,
+            "stale_owner",
+            payload={
+                "attempted": str(type),
+                "attempted_epoch": ask.expected_epoch,
+                "current_epoch": run.owner_epoch,
+                "refs": dict(refs or {}),
+            },
+        )
+        if control is None:
+            return Result(False, snapshot, refusal="stale_owner", control=None)
+        return _Write(control, applied=False, refusal="stale_owner")
+    if run.revision != ask.expected_revision:
+        return Result(False, snapshot, refusal="revision_conflict")
+    refusal = _refusal(run, type, actor, refs, counters_delta)
+    if refusal is not None:
+        control_type, reason = refusal
+        control = _control(
+            run,
+            snapshot,
+            control_type,
+            Actor.HARNESS,
+            reason,
+            payload={
+                "attempted": str(type),
+                "attempted_reason": reason_code,
+                "refs": dict(refs or {}),
+                "detail": dict(payload or {}),
+            },
+        )
+        if control is None:
+            return Result(False, snapshot, refusal=reason, control=None)
+        return _Write(control, applied=False, refusal=reason)
+    size_reason = _history_refusal(run, type, payload)
+    if size_reason is not None:
+        type, actor, reason_code, refs, payload = (
+            EventType.RUN_FAILED,
+            Actor.HARNESS,
+            size_reason,
+            {},
+            {"refused": str(type)},
+        )
+        counters_delta, within = None, None
+    target = run.state if type in CONTROL_EVENTS else edge(run.state, type).target  # type: ignore[union-attr]
+    event = build_event(
+        snapshot,
+        event_id=ask.event_id,
+        type=type,
+        actor=actor,
+        next_state=State(target),
+        occurred_at=clock.iso(clock.now()),
+        counters_delta=counters_delta,
+        elapsed_ms=elapsed_ms(run),
+        reason_code=reason_code,
+        refs=refs,
+        payload=payload,
+    )
+    invariants.assert_invariants(snapshot, event)
+    return _Write(event, applied=True, within=within, follow_up=follow_up)
+
+
+def _write(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
+    """Store the decided event under compare-and-set and everything that goes with it.
+
+    Raise _LostRace when the compare-and-set fails; the caller rolls back.
+    """
+    event = decision.event
+    _store(run, snapshot, event, snapshot.revision)
+    if not decision.applied:
+        log.info(
+            "%s",
+            event.type,
+            extra={
+                "run_id": str(run.pk),
+                "sequence": event.sequence,
+                "event_type": str(event.type),
+                "reason_code": event.reason_code,
+            },
+        )
+        return Result(False, snapshot_of(run), refusal=decision.refusal, control=event)
+    if decision.closes_run(snapshot):
+        _close_run(run, event)
+    if decision.within is not None:
+        decision.within(run, event)
+    if decision.follow_up:
+        Outbox.objects.create(run=run, kind="advance", created_at=clock.now())
+        run_id = str(run.pk)
+        transaction.on_commit(lambda: _kick(run_id))
     return Result(True, snapshot_of(run), event=event)
 
 
@@ -406,7 +554,8 @@ def _control(
     reason: str,
     payload: Mapping[str, Any],
 ) -> EventRecord | None:
-    """Record a refusal at the run's current revision (inside the caller's transaction)."""
+    """The control event recording a refusal at the run's current revision (None when the
+    history is full: the refusal then stands unrecorded)."""
     if _history_refusal(run, type, payload) is not None or run.revision + 1 > (
         settings.FIELDOPS_HISTORY_MAX_EVENTS
     ):
@@ -424,36 +573,127 @@ def _control(
         payload=payload,
     )
     invariants.assert_invariants(snapshot, event)
-    try:
-        with transaction.atomic():
-            _store(run, snapshot, event, snapshot.revision)
-    except _LostRace:
-        return None
-    log.info(
-        "%s",
-        type,
-        extra={
-            "run_id": str(run.pk),
-            "sequence": event.sequence,
-            "event_type": str(type),
-            "reason_code": reason,
-        },
-    )
     return event
 
 
-class _LostRace(Exception):
-    pass
-
-
 def _store(run: Run, snapshot: RunSnapshot, event: EventRecord, expected_revision: int) -> None:
+    """Compare-and-set the run row from ``revision`` to the event's and insert the event.
+
+    Raise _LostRace when no row matched the expected revision and epoch, or the event
+    collided with a stored one (unique sequence or event id); the caller rolls back.
+    On PostgreSQL both writes are one statement (a data-modifying CTE): one round trip.
+    """
     from runs.domain.events import apply
 
     after = apply(snapshot, event)
     size = len(json.dumps(event.payload, default=str)) + len(json.dumps(event.refs)) + 600
-    updated = Run.objects.filter(
-        pk=run.pk, revision=expected_revision, owner_epoch=run.owner_epoch
-    ).update(
+    now = clock.now()
+    if connection.vendor == "postgresql":
+        stored = _store_postgresql(run, after, event, expected_revision, size, now)
+    else:
+        stored = _store_orm(run, after, event, expected_revision, size, now)
+    if not stored:
+        raise _LostRace()
+    for field in _ROW_FIELDS:
+        value = getattr(after, field if field != "budget_limits" else "limits")
+        setattr(run, field, value.value if isinstance(value, State) else value)
+    run.event_bytes += size
+    run.updated_at = now
+
+
+_ROW_FIELDS = (
+    "state",
+    "revision",
+    "counters",
+    "budget_limits",
+    "cancel_revision",
+    "last_hash",
+    "disposition",
+    "terminal_reason",
+    "waiting_checkpoint",
+    "waiting_correlation",
+    "current_proposal",
+    "pending_observation",
+)
+# The compare-and-set and the event insert as one statement: the INSERT selects from the
+# UPDATE's RETURNING, so it inserts nothing unless the CAS matched the row, and a unique
+# violation on the insert fails the whole statement (the UPDATE with it).
+_CAS_INSERT_SQL = """
+WITH cas AS (
+    UPDATE runs_run SET
+        state = %s, revision = %s, counters = %s::jsonb, budget_limits = %s::jsonb,
+        cancel_revision = %s, last_hash = %s, disposition = %s, terminal_reason = %s,
+        waiting_checkpoint = %s, waiting_correlation = %s, current_proposal = %s,
+        pending_observation = %s, event_bytes = %s, updated_at = %s
+    WHERE id = %s AND revision = %s AND owner_epoch = %s
+    RETURNING id
+)
+INSERT INTO runs_event (
+    event_id, run_id, sequence, attempt, owner_epoch, type, actor, prev_state, next_state,
+    contract_version, policy_version, component_set, budget, cancel_revision, reason_code,
+    refs, payload, occurred_at, schema_version, prev_hash, content_hash, hash
+)
+SELECT %s::uuid, cas.id, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s,
+    %s::jsonb, %s::jsonb, %s, %s, %s, %s, %s
+FROM cas
+"""
+
+
+def _store_postgresql(
+    run: Run, after: RunSnapshot, event: EventRecord, expected: int, size: int, now: Any
+) -> bool:
+    params: list[Any] = [
+        after.state.value,
+        after.revision,
+        json.dumps(dict(after.counters)),
+        json.dumps(dict(after.limits)),
+        after.cancel_revision,
+        after.last_hash,
+        after.disposition,
+        after.terminal_reason,
+        after.waiting_checkpoint,
+        after.waiting_correlation,
+        after.current_proposal,
+        after.pending_observation,
+        run.event_bytes + size,
+        now,
+        run.pk,
+        expected,
+        run.owner_epoch,
+        str(event.event_id),
+        event.sequence,
+        event.attempt,
+        event.owner_epoch,
+        event.type.value,
+        event.actor,
+        event.prev_state.value,
+        event.next_state.value,
+        event.contract_version,
+        event.policy_version,
+        event.component_set,
+        json.dumps(dict(event.budget)),
+        event.cancel_revision,
+        event.reason_code,
+        json.dumps(dict(event.refs)),
+        json.dumps(dict(event.payload)),
+        event.occurred_at,
+        event.schema_version,
+        event.prev_hash,
+        event.content_hash,
+        event.hash,
+    ]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(_CAS_INSERT_SQL, params)
+            return cursor.rowcount == 1
+    except IntegrityError:
+        return False
+
+
+def _store_orm(
+    run: Run, after: RunSnapshot, event: EventRecord, expected: int, size: int, now: Any
+) -> bool:
+    updated = Run.objects.filter(pk=run.pk, revision=expected, owner_epoch=run.owner_epoch).update(
         state=after.state.value,
         revision=after.revision,
         counters=dict(after.counters),
@@ -467,10 +707,10 @@ def _store(run: Run, snapshot: RunSnapshot, event: EventRecord, expected_revisio
         current_proposal=after.current_proposal,
         pending_observation=after.pending_observation,
         event_bytes=run.event_bytes + size,
-        updated_at=clock.now(),
+        updated_at=now,
     )
     if updated != 1:
-        raise _LostRace()
+        return False
     try:
         Event.objects.create(
             event_id=event.event_id,
@@ -496,25 +736,9 @@ def _store(run: Run, snapshot: RunSnapshot, event: EventRecord, expected_revisio
             content_hash=event.content_hash,
             hash=event.hash,
         )
-    except IntegrityError as exc:
-        raise _LostRace() from exc
-    for field in (
-        "state",
-        "revision",
-        "counters",
-        "budget_limits",
-        "cancel_revision",
-        "last_hash",
-        "disposition",
-        "terminal_reason",
-        "waiting_checkpoint",
-        "waiting_correlation",
-        "current_proposal",
-        "pending_observation",
-    ):
-        value = getattr(after, field if field != "budget_limits" else "limits")
-        setattr(run, field, value.value if isinstance(value, State) else value)
-    run.event_bytes += size
+    except IntegrityError:
+        return False
+    return True
 
 
 def record_of(row: Event) -> EventRecord:

@@ -113,6 +113,7 @@ def _append(
         type=type,
         actor=actor,
         reason_code=reason,
+        run=run,  # the row this step read: the authority's CAS proves it current
         **kw,
     )
 
