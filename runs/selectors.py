@@ -128,7 +128,11 @@ def run_list_for_tenant(
     position = decode_cursor(cursor) if cursor else None
     if position is not None:
         created, run_id = position
-        qs = qs.filter(Q(created_at__lt=created) | Q(created_at=created, pk__lt=run_id))
+        # The redundant ``created_at <= created`` bound is what the index range starts
+        # from; without it PostgreSQL walks (and filters) every row before the cursor.
+        qs = qs.filter(created_at__lte=created).filter(
+            Q(created_at__lt=created) | Q(created_at=created, pk__lt=run_id)
+        )
     rows = list(
         qs.order_by("-created_at", "-id").only(
             "id",
