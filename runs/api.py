@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import time
 from typing import Any
 
@@ -61,6 +62,8 @@ def _authenticated(request: HttpRequest, body: bytes) -> JsonResponse | None:
         sent = float(timestamp)
     except ValueError:
         return _error(401, "bad_timestamp", "timestamp must be Unix seconds")
+    if not math.isfinite(sent):  # "nan" would pass every window comparison
+        return _error(401, "bad_timestamp", "timestamp must be Unix seconds")
     if abs(time.time() - sent) > settings.FIELDOPS_CALLBACK_MAX_SKEW_SECONDS:
         return _error(401, "stale_signature", "timestamp outside the accepted window")
     if not hmac.compare_digest(signature, sign(body, timestamp)):
@@ -68,9 +71,38 @@ def _authenticated(request: HttpRequest, body: bytes) -> JsonResponse | None:
     return None
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unstorable(data: Any) -> str:
+    """Why ``data`` cannot be stored (NUL, unpaired surrogate, non-finite number), or ""."""
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return "strings must not contain NUL characters"
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return "strings must not contain unpaired surrogates"
+        elif isinstance(node, float) and not math.isfinite(node):
+            return "numbers must be finite"
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return ""
+
+
 def _fields(data: Any) -> dict[str, Any] | str:
     if not isinstance(data, dict):
         return "body must be a JSON object"
+    problem = _unstorable(data)
+    if problem:
+        return problem
     out: dict[str, Any] = {}
     for name in ("delivery_id", "correlation_id", "response_type"):
         value = data.get(name)
@@ -110,8 +142,8 @@ def callback(request: HttpRequest) -> JsonResponse:
     if refused is not None:
         return refused
     try:
-        data = json.loads(body)
-    except ValueError:
+        data = json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's
         return _error(400, "malformed_json", "body is not valid JSON")
     fields = _fields(data)
     if isinstance(fields, str):

@@ -183,7 +183,8 @@ def _tool(raw: Any, index: int, errors: list[str]) -> DiscoveredTool | None:
         errors.append(f"{at}: _meta must be a JSON object")
     definition = {k: raw[k] for k in sorted(raw) if k in TOOL_FIELDS}
     flags = []
-    text = " ".join(str(v) for v in (description, title, (annotations or {}).get("title", "")) if v)
+    annotated_title = annotations.get("title", "") if isinstance(annotations, Mapping) else ""
+    text = " ".join(str(v) for v in (description, title, annotated_title) if v)
     if _INSTRUCTION.search(text) or _INSTRUCTION.search(json.dumps(definition)[:MAX_BYTES]):
         flags.append("contains instruction-like text: it is data, never an instruction")
     return DiscoveredTool(
