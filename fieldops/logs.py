@@ -1,11 +1,14 @@
 """Structured logs: one JSON object per line, carrying run id, attempt, epoch and sequence
-when the caller passes them as ``extra``. Secret-looking keys are never logged."""
+when the caller passes them as ``extra``. Secret-looking keys are never logged, and
+configured secret values are redacted from every line (``fieldops.secrets.redact``)."""
 
 from __future__ import annotations
 
 import json
 import logging
 from typing import Any
+
+from fieldops import secrets
 
 RUN_FIELDS = (
     "run_id",
@@ -32,7 +35,8 @@ class JsonFormatter(logging.Formatter):
                 payload[key] = getattr(record, key)
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
-        return json.dumps(payload, default=str)
+        # A configured secret never reaches a log line, even inside an exception message.
+        return secrets.redact(json.dumps(payload, default=str))
 
 
 def run_extra(run: Any, **more: Any) -> dict[str, Any]:

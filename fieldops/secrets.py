@@ -1,25 +1,45 @@
-"""Secret hygiene: the values FieldOps must never write into events, evidence or logs.
+"""Secret hygiene: the values FieldOps must never write into events, evidence, logs or
+error reports.
 
-Every configured secret is registered here; ``assert_clean`` refuses to store text that
-contains one, and ``redact`` removes them from anything shown or logged.
+Every configured secret is registered here: SECRET_KEY, the callback signing key, the model
+API key, the database password and the password in the Celery broker URL. ``assert_clean``
+refuses to store text that contains one; ``redact`` removes them from anything shown or
+logged (the JSON log formatter applies it to every line); ``RedactingExceptionReporter``
+removes them from Django's error reports (the DEBUG page and the mail to ADMINS), which
+otherwise show settings Django does not recognise as sensitive (a broker URL with a
+password) and the local variables of every failing frame (an Authorization header being
+built). Session cookies are cleansed from those reports by Django itself.
 """
 
 from __future__ import annotations
 
+from html import escape
+from urllib.parse import unquote, urlsplit
+
 from django.conf import settings
+from django.views.debug import ExceptionReporter
 
 _SETTINGS = ("SECRET_KEY", "FIELDOPS_CALLBACK_KEY", "FIELDOPS_MODEL_API_KEY")
+_URL_SETTINGS = ("CELERY_BROKER_URL",)
 _MIN_LEN = 8
+REDACTED = "[redacted]"
 
 
 class SecretLeak(ValueError):
     pass
 
 
+def _url_password(url: str) -> str:
+    try:
+        return unquote(urlsplit(url).password or "")
+    except ValueError:
+        return ""
+
+
 def secret_values() -> list[str]:
     values = [str(getattr(settings, name, "") or "") for name in _SETTINGS]
-    password = str(settings.DATABASES["default"].get("PASSWORD") or "")
-    values.append(password)
+    values.append(str(settings.DATABASES["default"].get("PASSWORD") or ""))
+    values.extend(_url_password(str(getattr(settings, name, "") or "")) for name in _URL_SETTINGS)
     return [v for v in values if len(v) >= _MIN_LEN]
 
 
@@ -32,5 +52,20 @@ def assert_clean(text: str, *, where: str) -> None:
 
 def redact(text: str) -> str:
     for value in secret_values():
-        text = text.replace(value, "[redacted]")
+        text = text.replace(value, REDACTED)
     return text
+
+
+class RedactingExceptionReporter(ExceptionReporter):
+    """Django's error report with every configured secret value replaced, wherever it
+    appears (settings, frame variables, the exception message). See the module docstring;
+    installed as ``DEFAULT_EXCEPTION_REPORTER``."""
+
+    def get_traceback_html(self) -> str:
+        html = str(super().get_traceback_html())
+        for value in secret_values():
+            html = html.replace(value, REDACTED).replace(escape(value), REDACTED)
+        return html
+
+    def get_traceback_text(self) -> str:
+        return redact(str(super().get_traceback_text()))

@@ -132,6 +132,8 @@ STORAGES = {
 }
 
 SESSION_COOKIE_HTTPONLY = True
+# Error reports (DEBUG page, mail to ADMINS) never show a configured secret (fieldops/secrets.py).
+DEFAULT_EXCEPTION_REPORTER = "fieldops.secrets.RedactingExceptionReporter"
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"

@@ -16,6 +16,7 @@ never logged, never part of the returned output, and evidence refuses to store i
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import socket
@@ -84,6 +85,12 @@ class ModelConfig:
             return "put the key in FIELDOPS_MODEL_API_KEY, not in the URL"
         if self.timeout_seconds <= 0:
             return "FIELDOPS_MODEL_TIMEOUT_SECONDS must be positive"
+        if self.api_key and not (
+            self.api_key.isprintable() and self.api_key.strip() == self.api_key
+        ):
+            # A pasted key with a line break would fail inside the HTTP client, with the key
+            # in the error message.
+            return "FIELDOPS_MODEL_API_KEY must be one line without surrounding whitespace"
         return ""
 
 
@@ -165,6 +172,12 @@ class ModelClientPolicy:
             return self._failure(provider_errors.TIMEOUT, str(exc), started=started)
         except (ConnectionError, OSError) as exc:
             return self._failure(provider_errors.CONNECTION_FAILED, str(exc), started=started)
+        except http.client.HTTPException as exc:  # the endpoint did not speak HTTP
+            return self._failure(
+                provider_errors.MALFORMED_RESPONSE,
+                f"not an HTTP response ({type(exc).__name__})",
+                started=started,
+            )
         latency_ms = int((time.monotonic() - started) * 1000)
         if len(payload) > MAX_RESPONSE_BYTES:
             return self._failure(

@@ -17,7 +17,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from approvals.models import Checkpoint
+from catalog.models import CapabilityVersion
 from runs import faultlab
+from runs.models import Evidence, Run
+from runs.runbooks import RUNBOOKS
 from tests.security.world import World
 
 APPROVER, OPERATOR, CATALOG_ADMIN = "approver", "operator", "catalog-admin"
@@ -313,3 +317,39 @@ def objects_for(world: World, kind: str) -> list[Obj]:
 def url_kwargs(obj: Obj) -> dict[str, Any]:
     """The URL kwargs of ``obj`` (objects named in the body carry none)."""
     return {} if obj.kind == "attempt" else dict(obj.kwargs)
+
+
+def crawl_objects(world: World, kind: str) -> list[Obj]:
+    """Every object of ``kind`` in the world (more than the matrix's representatives)."""
+    if kind == "run":
+        return [
+            Obj(str(r.pk)[:8], "run", {"run_id": str(r.pk)}, r.tenant) for r in Run.objects.all()
+        ]
+    if kind == "evidence":
+        out = []
+        for run in Run.objects.all():
+            ids = list(
+                Evidence.objects.filter(run=run).order_by("created_at").values_list("pk", flat=True)
+            )
+            for ev in {ids[0], ids[-1]}:
+                out.append(
+                    Obj(ev, "evidence", {"run_id": str(run.pk), "evidence_id": ev}, run.tenant)
+                )
+        return out
+    if kind == "checkpoint":
+        return [
+            Obj(c.pk, c.kind.lower(), {"checkpoint_id": c.pk}, c.tenant)
+            for c in Checkpoint.objects.all()
+        ]
+    if kind == "version":
+        return [
+            Obj(str(v.pk), "version", {"version_id": v.pk}) for v in CapabilityVersion.objects.all()
+        ]
+    if kind == "contract":
+        return [
+            Obj(v.ref, "contract", {"capability_id": v.capability_id, "version": v.version})
+            for v in CapabilityVersion.objects.all()
+        ]
+    if kind == "runbook":
+        return [Obj(r.slug, "runbook", {"slug": r.slug}) for r in RUNBOOKS]
+    return objects_for(world, kind)

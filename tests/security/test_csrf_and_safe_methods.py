@@ -21,12 +21,10 @@ from django.test import Client
 from django.urls import reverse
 
 from approvals.models import Checkpoint
-from catalog.models import CapabilityVersion
 from fieldops import clock
 from runs.api import sign
-from runs.models import Correlation, Evidence, Run
-from runs.runbooks import RUNBOOKS
-from tests.security.policy import POLICY, PUBLIC, Obj, objects_for, url_kwargs
+from runs.models import Correlation, Run
+from tests.security.policy import POLICY, PUBLIC, Obj, crawl_objects, objects_for, url_kwargs
 from tests.security.routes import send
 from tests.security.world import World, changed, snapshot
 
@@ -161,42 +159,6 @@ def test_the_callback_is_csrf_exempt_because_it_is_signed(sworld: World) -> None
 # most pages crawl again.
 CRAWLERS = {0: ("anonymous", "approver", "operator", "catalog_admin", "lead", "outsider")}
 CRAWLERS[2] = ("approver", "operator", "lead")
-
-
-def crawl_objects(world: World, kind: str) -> list[Obj]:
-    """Every object of ``kind`` in the world (more than the matrix's representatives)."""
-    if kind == "run":
-        return [
-            Obj(str(r.pk)[:8], "run", {"run_id": str(r.pk)}, r.tenant) for r in Run.objects.all()
-        ]
-    if kind == "evidence":
-        out = []
-        for run in Run.objects.all():
-            ids = list(
-                Evidence.objects.filter(run=run).order_by("created_at").values_list("pk", flat=True)
-            )
-            for ev in {ids[0], ids[-1]}:
-                out.append(
-                    Obj(ev, "evidence", {"run_id": str(run.pk), "evidence_id": ev}, run.tenant)
-                )
-        return out
-    if kind == "checkpoint":
-        return [
-            Obj(c.pk, c.kind.lower(), {"checkpoint_id": c.pk}, c.tenant)
-            for c in Checkpoint.objects.all()
-        ]
-    if kind == "version":
-        return [
-            Obj(str(v.pk), "version", {"version_id": v.pk}) for v in CapabilityVersion.objects.all()
-        ]
-    if kind == "contract":
-        return [
-            Obj(v.ref, "contract", {"capability_id": v.capability_id, "version": v.version})
-            for v in CapabilityVersion.objects.all()
-        ]
-    if kind == "runbook":
-        return [Obj(r.slug, "runbook", {"slug": r.slug}) for r in RUNBOOKS]
-    return objects_for(world, kind)
 
 
 GET_ROUTES = sorted(name for name, rule in POLICY.items() if "GET" in rule.may)
