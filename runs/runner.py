@@ -80,6 +80,7 @@ def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEP
     run = Run.objects.get(pk=run_id)
     owner = Owner(claim=claim, plan=faults.parse_plan(run.fault_plan), fired=set())
     _point(owner, "after_claim")
+    renewed_at = clock.now()
     try:
         for _ in range(max_steps):
             run = Run.objects.get(pk=run_id)
@@ -95,8 +96,13 @@ def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEP
                 )
                 continue
             STEPS[State(run.state)](owner, run)
-            if not ownership.renew(owner.claim):
-                break
+            # Renew once a third of the lease has passed, not after every step (a commit
+            # each). Ownership is still checked every step: the re-read above stops at an
+            # epoch change, and nobody can claim while the lease is unexpired.
+            if clock.now() - renewed_at >= ownership.lease_length() / 3:
+                if not ownership.renew(owner.claim):
+                    break
+                renewed_at = clock.now()
     finally:
         ownership.release(owner.claim)
     return Run.objects.get(pk=run_id).state

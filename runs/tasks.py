@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import socket
 
@@ -16,11 +17,26 @@ def _worker() -> str:
     return f"celery@{socket.gethostname()}:{os.getpid()}"
 
 
+# A worker busy with runs reports itself at most this often (each report is a commit).
+HEARTBEAT_EVERY = dt.timedelta(seconds=5)
+_last_heartbeat: dt.datetime | None = None
+
+
+def _heartbeat_due() -> bool:
+    global _last_heartbeat
+    now = clock.now()
+    if _last_heartbeat is not None and now - _last_heartbeat < HEARTBEAT_EVERY:
+        return False
+    _last_heartbeat = now
+    return True
+
+
 @shared_task(name="runs.tasks.run_advance", acks_late=True, reject_on_worker_lost=True)
 def run_advance(run_id: str) -> str:
-    WorkerHeartbeat.objects.update_or_create(
-        worker=_worker(), defaults={"seen_at": clock.now(), "pid": os.getpid()}
-    )
+    if _heartbeat_due():
+        WorkerHeartbeat.objects.update_or_create(
+            worker=_worker(), defaults={"seen_at": clock.now(), "pid": os.getpid()}
+        )
     state = runner.advance(run_id, worker=_worker())
     from runs import crashpoints
 
