@@ -740,3 +740,20 @@ def test_annotations_of_the_wrong_type_are_refused_not_a_500(sworld, clients):
     )
     assert response.status_code == 400
     assert "annotations must be a JSON object" in response.content.decode()
+
+
+def test_a_callback_with_a_form_body_is_still_judged_by_its_signature(sworld: World):
+    """The NUL check never parses the signed endpoint's body (it reads it raw)."""
+    client = Client()
+    unsigned = client.post(reverse("api-callback"), {"delivery_id": "form\x00"})
+    assert (unsigned.status_code, unsigned.json()["error"]) == (401, "unsigned")
+    body = b"delivery_id=form"
+    ts = str(int(time.time()))
+    signed = client.post(
+        reverse("api-callback"),
+        body,
+        content_type="application/x-www-form-urlencoded",
+        HTTP_X_FIELDOPS_TIMESTAMP=ts,
+        HTTP_X_FIELDOPS_SIGNATURE=sign(body, ts),
+    )
+    assert (signed.status_code, signed.json()["error"]) == (400, "malformed_json")

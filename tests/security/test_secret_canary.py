@@ -57,6 +57,7 @@ from runs.policies import model_client
 from tests.policies.fake_model import FakeModel, serve
 from tests.security.policy import POLICY, crawl_objects, url_kwargs
 from tests.security.routes import send
+from tests.security.test_secrets import read_request
 from tests.security.world import USERS, World, build_world
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -287,7 +288,7 @@ def garbage_server() -> Iterator[str]:
             except OSError:
                 continue
             with conn:
-                conn.recv(65536)
+                read_request(conn)
                 conn.sendall(b"SSH-2.0-not-http\r\n\r\n")
 
     thread = threading.Thread(target=serve_forever, daemon=True)

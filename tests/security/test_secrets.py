@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
@@ -94,6 +95,21 @@ def test_a_model_key_with_a_line_break_is_not_configured_and_never_sent(world, c
     assert KEY not in stored and KEY not in caplog.text
 
 
+def read_request(conn: Any) -> None:
+    """Read one whole HTTP request (headers and body) from ``conn``."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += conn.recv(65536)
+
+
 @pytest.mark.parametrize(
     "answer", [b"SSH-2.0-not-http\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{"]
 )
@@ -109,7 +125,7 @@ def test_an_endpoint_that_does_not_speak_http_is_a_stable_provider_error(world, 
         for _ in range(2):
             conn, _ = server.accept()
             with conn:
-                conn.recv(65536)
+                read_request(conn)  # all of it: closing on unread data would be a reset
                 conn.sendall(answer)
 
     thread = threading.Thread(target=reply, daemon=True)
