@@ -243,7 +243,8 @@ def fast_fold(rows: Iterable[tuple[int, str, str, str, Mapping[str, int]]]) -> F
     revision = 0
     counters: Mapping[str, int] = {}
     before: tuple[int, ...] = ()
-    getter: Callable[[Mapping[str, int]], tuple[int, ...]] | None = None
+    getter: Callable[[Mapping[str, int]], tuple[int, ...]] = _getter(())
+    width = -1  # how many counters ``getter`` reads (none yet)
     problems = 0
     for sequence, etype, prev_state, next_state, budget in rows:
         if sequence != revision + 1 or prev_state != state:
@@ -254,20 +255,25 @@ def fast_fold(rows: Iterable[tuple[int, str, str, str, Mapping[str, int]]]) -> F
                 problems += 1
         elif edges.get(state, _NO_EDGES).get(etype) != next_state:
             problems += 1
-        if getter is not None and len(budget) == len(before):
+        revision = sequence
+        state = next_state
+        if len(budget) == width:  # the same counters as before: compare them at C speed
             try:
                 now = getter(budget)
             except KeyError:
-                now = None
-            if now is not None and all(map(ge, now, before)):
-                counters, before, state, revision = budget, now, next_state, sequence
-                continue
+                pass
+            else:
+                if all(map(ge, now, before)):
+                    before = now
+                    counters = budget
+                    continue
         for key, value in counters.items():
             if budget.get(key, -1) < value:
                 problems += 1
         getter = _getter(tuple(budget))
         before = getter(budget)
-        counters, state, revision = budget, next_state, sequence
+        width = len(budget)
+        counters = budget
     return FastFold(
         state=State(state), revision=revision, counters=dict(counters), problems=problems
     )
