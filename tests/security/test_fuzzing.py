@@ -117,13 +117,15 @@ json_leaf = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     hostile_text,
 )
-json_values = st.recursive(
-    json_leaf,
-    lambda inner: st.one_of(
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
         st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
+    )
+
+
+json_values = st.recursive(json_leaf, _containers, max_leaves=12)
 
 
 # -- the example harness ---------------------------------------------------------------

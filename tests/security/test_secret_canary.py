@@ -352,9 +352,11 @@ def celery_flow(collected: Collected, settings: Any) -> None:
         published.append(repr(body) + repr(headers) + repr(kwargs.get("properties")))
 
     settings.FIELDOPS_EXECUTION = "celery"
-    previous = app.conf.broker_url
+    previous = (app.conf.broker_url, app.conf.task_default_queue)
     app.conf.broker_url = settings.CELERY_BROKER_URL
+    app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
     app._pool = None
+    app.amqp._producer_pool = None  # producers of an earlier broker (other tests) must go
     memory.Channel.queues = {}
     before_task_publish.connect(capture, weak=False, dispatch_uid="canary")
 
@@ -380,8 +382,9 @@ def celery_flow(collected: Collected, settings: Any) -> None:
     finally:
         DRIVERS.remove(worker)
         before_task_publish.disconnect(dispatch_uid="canary")
-        app.conf.broker_url = previous
+        app.conf.broker_url, app.conf.task_default_queue = previous
         app._pool = None
+        app.amqp._producer_pool = None
         settings.FIELDOPS_EXECUTION = "inprocess"
     assert published and collected.messages, "nothing was published"
     collected.messages.extend(("published", p) for p in published)
