@@ -92,9 +92,11 @@ def config_of(run: Run) -> RunConfig:
     )
 
 
-def snapshot_of(run: Run) -> RunSnapshot:
+def snapshot_of(run: Run, *, config: RunConfig | None = None) -> RunSnapshot:
+    """The run row as a snapshot (``config``: the run's immutable configuration, if the
+    caller already has it)."""
     return RunSnapshot(
-        config=config_of(run),
+        config=config or config_of(run),
         state=State(run.state),
         revision=run.revision,
         attempt=run.attempt,
@@ -373,7 +375,9 @@ def _write(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
                 "reason_code": event.reason_code,
             },
         )
-        return Result(False, snapshot_of(run), refusal=decision.refusal, control=event)
+        return Result(
+            False, snapshot_of(run, config=snapshot.config), refusal=decision.refusal, control=event
+        )
     if decision.closes_run(snapshot):
         _close_run(run, event)
     if decision.within is not None:
@@ -382,7 +386,7 @@ def _write(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
         Outbox.objects.create(run=run, kind="advance", created_at=clock.now())
         run_id = str(run.pk)
         transaction.on_commit(lambda: _kick(run_id))
-    return Result(True, snapshot_of(run), event=event)
+    return Result(True, snapshot_of(run, config=snapshot.config), event=event)
 
 
 def _integrity_stop(run: Run, event_id: str) -> None:
@@ -586,10 +590,14 @@ def _store(run: Run, snapshot: RunSnapshot, event: EventRecord, expected_revisio
     from runs.domain.events import apply
 
     after = apply(snapshot, event)
-    size = len(json.dumps(event.payload, default=str)) + len(json.dumps(event.refs)) + 600
+    payload_json = json.dumps(event.payload, default=str)
+    refs_json = json.dumps(event.refs)
+    size = len(payload_json) + len(refs_json) + 600
     now = clock.now()
     if connection.vendor == "postgresql":
-        stored = _store_postgresql(run, after, event, expected_revision, size, now)
+        stored = _store_postgresql(
+            run, after, event, expected_revision, size, now, payload_json, refs_json
+        )
     else:
         stored = _store_orm(run, after, event, expected_revision, size, now)
     if not stored:
@@ -640,12 +648,20 @@ FROM cas
 
 
 def _store_postgresql(
-    run: Run, after: RunSnapshot, event: EventRecord, expected: int, size: int, now: Any
+    run: Run,
+    after: RunSnapshot,
+    event: EventRecord,
+    expected: int,
+    size: int,
+    now: Any,
+    payload_json: str,
+    refs_json: str,
 ) -> bool:
+    budget_json = json.dumps(dict(event.budget))  # the run's counters are the event's budget
     params: list[Any] = [
         after.state.value,
         after.revision,
-        json.dumps(dict(after.counters)),
+        budget_json,
         json.dumps(dict(after.limits)),
         after.cancel_revision,
         after.last_hash,
@@ -671,11 +687,11 @@ def _store_postgresql(
         event.contract_version,
         event.policy_version,
         event.component_set,
-        json.dumps(dict(event.budget)),
+        budget_json,
         event.cancel_revision,
         event.reason_code,
-        json.dumps(dict(event.refs)),
-        json.dumps(dict(event.payload)),
+        refs_json,
+        payload_json,
         event.occurred_at,
         event.schema_version,
         event.prev_hash,
