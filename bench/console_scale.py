@@ -6,11 +6,12 @@ template) without a network: the runs list filtered by state (first, middle and 
 page, reached through the keyset cursor the page itself links), the approval queue, and
 the page of a run with a 5,000-event timeline.
 
-The data grows backwards in time (a longer history): each step COPYs older runs with
-their events and approval checkpoints, then VACUUM ANALYZE (autovacuum's job in
-production). 250 runs wait for approval at every size; the 5,000-event run is a valid,
-hash-linked history. Targets: each page's median server time at the largest size <= 1.3x
-its time at 1,000 runs, and the same query count at every size.
+Each size has its own database, loaded by COPY (runs with their events and approval
+checkpoints), then VACUUM ANALYZE and CHECKPOINT (autovacuum's and the checkpointer's work
+in production). Requests go round-robin over the sizes, so a machine that gets busier
+during the benchmark slows every size alike. 250 runs wait for approval at every size; the
+5,000-event run is a valid, hash-linked history. Targets: each page's median server time
+at the largest size <= 1.3x its time at 1,000 runs, and the same query count at every size.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from common import (
@@ -32,11 +34,15 @@ from common import (
     say,
 )
 
-DB = "fieldops_bench_console"
+DB = "fieldops_bench_console"  # one database per size: fieldops_bench_console_<runs>
 WAITING = 250
 EVENTS_PER_RUN = 4
 TIMELINE_EVENTS = 5000
 FILTER_STATE = "COMPLETED"
+
+
+def db_name(size: int) -> str:
+    return f"{DB}_{size}"
 
 
 def main() -> None:
@@ -44,8 +50,9 @@ def main() -> None:
     sizes = (1_000, 5_000, 20_000) if args.quick else (1_000, 100_000, 1_000_000)
     reps = 7 if args.quick else 15
     banner(f"4. console at {', '.join(f'{s:,}' for s in sizes)} runs ({reps} requests each)")
-    recreate_database(DB)
-    django_setup(DB, DJANGO_DEBUG="false")
+    for size in sizes:
+        recreate_database(db_name(size))
+    django_setup(db_name(sizes[0]), DJANGO_DEBUG="false")
     try:
         run_console(sizes, reps)
     finally:
@@ -53,10 +60,30 @@ def main() -> None:
 
         connections.close_all()
         if not args.keep:
-            drop_database(DB)
+            for size in sizes:
+                drop_database(db_name(size))
 
 
-def run_console(sizes: tuple[int, ...], reps: int) -> None:
+def use_database(name: str) -> None:
+    """Point Django's default connection at another benchmark database."""
+    from django.db import connections
+
+    connection = connections["default"]
+    connection.close()
+    connection.settings_dict["NAME"] = name
+
+
+@dataclass
+class Site:
+    """One database of a given size, its logged-in client and the pages to time."""
+
+    size: int
+    client: Any
+    pages: dict[str, str]
+
+
+def build(size: int) -> Site:
+    """Load ``size`` runs (with their events and checkpoints) into the size's database."""
     import loader
     from django.db import connection
     from django.test import Client
@@ -64,7 +91,9 @@ def run_console(sizes: tuple[int, ...], reps: int) -> None:
     from fieldops import clock
     from runs import services
 
-    template = loader.real_template()
+    use_database(db_name(size))
+    started = time.perf_counter()
+    template = loader.real_template()  # one real run: the shape every bulk row copies
     user = make_user("bench-approver", "north", "approver", "operator")
     client = Client()
     client.force_login(user)
@@ -75,49 +104,62 @@ def run_console(sizes: tuple[int, ...], reps: int) -> None:
         limits={"turns": 10**6, "proposals": 10**6, "actions": 10**6},
         start=False,
     )
-    started = time.perf_counter()
     loader.long_history(long_run, TIMELINE_EVENTS, template)
-    say(f"the {TIMELINE_EVENTS:,}-event run stored in {time.perf_counter() - started:.1f} s")
+    plan = loader.BulkPlan(
+        count=size - 2,  # the real run and the long run are there already
+        waiting=WAITING,
+        events_per_run=EVENTS_PER_RUN,
+        newest=clock.now() - dt.timedelta(minutes=5),
+        spacing=dt.timedelta(seconds=7),
+    )
+    with loader.bulk_load_mode(
+        ("runs_run", "runs_event", "approvals_checkpoint"), rebuild_indexes=size >= 50_000
+    ):
+        counts = loader.bulk_runs(plan, template, seed=size)
+    copied = time.perf_counter() - started
+    with connection.cursor() as cursor:
+        # Autovacuum's and the checkpointer's work, done before measuring, not during it.
+        cursor.execute("VACUUM ANALYZE")
+        cursor.execute("CHECKPOINT")
+    say(
+        f"{size:,} runs: {counts['runs']:,} runs, {counts['events'] + TIMELINE_EVENTS:,} "
+        f"events, {counts['checkpoints']:,} checkpoints loaded (COPY) in {copied:.1f} s "
+        f"({counts['runs'] / copied:,.0f} runs/s), ready after "
+        f"{time.perf_counter() - started:.1f} s"
+    )
+    return Site(size, client, page_urls(str(long_run.pk)))
 
-    times: dict[int, dict[str, Summary]] = {}
-    queries: dict[int, dict[str, int]] = {}
-    loaded = 2  # the template run and the long run
-    oldest = clock.now() - dt.timedelta(minutes=5)
+
+def run_console(sizes: tuple[int, ...], reps: int) -> None:
+    sites = [build(size) for size in sizes]
+    queries = {}
+    for site in sites:
+        use_database(db_name(site.size))
+        queries[site.size] = count_queries(site)
+    samples: dict[int, dict[str, list[float]]] = {
+        site.size: {name: [] for name in site.pages} for site in sites
+    }
+    for _ in range(reps):
+        # Round-robin over the sizes (and pages), so drift on a shared machine hits every
+        # size alike; the first request after switching databases is not timed.
+        for site in sites:
+            use_database(db_name(site.size))
+            for url in site.pages.values():
+                assert site.client.get(url).status_code == 200
+            for name, url in site.pages.items():
+                started = time.perf_counter()
+                response = site.client.get(url)
+                samples[site.size][name].append((time.perf_counter() - started) * 1000)
+                assert response.status_code == 200
+    times = {
+        size: {name: Summary.of(v) for name, v in pages.items()} for size, pages in samples.items()
+    }
     for size in sizes:
-        add = size - loaded
-        started = time.perf_counter()
-        plan = loader.BulkPlan(
-            count=add,
-            waiting=WAITING if loaded == 2 else 0,
-            events_per_run=EVENTS_PER_RUN,
-            newest=oldest,
-            spacing=dt.timedelta(seconds=7),
-        )
-        with loader.bulk_load_mode(
-            ("runs_run", "runs_event", "approvals_checkpoint"), rebuild_indexes=add >= 50_000
-        ):
-            counts = loader.bulk_runs(plan, template, seed=size)
-        oldest = oldest - plan.spacing * add
-        loaded = size
-        copy_s = time.perf_counter() - started
-        with connection.cursor() as cursor:
-            # Autovacuum's and the checkpointer's work, done before measuring rather than
-            # during it.
-            cursor.execute("VACUUM ANALYZE")
-            cursor.execute("CHECKPOINT")
-        say(
-            f"{size:,} runs: +{counts['runs']:,} runs, +{counts['events']:,} events, "
-            f"+{counts['checkpoints']:,} checkpoints by COPY in {copy_s:.1f} s "
-            f"({counts['runs'] / copy_s:,.0f} runs/s), ready after "
-            f"{time.perf_counter() - started:.1f} s"
-        )
-        pages = page_urls(str(long_run.pk))
-        times[size], queries[size] = measure(client, pages, reps)
         say(
             f"{size:,} runs: "
             + ", ".join(
                 f"{name} {times[size][name].median:.1f} ms/{queries[size][name]} q"
-                for name in pages
+                for name in times[size]
             )
         )
     report(sizes, times, queries)
@@ -144,27 +186,21 @@ def page_urls(long_run_id: str) -> dict[str, str]:
     }
 
 
-def measure(
-    client: Any, pages: dict[str, str], reps: int
-) -> tuple[dict[str, Summary], dict[str, int]]:
+def count_queries(site: Site) -> dict[str, int]:
+    """Queries per page (after a warm-up request), and a check that each page shows what
+    it claims."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    samples: dict[str, list[float]] = {name: [] for name in pages}
-    counts: dict[str, int] = {}
-    for name, url in pages.items():  # warm-up, and the query count
+    counts = {}
+    for name, url in site.pages.items():
+        assert site.client.get(url).status_code == 200
         with CaptureQueriesContext(connection) as captured:
-            response = client.get(url)
+            response = site.client.get(url)
         assert response.status_code == 200, (name, response.status_code)
         counts[name] = len(captured)
         _check_page(name, url)
-    for _ in range(reps):
-        for name, url in pages.items():  # interleaved: noise hits every page alike
-            started = time.perf_counter()
-            response = client.get(url)
-            samples[name].append((time.perf_counter() - started) * 1000)
-            assert response.status_code == 200
-    return {name: Summary.of(v) for name, v in samples.items()}, counts
+    return counts
 
 
 def _check_page(name: str, url: str) -> None:
