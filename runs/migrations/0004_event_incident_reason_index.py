@@ -4,14 +4,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0003_event_immutability'),
+        ("runs", "0003_event_immutability"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='event',
-            index=models.Index(condition=models.Q(('reason_code__in', ('MALFORMED_RESULT', 'STALE', 'CONFLICT', 'evidence_stale', 'repeated_denial', 'retry_budget_exhausted', 'scope_denied', 'ledger_unavailable', 'same_key_different_intent', 'TIMEOUT_AMBIGUOUS'))), fields=['reason_code', '-id'], name='event_incident_reason'),
+            model_name="event",
+            index=models.Index(
+                condition=models.Q(
+                    (
+                        "reason_code__in",
+                        (
+                            "MALFORMED_RESULT",
+                            "STALE",
+                            "CONFLICT",
+                            "evidence_stale",
+                            "repeated_denial",
+                            "retry_budget_exhausted",
+                            "scope_denied",
+                            "ledger_unavailable",
+                            "same_key_different_intent",
+                            "TIMEOUT_AMBIGUOUS",
+                        ),
+                    )
+                ),
+                fields=["reason_code", "-id"],
+                name="event_incident_reason",
+            ),
         ),
     ]
