@@ -7,8 +7,9 @@ observation.received -> ...) with a ~1 KB payload, the way the runner calls it.
 
 Baseline: raw psycopg doing the same SQL work per transaction on the same tables: one
 ``UPDATE runs_run ... WHERE id = %s AND revision = %s AND owner_epoch = %s`` plus one
-``INSERT`` of a ~1 KB event, then COMMIT, moving the run through the same states. Also shown (informational): the same work through
-the plain Django ORM, and the raw work with 2 connections (what the machine can scale to).
+``INSERT`` of a ~1 KB event, then COMMIT, moving the run through the same states. Also
+shown (informational): the same work through the plain Django ORM, and the raw work with
+2 connections (what the machine can scale to at that moment).
 
 Targets: 1 connection >= 0.6x raw (stretch >= 1.0x); 2 connections on different runs
 >= 1.7x the 1-connection figure.
@@ -300,7 +301,7 @@ def check_chain(run_id: str) -> None:
 
 def main() -> None:
     args = parse_args(__doc__ or "")
-    reps, seconds = (3, 1.0) if args.quick else (5, 2.0)
+    reps, seconds = (3, 1.0) if args.quick else (5, 1.5)
     banner(f"1. transition authority throughput ({reps} repetitions x {seconds:g} s)")
     recreate_database(DB)
     django_setup(DB, DJANGO_DEBUG="false")

@@ -43,7 +43,7 @@ SWEEP_EVERY = 5.0
 
 def main() -> None:
     args = parse_args(__doc__ or "")
-    runs, reps = (12, 2) if args.quick else (40, 3)
+    runs, reps = (12, 2) if args.quick else (30, 3)
     banner(f"2. end to end: {runs} runs x {reps} repetitions on 2 Celery workers")
     queue = queue_name("e2e")
     recreate_database(DB)

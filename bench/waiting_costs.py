@@ -1,6 +1,6 @@
 """Benchmark 5: waiting costs nothing.
 
-1,000 reservation runs are started at once on 2 real Celery workers (prefork, 2 pool
+1,000 reservation runs are started at once on 2 real Celery workers (prefork, 3 pool
 processes each). Each advances through observation, proposals and validation until it waits for a
 human approval (WAITING_HUMAN, a pending checkpoint in PostgreSQL). While they are being
 driven we sample what the work holds (the baseline); once all of them wait we sample again:
@@ -51,7 +51,7 @@ def main() -> None:
     redis_flush()
     workers = Workers(DB, queue)
     try:
-        workers.start(2, concurrency=2)
+        workers.start(2, concurrency=3)
         measure(workers, queue, count)
     finally:
         workers.stop()

@@ -5,8 +5,8 @@ One ``celery worker`` (prefork, 4 pool processes) executes real runs end to end.
 
 - 1 reservation run: five policy turns, four capability calls, an approval (granted by the
   benchmark through the approval service), the effect, completion verified (COMPLETED);
-- 9 ``abstain`` runs: policy call, context projection, validation, escalation (ESCALATED);
-- 90 runs pinned to a retired task contract: claimed, refused at start with
+- 4 ``abstain`` runs: policy call, context projection, validation, escalation (ESCALATED);
+- 95 runs pinned to a retired task contract: claimed, refused at start with
   ``contract_version_unknown``, terminal record written, lease released (FAILED).
 
 Runs are created by COPY (the exact rows ``run_create`` makes) and sent as
@@ -40,7 +40,7 @@ from common import (
 DB = "fieldops_bench_memory"
 CONCURRENCY = 4
 RETIRED_CONTRACT = "fieldops-reservation@0.9.0"
-MIX = (("reservation", 1, None), ("abstain", 9, None), ("reservation", 90, RETIRED_CONTRACT))
+MIX = (("reservation", 1, None), ("abstain", 4, None), ("reservation", 95, RETIRED_CONTRACT))
 
 
 def main() -> None:
@@ -119,7 +119,7 @@ def drive(ids: list[str], approver: object) -> float:
                 seen_hash=proposal_hash,
                 reason="bench: scripted approver",
             )
-        time.sleep(0.25)
+        time.sleep(0.5)
     return time.monotonic() - started
 
 
