@@ -23,6 +23,7 @@ from fieldops import clock
 from runs.domain.budgets import Budget
 from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, EventType, State
 from runs.models import EffectAttempt, Event, Evidence, FaultLabResult, Run, TerminalRecord
+from runs.policies import MODEL_SCENARIO, scenario_names
 from runs.policies.double import SCENARIOS
 
 PAGE_SIZE = 50
@@ -35,6 +36,13 @@ AGES: Mapping[str, tuple[str, dt.timedelta, bool]] = {
     "older-7d": ("older than 7 days", dt.timedelta(days=7), False),
 }
 DISPOSITIONS = ("COMPLETED", "FAILED", "CANCELLED", "ESCALATED")
+# The synthetic world a run acts in: the console's live world, the fault lab's, or an
+# isolated execution simulation (namespace "sim-...").
+WORLDS: Mapping[str, str] = {
+    "live": "live world",
+    "faultlab": "fault lab",
+    "simulation": "execution simulations",
+}
 TIMELINE_KINDS = ("all", "transitions", "control", "rejected")
 
 # Event refs that name an evidence row (openable); the rest name other records.
@@ -50,6 +58,7 @@ class RunFilters:
     disposition: str = ""
     scenario: str = ""
     age: str = ""
+    world: str = ""
     q: str = ""
 
     @classmethod
@@ -59,11 +68,13 @@ class RunFilters:
         disposition = data.get("disposition", "")
         scenario = data.get("scenario", "")
         age = data.get("age", "")
+        world = data.get("world", "")
         return cls(
             state=state if state in State.__members__ else "",
             disposition=disposition if disposition in DISPOSITIONS else "",
-            scenario=scenario if scenario in SCENARIOS else "",
+            scenario=scenario if scenario in scenario_names() else "",
             age=age if age in AGES else "",
+            world=world if world in WORLDS else "",
             q=(data.get("q") or "").strip()[:36],
         )
 
@@ -116,6 +127,10 @@ def run_list_for_tenant(
         qs = qs.filter(disposition=filters.disposition)
     if filters.scenario:
         qs = qs.filter(scenario=filters.scenario)
+    if filters.world == "simulation":
+        qs = qs.filter(namespace__startswith="sim-")
+    elif filters.world:
+        qs = qs.filter(namespace=filters.world)
     if filters.age:
         _, span, newer = AGES[filters.age]
         since = clock.now() - span
@@ -137,6 +152,7 @@ def run_list_for_tenant(
         qs.order_by("-created_at", "-id").only(
             "id",
             "scenario",
+            "namespace",
             "state",
             "disposition",
             "terminal_reason",
@@ -158,8 +174,10 @@ def run_filter_choices() -> dict[str, Any]:
     return {
         "states": [s.value for s in State],
         "dispositions": DISPOSITIONS,
-        "scenarios": [(name, s.description) for name, s in SCENARIOS.items()],
+        "scenarios": [(name, s.description) for name, s in SCENARIOS.items()]
+        + [(MODEL_SCENARIO, "the configured OpenAI-compatible model endpoint")],
         "ages": [(key, label) for key, (label, _, _) in AGES.items()],
+        "worlds": list(WORLDS.items()),
     }
 
 

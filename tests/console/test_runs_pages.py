@@ -456,3 +456,16 @@ def test_get_requests_never_change_anything(
     ):
         assert client.get(url).status_code in (200, 405), url
     assert snapshot() == before
+
+
+def test_the_world_filter_separates_live_runs_from_fault_lab_and_simulations(as_operator):
+    from tests.helpers import make_run
+
+    live = make_run("abstain", namespace="live")
+    lab = make_run("abstain", namespace="faultlab")
+    page = as_operator.get("/", {"world": "faultlab"}).content.decode()
+    assert str(lab.pk)[:8] in page and str(live.pk)[:8] not in page
+    page = as_operator.get("/", {"world": "live"}).content.decode()
+    assert str(live.pk)[:8] in page and str(lab.pk)[:8] not in page
+    everything = as_operator.get("/").content.decode()
+    assert str(live.pk)[:8] in everything and "fault lab</span>" in everything
