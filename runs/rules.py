@@ -133,7 +133,9 @@ def history(
     out = [
         validation.PriorOutcome(
             capability=o["capability"],
-            args_digest=validation.args_digest(o["capability"], o.get("args", {})),
+            args_digest=validation.args_digest(
+                o["capability"], o.get("args", {}), o.get("proposal_hash", "")
+            ),
             error=o.get("error", ""),
         )
         for o in observations.values()

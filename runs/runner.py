@@ -296,7 +296,7 @@ def step_validating(owner: Owner, run: Run) -> None:
     payload: dict[str, Any] = {**decision.as_payload(), "proposal_kind": proposal.kind}
     if isinstance(proposal, (ObserveIntent, ActionIntent)):
         payload["capability"] = proposal.capability
-        payload["args_digest"] = validation.args_digest(proposal.capability, proposal.args)
+        payload["args_digest"] = validation.request_digest(ctx, proposal)
     refs = {"proposal": run.current_proposal}
     outcome = decision.outcome
     if outcome is validation.Outcome.FAIL:
@@ -603,6 +603,7 @@ def _record_effect_outcome(
     owner: Owner, attempt: EffectAttempt, proposal: ActionIntent, outcome: Outcome
 ) -> None:
     content = _observation(proposal.capability, dict(proposal.args), outcome)
+    content["proposal_hash"] = attempt.proposal_hash
     run_id = owner.run_id
     refs: dict[str, str] = {"attempt": attempt.pk}
     if outcome.ok:

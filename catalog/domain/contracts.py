@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from runs.domain.canonical import digest
@@ -131,8 +132,9 @@ class Contract:
         plain: dict[str, Any] = _plain(asdict(self))
         return plain
 
-    @property
+    @cached_property
     def digest(self) -> str:
+        """The digest of the canonical contract (computed once: the contract is frozen)."""
         return digest(self.as_dict())
 
     def error(self, code: ErrorCode | str) -> ErrorRule | None:

@@ -37,6 +37,7 @@ SEMANTIC_INTENT_FIELDS: tuple[str, ...] = (
     "quantity",
 )
 STALE_READ_AGE = dt.timedelta(minutes=15)
+STOCK_ATTEMPTS = 5
 
 
 class ServiceFault(Exception):
@@ -303,16 +304,26 @@ class WorldService:
     ) -> LedgerEntry | ServiceFault:
         quantity = int(intent["quantity"])
         with transaction.atomic():
-            slot = InventorySlot.objects.filter(
-                namespace=self.namespace, slot_id=intent["slot_id"]
-            ).first()
-            if slot is None or slot.part_id != intent["part_id"] or slot.tenant != intent["tenant"]:
-                return ServiceFault(
-                    "DENIED", "definite", "slot does not hold this part for this tenant"
-                )
-            if slot.available < quantity:
-                return ServiceFault("CONFLICT", "definite", "not enough stock in the slot")
-            if not take_stock(slot, quantity):
+            # Optimistic stock decrement: read, check, compare-and-set; a concurrent
+            # reservation that changed the slot meanwhile makes us read again, never
+            # oversell. Persistent contention is a CONFLICT the caller sees.
+            for _ in range(STOCK_ATTEMPTS):
+                slot = InventorySlot.objects.filter(
+                    namespace=self.namespace, slot_id=intent["slot_id"]
+                ).first()
+                if (
+                    slot is None
+                    or slot.part_id != intent["part_id"]
+                    or slot.tenant != intent["tenant"]
+                ):
+                    return ServiceFault(
+                        "DENIED", "definite", "slot does not hold this part for this tenant"
+                    )
+                if slot.available < quantity:
+                    return ServiceFault("CONFLICT", "definite", "not enough stock in the slot")
+                if take_stock(slot, quantity):
+                    break
+            else:
                 return ServiceFault("CONFLICT", "definite", "slot changed concurrently")
             now = clock.now()
             try:

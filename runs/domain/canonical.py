@@ -8,9 +8,23 @@ import unicodedata
 from typing import Any
 
 
+def _text(value: str) -> str:
+    # ASCII text is already NFC; only other text pays for normalization.
+    return value if value.isascii() else unicodedata.normalize("NFC", value)
+
+
 def _normalize(value: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        return _text(value)
+    if kind is dict:
+        return {_text(k) if type(k) is str else str(k): _normalize(v) for k, v in value.items()}
+    if kind is int or kind is bool or value is None:
+        return value
+    if kind is list or kind is tuple:
+        return [_normalize(v) for v in value]
     if isinstance(value, str):
-        return unicodedata.normalize("NFC", value)
+        return _text(str(value))
     if isinstance(value, dict):
         return {_normalize(str(k)): _normalize(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -158,8 +158,22 @@ _EVENT_NAME = re.compile(r"^[a-z][a-z0-9_.]{2,63}$")
 CONTROL_TOOL = {"clarify": "ask_user", "wait": "wait_for_event", "abstain": "no_applicable_tool"}
 
 
-def args_digest(capability: str, args: Mapping[str, Any]) -> str:
-    return canonical_json({"capability": capability, "args": dict(args)})
+def args_digest(capability: str, args: Mapping[str, Any], proposal_hash: str = "") -> str:
+    """The identity of a request for retry and repeated-denial accounting.
+
+    An effect request is also identified by the canonical proposal it would carry out: a
+    fresh proposal (new evidence, new hash) is a new request, not a retry.
+    """
+    key: dict[str, Any] = {"capability": capability, "args": dict(args)}
+    if proposal_hash:
+        key["proposal_hash"] = proposal_hash
+    return canonical_json(key)
+
+
+def request_digest(ctx: ValidationContext, p: ObserveIntent | ActionIntent) -> str:
+    rule = ctx.rules.get(p.capability)
+    effect = rule is not None and rule.requires_approval
+    return args_digest(p.capability, p.args, ctx.canonical_hash if effect else "")
 
 
 def _deny(step: int, reason: str, detail: str = "", charge: Budget | None = None) -> Decision:
@@ -359,7 +373,7 @@ def step_budgets(ctx: ValidationContext, p: Proposal) -> Decision | None:
             "the run's effect budget is used; a second effect is never dispatched",
             Budget.ACTIONS,
         )
-    digest = args_digest(p.capability, p.args)
+    digest = request_digest(ctx, p)
     for code, budget in rule.retry_budgets.items():
         failures = sum(
             1

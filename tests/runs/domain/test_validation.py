@@ -345,3 +345,27 @@ def test_cheap_checks_come_first():
     # Schema (2) before unknown capability (3) before budgets (6).
     d = validate(ctx(budgets=used), ObserveIntent("check_inventory", {}))
     assert d.step == 2
+
+
+def test_a_fresh_proposal_is_a_new_request_not_a_retry_of_a_refused_effect():
+    rules = {
+        **RULES,
+        "reserve_part": dataclasses.replace(RULES["reserve_part"], retry_budgets={"CONFLICT": 0}),
+    }
+    from runs.domain.validation import request_digest
+
+    refused = PriorOutcome(
+        "reserve_part", request_digest(ctx(rules=rules, canonical_hash="h0"), RESERVE), "CONFLICT"
+    )
+    approved = _approval("APPROVED")
+    # The same canonical proposal again: no retries left for CONFLICT.
+    same = ctx(
+        rules=rules,
+        canonical_hash="h0",
+        history=[refused],
+        approval=dataclasses.replace(approved, proposal_hash="h0"),
+    )
+    assert validate(same, RESERVE).reason == "retry_budget_exhausted"
+    # A new proposal (new evidence, new hash) with the same part/slot/quantity is new.
+    fresh = ctx(rules=rules, history=[refused], approval=approved)
+    assert validate(fresh, RESERVE).outcome is Outcome.EXECUTE
