@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import gc
+import json
+import uuid
 from collections.abc import Iterator
+from typing import Any
+
+from django.db import connection
 
 from runs.authority import config_of
 from runs.domain.events import EventRecord
@@ -45,17 +50,81 @@ class UndecodableEvent(ValueError):
 
 
 def stored_records(run: Run) -> Iterator[EventRecord]:
-    """The run's events as records, in stored order; UndecodableEvent on a corrupt row."""
-    rows = Event.objects.filter(run=run).order_by("sequence", "id").values_list(*COLUMNS)
-    for row in rows.iterator(chunk_size=2000):
-        values = list(row)
-        values[0], values[1] = str(values[0]), str(values[1])
-        try:
-            values[5] = EventType(values[5])
-            values[7], values[8] = State(values[7]), State(values[8])
-        except ValueError as exc:  # a stored value outside the vocabulary: corruption
-            raise UndecodableEvent(values[2], str(exc)[:200]) from exc
-        yield EventRecord(*values)
+    """The run's events as records, in stored order; UndecodableEvent on a corrupt row.
+
+    Read with one plain cursor (no model instances) and JSON decoded here: audit replay
+    reads every event of a run, so the per-row cost matters.
+    """
+    table = Event._meta.db_table
+    columns = ", ".join(c for c in COLUMNS if c != "run_id")
+    run_id = str(run.pk)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns} FROM {table} WHERE run_id = %s ORDER BY sequence, id",  # noqa: S608
+            [Event._meta.get_field("run").get_db_prep_value(run.pk, connection)],
+        )
+        while rows := cursor.fetchmany(2000):
+            for row in rows:
+                yield _record(run_id, row)
+
+
+def _record(run_id: str, row: tuple[Any, ...]) -> EventRecord:
+    (
+        event_id,
+        sequence,
+        attempt,
+        owner_epoch,
+        type_,
+        actor,
+        prev_state,
+        next_state,
+        contract_version,
+        policy_version,
+        component_set,
+        budget,
+        cancel_revision,
+        reason_code,
+        refs,
+        payload,
+        occurred_at,
+        schema_version,
+        prev_hash,
+        content_hash,
+        hash_,
+    ) = row
+    try:
+        return EventRecord(
+            event_id=event_id
+            if type(event_id) is str and len(event_id) == 36
+            else str(uuid.UUID(str(event_id))),
+            run_id=run_id,
+            sequence=sequence,
+            attempt=attempt,
+            owner_epoch=owner_epoch,
+            type=EventType(type_),
+            actor=actor,
+            prev_state=State(prev_state),
+            next_state=State(next_state),
+            contract_version=contract_version,
+            policy_version=policy_version,
+            component_set=component_set,
+            budget=_json(budget),
+            cancel_revision=cancel_revision,
+            reason_code=reason_code,
+            refs=_json(refs),
+            payload=_json(payload),
+            occurred_at=occurred_at,
+            schema_version=schema_version,
+            prev_hash=prev_hash,
+            content_hash=content_hash,
+            hash=hash_,
+        )
+    except ValueError as exc:  # a stored value outside the vocabulary: corruption
+        raise UndecodableEvent(sequence, str(exc)[:200]) from exc
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
 def audit_replay(run: Run) -> tuple[ReplayResult, list[Finding]]:

@@ -132,7 +132,9 @@ class Funnel:
             "controls": list(self.controls),
             "visible": list(self.visible),
             "excluded": {ref: self.reasons[ref] for ref in list(self.reasons)[:max_existed]},
-            "scores": {cid: round(s, 4) for cid, s in self.scores.items()},
+            # Retrieval scores in ten-thousandths: events carry integers, never floats
+            # (an integral float would be normalized before hashing; integers never are).
+            "scores_e4": {cid: round(s * 10_000) for cid, s in self.scores.items()},
         }
 
 

@@ -6,6 +6,8 @@ authority uses it to compute the next run row; audit replay uses it to rebuild t
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -13,6 +15,9 @@ from typing import Any
 from .budgets import zero_counters
 from .canonical import chain_hash, digest
 from .states import STATE_MACHINE_VERSION, EventType, State, is_terminal
+
+# Values that need no escaping or normalization in canonical JSON.
+_PLAIN = re.compile(r"[A-Za-z0-9:.+\-_]*\Z")
 
 REF_KEYS: frozenset[str] = frozenset(
     {
@@ -176,14 +181,24 @@ def event_content(**fields: Any) -> dict[str, Any]:
 def link_hash(
     *, prev_hash: str, content_hash: str, event_id: str, sequence: int, occurred_at: str
 ) -> str:
-    envelope = digest(
-        {
-            "content_hash": content_hash,
-            "event_id": event_id,
-            "sequence": sequence,
-            "occurred_at": occurred_at,
-        }
-    )
+    fields = {
+        "content_hash": content_hash,
+        "event_id": event_id,
+        "sequence": sequence,
+        "occurred_at": occurred_at,
+    }
+    if type(sequence) is int and all(
+        _PLAIN.match(v) for v in (content_hash, event_id, occurred_at)
+    ):
+        # Exactly the canonical JSON of ``fields`` (sorted keys, no whitespace) for plain
+        # ASCII values, written without the encoder: this runs for every replayed event.
+        text = (
+            f'{{"content_hash":"{content_hash}","event_id":"{event_id}",'
+            f'"occurred_at":"{occurred_at}","sequence":{sequence}}}'
+        )
+        envelope = hashlib.sha256(text.encode("ascii")).hexdigest()
+    else:
+        envelope = digest(fields)
     return chain_hash(prev_hash, envelope)
 
 

@@ -1,0 +1,46 @@
+"""Canonical JSON: one stable text per value; the fast path agrees with full normalization."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runs.domain.canonical import _normalize, canonical_json, digest
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def normalized(value):
+    return json.dumps(
+        _normalize(value),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+@given(JSON)
+def test_the_fast_path_equals_full_normalization(value):
+    assert canonical_json(value) == normalized(value)
+
+
+def test_equivalent_spellings_have_one_digest():
+    composed, decomposed = "caf\u00e9", unicodedata.normalize("NFD", "caf\u00e9")
+    assert composed != decomposed
+    assert digest({"a": composed, "b": [1.0]}) == digest({"b": [1], "a": decomposed})
+
+
+def test_keys_are_sorted_and_whitespace_is_gone():
+    assert canonical_json({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'
