@@ -43,6 +43,15 @@ COLUMNS = (
 )
 
 
+# Every column but run_id (the caller knows it), in EventRecord's order; a fixed text.
+_ROWS_SQL = (
+    "SELECT event_id, sequence, attempt, owner_epoch, type, actor, prev_state, next_state, "
+    "contract_version, policy_version, component_set, budget, cancel_revision, reason_code, "
+    "refs, payload, occurred_at, schema_version, prev_hash, content_hash, hash "
+    "FROM runs_event WHERE run_id = %s ORDER BY sequence, id"
+)
+
+
 class UndecodableEvent(ValueError):
     def __init__(self, sequence: int, detail: str) -> None:
         self.sequence = sequence
@@ -55,13 +64,10 @@ def stored_records(run: Run) -> Iterator[EventRecord]:
     Read with one plain cursor (no model instances) and JSON decoded here: audit replay
     reads every event of a run, so the per-row cost matters.
     """
-    table = Event._meta.db_table
-    columns = ", ".join(c for c in COLUMNS if c != "run_id")
     run_id = str(run.pk)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {columns} FROM {table} WHERE run_id = %s ORDER BY sequence, id",  # noqa: S608
-            [Event._meta.get_field("run").get_db_prep_value(run.pk, connection)],
+            _ROWS_SQL, [Event._meta.get_field("run").get_db_prep_value(run.pk, connection)]
         )
         while rows := cursor.fetchmany(2000):
             for row in rows:
