@@ -16,33 +16,6 @@ from runs.domain.replay import Finding, ReplayResult, compare_with_stored, repla
 from runs.domain.states import EventType, State
 from runs.models import Event, Evidence, Run
 
-# The stored columns of an event, in EventRecord's field order.
-COLUMNS = (
-    "event_id",
-    "run_id",
-    "sequence",
-    "attempt",
-    "owner_epoch",
-    "type",
-    "actor",
-    "prev_state",
-    "next_state",
-    "contract_version",
-    "policy_version",
-    "component_set",
-    "budget",
-    "cancel_revision",
-    "reason_code",
-    "refs",
-    "payload",
-    "occurred_at",
-    "schema_version",
-    "prev_hash",
-    "content_hash",
-    "hash",
-)
-
-
 # Every column but run_id (the caller knows it), in EventRecord's order; a fixed text.
 _ROWS_SQL = (
     "SELECT event_id, sequence, attempt, owner_epoch, type, actor, prev_state, next_state, "
