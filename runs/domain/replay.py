@@ -238,7 +238,6 @@ def fast_fold(rows: Iterable[tuple[int, str, str, str, Mapping[str, int]]]) -> F
     check is examined key by key.
     """
     edges = _edges()
-    controls = _controls()
     state = State.CREATED.value
     revision = 0
     counters: Mapping[str, int] = {}
@@ -250,10 +249,7 @@ def fast_fold(rows: Iterable[tuple[int, str, str, str, Mapping[str, int]]]) -> F
         if sequence != revision + 1 or prev_state != state:
             problems += 1
             break
-        if etype in controls:
-            if next_state != state:
-                problems += 1
-        elif edges.get(state, _NO_EDGES).get(etype) != next_state:
+        if edges.get(state, _NO_EDGES).get(etype) != next_state:
             problems += 1
         revision = sequence
         state = next_state
@@ -263,7 +259,7 @@ def fast_fold(rows: Iterable[tuple[int, str, str, str, Mapping[str, int]]]) -> F
             except KeyError:
                 pass
             else:
-                if all(map(ge, now, before)):
+                if now == before or all(map(ge, now, before)):
                     before = now
                     counters = budget
                     continue
@@ -293,20 +289,21 @@ _NO_EDGES: Mapping[str, str] = {}
 
 @cache
 def _edges() -> dict[str, dict[str, str]]:
-    """state -> event type -> target state (plain strings, for the fold's inner loop)."""
+    """state -> event type -> the state after it (plain strings, for the fold's inner loop).
+
+    Control events lead back to the state they were appended in; any pair not listed is
+    an illegal edge.
+    """
+    from .states import CONTROL_EVENTS, State
     from .transitions import TRANSITIONS
 
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, dict[str, str]] = {state.value: {} for state in State}
     for (source, event), transition in TRANSITIONS.items():
-        out.setdefault(source.value, {})[event.value] = transition.target.value
+        out[source.value][event.value] = transition.target.value
+    for state in State:
+        for event in CONTROL_EVENTS:
+            out[state.value][event.value] = state.value
     return out
-
-
-@cache
-def _controls() -> frozenset[str]:
-    from .states import CONTROL_EVENTS
-
-    return frozenset(e.value for e in CONTROL_EVENTS)
 
 
 __all__ = [
