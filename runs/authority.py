@@ -29,6 +29,7 @@ from runs.domain.budgets import Budget
 from runs.domain.events import EventRecord, RunConfig, RunSnapshot, build_event
 from runs.domain.states import (
     CONTROL_EVENTS,
+    POST_TERMINAL_CONTROL_EVENTS,
     Actor,
     Disposition,
     EventType,
@@ -456,6 +457,9 @@ def _refusal(
     delta: Mapping[str, int] | None,
 ) -> tuple[EventType, str] | None:
     if type in CONTROL_EVENTS:
+        if is_terminal(run.state) and type not in POST_TERMINAL_CONTROL_EVENTS:
+            # A budget change or a recovery cannot touch a closed run; the request is recorded.
+            return EventType.TRANSITION_REJECTED, "run_terminal"
         return None
     if is_terminal(run.state):
         if type is EventType.PROPOSAL_EMITTED and run.state == State.CANCELLED:

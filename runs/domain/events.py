@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from .budgets import zero_counters
@@ -316,4 +316,9 @@ def apply(snapshot: RunSnapshot, event: EventRecord) -> RunSnapshot:
         changes["pending_observation"] = event.refs.get("observation") or event.refs.get(
             "completion", ""
         )
-    return replace(snapshot, **changes)
+    # A copy with ``changes``: every field is a plain value already validated by the fold,
+    # so the dataclass constructor's work (replace()) is skipped; replay calls this per event.
+    after = object.__new__(RunSnapshot)
+    after.__dict__.update(snapshot.__dict__)
+    after.__dict__.update(changes)
+    return after

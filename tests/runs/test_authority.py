@@ -65,11 +65,16 @@ def test_after_terminal_every_event_is_recorded_as_rejected(world):
     ).applied
     assert not _append(run, EventType.EXTERNAL_OBSERVED, actor=Actor.RESOURCE_SERVICE).applied
     assert not _append(run, EventType.RUN_FAILED).applied
+    # Control events that would change a live run (a budget change, a recovery) are refused too.
+    assert not _append(run, EventType.BUDGET_CHANGED, reason_code="raise_limit").applied
+    assert not _append(run, EventType.RUN_RECOVERED, reason_code="lease_expired").applied
     run.refresh_from_db()
     assert run.state == "CANCELLED"
     assert types(run)[1:] == [
         "proposal.rejected_after_cancel",
         "late_approval.rejected",
+        "transition.rejected",
+        "transition.rejected",
         "transition.rejected",
         "transition.rejected",
     ]
