@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import json.scanner
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -47,6 +48,10 @@ def stored_records(run: Run) -> Iterator[EventRecord]:
                 yield _record(run_id, row)
 
 
+_EVENT_TYPES = {t.value: t for t in EventType}
+_STATES = {s.value: s for s in State}
+
+
 def _record(run_id: str, row: tuple[Any, ...]) -> EventRecord:
     (
         event_id,
@@ -72,18 +77,26 @@ def _record(run_id: str, row: tuple[Any, ...]) -> EventRecord:
         hash_,
     ) = row
     try:
+        # Vocabulary by plain dict lookup (the enum constructor costs more, per event).
+        event_type = _EVENT_TYPES[type_]
+        before, after = _STATES[prev_state], _STATES[next_state]
+        if type(event_id) is not str:  # PostgreSQL returns a UUID
+            event_id = str(event_id)
+        elif len(event_id) != 36:  # SQLite stores 32 hex digits
+            event_id = str(uuid.UUID(event_id))
+    except (KeyError, ValueError) as exc:  # a stored value outside the vocabulary: corruption
+        raise UndecodableEvent(sequence, f"not a known value: {str(exc)[:200]}") from exc
+    try:
         return EventRecord(
-            event_id=event_id
-            if type(event_id) is str and len(event_id) == 36
-            else str(uuid.UUID(str(event_id))),
+            event_id=event_id,
             run_id=run_id,
             sequence=sequence,
             attempt=attempt,
             owner_epoch=owner_epoch,
-            type=EventType(type_),
+            type=event_type,
             actor=actor,
-            prev_state=State(prev_state),
-            next_state=State(next_state),
+            prev_state=before,
+            next_state=after,
             contract_version=contract_version,
             policy_version=policy_version,
             component_set=component_set,
@@ -98,12 +111,25 @@ def _record(run_id: str, row: tuple[Any, ...]) -> EventRecord:
             content_hash=content_hash,
             hash=hash_,
         )
-    except ValueError as exc:  # a stored value outside the vocabulary: corruption
+    except ValueError as exc:  # undecodable JSON: corruption
         raise UndecodableEvent(sequence, str(exc)[:200]) from exc
 
 
+# The C scanner behind json.loads, called directly: the stored text of a JSON column has no
+# surrounding whitespace, so the wrapper's two whitespace scans per value are skipped.
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())
+
+
 def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, (str, bytes)) else value
+    if type(value) is str:
+        try:
+            decoded, end = _SCAN(value, 0)
+        except StopIteration:
+            decoded, end = None, -1
+        if end == len(value):
+            return decoded
+        return json.loads(value)  # anything unusual: the full decoder decides (or raises)
+    return json.loads(value) if isinstance(value, bytes) else value
 
 
 def audit_replay(run: Run) -> tuple[ReplayResult, list[Finding]]:

@@ -476,7 +476,7 @@ def _refusal(
     declared = edge(run.state, type)
     if declared is None:
         return EventType.TRANSITION_REJECTED, "illegal_transition"
-    if actor.value not in {a.value for a in declared.actors}:
+    if actor not in declared.actors:
         # proposal.not_authority: an actor without standing for this edge is refused.
         return EventType.TRANSITION_REJECTED, "actor_not_authorized"
     missing = [k for k in _REQUIRED_REFS.get(type, ()) if not (refs or {}).get(k)]

@@ -35,25 +35,22 @@ def _normalize(value: Any) -> Any:
     return value
 
 
-# The text of an integral float, which normalizing would change: "1.0" followed by a JSON
-# delimiter, or an exponent ("1e+16"). The same characters inside a string only send that
-# value down the slower path, which gives the same answer.
-_INTEGRAL_FLOAT = re.compile(r"\d\.0+(?:[,\]}]|$)|\d[eE][+-]\d")
+# The text of an integral float, which normalizing would change. The text comes from
+# Python's own encoder, which writes floats with ``repr``: an integral float is either
+# "1.0" followed by a JSON delimiter or, from 1e16 up, an exponent with a plus sign
+# ("1e+16"; a negative exponent is never integral, and the "e" is always lower case). The
+# same characters inside a string only send that value down the slower path, which gives
+# the same answer.
+_INTEGRAL_FLOAT = re.compile(r"\d\.0+(?:[,\]}]|$)|\de\+\d")
+
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
 
 
 def _may_hold_integral_float(text: str) -> bool:
-    # Cheap substring scans first (Python writes an integral float as "1.0" or "1e+16");
-    # only text that could hold one pays for the exact pattern.
-    if not (
-        ".0," in text
-        or ".0]" in text
-        or ".0}" in text
-        or text.endswith(".0")
-        or "e+" in text
-        or "e-" in text
-        or "E+" in text
-        or "E-" in text
-    ):
+    # Cheap substring scans first; only text that could hold one pays for the pattern.
+    if not (".0," in text or ".0]" in text or ".0}" in text or text.endswith(".0") or "e+" in text):
         return False
     return _INTEGRAL_FLOAT.search(text) is not None
 
@@ -64,18 +61,10 @@ def canonical_json(value: Any) -> str:
     Most values are already canonical: all-ASCII text (so NFC) and no integral floats.
     For those the plain sorted encoding is the answer; everything else is normalized first.
     """
-    text = json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    text = _ENCODER.encode(value)
     if text.isascii() and not _may_hold_integral_float(text):
         return text
-    return json.dumps(
-        _normalize(value),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-    )
+    return _ENCODER.encode(_normalize(value))
 
 
 def digest(value: Any) -> str:

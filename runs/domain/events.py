@@ -187,8 +187,12 @@ def link_hash(
         "sequence": sequence,
         "occurred_at": occurred_at,
     }
-    if type(sequence) is int and all(
-        _PLAIN.match(v) for v in (content_hash, event_id, occurred_at)
+    if (
+        type(sequence) is int
+        and type(content_hash) is str
+        and type(event_id) is str
+        and type(occurred_at) is str
+        and _PLAIN.match(content_hash + event_id + occurred_at)
     ):
         # Exactly the canonical JSON of ``fields`` (sorted keys, no whitespace) for plain
         # ASCII values, written without the encoder: this runs for every replayed event.

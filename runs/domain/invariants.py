@@ -90,7 +90,7 @@ def proposal_not_authority(run: RunSnapshot, event: EventRecord) -> str | None:
     if event.actor == Actor.MODEL.value and event.type is not EventType.PROPOSAL_EMITTED:
         return f"model output recorded as {event.type}: a model may only propose"
     declared = edge(run.state, event.type)
-    if declared is not None and event.actor not in {a.value for a in declared.actors}:
+    if declared is not None and event.actor not in declared.actors:  # Actor is a str enum
         return f"{event.actor} may not cause {event.type}"
     if event.type is EventType.APPROVAL_GRANTED and not event.refs.get("approval"):
         return "approval.granted without an approval decision record"

@@ -32,6 +32,8 @@ NON_TERMINAL_STATES: tuple[State, ...] = tuple(s for s in State if s not in TERM
 
 
 def is_terminal(state: State | str) -> bool:
+    if type(state) is State:  # the common case, without the enum constructor
+        return state in TERMINAL_STATES
     return State(state) in TERMINAL_STATES
 
 

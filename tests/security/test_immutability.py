@@ -48,7 +48,7 @@ def _tamper(event_id: int, column: str, value: object) -> None:
 
 
 @pytest.mark.parametrize(
-    "column", ["reason_code", "occurred_at", "actor", "next_state", "prev_hash"]
+    "column", ["reason_code", "occurred_at", "actor", "type", "next_state", "prev_hash"]
 )
 def test_a_one_byte_change_in_any_stored_event_is_detected(world, column):
     run = make_run()

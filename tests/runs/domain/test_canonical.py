@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import unicodedata
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from runs.domain.canonical import _normalize, canonical_json, digest
@@ -32,6 +32,9 @@ def normalized(value):
 
 
 @given(JSON)
+@example([1e16, -1e16, 1.5e20, 1e300])  # integral floats written with an exponent
+@example({"a": -0.0, "b": [2.0], "c": {"d": 3.0}})  # integral floats before each delimiter
+@example([1e-05, 2.5e-07, "reserve-part e-05"])  # a negative exponent is never integral
 def test_the_fast_path_equals_full_normalization(value):
     assert canonical_json(value) == normalized(value)
 
