@@ -113,8 +113,14 @@ def run_replay(reps: int) -> None:
         (e.sequence, e.type.value, e.prev_state.value, e.next_state.value, e.budget)
         for e in records
     ]
-    fold_rates, fold_cpu_rates, full_rates = [], [], []
+    fold_rates, fold_cpu_rates, full_rates, reference_ms = [], [], [], []
     for _ in range(reps):
+        # The fold's target is absolute, so each sample is paired with a fixed piece of
+        # interpreter work: on a shared virtual machine the core's speed varies (seen here:
+        # the same fold at 0.7M and at 1.3M events/CPU-s minutes apart).
+        cpu = time.process_time()
+        sum(range(10**6))
+        reference_ms.append((time.process_time() - cpu) * 1000)
         started, cpu = time.perf_counter(), time.process_time()
         for _ in range(FOLD_PASSES):  # ~5 ms a pass: several per sample, for a stable clock
             folded = fast_fold(rows)
@@ -157,6 +163,14 @@ def run_replay(reps: int) -> None:
         target=None,
         passed=None,
         baseline_label="target",
+    )
+    emit(
+        "replay.machine_reference_ms.sum_range_1e6",
+        Summary.of(reference_ms),
+        "CPU-ms",
+        None,
+        target=None,
+        passed=None,
     )
     emit(
         "replay.full_replay_events_per_s.memory",

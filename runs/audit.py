@@ -132,25 +132,28 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, bytes) else value
 
 
-def audit_replay(run: Run) -> tuple[ReplayResult, list[Finding]]:
-    """Return the replay result and every finding, including disagreements with the row."""
+def _load(run: Run) -> tuple[list[EventRecord], Finding | None]:
+    """The run's records up to the first undecodable one, and a finding for that one."""
     records: list[EventRecord] = []
-    undecodable = None
     stream = stored_records(run)
     while True:
         try:
             records.append(next(stream))
         except StopIteration:
-            break
+            return records, None
         except UndecodableEvent as exc:
-            undecodable = Finding("undecodable_event", exc.sequence, str(exc))
-            break
-    evidence_ids = frozenset(Evidence.objects.filter(run=run).values_list("id", flat=True))
-    # The fold allocates many short-lived objects and no cycles: pausing the cyclic
-    # collector for its duration saves its repeated full traversals.
+            return records, Finding("undecodable_event", exc.sequence, str(exc))
+
+
+def audit_replay(run: Run) -> tuple[ReplayResult, list[Finding]]:
+    """Return the replay result and every finding, including disagreements with the row."""
+    # Loading and folding allocate many short-lived objects and no cycles: pausing the
+    # cyclic collector for their duration saves its repeated full traversals.
     collecting = gc.isenabled()
     gc.disable()
     try:
+        records, undecodable = _load(run)
+        evidence_ids = frozenset(Evidence.objects.filter(run=run).values_list("id", flat=True))
         result = replay(config_of(run), records, evidence_ids=evidence_ids)
     finally:
         if collecting:
