@@ -23,3 +23,23 @@ class Membership(models.Model):
     @property
     def principal_ref(self) -> str:
         return f"user:{self.user.get_username()}"
+
+
+class SignInFailure(models.Model):
+    """One failed sign-in: the throttle counts these (``access.signin``).
+
+    The username is what was typed (it may name no account); the password is never kept.
+    """
+
+    username = models.CharField(max_length=150)
+    address = models.GenericIPAddressField(null=True, blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["username", "at"], name="signin_failure_user"),
+            models.Index(fields=["address", "at"], name="signin_failure_address"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.username} from {self.address} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -1,12 +1,13 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from access.signin import ThrottledLoginView
 from runs import api
 
 urlpatterns = [
     path("api/callbacks/", api.callback, name="api-callback"),
     path("healthz", api.health, name="health"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("runs/<uuid:run_id>/replay/", include("runs.urls_replay")),
     path("", include("runs.urls")),

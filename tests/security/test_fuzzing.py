@@ -28,6 +28,7 @@ from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from access import signin
 from approvals.models import Checkpoint
 from runs import runner
 from runs.api import MAX_CALLBACK_BYTES, sign
@@ -642,6 +643,26 @@ def test_fuzz_lifecycle_and_gate_posts(
             ex.post(principal, reverse("runbooks-gate", args=[slug]), form)
 
 
+@FUZZ
+@given(data=st.data())
+def test_fuzz_sign_in(sworld: World, clients: dict[str, Client], data: Any) -> None:
+    form = {
+        "username": data.draw(st.sampled_from(["approver", "operator"]) | hostile_text),
+        "password": data.draw(hostile_text),
+        "next": data.draw(st.sampled_from(["/", "//evil.example/", "/runs/"]) | hostile_text),
+    }
+    address = data.draw(st.sampled_from(["10.0.0.1", "::1", "not-an-address", ""]))
+    at_limit = data.draw(st.booleans())  # the account has failed to its limit already
+    attempts = data.draw(st.integers(1, 2))  # (each attempt costs a password hash)
+    with example(sworld, clients) as ex:
+        if at_limit:
+            for _ in range(signin.PER_ACCOUNT):
+                signin.record_failure(form["username"].replace("\x00", "")[:150], None)
+        for _ in range(attempts):
+            response = ex.post("anonymous", reverse("login"), form, REMOTE_ADDR=address)
+            assert response.status_code in (200, 400, 429), response.status_code
+
+
 def test_every_route_that_takes_input_is_fuzzed():
     """The fuzzers above post to (or query) these routes; a new form needs a fuzzer."""
     from tests.security.policy import POLICY
@@ -663,9 +684,10 @@ def test_every_route_that_takes_input_is_fuzzed():
         "catalog-decide",
         "catalog-gate",
         "runbooks-gate",
+        "login",
     }
     unsafe = {name for name, rule in POLICY.items() if set(rule.may) - {"GET"}}
-    assert unsafe - fuzzed == {"login", "logout"}  # Django's own views
+    assert unsafe - fuzzed == {"logout"}  # Django's own view, no input
 
 
 # -- regressions: inputs the fuzzers found (each was a 500 or a bypass before its fix) --

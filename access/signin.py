@@ -1,0 +1,103 @@
+"""Sign-in with a throttle on failed attempts.
+
+An account that failed ``PER_ACCOUNT`` times within ``WINDOW``, or an address that failed
+``PER_ADDRESS`` times, is refused (HTTP 429, with the time left) until the oldest counted
+failure leaves the window; the right password does not lift the refusal early. A
+successful sign-in clears its account's failures. Failures live in the database, so the
+limit holds across web processes. Anyone can lock an account they can name for at most
+``WINDOW``; that trade is deliberate (guessing is worse) and documented in
+docs/security.md.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import math
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth import views as auth_views
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from access.models import SignInFailure
+
+WINDOW = timedelta(minutes=15)
+PER_ACCOUNT = 5
+PER_ADDRESS = 30
+
+log = logging.getLogger("fieldops.access")
+
+
+def _address(request: HttpRequest) -> str | None:
+    """The client's IP address, or None when the server gave none it could parse (a Unix
+    socket, say): such attempts are then limited per account only."""
+    try:
+        return str(ipaddress.ip_address(str(request.META.get("REMOTE_ADDR", ""))))
+    except ValueError:
+        return None
+
+
+def _username(request: HttpRequest) -> str:
+    return str(request.POST.get("username", ""))[:150]
+
+
+def seconds_locked(username: str, address: str | None) -> int:
+    """How long sign-in stays refused for this account or address (0: not refused)."""
+    now = timezone.now()
+    checks = [(Q(username=username), PER_ACCOUNT)]
+    if address:
+        checks.append((Q(address=address), PER_ADDRESS))
+    waits = []
+    for criterion, limit in checks:
+        recent = list(
+            SignInFailure.objects.filter(criterion, at__gt=now - WINDOW)
+            .order_by("-at")
+            .values_list("at", flat=True)[:limit]
+        )
+        if len(recent) >= limit:
+            # Refused until the oldest of the last ``limit`` failures leaves the window.
+            waits.append((recent[-1] + WINDOW - now).total_seconds())
+    return math.ceil(max(waits)) if waits else 0
+
+
+def record_failure(username: str, address: str | None) -> None:
+    now = timezone.now()
+    SignInFailure.objects.create(username=username, address=address, at=now)
+    # Rows that no longer count are of no use to the throttle.
+    SignInFailure.objects.filter(at__lt=now - 4 * WINDOW).delete()
+
+
+class ThrottledLoginView(auth_views.LoginView):
+    redirect_authenticated_user = True
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        username, address = _username(request), _address(request)
+        wait = seconds_locked(username, address)
+        if wait:
+            log.warning(
+                "sign-in refused: too many failures",
+                extra={"username": username, "address": address, "seconds_left": wait},
+            )
+            minutes = max(1, math.ceil(wait / 60))
+            context = self.get_context_data(
+                form=self.get_form_class()(request),
+                throttled=f"Too many failed sign-in attempts. Try again in {minutes} "
+                f"minute{'s' if minutes != 1 else ''}.",
+            )
+            response = self.render_to_response(context, status=429)
+            response["Retry-After"] = str(wait)
+            return response
+        return super().post(request, *args, **kwargs)
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        SignInFailure.objects.filter(username=form.get_user().get_username()).delete()
+        return super().form_valid(form)
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        username = _username(self.request)
+        if username:
+            record_failure(username, _address(self.request))
+        return super().form_invalid(form)
