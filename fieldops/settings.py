@@ -159,6 +159,10 @@ FIELDOPS_HISTORY_MAX_EVENTS = int(env("FIELDOPS_HISTORY_MAX_EVENTS", "50000"))
 FIELDOPS_HISTORY_WARN_BYTES = int(env("FIELDOPS_HISTORY_WARN_BYTES", str(10 * 1024 * 1024)))
 FIELDOPS_HISTORY_MAX_BYTES = int(env("FIELDOPS_HISTORY_MAX_BYTES", str(50 * 1024 * 1024)))
 FIELDOPS_MAX_EVENT_PAYLOAD_BYTES = 256 * 1024
+# The authority's compare-and-set + event insert runs as a prepared statement on
+# PostgreSQL. Set to "false" behind a pooler that cannot keep prepared statements
+# (PgBouncer in transaction mode before 1.21).
+FIELDOPS_PREPARED_STATEMENTS = env("FIELDOPS_PREPARED_STATEMENTS", "true").lower() != "false"
 FIELDOPS_SWEEP_INTERVAL_SECONDS = float(env("FIELDOPS_SWEEP_INTERVAL_SECONDS", "5"))
 
 # Model client (issue: model adapters). The policy double stays the default policy.

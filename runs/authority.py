@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
@@ -702,9 +703,13 @@ def _store_postgresql(
         event.content_hash,
         event.hash,
     ]
+    connection.ensure_connection()
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(_CAS_INSERT_SQL, params)
+        # A server-side-binding cursor with a prepared statement: PostgreSQL parses and
+        # plans this statement once per connection instead of once per append (Django's
+        # own cursors send every query as literal text). Errors are translated to Django's.
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(_CAS_INSERT_SQL, params, prepare=settings.FIELDOPS_PREPARED_STATEMENTS)
             return cursor.rowcount == 1
     except IntegrityError:
         return False

@@ -29,7 +29,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"  # repo root
 
 
 @pytest.fixture(scope="session")

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from catalog.models import CapabilityVersion, LifecycleDecision
+from tests.browser_support import SCREENSHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 TOOL_LIST = {
     "tools": [
