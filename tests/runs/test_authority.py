@@ -179,3 +179,44 @@ def test_exactly_one_of_two_concurrent_writers_wins(world, monkeypatch):
     assert loser.conflict
     run.refresh_from_db()
     assert run.revision == 1 and Event.objects.filter(run=run).count() == 1
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_appends_with_and_without_prepared_statements(world, settings, prepared):
+    """FIELDOPS_PREPARED_STATEMENTS=false (for poolers without prepared statements) takes
+    the same path with a plain statement; a stale revision still stores nothing."""
+    settings.FIELDOPS_PREPARED_STATEMENTS = prepared
+    run = make_run(advance=False)
+    assert _append(run, EventType.RUN_STARTED, refs={"observation": "rq"}).applied
+    run.refresh_from_db()
+    cycle = [  # the runner's read loop, as the authority benchmark drives it
+        (EventType.OBSERVATION_RECORDED, Actor.HARNESS, None),
+        (EventType.PROPOSAL_EMITTED, Actor.MODEL, {"turns": 1, "proposals": 1}),
+        (EventType.PROPOSAL_ALLOWED, Actor.HARNESS, {"actions": 1}),
+        (EventType.OBSERVATION_RECEIVED, Actor.CAPABILITY_ADAPTER, None),
+    ]
+    for n, (event, actor, delta) in enumerate(cycle * 2):  # past psycopg's prepare point
+        result = authority.append(
+            run_id=str(run.pk),
+            expected_revision=run.revision,
+            expected_epoch=None,
+            type=event,
+            actor=actor,
+            refs={"observation": f"ev-{n}"},
+            counters_delta=delta,
+            run=run,  # the caller's row: the one-statement path, updated in place
+        )
+        assert result.applied, result.refusal
+    assert run.state == "OBSERVING" and run.revision == 9
+    stale = authority.append(
+        run_id=str(run.pk),
+        expected_revision=run.revision - 1,
+        expected_epoch=None,
+        type=EventType.RUN_FAILED,
+        actor=Actor.HARNESS,
+    )
+    assert stale.conflict
+    run.refresh_from_db()
+    assert run.revision == 9
+    # (the refs name evidence this test never stored; everything else must replay clean)
+    assert [f for f in audit_replay(run)[1] if f.kind != "missing_evidence"] == []
