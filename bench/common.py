@@ -18,7 +18,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -410,3 +411,32 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for {pid}")
+
+
+@contextmanager
+def celery_bench(dbname: str, label: str, *, keep: bool = False) -> Iterator[Workers]:
+    """A fresh benchmark database, this process set up to run on it with Celery execution
+    on the benchmark broker and a queue of its own, and workers (not started yet) for that
+    queue; afterwards the workers stop, the broker database is flushed and the benchmark
+    database dropped (unless ``keep``)."""
+    queue = queue_name(label)
+    recreate_database(dbname)
+    django_setup(
+        dbname,
+        DJANGO_DEBUG="false",
+        FIELDOPS_EXECUTION="celery",
+        CELERY_BROKER_URL=REDIS_URL,
+        FIELDOPS_QUEUE=queue,
+    )
+    redis_flush()
+    workers = Workers(dbname, queue)
+    try:
+        yield workers
+    finally:
+        workers.stop()
+        redis_flush()
+        from django.db import connections
+
+        connections.close_all()
+        if not keep:
+            drop_database(dbname)

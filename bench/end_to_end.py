@@ -21,19 +21,14 @@ from collections import Counter
 from typing import Any
 
 from common import (
-    REDIS_URL,
     Summary,
     Workers,
     banner,
-    django_setup,
-    drop_database,
+    celery_bench,
     emit,
     make_user,
     parse_args,
     percentile,
-    queue_name,
-    recreate_database,
-    redis_flush,
     say,
 )
 
@@ -45,28 +40,9 @@ def main() -> None:
     args = parse_args(__doc__ or "")
     runs, reps = (12, 2) if args.quick else (30, 3)
     banner(f"2. end to end: {runs} runs x {reps} repetitions on 2 Celery workers")
-    queue = queue_name("e2e")
-    recreate_database(DB)
-    django_setup(
-        DB,
-        DJANGO_DEBUG="false",
-        FIELDOPS_EXECUTION="celery",
-        CELERY_BROKER_URL=REDIS_URL,
-        FIELDOPS_QUEUE=queue,
-    )
-    redis_flush()
-    workers = Workers(DB, queue)
-    try:
+    with celery_bench(DB, "e2e", keep=args.keep) as workers:
         workers.start(2, include="bench.skeleton")
         measure(workers, runs, reps)
-    finally:
-        workers.stop()
-        redis_flush()
-        from django.db import connections
-
-        connections.close_all()
-        if not args.keep:
-            drop_database(DB)
 
 
 def measure(workers: Workers, runs: int, reps: int) -> None:

@@ -19,15 +19,11 @@ from common import (
     Summary,
     Workers,
     banner,
+    celery_bench,
     connections_to,
-    django_setup,
-    drop_database,
     emit,
     make_user,
     parse_args,
-    queue_name,
-    recreate_database,
-    redis_flush,
     say,
 )
 
@@ -39,28 +35,9 @@ def main() -> None:
     args = parse_args(__doc__ or "")
     count = 60 if args.quick else 1000
     banner(f"5. waiting costs nothing: {count:,} runs waiting for approval")
-    queue = queue_name("wait")
-    recreate_database(DB)
-    django_setup(
-        DB,
-        DJANGO_DEBUG="false",
-        FIELDOPS_EXECUTION="celery",
-        CELERY_BROKER_URL=REDIS_URL,
-        FIELDOPS_QUEUE=queue,
-    )
-    redis_flush()
-    workers = Workers(DB, queue)
-    try:
+    with celery_bench(DB, "wait", keep=args.keep) as workers:
         workers.start(2, concurrency=3)
-        measure(workers, queue, count)
-    finally:
-        workers.stop()
-        redis_flush()
-        from django.db import connections
-
-        connections.close_all()
-        if not args.keep:
-            drop_database(DB)
+        measure(workers, workers.queue, count)
 
 
 def _own_pid() -> int:

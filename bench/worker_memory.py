@@ -21,18 +21,13 @@ import time
 from collections import Counter
 
 from common import (
-    REDIS_URL,
     Summary,
     Workers,
     banner,
-    django_setup,
-    drop_database,
+    celery_bench,
     emit,
     make_user,
     parse_args,
-    queue_name,
-    recreate_database,
-    redis_flush,
     rss_kib,
     say,
 )
@@ -47,28 +42,9 @@ def main() -> None:
     args = parse_args(__doc__ or "")
     first, total = (100, 1000) if args.quick else (1000, 10000)
     banner(f"6. worker memory after {first:,} and {total:,} runs")
-    queue = queue_name("mem")
-    recreate_database(DB)
-    django_setup(
-        DB,
-        DJANGO_DEBUG="false",
-        FIELDOPS_EXECUTION="celery",
-        CELERY_BROKER_URL=REDIS_URL,
-        FIELDOPS_QUEUE=queue,
-    )
-    redis_flush()
-    workers = Workers(DB, queue)
-    try:
+    with celery_bench(DB, "mem", keep=args.keep) as workers:
         workers.start(1, concurrency=CONCURRENCY)
         measure(workers, first, total)
-    finally:
-        workers.stop()
-        redis_flush()
-        from django.db import connections
-
-        connections.close_all()
-        if not args.keep:
-            drop_database(DB)
 
 
 def worker_rss(workers: Workers) -> tuple[int, list[int]]:
