@@ -181,12 +181,6 @@ def event_content(**fields: Any) -> dict[str, Any]:
 def link_hash(
     *, prev_hash: str, content_hash: str, event_id: str, sequence: int, occurred_at: str
 ) -> str:
-    fields = {
-        "content_hash": content_hash,
-        "event_id": event_id,
-        "sequence": sequence,
-        "occurred_at": occurred_at,
-    }
     if (
         type(sequence) is int
         and type(content_hash) is str
@@ -194,7 +188,7 @@ def link_hash(
         and type(occurred_at) is str
         and _PLAIN.match(content_hash + event_id + occurred_at)
     ):
-        # Exactly the canonical JSON of ``fields`` (sorted keys, no whitespace) for plain
+        # Exactly the canonical JSON of the envelope below (sorted keys, no whitespace) for plain
         # ASCII values, written without the encoder: this runs for every replayed event.
         text = (
             f'{{"content_hash":"{content_hash}","event_id":"{event_id}",'
@@ -202,7 +196,14 @@ def link_hash(
         )
         envelope = hashlib.sha256(text.encode("ascii")).hexdigest()
     else:
-        envelope = digest(fields)
+        envelope = digest(
+            {
+                "content_hash": content_hash,
+                "event_id": event_id,
+                "sequence": sequence,
+                "occurred_at": occurred_at,
+            }
+        )
     return chain_hash(prev_hash, envelope)
 
 

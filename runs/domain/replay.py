@@ -15,7 +15,7 @@ from operator import ge, itemgetter
 
 from .events import EventRecord, RunConfig, RunSnapshot, apply, link_hash
 from .invariants import violations
-from .states import EventType, State
+from .states import CONTROL_EVENTS, EventType, State
 
 # Each stored schema version maps onto the current event shape. An event whose version
 # is not here is quarantined and reported, never guessed.
@@ -294,7 +294,6 @@ def _edges() -> dict[str, dict[str, str]]:
     Control events lead back to the state they were appended in; any pair not listed is
     an illegal edge.
     """
-    from .states import CONTROL_EVENTS, State
     from .transitions import TRANSITIONS
 
     out: dict[str, dict[str, str]] = {state.value: {} for state in State}
