@@ -8,7 +8,8 @@ import unicodedata
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from runs.domain.canonical import _normalize, canonical_json, digest
+from runs.domain.canonical import _normalize, canonical_json, chain_hash, digest
+from runs.domain.events import link_hash
 
 JSON = st.recursive(
     st.none()
@@ -47,3 +48,23 @@ def test_equivalent_spellings_have_one_digest():
 
 def test_keys_are_sorted_and_whitespace_is_gone():
     assert canonical_json({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'
+
+
+@given(
+    st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+    st.uuids().map(str) | st.text(max_size=40),
+    st.integers(min_value=0, max_value=10**9),
+    st.sampled_from(["2026-11-30T04:12:58.123456+00:00", "2026-11-30T04:12:58Z"])
+    | st.text(max_size=40),
+)
+def test_the_written_link_envelope_is_the_canonical_one(content_hash, event_id, sequence, at):
+    """link_hash writes plain envelopes without the encoder; it must equal the digest of
+    the canonical JSON exactly, or stored chains would stop verifying."""
+    envelope = {
+        "content_hash": content_hash,
+        "event_id": event_id,
+        "sequence": sequence,
+        "occurred_at": at,
+    }
+    expected = chain_hash("0" * 64, digest(envelope))
+    assert link_hash(prev_hash="0" * 64, **envelope) == expected
