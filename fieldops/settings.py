@@ -26,6 +26,12 @@ def env_bool(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+# The authority's compare-and-set + event insert runs as a prepared statement on
+# PostgreSQL. Set to "false" behind a pooler that cannot keep prepared statements
+# (PgBouncer in transaction mode before 1.21).
+FIELDOPS_PREPARED_STATEMENTS = env("FIELDOPS_PREPARED_STATEMENTS", "true").lower() != "false"
+
+
 def database_from_url(url: str) -> dict[str, object]:
     """Return a Django DATABASES entry for ``sqlite:///path`` or ``postgres://...``."""
     parsed = urlparse(url)
@@ -48,6 +54,11 @@ def database_from_url(url: str) -> dict[str, object]:
             "PORT": str(parsed.port or 5432),
             "CONN_MAX_AGE": int(env("FIELDOPS_CONN_MAX_AGE", "0")),
             "TEST": {"NAME": env("FIELDOPS_TEST_DB_NAME") or None},
+            # Django opens psycopg connections with preparation switched off
+            # (prepare_threshold None), which also ignores an explicit prepare=True. Its own
+            # cursors bind client-side and are never prepared either way; this only lets
+            # the authority's server-binding statement be prepared (psycopg's default 5).
+            "OPTIONS": {"prepare_threshold": 5 if FIELDOPS_PREPARED_STATEMENTS else None},
         }
     raise ValueError(f"unsupported DATABASE_URL scheme: {parsed.scheme!r}")
 
@@ -159,10 +170,6 @@ FIELDOPS_HISTORY_MAX_EVENTS = int(env("FIELDOPS_HISTORY_MAX_EVENTS", "50000"))
 FIELDOPS_HISTORY_WARN_BYTES = int(env("FIELDOPS_HISTORY_WARN_BYTES", str(10 * 1024 * 1024)))
 FIELDOPS_HISTORY_MAX_BYTES = int(env("FIELDOPS_HISTORY_MAX_BYTES", str(50 * 1024 * 1024)))
 FIELDOPS_MAX_EVENT_PAYLOAD_BYTES = 256 * 1024
-# The authority's compare-and-set + event insert runs as a prepared statement on
-# PostgreSQL. Set to "false" behind a pooler that cannot keep prepared statements
-# (PgBouncer in transaction mode before 1.21).
-FIELDOPS_PREPARED_STATEMENTS = env("FIELDOPS_PREPARED_STATEMENTS", "true").lower() != "false"
 FIELDOPS_SWEEP_INTERVAL_SECONDS = float(env("FIELDOPS_SWEEP_INTERVAL_SECONDS", "5"))
 
 # Model client (issue: model adapters). The policy double stays the default policy.

@@ -220,3 +220,11 @@ def test_appends_with_and_without_prepared_statements(world, settings, prepared)
     assert run.revision == 9
     # (the refs name evidence this test never stored; everything else must replay clean)
     assert [f for f in audit_replay(run)[1] if f.kind != "missing_evidence"] == []
+    if connection.vendor == "postgresql":  # the server holds the statement, or nothing
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+                ["%WITH cas AS%"],
+            )
+            (held,) = cursor.fetchone()
+        assert (held > 0) is prepared
