@@ -186,6 +186,7 @@ def test_appends_with_and_without_prepared_statements(world, settings, prepared)
     """FIELDOPS_PREPARED_STATEMENTS=false (for poolers without prepared statements) takes
     the same path with a plain statement; a stale revision still stores nothing."""
     settings.FIELDOPS_PREPARED_STATEMENTS = prepared
+    held_before = _prepared_cas_statements()  # (an earlier test may have prepared it)
     run = make_run(advance=False)
     assert _append(run, EventType.RUN_STARTED, refs={"observation": "rq"}).applied
     run.refresh_from_db()
@@ -220,11 +221,18 @@ def test_appends_with_and_without_prepared_statements(world, settings, prepared)
     assert run.revision == 9
     # (the refs name evidence this test never stored; everything else must replay clean)
     assert [f for f in audit_replay(run)[1] if f.kind != "missing_evidence"] == []
-    if connection.vendor == "postgresql":  # the server holds the statement, or nothing
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
-                ["%WITH cas AS%"],
-            )
-            (held,) = cursor.fetchone()
-        assert (held > 0) is prepared
+    if connection.vendor == "postgresql":  # the server holds the statement, or no new one
+        held = _prepared_cas_statements()
+        assert held > 0 if prepared else held == held_before
+
+
+def _prepared_cas_statements() -> int:
+    """How many prepared copies of the authority's statement this session's server holds."""
+    if connection.vendor != "postgresql":
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%WITH cas AS%"],
+        )
+        return int(cursor.fetchone()[0])
