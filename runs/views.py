@@ -172,8 +172,9 @@ def runs_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
         # The poller says which revision it shows: nothing changed, nothing to swap.
         if request.GET.get("since") == str(run.revision):
             return HttpResponse(status=204)
-        # Once the run has ended, the actions change too (cancel gives way to follow-up).
-        context = _detail_context(request, run, oob_actions=run.is_terminal)
+        # The header's state and the identity's attempt/epoch/revision are swapped out of
+        # band; once the run has ended, the actions too (cancel gives way to follow-up).
+        context = _detail_context(request, run, live_update=True)
         return render(request, "runs/detail.html#run-live", context)
     return render(request, "runs/detail.html", _detail_context(request, run))
 

@@ -56,6 +56,11 @@ def test_an_approver_approves_the_pending_proposal_and_watches_the_run_complete(
     expect(watcher.locator("#run-timeline")).to_contain_text("approval.granted")
     expect(watcher.locator("#run-timeline")).to_contain_text("completion.verified")
     expect(watcher.locator("#run-live")).not_to_have_attribute("hx-trigger", "every 2s")
+    # The header, the identity and the actions moved with it (swapped out of band).
+    expect(watcher.locator("#head-state")).to_have_text("COMPLETED")
+    final = Run.objects.get(pk=waiting.pk)
+    expect(watcher.locator("#run-position dd").nth(2)).to_have_text(str(final.revision))
+    expect(watcher.locator("#run-actions")).to_contain_text("The run has ended")
     screenshot(watcher, "run-completed")
     decision = Decision.objects.get(checkpoint=checkpoint)
     assert decision.verdict == "APPROVE" and decision.decided_by == approver

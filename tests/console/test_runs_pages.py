@@ -237,7 +237,16 @@ def test_the_live_partial_is_empty_until_the_revision_changes(
     changed = as_operator.get(url, {"partial": "live", "since": 0}, **headers)
     body = changed.content.decode()
     assert changed.status_code == 200 and body.lstrip().startswith('<section id="run-live"')
-    assert 'hx-trigger="every 2s"' in body and 'hx-swap-oob="true"' not in body
+    assert 'hx-trigger="every 2s"' in body
+    # The header's state badge and the identity's position move with the run (out of
+    # band); the actions stay put while the run is active (a half-typed reason survives).
+    assert (
+        '<span class="badge WAITING_HUMAN" id="head-state" hx-swap-oob="true">WAITING_HUMAN</span>'
+        in body
+    )
+    assert '<div class="kv-group" id="run-position" hx-swap-oob="true">' in body
+    assert f"<dt>Revision</dt><dd>{waiting_run.revision}</dd>" in body
+    assert 'id="run-actions"' not in body
 
 
 def test_polling_stops_once_the_run_has_ended(as_operator: Client, waiting_run: Run) -> None:
@@ -247,7 +256,9 @@ def test_polling_stops_once_the_run_has_ended(as_operator: Client, waiting_run: 
     body = live.content.decode()
     assert "every 2s" not in body
     # The actions region is swapped out of band: the cancel form gives way to follow-up.
-    assert 'hx-swap-oob="true"' in body and reverse("runs-follow-up", args=[waiting_run.pk]) in body
+    assert 'id="run-actions" aria-labelledby="actions-h" hx-swap-oob="true"' in body
+    assert reverse("runs-follow-up", args=[waiting_run.pk]) in body
+    assert 'id="head-state" hx-swap-oob="true">CANCELLED<' in body
     assert reverse("runs-cancel", args=[waiting_run.pk]) not in body
     page = as_operator.get(url).content.decode()
     assert "every 2s" not in page and "Terminal record" in page
