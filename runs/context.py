@@ -63,8 +63,13 @@ PRINCIPAL_REF = re.compile(r"\buser:[A-Za-z0-9_.@+-]+")
 REDACTED_PRINCIPAL = "[principal]"
 
 
-def build(run: Run) -> dict[str, Any]:
-    """Return the projection for ``run``'s next decision (hash it with ``projection_hash``)."""
+def build(run: Run, *, uncharged_turns: int = 0) -> dict[str, Any]:
+    """Return the projection for ``run``'s next decision (hash it with ``projection_hash``).
+
+    ``uncharged_turns``: model calls already made whose turn is not yet on the counter
+    (their worker died before the proposal was recorded); the turn number and the turn
+    hint include them.
+    """
     recorded = list(
         Event.objects.filter(
             run=run,
@@ -107,7 +112,8 @@ def build(run: Run) -> dict[str, Any]:
         for e in recorded
         if e["type"] != EventType.OBSERVATION_RECORDED.value
     ]
-    counters, limits = run.counters, run.budget_limits
+    limits = run.budget_limits
+    counters = {**run.counters, Budget.TURNS: run.counters.get(Budget.TURNS, 0) + uncharged_turns}
     projection: dict[str, Any] = {
         "version": VERSION,
         "objective": _scrub(run.objective, run),

@@ -33,7 +33,7 @@ from runs.domain import completion, validation
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.proposals import ActionIntent, ObserveIntent, Proposal, to_dict
 from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
-from runs.models import Correlation, EffectAttempt, Run
+from runs.models import Correlation, EffectAttempt, Evidence, Run
 
 log = logging.getLogger("fieldops.runner")
 
@@ -225,20 +225,34 @@ def step_deciding(owner: Owner, run: Run) -> None:
     if live is None:
         return
     run = live
+    # A turn is a model call, counted at dispatch (SPEC §1, Budgets). The context is stored
+    # before the call as its dispatch record, so a call whose worker died before the
+    # proposal was recorded is charged too: on the next recorded proposal, or on the
+    # failure that ends the run for want of turns.
+    uncharged = uncharged_turns(run)
     for budget in (Budget.TURNS, Budget.PROPOSALS):
-        if run.counters.get(budget, 0) >= run.budget_limits.get(budget, 0):
-            _append(owner, run, EventType.RUN_FAILED, Actor.HARNESS, exhausted_reason(budget))
+        used = run.counters.get(budget, 0) + (uncharged if budget is Budget.TURNS else 0)
+        if used >= run.budget_limits.get(budget, 0):
+            delta = {Budget.TURNS: uncharged} if uncharged else None
+            _append(
+                owner,
+                run,
+                EventType.RUN_FAILED,
+                Actor.HARNESS,
+                exhausted_reason(budget),
+                counters_delta=delta,
+            )
             return
     policy, vocabulary = resolve(run)
-    projection = context.build(run)
+    projection = context.build(run, uncharged_turns=uncharged)
     projection_hash = context.projection_hash(projection)
+    context_id = evidence.store(run_id=str(run.pk), kind="context", content=projection)
     output = policy.decide(projection)
     _point(owner, "after_model_response")
     kinds = {cid: c.kind.value for cid, c in registry.ALL_CONTRACTS.items()}
     proposal: Proposal = (
         vocabulary.parse(output.raw, kinds) if not output.error else _provider_failure(output.error)
     )
-    context_id = evidence.store(run_id=str(run.pk), kind="context", content=projection)
     raw_id = evidence.store(
         run_id=str(run.pk),
         kind="raw_output",
@@ -271,11 +285,23 @@ def step_deciding(owner: Owner, run: Run) -> None:
             "adapter_version": vocabulary.adapter_version,
             "visible": [c["name"] for c in projection["capabilities"]],
             "exposure": visibility.exposure_record(run, projection["capabilities"]),
+            **({"uncharged_turns": uncharged} if uncharged else {}),
         },
-        counters_delta={Budget.TURNS: 1, Budget.PROPOSALS: 1},
+        counters_delta={Budget.TURNS: 1 + uncharged, Budget.PROPOSALS: 1},
     )
     if not result.applied:
         log.info("proposal not admitted: %s", result.refusal, extra={"run_id": owner.run_id})
+
+
+def uncharged_turns(run: Run) -> int:
+    """Model calls made for ``run`` whose turn is not on its counter yet.
+
+    Every call stores its context first (one ``context`` evidence row per call) and the
+    proposal event charges the turn, so the difference is the calls whose worker died in
+    between.
+    """
+    calls = Evidence.objects.filter(run_id=run.pk, kind="context").count()
+    return max(0, calls - run.counters.get(Budget.TURNS, 0))
 
 
 def _provider_failure(error: str) -> Proposal:

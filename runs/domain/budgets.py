@@ -31,9 +31,11 @@ class BudgetInfo:
 BUDGET_INFO: Mapping[Budget, BudgetInfo] = {
     Budget.TURNS: BudgetInfo(
         "model calls",
-        "every policy call, including calls whose provider failed",
-        "recorded on proposal.emitted for the call (a failed call still emits an invalid "
-        "proposal and is charged)",
+        "every policy call, including calls whose provider failed and calls whose worker "
+        "died before the proposal was recorded",
+        "at dispatch: the call's context is stored before the call; proposal.emitted charges "
+        "it (a failed call emits an invalid proposal), plus any earlier call no event charged "
+        "(payload uncharged_turns)",
         "task contract",
     ),
     Budget.PROPOSALS: BudgetInfo(

@@ -13,7 +13,7 @@ from approvals.models import Checkpoint
 from catalog.world.models import LedgerEntry
 from runs import services
 from runs.audit import audit_replay
-from runs.models import Event, Run
+from runs.models import Event, Evidence, Run
 from tests.durable.conftest import REDIS_URL
 from tests.durable.helpers import wait_for
 
@@ -50,6 +50,8 @@ def assert_sound(run):
     assert effects <= 1, "duplicate effect"
     recovered = Event.objects.filter(run=run, type="run.recovered").count()
     assert run.attempt == 1 + recovered, "attempt must grow exactly once per takeover"
+    calls = Evidence.objects.filter(run=run, kind="context").count()  # one per model call
+    assert run.counters.get("turns", 0) == calls, "every model call is a turn, even a killed one"
     return effects
 
 
