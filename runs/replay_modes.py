@@ -19,6 +19,7 @@ recording does not have stops there, and is cancelled so no human queue ever sho
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 from collections.abc import Mapping
@@ -37,7 +38,7 @@ from catalog.world.models import LedgerEntry
 from catalog.world.service import seed_world
 from runs import callbacks, policies, runner, services
 from runs.domain.proposals import InvalidProposal, Proposal, from_dict, summary, to_dict
-from runs.domain.states import EventType, State, is_terminal
+from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
 from runs.models import Correlation, Event, Evidence, Run
 from runs.policies import double, model_client, parsing, vocabularies
 from runs.policies.base import Policy
@@ -47,6 +48,7 @@ SIM_PREFIX = "sim-"
 SIM_STOP_BY = "simulation:scripted-operator"
 SIM_STOP_REASON = "simulation stopped: the recording has no further human input"
 SIM_REPLAYED_CANCEL = "simulation: replays the recorded cancellation"
+SIM_REPLAYED_BUDGET = "simulation: replays a recorded operator budget change"
 MAX_SCRIPTED_INPUTS = 20
 # Evidence ids differ between a run and its simulation; decisions compare without them.
 EVIDENCE_REF = re.compile(r"\b(?:ev|rq)-[0-9a-f]{20}\b")
@@ -316,6 +318,7 @@ class _Script:
     answers: list[Decision]
     callbacks: list[Mapping[str, Any]]
     cancellation: Event | None
+    budget_changes: list[Event]
 
 
 def outcome(run: Run) -> RunOutcome:
@@ -404,6 +407,12 @@ def _scripted_log(sim: Run) -> tuple[list[str], list[str]]:
         elif e.type == EventType.EXTERNAL_OBSERVED.value and e.reason_code == "correlated":
             data = contents.get(e.refs.get("observation", ""), {}).get("data", {})
             scripted.append(f"scripted callback {data.get('response_type', '')}: accepted")
+        elif (
+            e.type == EventType.BUDGET_CHANGED.value
+            and e.payload.get("reason") == SIM_REPLAYED_BUDGET
+        ):
+            for budget, limit in sorted(e.payload.get("limits", {}).items()):
+                scripted.append(f"scripted operator changed {budget} to {limit}")
         elif e.type == EventType.RUN_CANCELLED.value:
             if e.payload.get("by") == SIM_STOP_BY:
                 notes.append(
@@ -494,23 +503,27 @@ def _script_of(run: Run) -> _Script:
         .exclude(payload__by="faultlab:scheduled")
         .first()
     )
+    budget_changes = Event.objects.filter(
+        run=run, type=EventType.BUDGET_CHANGED.value, actor=Actor.OPERATOR.value
+    ).order_by("sequence")
     return _Script(
         approvals=[d for d in decisions if d.checkpoint.kind == Checkpoint.Kind.APPROVAL],
         answers=[d for d in decisions if d.verdict == Decision.Verdict.ANSWER],
         callbacks=[contents[r]["data"] for r in refs if r in contents],
         cancellation=cancellation,
+        budget_changes=list(budget_changes),
     )
 
 
 def _drive(sim: Run, script: _Script, requester: Any, approver: Any) -> None:
     """Advance ``sim`` in-process, answering each wait from ``script``, until it ends or
     needs an input the recording lacks (then it is cancelled: no human ever sees it)."""
-    runner.advance(str(sim.pk), worker="simulation")
+    _advance(sim, script, requester)
     for _ in range(MAX_SCRIPTED_INPUTS):
         sim.refresh_from_db()
         if is_terminal(sim.state) or not _answer_wait(sim, script, requester, approver):
             break
-        runner.advance(str(sim.pk), worker="simulation")
+        _advance(sim, script, requester)
     sim.refresh_from_db()
     if is_terminal(sim.state):
         return
@@ -520,6 +533,43 @@ def _drive(sim: Run, script: _Script, requester: Any, approver: Any) -> None:
         )
         return
     services.run_cancel(run_id=str(sim.pk), by_ref=SIM_STOP_BY, reason=SIM_STOP_REASON)
+
+
+def _advance(sim: Run, script: _Script, requester: Any) -> None:
+    """Advance ``sim`` in-process until it waits or ends.
+
+    With recorded operator budget changes it goes one step at a time and makes each change
+    at the revision where the recording made it (once a diverging simulation is past that
+    revision, at its next step), so budgets run out where they ran out in the recording.
+    """
+    if not script.budget_changes:
+        runner.advance(str(sim.pk), worker="simulation")
+        return
+    for _ in range(runner.MAX_STEPS):
+        _change_budgets_due(sim, script, requester)
+        before = sim.revision
+        runner.advance(str(sim.pk), worker="simulation", max_steps=1)
+        sim.refresh_from_db()
+        if sim.revision == before or is_terminal(sim.state) or is_waiting(sim.state):
+            break
+    _change_budgets_due(sim, script, requester)  # e.g. a change made while the run waited
+
+
+def _change_budgets_due(sim: Run, script: _Script, requester: Any) -> None:
+    """Replay each recorded budget change whose sequence the simulation has reached."""
+    while script.budget_changes and script.budget_changes[0].sequence <= sim.revision + 1:
+        recorded = script.budget_changes.pop(0)
+        for budget, limit in sorted(recorded.payload.get("limits", {}).items()):
+            # When the simulation has ended or already used more, the change cannot apply.
+            with contextlib.suppress(services.RunInputError):
+                services.run_budget_change(
+                    run_id=str(sim.pk),
+                    by_ref=principal_ref_of(requester),
+                    budget=budget,
+                    limit=int(limit),
+                    reason=SIM_REPLAYED_BUDGET,
+                )
+        sim.refresh_from_db()
 
 
 def _answer_wait(sim: Run, script: _Script, requester: Any, approver: Any) -> bool:

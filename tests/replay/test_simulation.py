@@ -13,7 +13,7 @@ from approvals import services as approvals
 from approvals.models import Checkpoint
 from catalog.world.models import LedgerEntry
 from runs import replay_modes, runner, services
-from runs.models import Run
+from runs.models import Event, Run
 from runs.replay_modes import ReplayError, simulate
 from tests.helpers import approve, decline, make_run
 from tests.replay.helpers import run_snapshot, world_snapshot
@@ -127,6 +127,33 @@ def test_an_operator_cancellation_is_replayed_where_the_simulation_waits(world):
     result = simulate(recorded)
     assert result.simulated.disposition_key == ("CANCELLED", "CANCELLED", "cancelled_no_dispatch")
     assert result.same_disposition
+
+
+def test_a_recorded_budget_change_is_replayed_where_it_was_made(world, approver):
+    # The recording: 3 turns would not reach the approval; the operator raised the limit
+    # after the second turn, and the run went on to complete.
+    recorded = make_run("reservation", advance=False, limits={"turns": 3})
+    while recorded.counters.get("turns", 0) < 2:
+        runner.advance(str(recorded.pk), worker="test", max_steps=1)
+        recorded.refresh_from_db()
+    services.run_budget_change(
+        run_id=str(recorded.pk), by_ref="user:operator", budget="turns", limit=24, reason="more"
+    )
+    runner.advance(str(recorded.pk), worker="test")
+    approve(recorded, approver)
+    assert recorded.state == "COMPLETED" and recorded.counters["turns"] > 3
+    changed = Event.objects.get(run=recorded, type="budget.changed")
+
+    result = simulate(recorded)
+
+    assert result.same_disposition and result.same_decisions
+    assert result.scripted == (
+        "scripted operator changed turns to 24",
+        "scripted approver: approve",
+    )
+    replayed = Event.objects.get(run_id=result.simulated.run_id, type="budget.changed")
+    assert replayed.sequence == changed.sequence and replayed.payload["limits"] == {"turns": 24}
+    assert replayed.payload["by"] == "user:simulation-requester-north"
 
 
 @pytest.mark.parametrize(
