@@ -9,6 +9,7 @@ checkpoint's current state (changed hash, expired, used, run no longer waiting).
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -70,10 +71,32 @@ def _detail_context(request: HttpRequest, checkpoint: Checkpoint, **extra: Any) 
 @login_required
 def approvals_queue(request: HttpRequest) -> HttpResponse:
     require_role(request.user, APPROVER)
+    kind = request.GET.get("kind", "")
+    q = request.GET.get("q", "").strip()[:64]
+    error, bounds = "", None
+    if kind and kind not in Checkpoint.Kind.values:
+        error = f"There is no checkpoint kind {kind[:40]!r}: choose approval or clarification."
+        kind = ""
+    if q and not error:
+        bounds = selectors.id_range(q)
+        if bounds is None:
+            error = "A run id is hexadecimal (a full id or a prefix)."
+    tenant = _tenant(request)
+    pending = [] if error else selectors.checkpoint_queue(tenant=tenant, kind=kind, run_ids=bounds)
     now = clock.now()
-    pending = selectors.checkpoint_queue(tenant=_tenant(request))
-    rows = [(c, (c.expires_at - now).total_seconds()) for c in pending]
-    return render(request, "approvals/queue.html", {"rows": rows})
+    filters = {k: v for k, v in (("kind", kind), ("q", q)) if v}
+    context = {
+        "rows": [(c, (c.expires_at - now).total_seconds()) for c in pending],
+        "kinds": Checkpoint.Kind.values,
+        "filters": {"kind": kind, "q": q},
+        "filter_query": urlencode(filters),
+        "error": error,
+        "capped": len(pending) == selectors.QUEUE_LIMIT,
+        "limit": selectors.QUEUE_LIMIT,
+    }
+    if getattr(request, "htmx", False) and request.htmx.target == "queue":
+        return render(request, "approvals/queue.html#queue", context)
+    return render(request, "approvals/queue.html", context)
 
 
 @require_GET

@@ -90,7 +90,7 @@ class RunPage:
     search_error: str = ""
 
 
-def _id_range(text: str) -> tuple[uuid.UUID, uuid.UUID] | None:
+def id_range(text: str) -> tuple[uuid.UUID, uuid.UUID] | None:
     """Return the UUID range a full id or hex prefix covers, or None if it is not hex."""
     digits = text.replace("-", "").lower()
     if not digits or len(digits) > 32 or any(c not in "0123456789abcdef" for c in digits):
@@ -136,7 +136,7 @@ def run_list_for_tenant(
         since = clock.now() - span
         qs = qs.filter(created_at__gte=since) if newer else qs.filter(created_at__lt=since)
     if filters.q:
-        bounds = _id_range(filters.q)
+        bounds = id_range(filters.q)
         if bounds is None:
             return RunPage([], "", filters, "A run id is hexadecimal (a full id or a prefix).")
         qs = qs.filter(pk__gte=bounds[0], pk__lte=bounds[1])
@@ -381,13 +381,24 @@ def run_export(run: Run) -> dict[str, Any]:
 
 
 # -- approvals -------------------------------------------------------------------------
-def checkpoint_queue(*, tenant: str, limit: int = 200) -> list[Checkpoint]:
-    """Pending checkpoints of the tenant, soonest expiry first."""
-    return list(
-        Checkpoint.objects.filter(tenant=tenant, status=Checkpoint.Status.PENDING)
-        .select_related("run")
-        .order_by("expires_at", "id")[:limit]
-    )
+QUEUE_LIMIT = 200
+
+
+def checkpoint_queue(
+    *,
+    tenant: str,
+    kind: str = "",
+    run_ids: tuple[uuid.UUID, uuid.UUID] | None = None,
+    limit: int = QUEUE_LIMIT,
+) -> list[Checkpoint]:
+    """Pending checkpoints of the tenant, soonest expiry first; ``kind`` and a run id range
+    (see ``id_range``) narrow it. The (tenant, status, expires_at) index serves every form."""
+    qs = Checkpoint.objects.filter(tenant=tenant, status=Checkpoint.Status.PENDING)
+    if kind:
+        qs = qs.filter(kind=kind)
+    if run_ids is not None:
+        qs = qs.filter(run_id__gte=run_ids[0], run_id__lte=run_ids[1])
+    return list(qs.select_related("run").order_by("expires_at", "id")[:limit])
 
 
 def decision_history(*, tenant: str, limit: int = 100) -> tuple[list[Decision], list[Any]]:

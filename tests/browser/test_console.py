@@ -66,6 +66,29 @@ def test_an_approver_approves_the_pending_proposal_and_watches_the_run_complete(
     assert decision.verdict == "APPROVE" and decision.decided_by == approver
 
 
+def test_the_approval_queue_filters_and_shows_new_checkpoints_without_a_reload(
+    live_server: Any, new_page: Any, approver: Any, operator: Any, waiting: Run
+) -> None:
+    base = live_server.url
+    page = new_page()
+    login(page, base, "approver")
+    page.goto(f"{base}/approvals/")
+    expect(page.locator("#queue")).to_contain_text(checkpoint_of(waiting).pk)
+    page.get_by_label("Kind").select_option("clarification")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.locator("#queue")).to_contain_text("No pending checkpoint matches these filters")
+    expect(page).to_have_url(re.compile(r"kind=clarification"))
+    page.get_by_label("Kind").select_option("approval")
+    page.get_by_label("Run id").fill(waiting.pk.hex[:8])
+    page.get_by_label("Run id").press("Enter")  # the keyboard submits the filter form
+    expect(page.locator("#queue tbody tr")).to_have_count(1)
+    page.goto(f"{base}/approvals/")
+    # Another run asks for approval while the queue is open: it appears by itself.
+    second = make_run(principal="user:operator", requested_by=operator)
+    expect(page.locator("#queue")).to_contain_text(checkpoint_of(second).pk, timeout=15_000)
+    expect(page.locator("#queue tbody tr")).to_have_count(2)
+
+
 def test_an_operator_cancels_a_waiting_run(
     live_server: Any, new_page: Any, operator: Any, waiting: Run
 ) -> None:

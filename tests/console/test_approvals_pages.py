@@ -39,6 +39,55 @@ def test_the_queue_lists_pending_checkpoints_with_time_to_expiry(
     assert 0 < seconds <= settings.FIELDOPS_APPROVAL_TTL_SECONDS
 
 
+def test_the_queue_filters_by_kind_and_run_id(as_approver: Client, waiting_run: Run) -> None:
+    checkpoint = checkpoint_of(waiting_run)
+    url = reverse("approvals-queue")
+
+    def shown(**params: str) -> list[str]:
+        response = as_approver.get(url, params)
+        assert response.status_code == 200 and response.context["error"] == ""
+        return [c.pk for c, _ in response.context["rows"]]
+
+    assert shown(kind="approval") == [checkpoint.pk]
+    assert shown(kind="clarification") == []
+    prefix = waiting_run.pk.hex[:6]
+    assert shown(q=prefix) == [checkpoint.pk]
+    assert shown(q=str(waiting_run.pk)) == [checkpoint.pk]
+    other = "0" * 6 if not prefix.startswith("0") else "f" * 6
+    assert shown(q=other, kind="approval") == []
+    body = as_approver.get(url, {"q": other}).content.decode()
+    assert "No pending checkpoint matches these filters" in body
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"q": "not-hex!"}, "A run id is hexadecimal"),
+        ({"kind": "everything"}, "There is no checkpoint kind &#x27;everything&#x27;"),
+    ],
+)
+def test_bad_queue_filters_get_a_clear_message(
+    as_approver: Client, waiting_run: Run, params: dict[str, str], message: str
+) -> None:
+    response = as_approver.get(reverse("approvals-queue"), params)
+    body = response.content.decode()
+    assert response.status_code == 200 and message in body and 'role="alert"' in body
+    assert response.context["rows"] == []
+
+
+def test_the_queue_refreshes_itself_with_its_filters(as_approver: Client, waiting_run: Run) -> None:
+    url = reverse("approvals-queue")
+    page = as_approver.get(url, {"kind": "approval"}).content.decode()
+    assert f'hx-get="{url}?kind=approval" hx-trigger="every 5s"' in page
+    # The poll asks for the queue region only (htmx names its target).
+    poll = as_approver.get(
+        url, {"kind": "approval"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="queue"
+    )
+    body = poll.content.decode()
+    assert body.lstrip().startswith('<section id="queue"') and "<form" not in body
+    assert checkpoint_of(waiting_run).pk in body
+
+
 def test_the_queue_is_empty_for_another_tenant_and_closed_to_other_roles(
     as_outsider: Client, as_operator: Client, waiting_run: Run
 ) -> None:
