@@ -6,15 +6,37 @@ reads it here, so a test can make an approval wait "long" without sleeping.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as dt
 import threading
+from collections.abc import Iterator
 
 _lock = threading.Lock()
 _offset = dt.timedelta(0)
+# A further offset for one thread or task only: the execution simulation's scripted clock.
+_local_offset: contextvars.ContextVar[dt.timedelta] = contextvars.ContextVar(
+    "fieldops_clock_local_offset", default=dt.timedelta(0)
+)
 
 
 def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC) + _offset
+    return dt.datetime.now(dt.UTC) + _offset + _local_offset.get()
+
+
+@contextlib.contextmanager
+def at_least(moment: dt.datetime) -> Iterator[None]:
+    """Inside the block, and for this thread or task only, ``now()`` is ``moment`` or later.
+
+    The execution simulation replays a recorded expiry with it; requests served at the
+    same time by other threads keep the real clock.
+    """
+    ahead = max(moment - now(), dt.timedelta(0))
+    token = _local_offset.set(_local_offset.get() + ahead)
+    try:
+        yield
+    finally:
+        _local_offset.reset(token)
 
 
 def advance(seconds: float) -> None:

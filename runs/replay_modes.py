@@ -20,6 +20,7 @@ recording does not have stops there, and is cancelled so no human queue ever sho
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import re
 import secrets
 from collections.abc import Mapping
@@ -36,7 +37,8 @@ from approvals.models import Checkpoint, Decision
 from catalog.capabilities import registry
 from catalog.world.models import LedgerEntry
 from catalog.world.service import seed_world
-from runs import callbacks, policies, runner, services
+from fieldops import clock
+from runs import callbacks, policies, runner, services, sweeper
 from runs.domain.proposals import InvalidProposal, Proposal, from_dict, summary, to_dict
 from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
 from runs.models import Correlation, Event, Evidence, Run
@@ -49,6 +51,8 @@ SIM_STOP_BY = "simulation:scripted-operator"
 SIM_STOP_REASON = "simulation stopped: the recording has no further human input"
 SIM_REPLAYED_CANCEL = "simulation: replays the recorded cancellation"
 SIM_REPLAYED_BUDGET = "simulation: replays a recorded operator budget change"
+EXPIRIES = (EventType.APPROVAL_EXPIRED.value, EventType.EXTERNAL_EXPIRED.value)
+ONE_TICK = dt.timedelta(microseconds=1)
 MAX_SCRIPTED_INPUTS = 20
 # Evidence ids differ between a run and its simulation; decisions compare without them.
 EVIDENCE_REF = re.compile(r"\b(?:ev|rq)-[0-9a-f]{20}\b")
@@ -319,6 +323,7 @@ class _Script:
     callbacks: list[Mapping[str, Any]]
     cancellation: Event | None
     budget_changes: list[Event]
+    expiries: list[str]  # the recorded expiry event types, in order
 
 
 def outcome(run: Run) -> RunOutcome:
@@ -512,6 +517,11 @@ def _script_of(run: Run) -> _Script:
         callbacks=[contents[r]["data"] for r in refs if r in contents],
         cancellation=cancellation,
         budget_changes=list(budget_changes),
+        expiries=list(
+            Event.objects.filter(run=run, type__in=EXPIRIES)
+            .order_by("sequence")
+            .values_list("type", flat=True)
+        ),
     )
 
 
@@ -594,6 +604,12 @@ def _answer_wait(sim: Run, script: _Script, requester: Any, approver: Any) -> bo
                 checkpoint_id=checkpoint.pk, user=requester, answer=recorded.answer
             )
             return result.recorded
+        if script.expiries[:1] == [EventType.APPROVAL_EXPIRED.value]:
+            # The recording's checkpoint ran out unanswered: so does this one. The clock
+            # moves past its expiry for this simulation only (other requests keep theirs).
+            script.expiries.pop(0)
+            with clock.at_least(checkpoint.expires_at + ONE_TICK):
+                return approvals.checkpoint_expire(checkpoint_id=checkpoint.pk)
         return False
     if sim.state == State.WAITING_EXTERNAL.value and script.callbacks:
         data = script.callbacks.pop(0)
@@ -607,4 +623,11 @@ def _answer_wait(sim: Run, script: _Script, requester: Any, approver: Any) -> bo
             payload=dict(data.get("payload", {})),
         )
         return got.accepted
+    if sim.state == State.WAITING_EXTERNAL.value and script.expiries[:1] == [
+        EventType.EXTERNAL_EXPIRED.value
+    ]:
+        script.expiries.pop(0)
+        correlation = Correlation.objects.select_related("run").get(pk=sim.waiting_correlation)
+        with clock.at_least(correlation.deadline + ONE_TICK):
+            return sweeper.expire_wait(correlation)
     return False

@@ -75,22 +75,30 @@ def _expire_waits(now: dt.datetime, limit: int, report: SweepReport) -> None:
     for correlation in Correlation.objects.filter(status="OPEN", deadline__lte=now).select_related(
         "run"
     )[:limit]:
-        run = correlation.run
-        if run.state != State.WAITING_EXTERNAL.value or run.waiting_correlation != (correlation.pk):
-            Correlation.objects.filter(pk=correlation.pk).update(status="EXPIRED")
-            continue
-        result = authority.append(
-            run_id=str(run.pk),
-            expected_revision=run.revision,
-            expected_epoch=None,
-            type=EventType.EXTERNAL_EXPIRED,
-            actor=Actor.CLOCK,
-            reason_code="wait_expired",
-            refs={"correlation": correlation.pk},
-            payload={"owner": "operator"},
-        )
-        if result.applied:
+        if expire_wait(correlation, now=now):
             report.expired_waits.append(correlation.pk)
+
+
+def expire_wait(correlation: Correlation, *, now: dt.datetime | None = None) -> bool:
+    """Expire one open wait whose deadline passed: external.expired moves its run to
+    ESCALATED. A correlation its run no longer waits on is just closed."""
+    if correlation.status != "OPEN" or correlation.deadline > (now or clock.now()):
+        return False
+    run = correlation.run
+    if run.state != State.WAITING_EXTERNAL.value or run.waiting_correlation != correlation.pk:
+        Correlation.objects.filter(pk=correlation.pk).update(status="EXPIRED")
+        return False
+    result = authority.append(
+        run_id=str(run.pk),
+        expected_revision=run.revision,
+        expected_epoch=None,
+        type=EventType.EXTERNAL_EXPIRED,
+        actor=Actor.CLOCK,
+        reason_code="wait_expired",
+        refs={"correlation": correlation.pk},
+        payload={"owner": "operator"},
+    )
+    return result.applied
 
 
 def _enforce_deadlines(now: dt.datetime, limit: int, report: SweepReport) -> None:

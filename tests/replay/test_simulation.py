@@ -4,6 +4,7 @@ world, the recorded run's world and the recorded run itself are never touched.""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -12,7 +13,8 @@ from django.core.management import call_command
 from approvals import services as approvals
 from approvals.models import Checkpoint
 from catalog.world.models import LedgerEntry
-from runs import replay_modes, runner, services
+from fieldops import clock
+from runs import replay_modes, runner, services, sweeper
 from runs.models import Event, Run
 from runs.replay_modes import ReplayError, simulate
 from tests.helpers import approve, decline, make_run
@@ -118,6 +120,36 @@ def test_recorded_answers_and_callbacks_are_replayed(world, operator, approver):
     result = simulate(waiting)
     assert result.scripted[0] == "scripted callback depot.delivery_confirmed: accepted"
     assert result.same_disposition and result.simulated.state == "COMPLETED"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "expired", "reason"),
+    [
+        ("reservation", "approval.expired", "checkpoint_expired"),
+        ("wait_external", "external.expired", "wait_expired"),
+    ],
+)
+def test_a_recorded_expiry_is_replayed_on_the_simulations_own_clock(
+    world, scenario, expired, reason
+):
+    recorded = make_run(scenario)
+    clock.advance(2 * 24 * 3600)  # the recorded wait ran out, and the sweeper saw it
+    sweeper.sweep()
+    recorded.refresh_from_db()
+    assert (recorded.state, recorded.terminal_reason) == ("ESCALATED", reason)
+    clock.reset()
+    bystander = make_run(scenario)  # another run waiting while the simulation runs
+
+    result = simulate(recorded)
+
+    assert result.same_disposition
+    assert result.simulated.disposition_key == ("ESCALATED", "ESCALATED", reason)
+    sim_events = Event.objects.filter(run_id=result.simulated.run_id, type=expired)
+    assert sim_events.count() == 1 and sim_events[0].actor == "clock"
+    # The clock moved for the simulation only: the bystander still waits, and now is now.
+    bystander.refresh_from_db()
+    assert bystander.state in ("WAITING_HUMAN", "WAITING_EXTERNAL")
+    assert abs((clock.now() - dt.datetime.now(dt.UTC)).total_seconds()) < 5
 
 
 def test_an_operator_cancellation_is_replayed_where_the_simulation_waits(world):
