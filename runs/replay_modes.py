@@ -412,6 +412,8 @@ def _scripted_log(sim: Run) -> tuple[list[str], list[str]]:
         elif e.type == EventType.EXTERNAL_OBSERVED.value and e.reason_code == "correlated":
             data = contents.get(e.refs.get("observation", ""), {}).get("data", {})
             scripted.append(f"scripted callback {data.get('response_type', '')}: accepted")
+        elif e.type in EXPIRIES:
+            scripted.append(f"scripted clock: {e.type}")
         elif (
             e.type == EventType.BUDGET_CHANGED.value
             and e.payload.get("reason") == SIM_REPLAYED_BUDGET

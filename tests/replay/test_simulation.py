@@ -146,6 +146,7 @@ def test_a_recorded_expiry_is_replayed_on_the_simulations_own_clock(
     assert result.simulated.disposition_key == ("ESCALATED", "ESCALATED", reason)
     sim_events = Event.objects.filter(run_id=result.simulated.run_id, type=expired)
     assert sim_events.count() == 1 and sim_events[0].actor == "clock"
+    assert result.scripted == (f"scripted clock: {expired}",)
     # The clock moved for the simulation only: the bystander still waits, and now is now.
     bystander.refresh_from_db()
     assert bystander.state in ("WAITING_HUMAN", "WAITING_EXTERNAL")
