@@ -80,7 +80,7 @@ def approvals_queue(request: HttpRequest) -> HttpResponse:
     if q and not error:
         bounds = selectors.id_range(q)
         if bounds is None:
-            error = "A run id is hexadecimal (a full id or a prefix)."
+            error = selectors.ID_SEARCH_ERROR
     tenant = _tenant(request)
     pending = [] if error else selectors.checkpoint_queue(tenant=tenant, kind=kind, run_ids=bounds)
     now = clock.now()

@@ -90,6 +90,9 @@ class RunPage:
     search_error: str = ""
 
 
+ID_SEARCH_ERROR = "A run id is hexadecimal (a full id or a prefix)."
+
+
 def id_range(text: str) -> tuple[uuid.UUID, uuid.UUID] | None:
     """Return the UUID range a full id or hex prefix covers, or None if it is not hex."""
     digits = text.replace("-", "").lower()
@@ -138,7 +141,7 @@ def run_list_for_tenant(
     if filters.q:
         bounds = id_range(filters.q)
         if bounds is None:
-            return RunPage([], "", filters, "A run id is hexadecimal (a full id or a prefix).")
+            return RunPage([], "", filters, ID_SEARCH_ERROR)
         qs = qs.filter(pk__gte=bounds[0], pk__lte=bounds[1])
     position = decode_cursor(cursor) if cursor else None
     if position is not None:
