@@ -69,7 +69,7 @@ def new_run() -> tuple[str, int]:
         start=False,
     )
     claim = ownership.claim(str(run.pk), "bench")
-    assert claim is not None
+    assert isinstance(claim, ownership.Claim)
     return str(run.pk), claim.epoch
 
 

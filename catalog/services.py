@@ -445,6 +445,7 @@ def capability_decide(*, version_id: int, user: Any, action: str, reason: str) -
 
 def retirement_inventory(row: CapabilityVersion) -> dict[str, Any]:
     """Runs pinned to ``row`` that have not ended, and unknown effects under it."""
+    from runs.domain import effects
     from runs.models import EffectAttempt, Run
 
     pin_prefix = f"{row.version}#"
@@ -454,9 +455,9 @@ def retirement_inventory(row: CapabilityVersion) -> dict[str, Any]:
         if str(r.components.get(row.capability_id, "")).startswith(pin_prefix)
     ]
     unknown = []
-    for attempt in EffectAttempt.objects.filter(
-        status__in=EffectAttempt.UNRESOLVED_STATUSES
-    ).select_related("run"):
+    for attempt in EffectAttempt.objects.filter(status__in=effects.UNRESOLVED).select_related(
+        "run"
+    ):
         if str(attempt.run.components.get(row.capability_id, "")).startswith(pin_prefix):
             unknown.append(
                 {"attempt": attempt.pk, "run": str(attempt.run_id), "status": attempt.status}

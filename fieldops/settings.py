@@ -171,6 +171,9 @@ FIELDOPS_HISTORY_WARN_BYTES = int(env("FIELDOPS_HISTORY_WARN_BYTES", str(10 * 10
 FIELDOPS_HISTORY_MAX_BYTES = int(env("FIELDOPS_HISTORY_MAX_BYTES", str(50 * 1024 * 1024)))
 FIELDOPS_MAX_EVENT_PAYLOAD_BYTES = 256 * 1024
 FIELDOPS_SWEEP_INTERVAL_SECONDS = float(env("FIELDOPS_SWEEP_INTERVAL_SECONDS", "5"))
+# How long a reconciliation read waits for an in-flight commit of the same key before it
+# answers "busy" (the run stays RECOVERING and is asked again later).
+FIELDOPS_RECONCILE_LOCK_MS = int(env("FIELDOPS_RECONCILE_LOCK_MS", "1000"))
 
 # Model client (issue: model adapters). The policy double stays the default policy.
 FIELDOPS_MODEL_BASE_URL = env("FIELDOPS_MODEL_BASE_URL", "")

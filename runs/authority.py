@@ -24,8 +24,8 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from approvals.models import Checkpoint
-from fieldops import clock
-from runs.domain import invariants
+from fieldops import clock, points
+from runs.domain import effects, invariants
 from runs.domain.budgets import Budget
 from runs.domain.events import EventRecord, RunConfig, RunSnapshot, build_event
 from runs.domain.states import (
@@ -71,6 +71,16 @@ class Result:
 
 class IntegrityConflict(Exception):
     """The same event id was offered with different content: the run must stop."""
+
+
+class Refused(Exception):
+    """Raised by a ``within`` callback when what the event records no longer holds (e.g.
+    the effect attempt it settles was settled by someone else): the whole append is rolled
+    back and answered as a refusal with ``reason``; nothing is written."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 def new_id(prefix: str) -> str:
@@ -246,6 +256,8 @@ def _decide_from_row(ask: _Ask) -> Result:
                 raise _Lost(_lost_result(run, snapshot, decision)) from None
     except _Lost as lost:
         return lost.result
+    except Refused as refused:
+        return Result(False, snapshot_of(Run.objects.get(pk=ask.run_id)), refusal=refused.reason)
 
 
 class _Lost(Exception):
@@ -286,6 +298,8 @@ def _decide_from_copy(ask: _Ask, run: Run) -> Result | None:
             return _write(run, snapshot, decision)
     except _LostRace:
         return None
+    except Refused as refused:
+        return Result(False, snapshot_of(Run.objects.get(pk=ask.run_id)), refusal=refused.reason)
 
 
 def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
@@ -388,6 +402,9 @@ def _write(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
         Outbox.objects.create(run=run, kind="advance", created_at=clock.now())
         run_id = str(run.pk)
         transaction.on_commit(lambda: _kick(run_id))
+    if connection.in_atomic_block:
+        # Everything of this event is written and holds the run's row lock until commit.
+        points.reach(f"authority.in_transaction:{event.type}", str(run.pk))
     return Result(True, snapshot_of(run, config=snapshot.config), event=event)
 
 
@@ -420,10 +437,14 @@ def append_control(
     refs: Mapping[str, str] | None = None,
     payload: Mapping[str, Any] | None = None,
     within: Within | None = None,
-) -> EventRecord:
-    """Append a control event at whatever revision the run is now (retrying races)."""
+) -> EventRecord | None:
+    """Append a control event at whatever revision the run is now, riding out races.
+
+    Return the event, or None when it was not recorded: ``within`` refused, or the run kept
+    changing for ``CONTROL_RETRIES`` attempts in a row (logged; the caller decides).
+    """
     assert type in CONTROL_EVENTS
-    for _ in range(20):
+    for _ in range(CONTROL_RETRIES):
         run = Run.objects.get(pk=run_id)
         result = append(
             run_id=run_id,
@@ -438,7 +459,15 @@ def append_control(
         )
         if result.applied and result.event is not None:
             return result.event
-    raise RuntimeError(f"could not record {type} on {run_id}: the run keeps changing")
+        if not result.conflict:
+            log.info("control event refused: %s", result.refusal, extra={"run_id": run_id})
+            return None
+    log.warning("control event not recorded: the run kept changing", extra={"run_id": run_id})
+    return None
+
+
+# How many revision races a control event rides out before it gives up.
+CONTROL_RETRIES = 20
 
 
 # -- guards ------------------------------------------------------------------------------
@@ -806,9 +835,9 @@ def _close_run(run: Run, event: EventRecord) -> None:
     """Write the terminal record and close open waits, in the terminal event's transaction."""
     now = clock.now()
     unresolved_attempts = list(
-        EffectAttempt.objects.filter(
-            run=run, status__in=EffectAttempt.UNRESOLVED_STATUSES
-        ).values_list("id", flat=True)
+        EffectAttempt.objects.filter(run=run, status__in=effects.UNRESOLVED).values_list(
+            "id", flat=True
+        )
     )
     open_checkpoints = list(
         Checkpoint.objects.filter(run=run, status=Checkpoint.Status.PENDING).values_list(
@@ -825,11 +854,12 @@ def _close_run(run: Run, event: EventRecord) -> None:
         status="EXPIRED" if event.type is EventType.EXTERNAL_EXPIRED else "CLOSED"
     )
     disposition = Disposition(event.next_state.value)
-    follow_up = []
-    if unresolved_attempts:
-        follow_up.append("reconcile_effect")
-    if disposition is not Disposition.COMPLETED:
-        follow_up.append("start_follow_up_run")
+    account = effects.EffectAccount(
+        counted_at_end=int(event.budget.get(Budget.EFFECTS, 0)),
+        reconciled_after_end=0,
+        unresolved=len(unresolved_attempts),
+    )
+    follow_up = effects.follow_up(completed=disposition is Disposition.COMPLETED, account=account)
     TerminalRecord.objects.create(
         run=run,
         disposition=disposition.value,
@@ -848,7 +878,7 @@ def _close_run(run: Run, event: EventRecord) -> None:
         + [{"checkpoint": c} for c in open_checkpoints],
         evidence_complete=True,
         owner=str(event.payload.get("owner") or _OWNERS[disposition]),
-        allowed_follow_up=follow_up,
+        allowed_follow_up=list(follow_up),
         artifact_id=event.refs.get("artifact", ""),
         created_at=now,
     )

@@ -18,6 +18,10 @@ POINTS = (
     "after_claim",
     "after_model_response",
     "after_dispatch_record",
+    "after_send_gate",
+    "world.before_commit",
+    "world.after_ledger_insert",
+    "world.after_commit",
     "after_effect_committed",
     "after_capability_result",
     "before_ack",
@@ -47,10 +51,10 @@ def drill(point: str, run_id: str) -> None:
 
 
 def install_from_env() -> bool:
-    """Hook the drills into the runner when a drill variable is set; return True if so."""
+    """Hook the drills into the named points when a drill variable is set; return True if so."""
     if not (os.environ.get("FIELDOPS_CRASH_AT") or os.environ.get("FIELDOPS_PAUSE_AT")):
         return False
-    from runs import runner
+    from fieldops import points
 
-    runner.POINT_HOOK = lambda point, owner: drill(point, owner.run_id)
+    points.install(drill)
     return True

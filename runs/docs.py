@@ -7,7 +7,7 @@ review packet page, so neither can drift from what the authority enforces.
 from __future__ import annotations
 
 from catalog.capabilities.registry import ALL_CONTRACTS
-from runs.domain import render
+from runs.domain import effects, render
 from runs.domain.budgets import BUDGET_INFO, DEFAULT_LIMITS, EXHAUSTED_REASONS
 from runs.domain.completion import ARTIFACT_PREDICATE, PREDICATES
 from runs.domain.invariants import INVARIANTS
@@ -146,6 +146,115 @@ def engine_md() -> str:
     )
 
 
+def effect_lifecycle_sheet() -> str:
+    lines = [
+        "| status | meaning | moves to | unresolved | picked up by |",
+        "|---|---|---|---|---|",
+    ]
+    for status in effects.AttemptStatus:
+        moves = ", ".join(f"`{t}`" for t in effects.AttemptStatus if t in effects.MOVES[status])
+        owner = (
+            "sweeper (once the run ended)"
+            if status in effects.SWEEPER_PICKUP
+            else "operator"
+            if status in effects.OPERATOR_OWNED
+            else ""
+        )
+        lines.append(
+            f"| `{status}` | {effects.MEANING[status]} | {moves or 'final'} | "
+            f"{'yes' if status in effects.UNRESOLVED else 'no'} | {owner} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def dispatch_outcome_sheet() -> str:
+    """What each answer of reserve_part means: the contract's error table through
+    ``effects.resolve_dispatch``, the one rule the runner applies."""
+    contract = ALL_CONTRACTS["reserve_part"]
+    lines = [
+        "| answer | stage | contract declares | attempt becomes | run event |",
+        "|---|---|---|---|---|",
+    ]
+    cases = [("committed (ok)", "", "", None)]
+    cases += [("any error", "pre_dispatch", "", None)]
+    for rule in contract.errors:
+        ambiguous = ("TIMEOUT_AMBIGUOUS", "RATE_LIMITED", "MALFORMED_RESULT")
+        stage = "ambiguous" if rule.code in ambiguous else "definite"
+        cases.append((f"`{rule.code}`", stage, rule.code, rule.transition))
+    cases.append(("an error the contract does not declare", "definite", "UNDECLARED", None))
+    for label, stage, code, declared in cases:
+        resolution = effects.resolve_dispatch(
+            ok=not code and not stage, stage=stage or "definite", error=code, declared=declared
+        )
+        event = resolution.event.value if resolution.event else ""
+        lines.append(
+            f"| {label} | {stage or '-'} | {declared or '-'} | `{resolution.status}` | "
+            f"`{event}` |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def reconciliation_sheet() -> str:
+    lines = [
+        "| the fenced ledger read finds | attempt becomes | run event (live run) "
+        "| after the run ended |",
+        "|---|---|---|---|",
+    ]
+    for found in effects.Found:
+        resolution = effects.resolve_reconciliation(found)
+        if resolution is None:
+            lines.append(
+                f"| `{found}` | unchanged | none: the read is repeated later | none |"
+            )
+            continue
+        event = resolution.event.value if resolution.event else ""
+        lines.append(
+            f"| `{found}` | `{resolution.status}` | `{event}` | "
+            f"`effect.reconciled` ({resolution.reconciled}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def effects_md() -> str:
+    doc = effects.__doc__ or ""
+    fencing = doc[doc.index("Fencing rule") :].split("Pure module")[0].strip()
+    return (
+        HEADER + "# Effect attempts: lifecycle, outcomes and fencing\n\n"
+        "An effect attempt is the dispatch record of one `reserve_part` request. It is "
+        "written with the `proposal.allowed` event that admits it, and every later move "
+        "commits in the same transaction as the run event that records it, as a "
+        "compare-and-set on its status: a status no event confirms cannot exist, and two "
+        "recorders of one outcome cannot both win. The tables below are rendered from "
+        "`runs/domain/effects.py` and the `reserve_part` contract.\n\n"
+        "## Lifecycle\n\n" + effect_lifecycle_sheet() + "\n## What a dispatch answer means\n\n"
+        "After the request may have reached the service, only a rejection the contract "
+        "declares `effect.rejected` is believed; everything else goes to reconciliation "
+        "by the same key. A definite `CONFLICT` may hide a concurrent commit of the same "
+        "key, so it reconciles too; once the fenced read proves absence, validation denies "
+        "the unchanged request (`effect_rejected`) instead of sending it again.\n\n"
+        + dispatch_outcome_sheet()
+        + "\n## Reconciliation\n\n"
+        + reconciliation_sheet()
+        + "\n## The fencing rule\n\n"
+        + fencing
+        + "\n\nThe ledger double (`catalog/world/service.py`) serialises the commits of one "
+        "key on the lock of its fence row; a reconciliation read waits for that lock at "
+        "most `FIELDOPS_RECONCILE_LOCK_MS` and answers `busy` when a commit is still in "
+        "progress.\n\n"
+        "## After the run ended\n\n"
+        "A terminal record is never edited. Attempts still unresolved when the run ended "
+        "are listed on it, and the sweeper reconciles every one it can pick up; each "
+        "outcome is appended as `effect.reconciled`. The run page shows the effects counted "
+        "at the end plus those reconciled since, and offers a follow-up run only when the "
+        "run did not complete, no effect of it exists and none is unknown.\n\n"
+        "## Proof\n\n"
+        "`manage.py explore_effects` (and `tests/runs/test_explorer.py`) runs every crash, "
+        "pause, cancellation and takeover order on the reservation path in-process and "
+        "audits each with `runs/effect_audit.py`; `tests/durable/test_chaos.py` does the "
+        "same with real worker processes killed and paused at random.\n"
+    )
+
+
 def faultlab_md() -> str:
     return (
         HEADER + "# Fault lab\n\nEach fixture is an automated test "
@@ -159,6 +268,7 @@ def generated_files() -> dict[str, str]:
     return {
         "docs/engine.md": engine_md(),
         "docs/faultlab.md": faultlab_md(),
+        "docs/effects.md": effects_md(),
         "docs/state-machine.svg": render.state_diagram_svg(title="FieldOps run state machine")
         + "\n",
     }

@@ -25,7 +25,13 @@ def mode() -> str:
 
 
 def enqueue_advance(run_id: str) -> None:
-    """Hand ``run_id`` to the configured executor and mark its outbox rows dispatched."""
+    """Hand ``run_id`` to the configured executor and mark its outbox rows dispatched.
+
+    In ``deferred`` mode nothing is handed over and the outbox rows stay pending: whoever
+    set it (the effect explorer) advances runs itself, step by step.
+    """
+    if mode() == "deferred":
+        return
     Outbox.objects.filter(run_id=run_id, dispatched_at__isnull=True).update(
         dispatched_at=clock.now(), attempts=F("attempts") + 1
     )

@@ -230,7 +230,7 @@ def fx_repeated_effect(lab: Lab) -> Outcome:
         reason_code="action",
     )
     # The same dispatch is delivered again with the same key: the ledger dedupes it.
-    inv = runner._invocation(run, _last_reserve(run))
+    inv = runner._invocation(run, _last_reserve(run), fencing_token=attempt.dispatch_sequence)
     again = registry.dispatch(inv, runner._world(run))
     return lab.outcome(
         run,
@@ -282,10 +282,10 @@ def fx_illegal_transition(lab: Lab) -> Outcome:
 def fx_stale_owner(lab: Lab) -> Outcome:
     run = lab.start(advance=False)
     old = ownership.claim(str(run.pk), "worker-old")
-    assert old is not None
+    assert isinstance(old, ownership.Claim)
     Run.objects.filter(pk=run.pk).update(lease_expires_at=clock.now())
     new = ownership.claim(str(run.pk), "worker-new")
-    assert new is not None
+    assert isinstance(new, ownership.Claim)
     run.refresh_from_db()
     stale = authority.append(
         run_id=str(run.pk),

@@ -10,6 +10,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from runs.domain import effects
+from runs.domain.effects import AttemptStatus
 from runs.domain.states import State
 
 STATE_CHOICES = [(s.value, s.value) for s in State]
@@ -187,23 +189,13 @@ class Evidence(models.Model):
 
 
 class EffectAttempt(models.Model):
-    """The dispatch record of one reserve_part attempt (written before the call)."""
+    """The dispatch record of one reserve_part attempt (written before the call).
 
-    class Status(models.TextChoices):
-        DISPATCH_RECORDED = "DISPATCH_RECORDED"
-        SENDING = "SENDING"
-        NOT_SENT = "NOT_SENT"
-        CONFIRMED = "CONFIRMED"
-        REJECTED = "REJECTED"
-        AMBIGUOUS = "AMBIGUOUS"
-        ABSENT = "ABSENT"
-        CONFLICT = "CONFLICT"
-        UNRESOLVED = "UNRESOLVED"
+    Its status follows the effect attempt lifecycle of ``runs/domain/effects.py`` and only
+    moves together with the run event that records the move.
+    """
 
-    UNRESOLVED_STATUSES = ("DISPATCH_RECORDED", "SENDING", "AMBIGUOUS", "UNRESOLVED", "CONFLICT")
-    # Statuses that mean the request may have reached the service.
-    MAYBE_SENT_STATUSES = ("SENDING", "AMBIGUOUS", "UNRESOLVED", "CONFLICT")
-    NO_EFFECT_STATUSES = ("NOT_SENT", "REJECTED", "ABSENT")
+    Status = models.TextChoices("Status", [(s.value, s.value) for s in AttemptStatus])
 
     id = models.CharField(primary_key=True, max_length=40)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="effect_attempts")
@@ -212,9 +204,15 @@ class EffectAttempt(models.Model):
     checkpoint_id = models.CharField(max_length=64, blank=True, default="")
     attempt = models.PositiveIntegerField()
     owner_epoch = models.PositiveIntegerField()
+    # The sequence of the proposal.allowed event that recorded this dispatch; it is also
+    # the dispatch's fencing token at the ledger.
     dispatch_sequence = models.PositiveIntegerField()
     status = models.CharField(max_length=24, choices=Status.choices)
     error = models.CharField(max_length=48, blank=True, default="")
+    # The definite answer the service gave after the request may have reached it (e.g.
+    # CONFLICT); kept when reconciliation later proves absence, so the unchanged request
+    # is not sent again.
+    answer = models.CharField(max_length=48, blank=True, default="")
     effect_id = models.CharField(max_length=40, blank=True, default="")
     detail = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField()
@@ -225,7 +223,11 @@ class EffectAttempt(models.Model):
 
     @property
     def unresolved(self) -> bool:
-        return self.status in self.UNRESOLVED_STATUSES
+        return self.status in effects.UNRESOLVED
+
+    @property
+    def meaning(self) -> str:
+        return effects.MEANING[AttemptStatus(self.status)]
 
 
 class Correlation(models.Model):

@@ -30,20 +30,38 @@ class Claim:
     recovered: bool
 
 
+@dataclass(frozen=True)
+class NotClaimed:
+    """Why a claim was not taken (falsy). ``busy``: another transaction holds the run's row
+    (a stalled worker, say): the claim skips it instead of waiting behind it."""
+
+    run_id: str
+    reason: str  # missing | ended | waiting | held | busy | raced | attempts_exhausted
+
+    def __bool__(self) -> bool:
+        return False
+
+
 def lease_length() -> dt.timedelta:
     return dt.timedelta(seconds=settings.FIELDOPS_LEASE_SECONDS)
 
 
-def claim(run_id: str, worker: str) -> Claim | None:
-    """Take ownership of an advanceable run; None if it waits, ended, or is owned."""
+def claim(run_id: str, worker: str) -> Claim | NotClaimed:
+    """Take ownership of an advanceable run, or say why not (never waits on a lock)."""
     now = clock.now()
     with transaction.atomic():
-        run = Run.objects.filter(pk=run_id).first()
-        if run is None or is_terminal(run.state) or is_waiting(run.state):
-            return None
+        # SKIP LOCKED: a row locked by another transaction reads as absent here.
+        run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
+        if run is None:
+            reason = "busy" if Run.objects.filter(pk=run_id).exists() else "missing"
+            return NotClaimed(run_id, reason)
+        if is_terminal(run.state):
+            return NotClaimed(run_id, "ended")
+        if is_waiting(run.state):
+            return NotClaimed(run_id, "waiting")
         held = bool(run.lease_owner) and run.lease_expires_at is not None
         if held and run.lease_expires_at > now:  # type: ignore[operator]
-            return None
+            return NotClaimed(run_id, "held")
         recovered = held  # a lease that expired without release: the owner failed
         new_attempt = run.attempt + 1 if recovered else run.attempt
         if new_attempt > settings.FIELDOPS_MAX_ATTEMPTS:
@@ -57,7 +75,7 @@ def claim(run_id: str, worker: str) -> Claim | None:
                 reason_code="recovery_attempts_exhausted",
                 payload={"attempts": run.attempt, "owner": "operator"},
             )
-            return None
+            return NotClaimed(run_id, "attempts_exhausted")
         updated = Run.objects.filter(pk=run_id, owner_epoch=run.owner_epoch).update(
             owner_epoch=F("owner_epoch") + 1,
             attempt=new_attempt,
@@ -65,7 +83,7 @@ def claim(run_id: str, worker: str) -> Claim | None:
             lease_expires_at=now + lease_length(),
         )
         if updated != 1:
-            return None
+            return NotClaimed(run_id, "raced")
         epoch = run.owner_epoch + 1
         if recovered:
             authority.append_control(

@@ -20,9 +20,10 @@ from catalog.world import fixtures
 from catalog.world.models import LedgerEntry
 from fieldops import clock
 from runs import evidence
-from runs.domain import validation
+from runs.domain import effects, validation
 from runs.domain.budgets import Budgets
 from runs.domain.completion import CompletionInputs, LedgerFact
+from runs.domain.effects import AttemptStatus
 from runs.domain.proposals import Proposal
 from runs.domain.states import EventType, State
 from runs.models import EffectAttempt, Event, Run
@@ -112,11 +113,16 @@ def approval_view(run: Run, proposal_hash: str) -> validation.ApprovalView | Non
     status = checkpoint.status
     decision: Decision | None = getattr(checkpoint, "decision", None)
     without_effect = False
+    answer = ""
     if status == Checkpoint.Status.USED:
-        attempts = EffectAttempt.objects.filter(run=run, proposal_hash=proposal_hash)
-        without_effect = bool(attempts) and all(
-            a.status in EffectAttempt.NO_EFFECT_STATUSES for a in attempts
+        attempts = list(
+            EffectAttempt.objects.filter(run=run, proposal_hash=proposal_hash).order_by(
+                "dispatch_sequence"
+            )
         )
+        without_effect = bool(attempts) and all(a.status in effects.NO_EFFECT for a in attempts)
+        if without_effect and attempts[-1].status == AttemptStatus.ABSENT:
+            answer = attempts[-1].answer
     if status == Checkpoint.Status.APPROVED and decision is None:
         status = "PENDING"
     return validation.ApprovalView(
@@ -124,6 +130,7 @@ def approval_view(run: Run, proposal_hash: str) -> validation.ApprovalView | Non
         status=str(status),
         expires_at=checkpoint.expires_at,
         consumed_without_effect=without_effect,
+        definite_answer=answer,
     )
 
 
@@ -240,7 +247,7 @@ def completion_inputs(run: Run) -> CompletionInputs:
         ledger=ledger,
         recorded_effect_id=(recorded or {}).get("effect", ""),
         unresolved_attempts=EffectAttempt.objects.filter(
-            run=run, status__in=EffectAttempt.UNRESOLVED_STATUSES
+            run=run, status__in=effects.UNRESOLVED
         ).count(),
         parts=fixtures.PARTS,
     )

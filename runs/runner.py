@@ -26,11 +26,12 @@ from catalog.capabilities import registry, reserve_part
 from catalog.capabilities.base import Invocation, Outcome
 from catalog.world import faults
 from catalog.world.service import WorldService
-from fieldops import clock
-from runs import authority, context, evidence, ownership, rules
+from fieldops import clock, points
+from runs import attempts, authority, context, evidence, ownership, rules
 from runs.authority import Result, new_id
-from runs.domain import completion, validation
+from runs.domain import completion, effects, validation
 from runs.domain.budgets import Budget, exhausted_reason
+from runs.domain.effects import AttemptStatus
 from runs.domain.proposals import ActionIntent, ObserveIntent, Proposal, to_dict
 from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
 from runs.models import Correlation, EffectAttempt, Evidence, Run
@@ -61,51 +62,66 @@ class Owner:
         return self.claim.epoch
 
 
-# Test hook: called with (point, owner) at each named point of a step. The crash matrix
-# uses it to stop a worker at an exact boundary.
-POINT_HOOK: Callable[[str, Owner], None] | None = None
-
-
 def _point(owner: Owner, name: str) -> None:
-    if POINT_HOOK is not None:
-        POINT_HOOK(name, owner)
+    points.reach(name, owner.run_id)
+
+
+# A step returns PAUSE when the run must wait for something outside it before it can move
+# (a commit of its effect still in progress elsewhere): the owner stops and releases the
+# run, and the sweeper re-drives it later.
+PAUSE = "pause"
 
 
 def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEPS) -> str:
-    """Advance ``run_id`` until it waits, ends or ownership is lost; return its state."""
+    """Advance ``run_id`` until it waits, ends, pauses or ownership is lost; return its state.
+
+    A run that cannot be claimed (owned, waiting, ended, or locked by a stalled
+    transaction) is left alone: the refusal is logged and the run's state returned.
+    """
     claim = ownership.claim(run_id, worker or worker_name())
-    if claim is None:
+    if not isinstance(claim, ownership.Claim):
+        log.info("claim refused: %s", claim.reason, extra={"run_id": run_id})
         run = Run.objects.filter(pk=run_id).only("state").first()
         return run.state if run else "MISSING"
     run = Run.objects.get(pk=run_id)
     owner = Owner(claim=claim, plan=faults.parse_plan(run.fault_plan), fired=set())
-    _point(owner, "after_claim")
-    renewed_at = clock.now()
     try:
-        for _ in range(max_steps):
-            run = Run.objects.get(pk=run_id)
-            if run.owner_epoch != owner.epoch or is_terminal(run.state) or is_waiting(run.state):
-                break
-            if clock.now() > run.deadline:
-                _append(
-                    owner,
-                    run,
-                    EventType.RUN_FAILED,
-                    Actor.CLOCK,
-                    exhausted_reason(Budget.ELAPSED_MS),
-                )
-                continue
-            STEPS[State(run.state)](owner, run)
-            # Renew once a third of the lease has passed, not after every step (a commit
-            # each). Ownership is still checked every step: the re-read above stops at an
-            # epoch change, and nobody can claim while the lease is unexpired.
-            if clock.now() - renewed_at >= ownership.lease_length() / 3:
-                if not ownership.renew(owner.claim):
-                    break
-                renewed_at = clock.now()
-    finally:
+        _point(owner, "after_claim")
+        _loop(owner, max_steps)
+    except points.WorkerKilled:
+        # The process "died" (a drill): its lease stays until it expires, like after SIGKILL.
+        raise
+    except BaseException:
         ownership.release(owner.claim)
+        raise
+    ownership.release(owner.claim)
     return Run.objects.get(pk=run_id).state
+
+
+def _loop(owner: Owner, max_steps: int) -> None:
+    renewed_at = clock.now()
+    for _ in range(max_steps):
+        run = Run.objects.get(pk=owner.run_id)
+        if run.owner_epoch != owner.epoch or is_terminal(run.state) or is_waiting(run.state):
+            return
+        if clock.now() > run.deadline:
+            _append(
+                owner,
+                run,
+                EventType.RUN_FAILED,
+                Actor.CLOCK,
+                exhausted_reason(Budget.ELAPSED_MS),
+            )
+            continue
+        if STEPS[State(run.state)](owner, run) == PAUSE:
+            return
+        # Renew once a third of the lease has passed, not after every step (a commit
+        # each). Ownership is still checked every step: the re-read above stops at an
+        # epoch change, and nobody can claim while the lease is unexpired.
+        if clock.now() - renewed_at >= ownership.lease_length() / 3:
+            if not ownership.renew(owner.claim):
+                return
+            renewed_at = clock.now()
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -493,7 +509,11 @@ def _open_correlation(
 
 # -- EXECUTING ---------------------------------------------------------------------------
 def _invocation(
-    run: Run, proposal: ObserveIntent | ActionIntent, observations: dict[str, Any] | None = None
+    run: Run,
+    proposal: ObserveIntent | ActionIntent,
+    observations: dict[str, Any] | None = None,
+    *,
+    fencing_token: int = 0,
 ) -> Invocation:
     observations = (
         observations if observations is not None else (evidence.admitted_observations(str(run.pk)))
@@ -512,6 +532,7 @@ def _invocation(
         proposal_hash=canonical_hash,
         observations=observations,
         canonical_proposal=canonical,
+        fencing_token=fencing_token,
     )
 
 
@@ -572,36 +593,45 @@ def _append_fact(
     return None
 
 
-def _execute_effect(owner: Owner, run: Run, proposal: ActionIntent) -> None:
-    attempt = EffectAttempt.objects.filter(run=run).order_by("-created_at").first()
-    if attempt is None or attempt.status not in (
-        EffectAttempt.Status.DISPATCH_RECORDED,
-        EffectAttempt.Status.SENDING,
-    ):
-        _append(owner, run, EventType.RUN_FAILED, Actor.HARNESS, "dispatch_record_missing")
-        return
-    if attempt.owner_epoch != owner.epoch or attempt.status == EffectAttempt.Status.SENDING:
-        # A previous owner recorded this dispatch and may have sent it: never resend
-        # blindly, reconcile by the same key.
-        _mark(attempt, EffectAttempt.Status.AMBIGUOUS, "owner_changed_after_dispatch_record")
+def _execute_effect(owner: Owner, run: Run, proposal: ActionIntent) -> str | None:
+    attempt = (
+        EffectAttempt.objects.filter(run=run).order_by("-dispatch_sequence", "-created_at").first()
+    )
+    status = AttemptStatus(attempt.status) if attempt is not None else None
+    if attempt is None or status not in effects.RECONCILABLE:
+        # The dispatch record is written with proposal.allowed, and every later status
+        # commits with the event that leaves EXECUTING: this is an integrity failure.
         _append(
             owner,
             run,
-            EventType.EFFECT_AMBIGUOUS,
-            Actor.CAPABILITY_ADAPTER,
-            "owner_changed_after_dispatch_record",
-            refs={"attempt": attempt.pk},
+            EventType.RUN_FAILED,
+            Actor.HARNESS,
+            "dispatch_record_missing",
+            payload={"attempt": attempt.pk if attempt else "", "status": status or ""},
         )
-        return
+        return None
+    if attempt.owner_epoch != owner.epoch or status is not AttemptStatus.DISPATCH_RECORDED:
+        # A previous owner recorded this dispatch and may have sent it: never resend
+        # blindly, reconcile by the same key.
+        resolution = effects.Resolution(
+            AttemptStatus.AMBIGUOUS,
+            EventType.EFFECT_AMBIGUOUS,
+            "owner_changed_after_dispatch_record",
+        )
+        _record_resolution(owner, attempt, resolution, refs={"attempt": attempt.pk})
+        return None
     _point(owner, "after_dispatch_record")
     _inject_cancel(owner, "before_effect_dispatch")
     live = _send_gate(owner, attempt)
     if live is None:
-        return
-    outcome = registry.dispatch(_invocation(live, proposal), _world(live))
+        return None
+    _point(owner, "after_send_gate")
+    invocation = _invocation(live, proposal, fencing_token=attempt.dispatch_sequence)
+    outcome = registry.dispatch(invocation, _world(live))
     _point(owner, "after_effect_committed")
     _inject_cancel(owner, "after_effect_dispatch")
     _record_effect_outcome(owner, attempt, proposal, outcome)
+    return None
 
 
 def _send_gate(owner: Owner, attempt: EffectAttempt) -> Run | None:
@@ -614,48 +644,40 @@ def _send_gate(owner: Owner, attempt: EffectAttempt) -> Run | None:
     with transaction.atomic():
         locked = (
             EffectAttempt.objects.select_for_update()
-            .filter(pk=attempt.pk, status=EffectAttempt.Status.DISPATCH_RECORDED)
+            .filter(pk=attempt.pk, status=AttemptStatus.DISPATCH_RECORDED)
             .first()
         )
         run = Run.objects.get(pk=owner.run_id)
         if locked is None or is_terminal(run.state) or run.owner_epoch != owner.epoch:
             return None
-        EffectAttempt.objects.filter(pk=attempt.pk).update(status=EffectAttempt.Status.SENDING)
-        attempt.status = EffectAttempt.Status.SENDING
+        EffectAttempt.objects.filter(pk=attempt.pk).update(status=AttemptStatus.SENDING)
+        attempt.status = AttemptStatus.SENDING
         return run
 
 
 def _record_effect_outcome(
     owner: Owner, attempt: EffectAttempt, proposal: ActionIntent, outcome: Outcome
 ) -> None:
-    content = _observation(proposal.capability, dict(proposal.args), outcome)
-    content["proposal_hash"] = attempt.proposal_hash
+    """Record what the dispatch answered, as the effect table says (runs/domain/effects.py).
+
+    The attempt's new status commits with the run event that records it. If the run ended
+    meanwhile (a cancellation won), the event is refused and the outcome is settled from
+    the ledger as ``effect.reconciled`` instead: an effect is never left off the record.
+    """
+    rule = registry.ALL_CONTRACTS[proposal.capability].error(outcome.error)
+    resolution = effects.resolve_dispatch(
+        ok=outcome.ok,
+        stage=outcome.stage,
+        error=outcome.error,
+        declared=rule.transition if rule is not None else None,
+    )
     run_id = owner.run_id
     refs: dict[str, str] = {"attempt": attempt.pk}
-    if outcome.ok:
-        _mark(
-            attempt,
-            EffectAttempt.Status.CONFIRMED,
-            "committed",
-            effect_id=outcome.data["effect_id"],
-        )
-        refs["effect"] = outcome.data["effect_id"]
-        event, reason, delta = EventType.EFFECT_RECORDED, "committed", {Budget.EFFECTS: 1}
-    elif outcome.stage == "pre_dispatch":
-        # The adapter established that nothing was sent.
-        _mark(attempt, EffectAttempt.Status.NOT_SENT, outcome.detail, error=outcome.error)
-        event, reason, delta = EventType.EFFECT_REJECTED, outcome.error, {}
-    elif _declared_transition(proposal.capability, outcome.error) == (
-        EventType.EFFECT_REJECTED.value
-    ):
-        # A typed rejection the contract declares definite: no effect exists.
-        _mark(attempt, EffectAttempt.Status.REJECTED, outcome.detail, error=outcome.error)
-        event, reason, delta = EventType.EFFECT_REJECTED, outcome.error, {}
-    else:
-        # Declared ambiguous, or an error the contract does not map: never assume absence.
-        _mark(attempt, EffectAttempt.Status.AMBIGUOUS, outcome.detail, error=outcome.error)
-        event, reason, delta = EventType.EFFECT_AMBIGUOUS, outcome.error, {}
-    if event is not EventType.EFFECT_AMBIGUOUS:
+    if resolution.effect:
+        refs["effect"] = str(outcome.data["effect_id"])
+    if resolution.event is not EventType.EFFECT_AMBIGUOUS:
+        content = _observation(proposal.capability, dict(proposal.args), outcome)
+        content["proposal_hash"] = attempt.proposal_hash
         refs["observation"] = evidence.store(run_id=run_id, kind="observation", content=content)
     if outcome.quarantined:
         refs["validation"] = evidence.store(
@@ -664,38 +686,64 @@ def _record_effect_outcome(
             content=dict(outcome.quarantined),
             redaction_class="quarantined",
         )
-    run = Run.objects.get(pk=run_id)
-    if is_terminal(run.state):
-        _record_after_terminal(attempt)
-        return
-    _append_fact(
+    result = _record_resolution(
         owner,
-        event,
-        Actor.CAPABILITY_ADAPTER,
-        reason,
+        attempt,
+        resolution,
         refs=refs,
         payload={"stage": outcome.stage, "detail": outcome.detail[:300]},
-        counters_delta=delta,
+        detail=outcome.detail,
+        error=outcome.error,
+        answer=outcome.error if outcome.stage == "definite" else "",
+        effect_id=refs.get("effect", ""),
     )
+    if result is not None and not result.applied and result.snapshot.terminal:
+        _record_after_terminal(attempt)
 
 
-def _declared_transition(capability: str, error: str) -> str:
-    """The event the capability contract declares for ``error`` (error text never decides)."""
-    rule = registry.ALL_CONTRACTS[capability].error(error)
-    return rule.transition if rule is not None else EventType.EFFECT_AMBIGUOUS.value
+def _record_resolution(
+    owner: Owner,
+    attempt: EffectAttempt,
+    resolution: effects.Resolution,
+    *,
+    refs: dict[str, str],
+    payload: dict[str, Any] | None = None,
+    expected_state: State = State.EXECUTING,
+    detail: str = "",
+    error: str = "",
+    answer: str = "",
+    effect_id: str = "",
+) -> Result | None:
+    """Append ``resolution.event`` and move the attempt to ``resolution.status`` in the same
+    transaction; refused (nothing written) if the attempt moved meanwhile."""
+    assert resolution.event is not None
+    source = AttemptStatus(attempt.status)
 
+    def within(run: Run, event: Any) -> None:
+        attempts.attempt_move(
+            attempt_id=attempt.pk,
+            source=source,
+            target=resolution.status,
+            detail=detail or resolution.reason,
+            error=error,
+            answer=answer,
+            effect_id=effect_id,
+        )
 
-def _mark(
-    attempt: EffectAttempt, status: str, detail: str, *, error: str = "", effect_id: str = ""
-) -> None:
-    EffectAttempt.objects.filter(pk=attempt.pk).update(
-        status=status,
-        detail=detail[:500],
-        error=error,
-        effect_id=effect_id or attempt.effect_id,
-        resolved_at=clock.now() if status not in EffectAttempt.UNRESOLVED_STATUSES else None,
+    result = _append_fact(
+        owner,
+        resolution.event,
+        Actor.CAPABILITY_ADAPTER if expected_state is State.EXECUTING else Actor.HARNESS,
+        resolution.reason,
+        expected_state=expected_state,
+        refs=refs,
+        payload=payload or {},
+        counters_delta={Budget.EFFECTS: 1} if resolution.effect else None,
+        within=within,
     )
-    attempt.status = status
+    if result is not None and result.applied:
+        attempt.status = resolution.status
+    return result
 
 
 def _record_after_terminal(attempt: EffectAttempt) -> None:
@@ -707,10 +755,10 @@ def _record_after_terminal(attempt: EffectAttempt) -> None:
 
 
 # -- RECOVERING --------------------------------------------------------------------------
-def step_recovering(owner: Owner, run: Run) -> None:
+def step_recovering(owner: Owner, run: Run) -> str | None:
     attempt = (
-        EffectAttempt.objects.filter(run=run, status__in=EffectAttempt.UNRESOLVED_STATUSES)
-        .order_by("-created_at")
+        EffectAttempt.objects.filter(run=run, status__in=effects.RECONCILABLE)
+        .order_by("-dispatch_sequence", "-created_at")
         .first()
     )
     if attempt is None:
@@ -722,69 +770,45 @@ def step_recovering(owner: Owner, run: Run) -> None:
             "no_attempt_to_reconcile",
             payload={"owner": "operator"},
         )
-        return
+        return None
     proposal = rules.proposal_of(run)
     assert isinstance(proposal, ActionIntent)
     inv = _invocation(run, proposal)
     found = reserve_part.reconcile(
-        key=attempt.idempotency_key, intent=reserve_part.intent_for(inv), world=_world(run)
+        key=attempt.idempotency_key,
+        intent=reserve_part.intent_for(inv),
+        world=_world(run),
+        fence=run.revision,
     )
+    _point(owner, "after_reconciliation_read")
+    resolution = effects.resolve_reconciliation(found.outcome)
+    if resolution is None:
+        # A commit of this key is still in progress elsewhere (an older owner inside the
+        # ledger's transaction): nothing is known yet, so nothing is recorded. Stop; the
+        # sweeper re-drives the run and the read is repeated.
+        log.info("reconciliation busy: %s", found.detail, extra={"run_id": owner.run_id})
+        return PAUSE
     refs = {"attempt": attempt.pk}
-    payload: dict[str, Any] = {"detail": found.detail, "key": attempt.idempotency_key}
-    if found.outcome == "matched":
-        assert found.effect is not None
-        _mark(
-            attempt,
-            EffectAttempt.Status.CONFIRMED,
-            found.detail,
-            effect_id=found.effect["effect_id"],
-        )
-        refs["effect"] = found.effect["effect_id"]
-        _append_fact(
-            owner,
-            EventType.RECONCILIATION_MATCHED,
-            Actor.HARNESS,
-            "ledger_matched",
-            expected_state=State.RECOVERING,
-            refs=refs,
-            payload=payload,
-            counters_delta={Budget.EFFECTS: 1},
-        )
-    elif found.outcome == "absent":
-        _mark(attempt, EffectAttempt.Status.ABSENT, found.detail)
-        _append_fact(
-            owner,
-            EventType.RECONCILIATION_ABSENT,
-            Actor.HARNESS,
-            "ledger_absent",
-            expected_state=State.RECOVERING,
-            refs=refs,
-            payload=payload,
-        )
-    elif found.outcome == "conflict":
-        _mark(attempt, EffectAttempt.Status.CONFLICT, found.detail)
+    payload: dict[str, Any] = {
+        "detail": found.detail,
+        "key": attempt.idempotency_key,
+        "fence": run.revision,
+    }
+    if found.effect is not None and resolution.effect:
+        refs["effect"] = str(found.effect["effect_id"])
+    if resolution.status in effects.UNRESOLVED:
         payload["owner"] = "operator"
-        _append_fact(
-            owner,
-            EventType.RECONCILIATION_CONFLICT,
-            Actor.HARNESS,
-            "same_key_different_intent",
-            expected_state=State.RECOVERING,
-            refs=refs,
-            payload=payload,
-        )
-    else:
-        _mark(attempt, EffectAttempt.Status.UNRESOLVED, found.detail)
-        payload["owner"] = "operator"
-        _append_fact(
-            owner,
-            EventType.RECONCILIATION_UNRESOLVED,
-            Actor.HARNESS,
-            "ledger_unavailable",
-            expected_state=State.RECOVERING,
-            refs=refs,
-            payload=payload,
-        )
+    _record_resolution(
+        owner,
+        attempt,
+        resolution,
+        refs=refs,
+        payload=payload,
+        expected_state=State.RECOVERING,
+        detail=found.detail,
+        effect_id=refs.get("effect", ""),
+    )
+    return None
 
 
 # -- VERIFYING ---------------------------------------------------------------------------
@@ -853,7 +877,7 @@ def step_verifying(owner: Owner, run: Run) -> None:
         )
 
 
-STEPS: dict[State, Callable[[Owner, Run], None]] = {
+STEPS: dict[State, Callable[[Owner, Run], str | None]] = {
     State.CREATED: step_created,
     State.OBSERVING: step_observing,
     State.DECIDING: step_deciding,

@@ -20,6 +20,7 @@ from catalog.capabilities.registry import ALL_CONTRACTS
 from catalog.models import CapabilityVersion
 from catalog.world.models import LedgerEntry
 from fieldops import clock
+from runs.domain import effects
 from runs.domain.budgets import Budget
 from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, EventType, State
 from runs.models import EffectAttempt, Event, Evidence, FaultLabResult, Run, TerminalRecord
@@ -298,6 +299,10 @@ class RunDetail:
     follow_ups: list[Run]
     waiting: Checkpoint | None = None
     gauges: list[Gauge] = field(default_factory=list)
+    # For an ended run: its effects (counted at the end + reconciled since) and what may
+    # follow it now.
+    effect_account: effects.EffectAccount | None = None
+    follow_up: tuple[str, ...] = ()
 
 
 def run_detail(run: Run) -> RunDetail:
@@ -307,6 +312,7 @@ def run_detail(run: Run) -> RunDetail:
     attempts = list(EffectAttempt.objects.filter(run=run).order_by("created_at"))
     follow_ups = list(Run.objects.filter(follows_run=run).only("id", "state", "created_at"))
     waiting = next((c for c in checkpoints if c.pk == run.waiting_checkpoint), None)
+    account = effect_account(run) if terminal is not None else None
     return RunDetail(
         run=run,
         terminal=terminal,
@@ -315,7 +321,28 @@ def run_detail(run: Run) -> RunDetail:
         follow_ups=follow_ups,
         waiting=waiting,
         gauges=run_gauges(run),
+        effect_account=account,
+        follow_up=effects.follow_up(completed=run.state == State.COMPLETED.value, account=account)
+        if account is not None
+        else (),
     )
+
+
+def effect_account(run: Run) -> effects.EffectAccount:
+    """The effects of an ended run: counted by its terminal record, reconciled since, and
+    still unknown (SPEC §7: terminal records are never edited; corrections are appended)."""
+    record = TerminalRecord.objects.filter(run=run).first()
+    counted = int((record.final_counters if record else run.counters).get(Budget.EFFECTS, 0))
+    after = record.deciding_sequence if record else run.revision
+    reconciled = sum(
+        1
+        for payload in Event.objects.filter(
+            run=run, type=EventType.EFFECT_RECONCILED.value, sequence__gt=after
+        ).values_list("payload", flat=True)
+        if effects.records_effect(EventType.EFFECT_RECONCILED, payload.get("outcome", ""))
+    )
+    unresolved = EffectAttempt.objects.filter(run=run, status__in=effects.UNRESOLVED).count()
+    return effects.EffectAccount(counted, reconciled, unresolved)
 
 
 def run_evidence(*, run: Run, evidence_id: str) -> Evidence | None:
@@ -455,9 +482,7 @@ def recovery_attempts(*, tenant: str, limit: int = 200) -> list[EffectAttempt]:
     """Attempts with an unknown or conflicting outcome, and every attempt of an escalated run."""
     return list(
         EffectAttempt.objects.filter(run__tenant=tenant)
-        .filter(
-            Q(status__in=EffectAttempt.UNRESOLVED_STATUSES) | Q(run__state=State.ESCALATED.value)
-        )
+        .filter(Q(status__in=effects.UNRESOLVED) | Q(run__state=State.ESCALATED.value))
         .select_related("run")
         .order_by("-created_at", "-id")[:limit]
     )
@@ -501,18 +526,8 @@ def ledger_lookup(*, tenant: str, query: str) -> LedgerLookup:
 
 
 # -- runbooks: live data ----------------------------------------------------------------
-INTENT_CLASSES: Mapping[str, str] = {
-    "DISPATCH_RECORDED": "not dispatched",
-    "NOT_SENT": "not dispatched",
-    "REJECTED": "rejected",
-    "ABSENT": "rejected",
-    "CONFIRMED": "confirmed",
-    "SENDING": "ambiguous",
-    "AMBIGUOUS": "ambiguous",
-    "UNRESOLVED": "ambiguous",
-    "CONFLICT": "conflicting",
-}
-INTENT_CLASS_ORDER = ("not dispatched", "rejected", "confirmed", "ambiguous", "conflicting")
+INTENT_CLASSES: Mapping[str, str] = {s.value: c for s, c in effects.INTENT_CLASS.items()}
+INTENT_CLASS_ORDER = effects.INTENT_CLASS_ORDER
 
 
 @dataclass(frozen=True)
@@ -619,9 +634,7 @@ def runbook_blocks(
         "intents": lambda: in_flight_intents(tenant=tenant),
         "owning_runs": lambda: owning_runs(tenant=tenant),
         "unresolved_attempts": lambda: [
-            a
-            for a in recovery_attempts(tenant=tenant)
-            if a.status in EffectAttempt.UNRESOLVED_STATUSES
+            a for a in recovery_attempts(tenant=tenant) if a.status in effects.UNRESOLVED
         ],
         "malformed": lambda: events_with_reason(tenant=tenant, reasons=["MALFORMED_RESULT"]),
         "stale_denials": lambda: events_with_reason(

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import OperationalError, transaction
 
 from catalog.capabilities import reserve_part
 from catalog.capabilities.registry import ALL_CONTRACTS
@@ -19,9 +19,12 @@ from catalog.world import faults
 from catalog.world.fixtures import EQUIPMENT, LIVE_NAMESPACE, LOCATIONS
 from catalog.world.service import WorldService
 from fieldops import clock
-from runs import authority, policies
+from fieldops.db import lock_wait_failed
+from runs import attempts, authority, policies, selectors
+from runs.domain import effects
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
 from runs.domain.canonical import digest
+from runs.domain.effects import AttemptStatus
 from runs.domain.events import RunConfig
 from runs.domain.states import Actor, EventType, State, is_terminal
 from runs.models import EffectAttempt, Evidence, Outbox, Run
@@ -197,20 +200,15 @@ class CancelResult:
 def cancel_qualification(run: Run) -> str:
     """Qualify a cancellation from authoritative records (SPEC §1 Cancellation).
 
-    Call with the run's unresolved effect attempts locked (see ``run_cancel``): an attempt
+    Call with the run's unsent dispatch records locked (see ``run_cancel``): an attempt
     whose request may have left is ``cancelled_effect_unknown``; one only recorded but not
     yet sent will never be sent once the cancellation commits.
     """
-    if run.counters.get(Budget.EFFECTS, 0) > 0:
-        return "cancelled_after_effect"
-    if (
-        run.state == State.RECOVERING.value
-        or EffectAttempt.objects.filter(
-            run=run, status__in=EffectAttempt.MAYBE_SENT_STATUSES
-        ).exists()
-    ):
-        return "cancelled_effect_unknown"
-    return "cancelled_no_dispatch"
+    return effects.cancel_qualification(
+        effects_counted=run.counters.get(Budget.EFFECTS, 0),
+        recovering=run.state == State.RECOVERING.value,
+        statuses=EffectAttempt.objects.filter(run=run).values_list("status", flat=True),
+    )
 
 
 def run_cancel(
@@ -226,52 +224,79 @@ def run_cancel(
     With ``expected_revision`` (the revision the operator was looking at) a run that moved
     meanwhile is not cancelled: the result is a ``revision_conflict`` to review first.
     Without it, the cancellation re-reads and retries until it is recorded. A terminal run
-    cannot be cancelled: the attempt is recorded as transition.rejected.
+    cannot be cancelled: the attempt is recorded as transition.rejected. A run held by a
+    stalled transaction (or changing faster than the retries) answers ``busy``, unwritten.
     Raise RunInputError when the reason is empty.
     """
     reason = (reason or "").strip()
     if not reason:
         raise RunInputError("reason", "a cancellation needs a reason")
-    for _ in range(20):
-        with transaction.atomic():
-            # Lock the run's unsent dispatch records: the runner's send gate takes the same
-            # lock, so either it sends first (effect unknown) or it sees this cancellation.
-            pending = list(
-                EffectAttempt.objects.select_for_update()
-                .filter(run_id=run_id, status=EffectAttempt.Status.DISPATCH_RECORDED)
-                .values_list("id", flat=True)
-            )
-            run = Run.objects.get(pk=run_id)
-            if expected_revision is not None and run.revision != expected_revision:
-                return CancelResult(False, run, "", "revision_conflict")
-            qualification = cancel_qualification(run)
-            if pending and not is_terminal(run.state):
-                EffectAttempt.objects.filter(pk__in=pending).update(
-                    status=EffectAttempt.Status.NOT_SENT,
-                    detail="cancelled before dispatch",
-                    resolved_at=clock.now(),
-                )
-            result = authority.append(
+    for _ in range(CANCEL_RETRIES):
+        try:
+            outcome = _cancel_once(
                 run_id=run_id,
-                expected_revision=run.revision,
-                expected_epoch=None,
-                type=EventType.RUN_CANCELLED,
+                by_ref=by_ref,
+                reason=reason,
                 actor=actor,
-                reason_code=qualification,
-                payload={"reason": reason[:500], "by": by_ref},
+                expected_revision=expected_revision,
             )
-            if result.conflict and expected_revision is not None:
-                transaction.set_rollback(True)
-                return CancelResult(False, run, qualification, "revision_conflict")
-            # Undo the NOT_SENT marks of a cancellation that did not apply; a refusal of an
-            # ended run keeps its transition.rejected record (nothing was marked then).
-            if not result.applied and (result.conflict or not is_terminal(run.state)):
-                transaction.set_rollback(True)
-        if result.conflict:
-            continue
-        run.refresh_from_db()
-        return CancelResult(result.applied, run, qualification, result.refusal)
-    raise RuntimeError("could not cancel: the run keeps changing")
+        except OperationalError as exc:
+            if not lock_wait_failed(exc):
+                raise
+            # A stalled transaction holds the run: nothing was written; say so.
+            return CancelResult(False, Run.objects.get(pk=run_id), "", "busy")
+        if outcome is not None:
+            return outcome
+    return CancelResult(False, Run.objects.get(pk=run_id), "", "busy")
+
+
+# How many revision races a cancellation rides out before it reports the run as busy.
+CANCEL_RETRIES = 20
+
+
+def _cancel_once(
+    *, run_id: str, by_ref: str, reason: str, actor: Actor, expected_revision: int | None
+) -> CancelResult | None:
+    """One try of ``run_cancel``: its result, or None after a lost revision race."""
+    with transaction.atomic():
+        # Lock the run's unsent dispatch records: the runner's send gate takes the same
+        # lock, so either it sends first (effect unknown) or it sees this cancellation.
+        pending = list(
+            EffectAttempt.objects.select_for_update()
+            .filter(run_id=run_id, status=AttemptStatus.DISPATCH_RECORDED)
+            .values_list("id", flat=True)
+        )
+        run = Run.objects.get(pk=run_id)
+        if expected_revision is not None and run.revision != expected_revision:
+            return CancelResult(False, run, "", "revision_conflict")
+        qualification = cancel_qualification(run)
+        if pending and not is_terminal(run.state):
+            effects.check_move(AttemptStatus.DISPATCH_RECORDED, AttemptStatus.NOT_SENT)
+            EffectAttempt.objects.filter(pk__in=pending).update(
+                status=AttemptStatus.NOT_SENT,
+                detail="cancelled before dispatch",
+                resolved_at=clock.now(),
+            )
+        result = authority.append(
+            run_id=run_id,
+            expected_revision=run.revision,
+            expected_epoch=None,
+            type=EventType.RUN_CANCELLED,
+            actor=actor,
+            reason_code=qualification,
+            payload={"reason": reason[:500], "by": by_ref},
+        )
+        if result.conflict and expected_revision is not None:
+            transaction.set_rollback(True)
+            return CancelResult(False, run, qualification, "revision_conflict")
+        # Undo the NOT_SENT marks of a cancellation that did not apply; a refusal of an
+        # ended run keeps its transition.rejected record (nothing was marked then).
+        if not result.applied and (result.conflict or not is_terminal(run.state)):
+            transaction.set_rollback(True)
+    if result.conflict:
+        return None
+    run.refresh_from_db()
+    return CancelResult(result.applied, run, qualification, result.refusal)
 
 
 def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reason: str) -> Run:
@@ -312,9 +337,23 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
 def run_follow_up(
     *, run: Run, by_ref: str, requested_by: Any = None, scenario: str | None = None
 ) -> Run:
-    """Start a new governed run that references a terminal one (its own approvals)."""
+    """Start a new governed run that references a terminal one (its own approvals).
+
+    Refused while an effect of the ended run is unknown (reconcile it first) and once an
+    effect of it exists (a follow-up would reserve again).
+    """
     if not is_terminal(run.state):
         raise RunInputError("run", "only an ended run can be followed up")
+    account = selectors.effect_account(run)
+    allowed = effects.follow_up(completed=run.state == State.COMPLETED.value, account=account)
+    if "start_follow_up_run" not in allowed:
+        if account.unresolved:
+            raise RunInputError(
+                "run", "an effect of this run is still unknown: reconcile it on Recovery first"
+            )
+        raise RunInputError(
+            "run", "this run's reservation exists; a follow-up run would reserve again"
+        )
     request = Evidence.objects.get(pk=f"rq-{run.pk.hex[:20]}").content["data"]
     return run_create(
         scenario=scenario or run.scenario,
@@ -332,66 +371,80 @@ def run_follow_up(
 # -- effect obligations after a run ended --------------------------------------------------
 def effect_obligation_record(
     *,
-    attempt_id: str,
-    outcome: str,
+    attempt: EffectAttempt,
+    resolution: effects.Resolution,
     effect: Mapping[str, Any] | None,
     detail: str,
     by_ref: str = "harness",
-) -> EffectAttempt:
-    """Append the resolution of an effect obligation as effect.reconciled (terminal runs)."""
-    status = {
-        "matched": EffectAttempt.Status.CONFIRMED,
-        "absent": EffectAttempt.Status.ABSENT,
-        "not_sent": EffectAttempt.Status.NOT_SENT,
-        "conflict": EffectAttempt.Status.CONFLICT,
-        "unresolved": EffectAttempt.Status.UNRESOLVED,
-    }[outcome]
-    attempt = EffectAttempt.objects.get(pk=attempt_id)
-    refs = {"attempt": attempt_id}
-    if effect:
-        refs["effect"] = effect["effect_id"]
-    with transaction.atomic():
-        EffectAttempt.objects.filter(pk=attempt_id).update(
-            status=status,
-            detail=detail[:500],
-            effect_id=(effect or {}).get("effect_id", ""),
-            resolved_at=clock.now() if status not in EffectAttempt.UNRESOLVED_STATUSES else None,
+) -> bool:
+    """Append an ended run's obligation outcome as ``effect.reconciled`` and move the
+    attempt with it, in one transaction; False when nothing was recorded (the attempt was
+    settled by someone else meanwhile, or the run kept changing)."""
+    source = AttemptStatus(attempt.status)
+    refs = {"attempt": attempt.pk}
+    effect_id = str((effect or {}).get("effect_id", ""))
+    if effect_id and resolution.effect:
+        refs["effect"] = effect_id
+
+    def within(run: Run, event: Any) -> None:
+        attempts.attempt_move(
+            attempt_id=attempt.pk,
+            source=source,
+            target=resolution.status,
+            detail=detail,
+            effect_id=refs.get("effect", ""),
         )
-        authority.append_control(
-            run_id=str(attempt.run_id),
-            type=EventType.EFFECT_RECONCILED,
-            actor=Actor.OPERATOR if by_ref != "harness" else Actor.HARNESS,
-            reason_code=f"obligation_{outcome}",
-            refs=refs,
-            payload={
-                "detail": detail[:300],
-                "by": by_ref,
-                "outcome": outcome,
-                "key": attempt.idempotency_key,
-            },
-        )
-    attempt.refresh_from_db()
-    return attempt
+
+    recorded = authority.append_control(
+        run_id=str(attempt.run_id),
+        type=EventType.EFFECT_RECONCILED,
+        actor=Actor.OPERATOR if by_ref != "harness" else Actor.HARNESS,
+        reason_code=f"obligation_{resolution.reconciled}",
+        refs=refs,
+        payload={
+            "detail": detail[:300],
+            "by": by_ref,
+            "outcome": resolution.reconciled,
+            "key": attempt.idempotency_key,
+        },
+        within=within,
+    )
+    return recorded is not None
 
 
 def effect_obligation_reconcile(*, attempt_id: str, by_ref: str = "harness") -> EffectAttempt:
-    """Query the ledger by the attempt's key and record what it proves (never dispatch)."""
+    """Query the ledger by the attempt's key and record what it proves (never dispatch).
+
+    Only for an ended run: the read fences the key at the run's revision, above the token
+    of every dispatch the run ever recorded, so "absent" is final. A busy ledger (a commit
+    of the key in progress) or a ledger still unavailable records nothing new; the sweeper
+    asks again.
+    """
     attempt = EffectAttempt.objects.select_related("run").get(pk=attempt_id)
     run = attempt.run
+    if not is_terminal(run.state) or AttemptStatus(attempt.status) not in effects.RECONCILABLE:
+        return attempt
     world = WorldService(
         namespace=run.namespace, run_id=str(run.pk), fault_plan=faults.parse_plan(run.fault_plan)
     )
-    proposal_intent = _intent_for_attempt(attempt)
-    found = reserve_part.reconcile(key=attempt.idempotency_key, intent=proposal_intent, world=world)
-    if found.outcome == "unresolved" and attempt.status == EffectAttempt.Status.UNRESOLVED:
+    found = reserve_part.reconcile(
+        key=attempt.idempotency_key,
+        intent=_intent_for_attempt(attempt),
+        world=world,
+        fence=run.revision,
+    )
+    resolution = effects.resolve_reconciliation(found.outcome)
+    if resolution is None or resolution.status.value == attempt.status:
         return attempt
-    return effect_obligation_record(
-        attempt_id=attempt_id,
-        outcome=found.outcome,
+    effect_obligation_record(
+        attempt=attempt,
+        resolution=resolution,
         effect=found.effect,
         detail=found.detail,
         by_ref=by_ref,
     )
+    attempt.refresh_from_db()
+    return attempt
 
 
 def _intent_for_attempt(attempt: EffectAttempt) -> dict[str, Any]:

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from django.conf import settings
+from django.db import OperationalError
 from django.db.models import Q
 
 from approvals import services as approvals
 from approvals.models import Checkpoint
 from fieldops import clock
+from fieldops.db import lock_wait_failed
 from runs import authority, executor, services
+from runs.domain import effects
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import TERMINAL_STATES, WAITING_STATES, Actor, EventType, State
 from runs.models import Correlation, EffectAttempt, Outbox, Run, WorkerHeartbeat
@@ -38,6 +43,8 @@ class SweepReport:
     expired_waits: list[str] = field(default_factory=list)
     deadlines: list[str] = field(default_factory=list)
     obligations: list[str] = field(default_factory=list)
+    # Items skipped because a stalled transaction held their rows (retried next sweep).
+    busy: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, list[str]]:
         return {
@@ -46,7 +53,25 @@ class SweepReport:
             "expired_waits": self.expired_waits,
             "deadlines": self.deadlines,
             "obligations": self.obligations,
+            "busy": self.busy,
         }
+
+
+T = TypeVar("T")
+
+
+def _bounded(report: SweepReport, item: str, act: Callable[..., T], **kwargs: Any) -> T | None:
+    """Run one sweep action, ``act(**kwargs)``; a lock wait that gave up (a stalled
+    transaction holds the item's rows) is reported as busy and retried by the next sweep,
+    never raised."""
+    try:
+        return act(**kwargs)
+    except OperationalError as exc:
+        if not lock_wait_failed(exc):
+            raise
+        log.warning("sweep item busy", extra={"item": item})
+        report.busy.append(item)
+        return None
 
 
 def sweep(*, now: dt.datetime | None = None, limit: int = 200) -> SweepReport:
@@ -67,7 +92,9 @@ def _expire_checkpoints(now: dt.datetime, limit: int, report: SweepReport) -> No
     for checkpoint_id in Checkpoint.objects.filter(
         status=Checkpoint.Status.PENDING, expires_at__lte=now
     ).values_list("id", flat=True)[:limit]:
-        if approvals.checkpoint_expire(checkpoint_id=checkpoint_id):
+        if _bounded(
+            report, checkpoint_id, approvals.checkpoint_expire, checkpoint_id=checkpoint_id
+        ):
             report.expired_checkpoints.append(checkpoint_id)
 
 
@@ -75,7 +102,7 @@ def _expire_waits(now: dt.datetime, limit: int, report: SweepReport) -> None:
     for correlation in Correlation.objects.filter(status="OPEN", deadline__lte=now).select_related(
         "run"
     )[:limit]:
-        if expire_wait(correlation, now=now):
+        if _bounded(report, correlation.pk, expire_wait, correlation=correlation, now=now):
             report.expired_waits.append(correlation.pk)
 
 
@@ -108,7 +135,10 @@ def _enforce_deadlines(now: dt.datetime, limit: int, report: SweepReport) -> Non
         .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
     )
     for run in overdue[:limit]:
-        result = authority.append(
+        result = _bounded(
+            report,
+            str(run.pk),
+            authority.append,
             run_id=str(run.pk),
             expected_revision=run.revision,
             expected_epoch=None,
@@ -117,19 +147,22 @@ def _enforce_deadlines(now: dt.datetime, limit: int, report: SweepReport) -> Non
             reason_code=exhausted_reason(Budget.ELAPSED_MS),
             payload={"owner": "operator"},
         )
-        if result.applied:
+        if result is not None and result.applied:
             report.deadlines.append(str(run.pk))
 
 
 def _reconcile_obligations(limit: int, report: SweepReport) -> None:
     """Effect attempts left unknown by a run that ended (e.g. cancelled mid-dispatch)."""
     attempts = EffectAttempt.objects.filter(
-        status__in=("DISPATCH_RECORDED", "AMBIGUOUS"),
+        status__in=effects.SWEEPER_PICKUP,
         run__state__in=[s.value for s in TERMINAL_STATES],
-    )
-    for attempt in attempts[:limit]:
-        services.effect_obligation_reconcile(attempt_id=attempt.pk)
-        report.obligations.append(attempt.pk)
+    ).values_list("pk", flat=True)
+    for attempt_id in attempts[:limit]:
+        resolved = _bounded(
+            report, attempt_id, services.effect_obligation_reconcile, attempt_id=attempt_id
+        )
+        if resolved is not None and resolved.status not in effects.SWEEPER_PICKUP:
+            report.obligations.append(attempt_id)
 
 
 def _redrive(now: dt.datetime, limit: int, report: SweepReport) -> None:

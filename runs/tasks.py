@@ -8,7 +8,7 @@ import time
 
 from celery import shared_task
 
-from fieldops import clock
+from fieldops import clock, points
 from runs import runner, sweeper
 from runs.models import WorkerHeartbeat
 
@@ -38,10 +38,7 @@ def run_advance(run_id: str) -> str:
             worker=_worker(), defaults={"seen_at": clock.now(), "pid": os.getpid()}
         )
     state = runner.advance(run_id, worker=_worker())
-    from runs import crashpoints
-
-    if runner.POINT_HOOK is not None:  # drills only: a crash after the work, before the ack
-        crashpoints.drill("before_ack", run_id)
+    points.reach("before_ack", run_id)  # drills only: a crash after the work, before the ack
     return state
 
 

@@ -193,8 +193,13 @@ def runs_cancel(request: HttpRequest, run_id: UUID) -> HttpResponse:
     except services.RunInputError as exc:
         context = _detail_context(request, run, cancel_error=str(exc))
         return render(request, "runs/detail.html", context, status=400)
-    except RuntimeError as exc:
-        return conflict(request, str(exc), back=back)
+    if result.refusal == "busy":
+        return conflict(
+            request,
+            "The run is busy (another transaction holds it); nothing was changed. "
+            "Try again in a few seconds.",
+            back=back,
+        )
     if not result.applied:
         return conflict(
             request,

@@ -39,6 +39,9 @@ class Invocation:
     # proposal the harness holds for ``proposal_hash``; both read from the evidence store.
     observations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     canonical_proposal: Mapping[str, Any] | None = None
+    # The fencing token of an effect dispatch: the run sequence of the event that recorded
+    # its dispatch (0 for reads). The ledger refuses a commit older than one it has seen.
+    fencing_token: int = 0
 
 
 @dataclass(frozen=True)

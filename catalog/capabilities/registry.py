@@ -48,6 +48,7 @@ def trusted_fields(contract: Contract, inv: Invocation) -> dict[str, object]:
     }
     if contract.id == "reserve_part":
         available["idempotency_key"] = reserve_part.semantic_key(reserve_part.intent_for(inv))
+        available["fencing_token"] = inv.fencing_token
     wanted = contract.fields_by(Provenance.HARNESS) + contract.fields_by(Provenance.ADAPTER)
     return {k: available[k] for k in wanted}
 

@@ -30,6 +30,7 @@ from catalog.world import service as world_service
 from catalog.world.service import ServiceFault, WorldService
 from fieldops import clock
 from runs.domain.canonical import digest
+from runs.domain.effects import Found
 
 CONTRACT = Contract(
     id="reserve_part",
@@ -68,6 +69,7 @@ CONTRACT = Contract(
             "run_id": common.TRUSTED_READ_FIELDS["run_id"],
             "proposal_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
             "idempotency_key": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "fencing_token": {"type": "integer", "minimum": 1},
             "request_id": common.TRUSTED_READ_FIELDS["request_id"],
             "credential_ref": {"type": "string", "pattern": "^cred:[a-z0-9-]{1,40}$"},
             "deadline": {"type": "string"},
@@ -82,6 +84,7 @@ CONTRACT = Contract(
             "run_id",
             "proposal_hash",
             "idempotency_key",
+            "fencing_token",
             "request_id",
             "credential_ref",
             "deadline",
@@ -122,6 +125,7 @@ CONTRACT = Contract(
         "run_id": Provenance.HARNESS,
         "proposal_hash": Provenance.HARNESS,
         "idempotency_key": Provenance.ADAPTER,
+        "fencing_token": Provenance.ADAPTER,
         "request_id": Provenance.ADAPTER,
         "credential_ref": Provenance.ADAPTER,
         "deadline": Provenance.ADAPTER,
@@ -163,7 +167,19 @@ CONTRACT = Contract(
         ),
         ErrorRule(ErrorCode.DENIED, "service refused (scope, slot, tenant)", 0, "effect.rejected"),
         ErrorRule(
-            ErrorCode.CONFLICT, "stock changed; refresh evidence, re-propose", 0, "effect.rejected"
+            ErrorCode.CONFLICT,
+            "answered after the request may have reached the ledger, so it may hide a "
+            "concurrent commit of the same key: reconcile by the key; after proven absence "
+            "the unchanged request is never retried (refresh evidence, re-propose)",
+            0,
+            "effect.ambiguous",
+        ),
+        ErrorRule(
+            ErrorCode.FENCED,
+            "the ledger refused a commit older than its fence for the key: nothing was "
+            "committed; a newer attempt or a reconciliation owns the key",
+            0,
+            "effect.rejected",
         ),
         ErrorRule(
             ErrorCode.STALE,
@@ -210,14 +226,21 @@ CONTRACT = Contract(
         "duplicate_response": "the original effect record",
         "same_key_different_intent": "SAME_KEY_DIFFERENT_INTENT (never overwritten)",
         "in_flight": "at most one attempt per semantic intent",
+        "fencing": "each dispatch carries a fencing token (the run sequence of the event "
+        "that recorded it); every commit and every reconciliation read raises the key's "
+        "fence to its token; a commit whose token is lower than the fence is refused "
+        "(FENCED, nothing committed), so a reconciliation read that finds nothing proves "
+        "absence: no older attempt can commit afterwards",
     },
     reconciliation={
         "read": "ledger lookup by idempotency key (authoritative)",
         "outcomes": {
             "matched": "reconciliation.matched -> VERIFYING (effect recorded once)",
-            "absent": "reconciliation.absent -> VALIDATING (full revalidation, same key)",
+            "absent": "reconciliation.absent -> VALIDATING (full revalidation, same key); "
+            "proof only because the read fenced the key",
             "conflict": "reconciliation.conflict -> ESCALATED (integrity failure)",
             "unknown": "reconciliation.unresolved -> ESCALATED (effect budget stays reserved)",
+            "busy": "a commit of the key is in progress: no event, the read is repeated",
         },
         "approver_copy": "If the response is lost, the ledger can be checked by request "
         "identity; nothing is sent again until it answers.",
@@ -334,7 +357,11 @@ def handle(
     key = request["idempotency_key"]
     try:
         body = world.reserve(
-            call_index=call_index, key=key, intent=intent, intent_hash=semantic_key(intent)
+            call_index=call_index,
+            key=key,
+            intent=intent,
+            intent_hash=semantic_key(intent),
+            fencing_token=request["fencing_token"],
         )
     except ServiceFault as fault:
         stage = fault.stage
@@ -363,19 +390,26 @@ def handle(
 
 @dataclass(frozen=True)
 class Reconciliation:
-    outcome: str  # matched | absent | conflict | unresolved
+    outcome: Found
     effect: Mapping[str, Any] | None
     detail: str
 
 
-def reconcile(*, key: str, intent: Mapping[str, Any], world: WorldService) -> Reconciliation:
-    """Query the authoritative ledger by the same key; never dispatch anything."""
+def reconcile(
+    *, key: str, intent: Mapping[str, Any], world: WorldService, fence: int
+) -> Reconciliation:
+    """Query the authoritative ledger by the same key, fencing it at ``fence``; never
+    dispatch anything. "absent" is proof: no dispatch with a lower token can commit now."""
     try:
-        found = world.ledger_lookup(key=key)
+        found = world.ledger_lookup(key=key, fence=fence)
     except ServiceFault as fault:
-        return Reconciliation("unresolved", None, f"{fault.code}: {fault.detail}")
+        if fault.code == "BUSY":
+            return Reconciliation(Found.BUSY, None, fault.detail)
+        return Reconciliation(Found.UNRESOLVED, None, f"{fault.code}: {fault.detail}")
     if not found.found or found.entry is None:
-        return Reconciliation("absent", None, "ledger proves no effect under this key")
+        return Reconciliation(
+            Found.ABSENT, None, f"ledger proves no effect under this key (fenced at {fence})"
+        )
     entry = found.entry
     record = {
         "effect_id": entry.effect_id,
@@ -388,5 +422,5 @@ def reconcile(*, key: str, intent: Mapping[str, Any], world: WorldService) -> Re
         "committed_at": clock.iso(entry.committed_at),
     }
     if entry.intent_hash != semantic_key(intent):
-        return Reconciliation("conflict", record, "same key, different intent")
-    return Reconciliation("matched", record, "ledger holds the matching effect")
+        return Reconciliation(Found.CONFLICT, record, "same key, different intent")
+    return Reconciliation(Found.MATCHED, record, "ledger holds the matching effect")

@@ -47,6 +47,9 @@ class ErrorCode(StrEnum):
     UNAVAILABLE = "UNAVAILABLE"
     RATE_LIMITED = "RATE_LIMITED"
     PRECONDITION_EVIDENCE_INCOMPLETE = "PRECONDITION_EVIDENCE_INCOMPLETE"
+    # The ledger refused a commit whose fencing token is older than one it has seen for
+    # the key: nothing was committed (see runs/domain/effects.py, "Fencing rule").
+    FENCED = "FENCED"
 
 
 class Provenance(StrEnum):

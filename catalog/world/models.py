@@ -61,6 +61,28 @@ class LedgerEntry(models.Model):
         return f"{self.effect_id} {self.part_id}x{self.quantity} {self.slot_id}"
 
 
+class LedgerFence(models.Model):
+    """The highest fencing token the ledger has seen for one idempotency key.
+
+    Raised (never lowered) by every commit and every reconciliation read of the key; a
+    commit carrying a lower token is refused (FENCED). See ``runs/domain/effects.py``.
+    """
+
+    namespace = models.CharField(max_length=64, default="live")
+    idempotency_key = models.CharField(max_length=64)
+    token = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "idempotency_key"], name="world_fence_key_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.idempotency_key[:12]} >= {self.token}"
+
+
 class ServiceRequest(models.Model):
     """Every request that reached a double, with the fault (if any) it met."""
 

@@ -14,12 +14,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.conf import settings
+from django.db import IntegrityError, OperationalError, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 
 from catalog.world import fixtures
 from catalog.world.faults import Fault, fires
-from catalog.world.models import InventorySlot, LedgerEntry, ServiceRequest
-from fieldops import clock
+from catalog.world.models import InventorySlot, LedgerEntry, LedgerFence, ServiceRequest
+from fieldops import clock, db, points
+from fieldops.db import lock_wait_failed
 from runs.domain.canonical import digest
 
 LEDGER_RETENTION = dt.timedelta(days=30)
@@ -43,10 +47,11 @@ STOCK_ATTEMPTS = 5
 class ServiceFault(Exception):
     """A typed failure of the double. ``stage`` says how far the request got."""
 
-    def __init__(self, code: str, stage: str, detail: str = "") -> None:
+    def __init__(self, code: str, stage: str, detail: str = "", *, point: str = "") -> None:
         self.code = code
         self.stage = stage  # pre_dispatch | definite | ambiguous
         self.detail = detail
+        self.point = point  # the fault-schedule point that caused it, if any
         super().__init__(f"{code} ({stage}) {detail}".strip())
 
 
@@ -226,25 +231,56 @@ class WorldService:
 
     # -- the effect ---------------------------------------------------------------------
     def reserve(
-        self, *, call_index: int, key: str, intent: Mapping[str, Any], intent_hash: str
+        self,
+        *,
+        call_index: int,
+        key: str,
+        intent: Mapping[str, Any],
+        intent_hash: str,
+        fencing_token: int,
     ) -> dict[str, Any]:
-        """Reserve ``intent['quantity']`` of a part in one slot, idempotently by ``key``."""
+        """Reserve ``intent['quantity']`` of a part in one slot, idempotently by ``key``.
+
+        Behaves like a service with real idempotency: the same key with the same intent
+        returns the original effect (never an error), the same key with another intent is
+        SAME_KEY_DIFFERENT_INTENT, and a commit whose ``fencing_token`` is lower than the
+        highest token seen for the key is refused (FENCED): nothing is committed.
+        Commits of one key are serialised by the lock on its fence row.
+        """
         capability = "reserve_part"
         args = dict(intent)
         self._common_faults(capability, call_index, args)
         if self.fires("key_conflict", capability, call_index):
             self._plant_conflicting_entry(key, intent)
-        existing = LedgerEntry.objects.filter(namespace=self.namespace, idempotency_key=key).first()
-        if existing is not None:
-            if existing.intent_hash != intent_hash:
-                self.log(
-                    capability=capability,
-                    call_index=call_index,
-                    args=args,
-                    key=key,
-                    outcome="SAME_KEY_DIFFERENT_INTENT",
-                )
-                raise ServiceFault("SAME_KEY_DIFFERENT_INTENT", "definite", existing.effect_id)
+        points.reach("world.before_commit", self.run_id)
+        try:
+            committed = self._commit(
+                key=key,
+                intent=intent,
+                intent_hash=intent_hash,
+                token=fencing_token,
+                lose_before_commit=self.fires(
+                    "after_receipt_before_commit", capability, call_index
+                ),
+            )
+        except OperationalError as exc:
+            if not lock_wait_failed(exc):
+                raise
+            # The commit gave up waiting for a lock and rolled back; to the client this is
+            # a timeout after receipt: the outcome is unknown until the ledger is read.
+            committed = ServiceFault("TIMEOUT_AMBIGUOUS", "ambiguous", "service busy")
+        if isinstance(committed, ServiceFault):
+            self.log(
+                capability=capability,
+                call_index=call_index,
+                args=args,
+                key=key,
+                outcome=committed.code,
+                fault=committed.point,
+            )
+            raise committed
+        entry, duplicate = committed
+        if duplicate:
             self.log(
                 capability=capability,
                 call_index=call_index,
@@ -252,23 +288,8 @@ class WorldService:
                 key=key,
                 outcome="duplicate_returned_original",
             )
-            return _ledger_response(existing)
-        if self.fires("after_receipt_before_commit", capability, call_index):
-            self.log(
-                capability=capability,
-                call_index=call_index,
-                args=args,
-                key=key,
-                outcome="TIMEOUT_AMBIGUOUS",
-                fault="after_receipt_before_commit",
-            )
-            raise ServiceFault("TIMEOUT_AMBIGUOUS", "ambiguous", "no commit happened")
-        entry = self._commit(key=key, intent=intent, intent_hash=intent_hash)
-        if isinstance(entry, ServiceFault):
-            self.log(
-                capability=capability, call_index=call_index, args=args, key=key, outcome=entry.code
-            )
-            raise entry
+            return _ledger_response(entry)
+        points.reach("world.after_commit", self.run_id)
         for point, code in (
             ("after_commit_before_response", "TIMEOUT_AMBIGUOUS"),
             ("late_response", "TIMEOUT_AMBIGUOUS"),
@@ -300,10 +321,40 @@ class WorldService:
         return response
 
     def _commit(
-        self, *, key: str, intent: Mapping[str, Any], intent_hash: str
-    ) -> LedgerEntry | ServiceFault:
+        self,
+        *,
+        key: str,
+        intent: Mapping[str, Any],
+        intent_hash: str,
+        token: int,
+        lose_before_commit: bool,
+    ) -> tuple[LedgerEntry, bool] | ServiceFault:
+        """One transaction: raise the key's fence, then return the original effect, refuse,
+        or commit a new one. Return (entry, duplicate) or the fault to answer; a refusal
+        writes nothing but the fence (a token the ledger has now seen)."""
         quantity = int(intent["quantity"])
         with transaction.atomic():
+            highest = self._raise_fence(key, token)
+            existing = LedgerEntry.objects.filter(
+                namespace=self.namespace, idempotency_key=key
+            ).first()
+            if existing is not None:
+                if existing.intent_hash != intent_hash:
+                    return ServiceFault("SAME_KEY_DIFFERENT_INTENT", "definite", existing.effect_id)
+                return existing, True
+            if highest > token:
+                # A newer attempt (or a reconciliation read) holds the key: refuse.
+                return ServiceFault(
+                    "FENCED", "definite", f"fencing token {token} is older than {highest}"
+                )
+            if lose_before_commit:
+                transaction.set_rollback(True)
+                return ServiceFault(
+                    "TIMEOUT_AMBIGUOUS",
+                    "ambiguous",
+                    "no commit happened",
+                    point="after_receipt_before_commit",
+                )
             # Optimistic stock decrement: read, check, compare-and-set; a concurrent
             # reservation that changed the slot meanwhile makes us read again, never
             # oversell. Persistent contention is a CONFLICT the caller sees.
@@ -326,28 +377,41 @@ class WorldService:
             else:
                 return ServiceFault("CONFLICT", "definite", "slot changed concurrently")
             now = clock.now()
+            entry = LedgerEntry.objects.create(
+                namespace=self.namespace,
+                idempotency_key=key,
+                intent_hash=intent_hash,
+                effect_id=f"EF-{secrets.token_hex(6).upper()}",
+                tenant=intent["tenant"],
+                principal_ref=intent["principal_ref"],
+                task_id=intent["task_id"],
+                run_id=intent["run_id"],
+                proposal_hash=intent["proposal_hash"],
+                part_id=intent["part_id"],
+                slot_id=intent["slot_id"],
+                quantity=quantity,
+                status="RESERVED",
+                committed_at=now,
+                retain_until=now + LEDGER_RETENTION,
+            )
+            # Inside the commit: the row is written and not yet visible to anyone else.
+            points.reach("world.after_ledger_insert", self.run_id)
+            return entry, False
+
+    def _raise_fence(self, key: str, token: int) -> int:
+        """Raise the key's fence to at least ``token`` and lock it until the transaction
+        ends; return the highest token now recorded (call inside ``atomic``)."""
+        fence = LedgerFence.objects.filter(namespace=self.namespace, idempotency_key=key)
+        if not fence.update(token=Greatest(F("token"), Value(token))):
             try:
                 with transaction.atomic():
-                    return LedgerEntry.objects.create(
-                        namespace=self.namespace,
-                        idempotency_key=key,
-                        intent_hash=intent_hash,
-                        effect_id=f"EF-{secrets.token_hex(6).upper()}",
-                        tenant=intent["tenant"],
-                        principal_ref=intent["principal_ref"],
-                        task_id=intent["task_id"],
-                        run_id=intent["run_id"],
-                        proposal_hash=intent["proposal_hash"],
-                        part_id=intent["part_id"],
-                        slot_id=intent["slot_id"],
-                        quantity=quantity,
-                        status="RESERVED",
-                        committed_at=now,
-                        retain_until=now + LEDGER_RETENTION,
+                    LedgerFence.objects.create(
+                        namespace=self.namespace, idempotency_key=key, token=token
                     )
+                return token
             except IntegrityError:
-                transaction.set_rollback(True)
-                return ServiceFault("CONFLICT", "definite", "concurrent commit of the same key")
+                fence.update(token=Greatest(F("token"), Value(token)))
+        return int(fence.values_list("token", flat=True).get())
 
     def _plant_conflicting_entry(self, key: str, intent: Mapping[str, Any]) -> None:
         if LedgerEntry.objects.filter(namespace=self.namespace, idempotency_key=key).exists():
@@ -372,8 +436,14 @@ class WorldService:
         )
 
     # -- reconciliation -----------------------------------------------------------------
-    def ledger_lookup(self, *, key: str) -> LedgerLookup:
-        """The reconciliation read: the ledger entry for ``key``, or proof of absence."""
+    def ledger_lookup(self, *, key: str, fence: int) -> LedgerLookup:
+        """The reconciliation read: the ledger entry for ``key``, or proof of absence.
+
+        The read raises the key's fence to ``fence`` in the same transaction, so once it
+        answers "absent" no dispatch carrying an older token can commit. Raise
+        ServiceFault UNAVAILABLE when the ledger is down, BUSY when a commit of the key
+        is in progress (the read gave up waiting for its lock).
+        """
         call_index = (
             ServiceRequest.objects.filter(
                 namespace=self.namespace,
@@ -383,26 +453,35 @@ class WorldService:
             ).count()
             + 1
         )
+        fault = ""
         if self.fires("ledger_unavailable", "reserve_part", call_index):
-            self.log(
-                capability="reserve_part",
-                call_index=call_index,
-                args={"key": key},
-                outcome="UNAVAILABLE",
-                fault="ledger_unavailable",
-                key=key,
-                operation="reconcile",
-            )
-            raise ServiceFault("UNAVAILABLE", "definite", "ledger unavailable")
-        entry = LedgerEntry.objects.filter(namespace=self.namespace, idempotency_key=key).first()
+            outcome, fault = "UNAVAILABLE", "ledger_unavailable"
+            entry = None
+        else:
+            try:
+                with transaction.atomic(), db.lock_timeout(settings.FIELDOPS_RECONCILE_LOCK_MS):
+                    self._raise_fence(key, fence)
+                    entry = LedgerEntry.objects.filter(
+                        namespace=self.namespace, idempotency_key=key
+                    ).first()
+                outcome = "found" if entry else "absent"
+            except OperationalError as exc:
+                if not db.lock_wait_failed(exc):
+                    raise
+                outcome, entry = "BUSY", None
         self.log(
             capability="reserve_part",
             call_index=call_index,
-            args={"key": key},
-            outcome="found" if entry else "absent",
+            args={"key": key, "fence": fence},
+            outcome=outcome,
+            fault=fault,
             key=key,
             operation="reconcile",
         )
+        if outcome == "UNAVAILABLE":
+            raise ServiceFault("UNAVAILABLE", "definite", "ledger unavailable")
+        if outcome == "BUSY":
+            raise ServiceFault("BUSY", "definite", "a commit of this key is in progress")
         return LedgerLookup(found=entry is not None, entry=entry)
 
 

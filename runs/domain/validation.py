@@ -116,6 +116,10 @@ class ApprovalView:
     # True when the approval was consumed by a dispatch whose every attempt was proven
     # not to have produced an effect (pre-dispatch failure or ledger-proven absence).
     consumed_without_effect: bool = False
+    # The service's definite answer (e.g. CONFLICT) to the latest attempt, when a fenced
+    # reconciliation then proved that it left no effect: the request is not sent again
+    # unchanged.
+    definite_answer: str = ""
 
 
 @dataclass(frozen=True)
@@ -516,6 +520,14 @@ def _decide_effect(ctx: ValidationContext) -> Decision:
             Outcome.EXECUTE, 9, "effect_admitted_with_live_approval", charge=Budget.ACTIONS
         )
     if approval.status == "USED" and approval.consumed_without_effect:
+        if approval.definite_answer:
+            return _deny(
+                9,
+                "effect_rejected",
+                f"the service answered {approval.definite_answer} and the ledger proved no "
+                "effect: refresh the evidence and propose anew",
+                Budget.ACTIONS,
+            )
         return Decision(
             Outcome.EXECUTE, 9, "same_key_redispatch_after_proven_absence", charge=Budget.ACTIONS
         )

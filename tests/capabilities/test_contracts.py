@@ -112,6 +112,7 @@ def test_the_idempotency_key_fields_are_the_ledgers_semantic_intent():
     assert reserve_part.CONTRACT.fields_by(Provenance.ADAPTER) == (
         "credential_ref",
         "deadline",
+        "fencing_token",
         "idempotency_key",
         "request_id",
     )

@@ -151,8 +151,8 @@ def test_the_ledger_returns_the_original_effect_for_the_same_key(world):
     service = svc()
     intent = _intent()
     key = reserve_part.semantic_key(intent)
-    first = service.reserve(call_index=1, key=key, intent=intent, intent_hash=key)
-    again = service.reserve(call_index=2, key=key, intent=intent, intent_hash=key)
+    first = service.reserve(call_index=1, key=key, intent=intent, intent_hash=key, fencing_token=1)
+    again = service.reserve(call_index=2, key=key, intent=intent, intent_hash=key, fencing_token=1)
     assert first["effect_id"] == again["effect_id"]
     assert LedgerEntry.objects.filter(namespace="faultlab").count() == 1
 
@@ -163,11 +163,15 @@ def test_same_key_different_intent_is_refused_and_never_overwrites(world):
     service = svc()
     intent = _intent()
     key = reserve_part.semantic_key(intent)
-    service.reserve(call_index=1, key=key, intent=intent, intent_hash=key)
+    service.reserve(call_index=1, key=key, intent=intent, intent_hash=key, fencing_token=1)
     changed = {**intent, "quantity": 2}
     with pytest.raises(ServiceFault) as info:
         service.reserve(
-            call_index=2, key=key, intent=changed, intent_hash=reserve_part.semantic_key(changed)
+            call_index=2,
+            key=key,
+            intent=changed,
+            intent_hash=reserve_part.semantic_key(changed),
+            fencing_token=1,
         )
     assert info.value.code == "SAME_KEY_DIFFERENT_INTENT"
     assert LedgerEntry.objects.get(idempotency_key=key).quantity == 1
@@ -184,11 +188,18 @@ def test_reconciliation_reports_matched_absent_conflict_unresolved(world):
     service = svc()
     intent = _intent()
     key = reserve_part.semantic_key(intent)
-    assert reserve_part.reconcile(key=key, intent=intent, world=service).outcome == "absent"
-    service.reserve(call_index=1, key=key, intent=intent, intent_hash=key)
-    assert reserve_part.reconcile(key=key, intent=intent, world=service).outcome == "matched"
+    assert (
+        reserve_part.reconcile(key=key, intent=intent, world=service, fence=1).outcome == "absent"
+    )
+    service.reserve(call_index=1, key=key, intent=intent, intent_hash=key, fencing_token=1)
+    assert (
+        reserve_part.reconcile(key=key, intent=intent, world=service, fence=1).outcome == "matched"
+    )
     changed = {**intent, "quantity": 3}
-    assert reserve_part.reconcile(key=key, intent=changed, world=service).outcome == "conflict"
+    assert (
+        reserve_part.reconcile(key=key, intent=changed, world=service, fence=1).outcome
+        == "conflict"
+    )
     down = WorldService(
         namespace="faultlab",
         run_id="run-x",
@@ -196,7 +207,9 @@ def test_reconciliation_reports_matched_absent_conflict_unresolved(world):
             [{"point": "ledger_unavailable", "capability": "reserve_part", "on_call": 0}]
         ),
     )
-    assert reserve_part.reconcile(key=key, intent=intent, world=down).outcome == "unresolved"
+    assert (
+        reserve_part.reconcile(key=key, intent=intent, world=down, fence=1).outcome == "unresolved"
+    )
 
 
 def test_the_slot_cannot_be_oversold(world):
@@ -210,8 +223,40 @@ def test_the_slot_cannot_be_oversold(world):
         intent = {**_intent(), "proposal_hash": f"{i:064x}"}
         key = reserve_part.semantic_key(intent)
         try:
-            service.reserve(call_index=i + 1, key=key, intent=intent, intent_hash=key)
+            service.reserve(
+                call_index=i + 1, key=key, intent=intent, intent_hash=key, fencing_token=1
+            )
             taken += 1
         except ServiceFault as fault:
             assert fault.code == "CONFLICT"
     assert taken == slot.available
+
+
+def test_a_fenced_key_refuses_an_older_commit_so_absence_is_proof(world):
+    """A reconciliation read at fence 5 proves absence: a dispatch carrying token 4 (an
+    older attempt that was paused) can no longer commit; a newer one can."""
+    from catalog.world.service import ServiceFault
+
+    service = svc()
+    intent = _intent()
+    key = reserve_part.semantic_key(intent)
+    found = reserve_part.reconcile(key=key, intent=intent, world=service, fence=5)
+    assert found.outcome == "absent"
+    with pytest.raises(ServiceFault) as info:
+        service.reserve(call_index=1, key=key, intent=intent, intent_hash=key, fencing_token=4)
+    assert info.value.code == "FENCED"
+    assert not LedgerEntry.objects.filter(idempotency_key=key).exists()
+    newer = service.reserve(call_index=2, key=key, intent=intent, intent_hash=key, fencing_token=6)
+    assert LedgerEntry.objects.get(idempotency_key=key).effect_id == newer["effect_id"]
+
+
+def test_the_same_key_and_intent_returns_the_original_even_past_the_fence(world):
+    """An old duplicate delivery after a newer commit gets the original effect, never an
+    error: idempotency is honoured before fencing."""
+    service = svc()
+    intent = _intent()
+    key = reserve_part.semantic_key(intent)
+    first = service.reserve(call_index=1, key=key, intent=intent, intent_hash=key, fencing_token=7)
+    late = service.reserve(call_index=2, key=key, intent=intent, intent_hash=key, fencing_token=3)
+    assert late["effect_id"] == first["effect_id"]
+    assert LedgerEntry.objects.filter(idempotency_key=key).count() == 1

@@ -36,7 +36,9 @@ def changed_intent_is_never_answered_with_the_original_effect() -> None:
         intent = _intent(quantity)
         key = reserve_part.semantic_key(intent)
         try:
-            body = service.reserve(call_index=quantity, key=key, intent=intent, intent_hash=key)
+            body = service.reserve(
+                call_index=quantity, key=key, intent=intent, intent_hash=key, fencing_token=1
+            )
         except ServiceFault as fault:
             assert fault.code == "SAME_KEY_DIFFERENT_INTENT"
             continue
@@ -104,7 +106,7 @@ def oversell_is_refused() -> int:
             raced.append(True)
             other = {**_intent(1), "slot_id": "S-N1-02", "proposal_hash": "c" * 64}
             key = reserve_part.semantic_key(other)
-            service.reserve(call_index=90, key=key, intent=other, intent_hash=key)
+            service.reserve(call_index=90, key=key, intent=other, intent_hash=key, fencing_token=1)
         return real_take(slot, quantity)
 
     world_service.take_stock = interleaved
@@ -112,7 +114,7 @@ def oversell_is_refused() -> int:
         mine = {**_intent(1), "slot_id": "S-N1-02", "proposal_hash": "d" * 64}
         key = reserve_part.semantic_key(mine)
         try:
-            service.reserve(call_index=91, key=key, intent=mine, intent_hash=key)
+            service.reserve(call_index=91, key=key, intent=mine, intent_hash=key, fencing_token=1)
         except ServiceFault as fault:
             assert fault.code == "CONFLICT"
     finally:

@@ -33,7 +33,7 @@ class AuthorityMachine(RuleBasedStateMachine):
     def start(self) -> None:
         self.run = make_run(advance=False)
         claim = ownership.claim(str(self.run.pk), "owner")
-        assert claim is not None
+        assert isinstance(claim, ownership.Claim)
         self.epoch = claim.epoch
         self.previous_counters = dict(self.run.counters)
         self.terminal_state: str | None = None
@@ -79,7 +79,7 @@ class AuthorityMachine(RuleBasedStateMachine):
     def takeover(self) -> None:
         Run.objects.filter(pk=self.run.pk).update(lease_owner="gone", lease_expires_at=None)
         claim = ownership.claim(str(self.run.pk), "next-owner")
-        if claim is not None:
+        if isinstance(claim, ownership.Claim):
             self.epoch = claim.epoch
 
     @invariant()

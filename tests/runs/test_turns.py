@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from fieldops import points
 from runs import runner
 from runs.audit import audit_replay
 from runs.models import Evidence, Run
@@ -21,12 +22,12 @@ class WorkerDied(Exception):
 def dies_once_after_the_model_answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     died: list[str] = []
 
-    def hook(point: str, owner: Any) -> None:
+    def hook(point: str, run_id: str) -> None:
         if point == "after_model_response" and not died:
-            died.append(owner.run_id)
+            died.append(run_id)
             raise WorkerDied
 
-    monkeypatch.setattr(runner, "POINT_HOOK", hook)
+    monkeypatch.setattr(points, "HOOK", hook)
     return died
 
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from approvals.models import Checkpoint, Decision, DecisionRefusal
 from catalog.models import CapabilityVersion, Lifecycle, LifecycleDecision
-from runs import runner
+from runs import runner, services
 from runs.models import Run
 from tests.helpers import make_run
 from tests.security.world import World, changed, snapshot
@@ -66,13 +66,14 @@ def test_a_run_started_in_the_console_is_bound_to_whoever_started_it(sworld: Wor
 
 
 def test_a_follow_up_belongs_to_whoever_started_it(sworld: World) -> None:
-    """lead follows up operator's completed run: the follow-up is lead's, so lead cannot
-    approve it (and the original requester can approve nothing of it either)."""
-    response = sworld.client("lead").post(
-        reverse("runs-follow-up", args=[sworld.runs["completed"]])
-    )
+    """lead follows up operator's run that was cancelled before any dispatch: the follow-up
+    is lead's, so lead cannot approve it (and the original requester can approve nothing of
+    it either)."""
+    ended = make_run(principal="user:operator")
+    services.run_cancel(run_id=str(ended.pk), by_ref="user:operator", reason="plan changed")
+    response = sworld.client("lead").post(reverse("runs-follow-up", args=[ended.pk]))
     assert response.status_code == 302
-    follow_up = Run.objects.get(follows_run_id=sworld.runs["completed"])
+    follow_up = Run.objects.get(follows_run_id=ended.pk)
     assert follow_up.principal_ref == "user:lead"
     runner.advance(str(follow_up.pk), worker="test")
     follow_up.refresh_from_db()
@@ -80,6 +81,16 @@ def test_a_follow_up_belongs_to_whoever_started_it(sworld: World) -> None:
     assert decide(sworld.client("lead"), checkpoint).status_code == 403
     assert decide(sworld.client("operator"), checkpoint).status_code == 403  # no approver role
     assert decide(sworld.client("approver"), checkpoint).status_code == 302
+
+
+def test_a_run_whose_reservation_exists_cannot_be_followed_up(sworld: World) -> None:
+    """A follow-up would reserve again: refused with the reason, nothing created."""
+    response = sworld.client("lead").post(
+        reverse("runs-follow-up", args=[sworld.runs["completed"]])
+    )
+    assert response.status_code == 409
+    assert b"reserve again" in response.content
+    assert not Run.objects.filter(follows_run_id=sworld.runs["completed"]).exists()
 
 
 def test_every_approver_may_decide_exactly_the_runs_they_did_not_request(sworld: World) -> None:

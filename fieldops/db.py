@@ -1,0 +1,33 @@
+"""Database helpers shared by the engine and the world double."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from django.db import OperationalError, connection
+
+# PostgreSQL's SQLSTATE for a lock wait that gave up (lock_timeout or NOWAIT).
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+def lock_wait_failed(exc: BaseException) -> bool:
+    """True when ``exc`` is a bounded lock wait that gave up: PostgreSQL's ``lock_timeout``
+    (or NOWAIT), or SQLite's busy timeout. Nothing was written by the failed statement."""
+    if not isinstance(exc, OperationalError):
+        return False
+    if getattr(exc.__cause__, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+        return True
+    return connection.vendor == "sqlite" and "locked" in str(exc)
+
+
+@contextlib.contextmanager
+def lock_timeout(milliseconds: int) -> Iterator[None]:
+    """Bound the lock waits of the enclosing transaction (PostgreSQL; a no-op elsewhere).
+
+    Call inside ``transaction.atomic()``: ``SET LOCAL`` lasts until that transaction ends.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{milliseconds}ms"])
+    yield
