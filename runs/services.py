@@ -19,7 +19,7 @@ from catalog.world import faults
 from catalog.world.fixtures import EQUIPMENT, LIVE_NAMESPACE, LOCATIONS
 from catalog.world.service import WorldService
 from fieldops import clock
-from runs import authority, policies
+from runs import authority, executor, policies
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
 from runs.domain.canonical import digest
 from runs.domain.events import RunConfig
@@ -181,8 +181,7 @@ def run_create(
         )
         if start:
             Outbox.objects.create(run=run, kind="advance", created_at=now)
-            rid = str(run.pk)
-            transaction.on_commit(lambda: authority._kick(rid))
+            executor.kick_on_commit(str(run.pk))
     return run
 
 
