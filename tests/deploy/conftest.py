@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,21 +20,30 @@ from tests.deploy.servers import REDIS_URL, ClosedPort
 def broker_at(url: str, queue: str | None = None) -> Iterator[None]:
     """Point this process's Celery app at ``url`` (and ``queue``), then restore it.
 
-    The connection pool and the producer pool are dropped both ways, so the next publish
-    connects to the new broker.
+    Celery reads a ``CELERY_BROKER_URL`` environment variable before its configured
+    ``broker_url``, so that is switched too. The connection pool and the producer pool are
+    dropped both ways, so the next publish connects to the new broker.
     """
     from fieldops.celery import app
 
-    def reset(broker_url: str, default_queue: str) -> None:
-        app.conf.update(broker_url=broker_url, task_default_queue=default_queue)
+    def reset(broker_url: str | None, default_queue: str) -> None:
+        if broker_url is None:
+            os.environ.pop("CELERY_BROKER_URL", None)
+        else:
+            os.environ["CELERY_BROKER_URL"] = broker_url
+        app.conf.update(
+            broker_url=broker_url or django_settings.CELERY_BROKER_URL,
+            task_default_queue=default_queue,
+        )
         app._pool = None
         app.amqp._producer_pool = None
 
+    previous = os.environ.get("CELERY_BROKER_URL")
     reset(url, queue or django_settings.CELERY_TASK_DEFAULT_QUEUE)
     try:
         yield
     finally:
-        reset(django_settings.CELERY_BROKER_URL, django_settings.CELERY_TASK_DEFAULT_QUEUE)
+        reset(previous, django_settings.CELERY_TASK_DEFAULT_QUEUE)
 
 
 @pytest.fixture
