@@ -76,11 +76,12 @@ def database_from_url(
             #   a deferred transaction that reads and then writes cannot wait for it (SQLite
             #   answers the lock upgrade with an immediate SQLITE_BUSY);
             # - "timeout" is the busy timeout: how long a writer waits for that lock;
-            # - WAL: readers never block the writer, nor the writer them.
+            # - WAL: readers never block the writer, nor the writer them (synchronous stays
+            #   FULL: a commit the page reported survives a power cut).
             "OPTIONS": {
                 "timeout": FIELDOPS_SQLITE_BUSY_TIMEOUT_S,
                 "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+                "init_command": "PRAGMA journal_mode=WAL",
             },
         }
     if parsed.scheme in {"postgres", "postgresql"}:
