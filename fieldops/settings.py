@@ -32,8 +32,37 @@ def env_bool(name: str, default: bool = False) -> bool:
 FIELDOPS_PREPARED_STATEMENTS = env("FIELDOPS_PREPARED_STATEMENTS", "true").lower() != "false"
 
 
-def database_from_url(url: str) -> dict[str, object]:
-    """Return a Django DATABASES entry for ``sqlite:///path`` or ``postgres://...``."""
+def env_millis(name: str, default: int) -> int:
+    """A non-negative whole number of milliseconds from the environment (0: no limit)."""
+    raw = os.environ.get(name, str(default)).strip()
+    if not raw.isdigit():
+        raise ValueError(f"{name} must be a whole number of milliseconds, not {raw!r}")
+    return int(raw)
+
+
+# PostgreSQL: a statement waiting for a lock gives up after FIELDOPS_LOCK_TIMEOUT_MS (so a
+# paused process holding a row lock cannot stall every other one), and a session that
+# sits inside a transaction doing nothing for FIELDOPS_IDLE_IN_TRANSACTION_TIMEOUT_MS is
+# ended by the server (its locks released).
+FIELDOPS_LOCK_TIMEOUT_MS = env_millis("FIELDOPS_LOCK_TIMEOUT_MS", 5000)
+FIELDOPS_IDLE_IN_TRANSACTION_TIMEOUT_MS = env_millis(
+    "FIELDOPS_IDLE_IN_TRANSACTION_TIMEOUT_MS", 60000
+)
+# SQLite (the embedded default): how long a writer waits for the write lock.
+FIELDOPS_SQLITE_BUSY_TIMEOUT_S = 20
+
+
+def database_from_url(
+    url: str,
+    *,
+    lock_timeout_ms: int | None = None,
+    idle_in_transaction_timeout_ms: int | None = None,
+) -> dict[str, object]:
+    """Return a Django DATABASES entry for ``sqlite:///path`` or ``postgres://...``.
+
+    The timeouts default to ``FIELDOPS_LOCK_TIMEOUT_MS`` and
+    ``FIELDOPS_IDLE_IN_TRANSACTION_TIMEOUT_MS``. Raise ValueError for another scheme.
+    """
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
         path = unquote(parsed.path[1:] if parsed.path.startswith("//") else parsed.path)
@@ -42,9 +71,26 @@ def database_from_url(url: str) -> dict[str, object]:
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": path or str(VAR_DIR / "db.sqlite3"),
-            "OPTIONS": {"timeout": 20},
+            # Concurrent users queue instead of failing with "database is locked":
+            # - every atomic block starts BEGIN IMMEDIATE, taking the write lock up front;
+            #   a deferred transaction that reads and then writes cannot wait for it (SQLite
+            #   answers the lock upgrade with an immediate SQLITE_BUSY);
+            # - "timeout" is the busy timeout: how long a writer waits for that lock;
+            # - WAL: readers never block the writer, nor the writer them (synchronous stays
+            #   FULL: a commit the page reported survives a power cut).
+            "OPTIONS": {
+                "timeout": FIELDOPS_SQLITE_BUSY_TIMEOUT_S,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL",
+            },
         }
     if parsed.scheme in {"postgres", "postgresql"}:
+        lock_ms = FIELDOPS_LOCK_TIMEOUT_MS if lock_timeout_ms is None else lock_timeout_ms
+        idle_ms = (
+            FIELDOPS_IDLE_IN_TRANSACTION_TIMEOUT_MS
+            if idle_in_transaction_timeout_ms is None
+            else idle_in_transaction_timeout_ms
+        )
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parsed.path.lstrip("/")) or "fieldops",
@@ -58,7 +104,11 @@ def database_from_url(url: str) -> dict[str, object]:
             # (prepare_threshold None), which also ignores an explicit prepare=True. Its own
             # cursors bind client-side and are never prepared either way; this only lets
             # the authority's server-binding statement be prepared (psycopg's default 5).
-            "OPTIONS": {"prepare_threshold": 5 if FIELDOPS_PREPARED_STATEMENTS else None},
+            "OPTIONS": {
+                "prepare_threshold": 5 if FIELDOPS_PREPARED_STATEMENTS else None,
+                "options": f"-c lock_timeout={lock_ms} "
+                f"-c idle_in_transaction_session_timeout={idle_ms}",
+            },
         }
     raise ValueError(f"unsupported DATABASE_URL scheme: {parsed.scheme!r}")
 
@@ -93,6 +143,7 @@ MIDDLEWARE = [
     "fieldops.middleware.RejectNulMiddleware",  # after CSRF: a NUL in any field is a 400
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "runs.middleware.UndeliveredKickNoteMiddleware",  # after messages and auth
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
@@ -152,6 +203,8 @@ X_FRAME_OPTIONS = "DENY"
 # --- FieldOps ------------------------------------------------------------------------
 # "inprocess": runs advance in the web process after each commit (embedded default).
 # "celery": runs advance on Celery workers; the outbox and sweeper keep them moving.
+# "deferred": nothing is handed over; the outbox keeps the work and a driver (the effect
+# schedule explorer) advances runs itself.
 FIELDOPS_EXECUTION = env("FIELDOPS_EXECUTION", "inprocess")
 # Demo users (known password) exist only in the embedded demo set-up.
 FIELDOPS_ALLOW_DEMO_USERS = env_bool("FIELDOPS_ALLOW_DEMO_USERS", True)
@@ -195,7 +248,23 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_TIME_LIMIT = 120
 CELERY_TASK_SOFT_TIME_LIMIT = 100
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
+# Publishing is bounded: a kick is sent after its transition committed and the outbox
+# row is the real delivery, so a broker that refuses connections costs a web request about
+# 0.3 s (three tries), never an error page; one that accepts but does not answer is given
+# up after the socket timeouts. The sweeper re-drives what was not sent.
+CELERY_TASK_PUBLISH_RETRY = True
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.1,
+    "interval_max": 0.2,
+}
+CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": 600,
+    "socket_connect_timeout": 1.0,
+    "socket_timeout": 2.0,
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 

@@ -888,4 +888,4 @@ def _close_run(run: Run, event: EventRecord) -> None:
 def _kick(run_id: str) -> None:
     from runs import executor
 
-    executor.enqueue_advance(run_id)
+    executor.kick(run_id)  # never raises: the committed outbox row is the delivery

@@ -3,15 +3,23 @@
 Both paths run the same ``runner.advance``. Work is only ever enqueued from the durable
 outbox (committed with the transition that needs it), so a lost message or a crashed
 process loses nothing: the sweeper re-drives whatever the outbox and the leases say.
+
+A kick that cannot be published (the broker is down or unreachable) is not an error: the
+publish gives up within the bounded retry policy of ``fieldops/settings.py``, the outbox
+rows stay undispatched for the sweeper's re-drive, and whoever listens in this thread
+(``undelivered_listener``: the web request's note) is told.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
-from django.db.models import F
+from django.db import transaction
+from django.db.models import F, QuerySet
 
 from fieldops import clock
 from runs.models import Outbox
@@ -24,23 +32,94 @@ def mode() -> str:
     return settings.FIELDOPS_EXECUTION
 
 
-def enqueue_advance(run_id: str) -> None:
-    """Hand ``run_id`` to the configured executor and mark its outbox rows dispatched.
+def kick_on_commit(run_id: str) -> None:
+    """After the current transaction commits, ``kick`` ``run_id``."""
+    transaction.on_commit(lambda: kick(run_id))
 
-    In ``deferred`` mode nothing is handed over and the outbox rows stay pending: whoever
-    set it (the effect explorer) advances runs itself, step by step.
+
+def kick(run_id: str) -> None:
+    """Hand a committed run to the executor now; never raise.
+
+    The work is already durable in the outbox, so nothing the hand-over does may turn the
+    committed action into an error for its caller: a failure is logged and the sweeper
+    re-drives the run (an undispatched outbox row, or an idle run).
+    """
+    try:
+        enqueue_advance(run_id)
+    except Exception:
+        log.exception(
+            "kick failed after commit; the sweeper re-drives the run", extra={"run_id": run_id}
+        )
+
+
+def enqueue_advance(run_id: str) -> bool:
+    """Hand ``run_id`` to the configured executor; return whether it was handed over.
+
+    Celery: publish one ``run_advance`` task, then mark the run's outbox rows seen before
+    the publish as dispatched. A publish the broker did not take returns False, leaves
+    those rows undispatched (only their ``attempts`` grows) and tells this thread's
+    ``undelivered_listener``; it never raises. In-process: advance now in this thread.
+    Deferred: nothing is handed over and the outbox rows stay pending; whoever set it
+    (the effect explorer) advances runs itself, step by step.
     """
     if mode() == "deferred":
-        return
-    Outbox.objects.filter(run_id=run_id, dispatched_at__isnull=True).update(
-        dispatched_at=clock.now(), attempts=F("attempts") + 1
+        return False
+    if mode() != "celery":
+        _mark_dispatched(Outbox.objects.filter(run_id=run_id, dispatched_at__isnull=True))
+        _advance_inline(run_id)
+        return True
+    # Rows committed after this point belong to a later kick: only these are covered.
+    pending = list(
+        Outbox.objects.filter(run_id=run_id, dispatched_at__isnull=True).values_list(
+            "pk", flat=True
+        )
     )
-    if mode() == "celery":
-        from runs import tasks
+    if not _publish(run_id):
+        Outbox.objects.filter(pk__in=pending).update(attempts=F("attempts") + 1)
+        _tell_listeners(run_id)
+        return False
+    _mark_dispatched(Outbox.objects.filter(pk__in=pending))
+    return True
 
+
+def _mark_dispatched(rows: QuerySet[Outbox]) -> None:
+    rows.update(dispatched_at=clock.now(), attempts=F("attempts") + 1)
+
+
+def _publish(run_id: str) -> bool:
+    """Publish one run_advance task on the project's app; False when the broker refused.
+
+    Retries and connection timeouts are the settings' (``CELERY_TASK_PUBLISH_RETRY_POLICY``,
+    ``CELERY_BROKER_CONNECTION_TIMEOUT``, the transport's socket timeouts), so a broker
+    that is down costs a bounded fraction of a second, not the request.
+    """
+    from runs import tasks
+
+    try:
         tasks.run_advance.apply_async(args=[run_id])
-        return
-    _advance_inline(run_id)
+    except Exception as exc:  # any broker/transport failure: the outbox keeps the work
+        log.warning(
+            "kick not delivered; the sweeper re-drives the run",
+            extra={"run_id": run_id, "error": f"{type(exc).__name__}: {exc}"[:300]},
+        )
+        return False
+    return True
+
+
+@contextmanager
+def undelivered_listener(callback: Callable[[str], None]) -> Iterator[None]:
+    """Call ``callback(run_id)`` for every kick this thread fails to deliver meanwhile."""
+    listeners: list[Callable[[str], None]] = getattr(_local, "listeners", [])
+    _local.listeners = [*listeners, callback]
+    try:
+        yield
+    finally:
+        _local.listeners = listeners
+
+
+def _tell_listeners(run_id: str) -> None:
+    for callback in getattr(_local, "listeners", []):
+        callback(run_id)
 
 
 def _advance_inline(run_id: str) -> None:

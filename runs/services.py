@@ -20,7 +20,7 @@ from catalog.world.fixtures import EQUIPMENT, LIVE_NAMESPACE, LOCATIONS
 from catalog.world.service import WorldService
 from fieldops import clock
 from fieldops.db import lock_wait_failed
-from runs import attempts, authority, policies, selectors
+from runs import attempts, authority, executor, policies, selectors
 from runs.domain import effects
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
 from runs.domain.canonical import digest
@@ -184,8 +184,7 @@ def run_create(
         )
         if start:
             Outbox.objects.create(run=run, kind="advance", created_at=now)
-            rid = str(run.pk)
-            transaction.on_commit(lambda: authority._kick(rid))
+            executor.kick_on_commit(str(run.pk))
     return run
 
 

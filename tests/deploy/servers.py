@@ -1,0 +1,196 @@
+"""The deployment as it runs: web processes started as subprocesses, driven over real HTTP.
+
+``WebProcess`` starts gunicorn (``fieldops.wsgi:application``) or ``manage.py
+serve_embedded`` on a free 127.0.0.1 port with the environment a deployment would give
+it; ``Browser`` is a urllib client with a cookie jar that signs in through the login form
+and posts forms with the CSRF token, as a person's browser does (redirects are returned,
+not followed, so a test sees the 302 itself).
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from base64 import b64decode
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+REDIS_URL = os.environ.get("FIELDOPS_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ClosedPort:
+    """A 127.0.0.1 port that refuses connections: bound, never listening, so no other
+    process can take it while the test runs."""
+
+    def __init__(self) -> None:
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = int(self._socket.getsockname()[1])
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+def shared_database_url() -> str:
+    """The URL of the test database this process uses (for a subprocess to share it)."""
+    db = connection.settings_dict
+    host = db["HOST"] or "127.0.0.1"
+    return f"postgres://{db['USER']}@{host}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@dataclass
+class WebProcess:
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, *, timeout: float = 25.0) -> WebProcess:
+        argv = [a.replace("{port}", str(self.port)) for a in self.argv]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env={**os.environ, "DJANGO_SETTINGS_MODULE": "fieldops.settings", **self.env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"web process exited early:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/login/", timeout=2) as response:
+                    if response.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"web process did not answer within {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=5)
+
+
+def gunicorn(env: dict[str, str], log_path: Path) -> WebProcess:
+    """The web process as deployed (README, docker-compose): gunicorn, one sync worker."""
+    argv = [sys.executable, "-m", "gunicorn", "fieldops.wsgi:application"]
+    argv += ["--bind", "127.0.0.1:{port}", "--workers", "1", "--timeout", "30"]
+    return WebProcess(argv, {"FIELDOPS_LOG_LEVEL": "WARNING", **env}, log_path)
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: str
+
+    @property
+    def location(self) -> str:
+        return self.headers.get("location", "")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class Browser:
+    """One person's browser: its own cookies (session, CSRF) against one server."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect()
+        )
+
+    def _open(self, request: urllib.request.Request) -> Response:
+        try:
+            with self.opener.open(request, timeout=30) as r:
+                return Response(r.status, {k.lower(): v for k, v in r.headers.items()}, _text(r))
+        except urllib.error.HTTPError as r:
+            return Response(r.code, {k.lower(): v for k, v in r.headers.items()}, _text(r))
+
+    def get(self, path: str) -> Response:
+        return self._open(urllib.request.Request(self.base_url + path))
+
+    def post(self, path: str, data: dict[str, str]) -> Response:
+        """Post a form the way the page does: with the CSRF token of this browser."""
+        if not self._csrf():
+            self.get("/login/")
+        body = urllib.parse.urlencode({"csrfmiddlewaretoken": self._csrf(), **data}).encode()
+        request = urllib.request.Request(self.base_url + path, data=body, method="POST")
+        request.add_header("Content-Type", "application/x-www-form-urlencoded")
+        return self._open(request)
+
+    def follow(self, response: Response) -> Response:
+        assert response.status == 302, response.status
+        parts = urllib.parse.urlsplit(response.location)
+        return self.get(parts.path + (f"?{parts.query}" if parts.query else ""))
+
+    def login(self, username: str, password: str) -> None:
+        self.get("/login/")
+        response = self.post("/login/", {"username": username, "password": password})
+        assert response.status == 302, f"sign-in as {username} failed: {response.status}"
+
+    def _csrf(self) -> str:
+        return next((c.value or "" for c in self.jar if c.name == "csrftoken"), "")
+
+
+def _text(response: Any) -> str:
+    return response.read().decode("utf-8", errors="replace")
+
+
+def run_id_of(response: Response) -> str:
+    """The run id of a redirect to the run's page."""
+    match = re.search(r"/runs/([0-9a-f-]{36})/", response.location)
+    assert match, f"not a redirect to a run: {response.status} {response.location!r}"
+    return match.group(1)
+
+
+def queued_tasks(redis_client: Any, queue: str) -> list[tuple[str, list[Any]]]:
+    """(task name, args) of every message kombu's Redis transport holds for ``queue``
+    (a list named after the queue)."""
+    tasks = []
+    for raw in redis_client.lrange(queue, 0, -1):
+        message = json.loads(raw)
+        args = json.loads(b64decode(message["body"]))[0]
+        tasks.append((message["headers"]["task"], args))
+    return tasks
