@@ -113,6 +113,8 @@ REFUSALS: Mapping[str, str] = {
     "not_an_approval": "This checkpoint asks a question; answer it instead of approving.",
     "invalid_requested_change": "The requested change names a field that is not part of "
     "the proposal.",
+    "busy": "The run is busy (another transaction holds it); nothing was recorded. "
+    "Try again in a few seconds.",
 }
 
 CHANGEABLE_FIELDS: tuple[str, ...] = ("slot_id", "quantity", "part_id", "location_id")

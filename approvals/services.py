@@ -244,6 +244,8 @@ def approval_decide(
         if result.applied:
             checkpoint.refresh_from_db()
             return DecisionResult(True, checkpoint=checkpoint)
+        if result.busy:
+            return DecisionResult.refused("busy", checkpoint)
         if not result.conflict:
             return DecisionResult.refused("run_not_waiting", checkpoint)
     return DecisionResult.refused("run_not_waiting", None)
@@ -311,6 +313,8 @@ def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> Decis
         )
         if result.applied:
             return DecisionResult(True, checkpoint=checkpoint)
+        if result.busy:
+            return DecisionResult.refused("busy", checkpoint)
         if not result.conflict:
             return DecisionResult.refused("run_not_waiting", checkpoint)
     return DecisionResult.refused("run_not_waiting", None)

@@ -29,7 +29,7 @@ from runs.domain.canonical import digest
 
 FORBIDDEN_REFUSALS = frozenset({"not_an_approver", "self_approval", "not_requester"})
 CONFLICT_REFUSALS = frozenset(
-    {"hash_mismatch", "checkpoint_expired", "already_decided", "run_not_waiting"}
+    {"hash_mismatch", "checkpoint_expired", "already_decided", "run_not_waiting", "busy"}
 )
 
 

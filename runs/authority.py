@@ -21,10 +21,11 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 
 from approvals.models import Checkpoint
 from fieldops import clock, points
+from fieldops.db import lock_wait_failed
 from runs.domain import effects, invariants
 from runs.domain.budgets import Budget
 from runs.domain.events import EventRecord, RunConfig, RunSnapshot, build_event
@@ -67,6 +68,11 @@ class Result:
     @property
     def stale_owner(self) -> bool:
         return self.refusal == "stale_owner"
+
+    @property
+    def busy(self) -> bool:
+        """Another transaction held the run past the lock timeout; nothing was written."""
+        return self.refusal == "busy"
 
 
 class IntegrityConflict(Exception):
@@ -182,10 +188,18 @@ def append(
     )
     _check_request(type, actor, counters_delta, payload)
     result: Result | None = None
-    if run is not None and run.revision == expected_revision and str(run.pk) == str(run_id):
-        result = _decide_from_copy(ask, run)
-    if result is None:
-        result = _decide_from_row(ask)
+    try:
+        if run is not None and run.revision == expected_revision and str(run.pk) == str(run_id):
+            result = _decide_from_copy(ask, run)
+        if result is None:
+            result = _decide_from_row(ask)
+    except OperationalError as exc:
+        if not lock_wait_failed(exc):
+            raise
+        # Another transaction (a stalled worker, say) holds the run's row past the lock
+        # timeout: nothing was written; the caller decides when to ask again.
+        log.warning("append busy: the run is locked", extra={"run_id": run_id})
+        return Result(False, snapshot_of(Run.objects.get(pk=run_id)), refusal="busy")
     if result.applied and result.event is not None:
         event = result.event
         log.info(

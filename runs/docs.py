@@ -188,8 +188,7 @@ def dispatch_outcome_sheet() -> str:
         )
         event = resolution.event.value if resolution.event else ""
         lines.append(
-            f"| {label} | {stage or '-'} | {declared or '-'} | `{resolution.status}` | "
-            f"`{event}` |"
+            f"| {label} | {stage or '-'} | {declared or '-'} | `{resolution.status}` | `{event}` |"
         )
     return "\n".join(lines) + "\n"
 
@@ -203,9 +202,7 @@ def reconciliation_sheet() -> str:
     for found in effects.Found:
         resolution = effects.resolve_reconciliation(found)
         if resolution is None:
-            lines.append(
-                f"| `{found}` | unchanged | none: the read is repeated later | none |"
-            )
+            lines.append(f"| `{found}` | unchanged | none: the read is repeated later | none |")
             continue
         event = resolution.event.value if resolution.event else ""
         lines.append(

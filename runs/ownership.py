@@ -12,10 +12,11 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import F
 
 from fieldops import clock
+from fieldops.db import lock_wait_failed
 from runs import authority
 from runs.domain.states import Actor, EventType, is_terminal, is_waiting
 from runs.models import Run
@@ -50,8 +51,9 @@ def claim(run_id: str, worker: str) -> Claim | NotClaimed:
     """Take ownership of an advanceable run, or say why not (never waits on a lock)."""
     now = clock.now()
     with transaction.atomic():
-        # SKIP LOCKED: a row locked by another transaction reads as absent here.
-        run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
+        # SKIP LOCKED: a row locked by another transaction reads as absent here. NO KEY:
+        # rows that merely reference the run (evidence, attempts) can still be inserted.
+        run = Run.objects.select_for_update(skip_locked=True, no_key=True).filter(pk=run_id).first()
         if run is None:
             reason = "busy" if Run.objects.filter(pk=run_id).exists() else "missing"
             return NotClaimed(run_id, reason)
@@ -105,16 +107,25 @@ def claim(run_id: str, worker: str) -> Claim | NotClaimed:
 
 
 def renew(c: Claim) -> bool:
-    """Extend the lease; False if ownership was lost (the caller must stop)."""
-    return (
-        Run.objects.filter(pk=c.run_id, owner_epoch=c.epoch, lease_owner=c.worker).update(
+    """Extend the lease; False if ownership was lost or the run is held by another
+    transaction past the lock timeout (either way the caller must stop)."""
+    try:
+        renewed = Run.objects.filter(pk=c.run_id, owner_epoch=c.epoch, lease_owner=c.worker).update(
             lease_expires_at=clock.now() + lease_length()
         )
-        == 1
-    )
+    except OperationalError as exc:
+        if not lock_wait_failed(exc):
+            raise
+        return False
+    return renewed == 1
 
 
 def release(c: Claim) -> None:
-    Run.objects.filter(pk=c.run_id, owner_epoch=c.epoch, lease_owner=c.worker).update(
-        lease_owner="", lease_expires_at=None
-    )
+    """Give the run back; if another transaction holds it, the lease simply expires."""
+    try:
+        Run.objects.filter(pk=c.run_id, owner_epoch=c.epoch, lease_owner=c.worker).update(
+            lease_owner="", lease_expires_at=None
+        )
+    except OperationalError as exc:
+        if not lock_wait_failed(exc):
+            raise

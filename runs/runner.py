@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import OperationalError, transaction
 
 from approvals.models import Checkpoint, Decision
 from catalog import visibility
@@ -27,6 +27,7 @@ from catalog.capabilities.base import Invocation, Outcome
 from catalog.world import faults
 from catalog.world.service import WorldService
 from fieldops import clock, points
+from fieldops.db import lock_wait_failed
 from runs import attempts, authority, context, evidence, ownership, rules
 from runs.authority import Result, new_id
 from runs.domain import completion, effects, validation
@@ -52,6 +53,9 @@ class Owner:
     claim: ownership.Claim
     plan: tuple[faults.Fault, ...]
     fired: set[str]
+    # Set when an append found the run held by another transaction past the lock
+    # timeout: the owner stops and the sweeper re-drives the run.
+    busy: bool = False
 
     @property
     def run_id(self) -> str:
@@ -113,7 +117,7 @@ def _loop(owner: Owner, max_steps: int) -> None:
                 exhausted_reason(Budget.ELAPSED_MS),
             )
             continue
-        if STEPS[State(run.state)](owner, run) == PAUSE:
+        if STEPS[State(run.state)](owner, run) == PAUSE or owner.busy:
             return
         # Renew once a third of the lease has passed, not after every step (a commit
         # each). Ownership is still checked every step: the re-read above stops at an
@@ -128,7 +132,7 @@ def _loop(owner: Owner, max_steps: int) -> None:
 def _append(
     owner: Owner, run: Run, type: EventType, actor: Actor, reason: str = "", **kw: Any
 ) -> Result:
-    return authority.append(
+    result = authority.append(
         run_id=str(run.pk),
         expected_revision=run.revision,
         expected_epoch=owner.epoch,
@@ -138,6 +142,9 @@ def _append(
         run=run,  # the row this step read: the authority's CAS proves it current
         **kw,
     )
+    if result.busy:
+        owner.busy = True
+    return result
 
 
 def _inject_cancel(owner: Owner, point: str) -> None:
@@ -641,18 +648,25 @@ def _send_gate(owner: Owner, attempt: EffectAttempt) -> Run | None:
     first (the attempt is then NOT_SENT and nothing is sent) or sees SENDING and qualifies
     itself as ``cancelled_effect_unknown``.
     """
-    with transaction.atomic():
-        locked = (
-            EffectAttempt.objects.select_for_update()
-            .filter(pk=attempt.pk, status=AttemptStatus.DISPATCH_RECORDED)
-            .first()
-        )
-        run = Run.objects.get(pk=owner.run_id)
-        if locked is None or is_terminal(run.state) or run.owner_epoch != owner.epoch:
-            return None
-        EffectAttempt.objects.filter(pk=attempt.pk).update(status=AttemptStatus.SENDING)
-        attempt.status = AttemptStatus.SENDING
-        return run
+    try:
+        with transaction.atomic():
+            locked = (
+                EffectAttempt.objects.select_for_update()
+                .filter(pk=attempt.pk, status=AttemptStatus.DISPATCH_RECORDED)
+                .first()
+            )
+            run = Run.objects.get(pk=owner.run_id)
+            if locked is None or is_terminal(run.state) or run.owner_epoch != owner.epoch:
+                return None
+            EffectAttempt.objects.filter(pk=attempt.pk).update(status=AttemptStatus.SENDING)
+    except OperationalError as exc:
+        if not lock_wait_failed(exc):
+            raise
+        # Someone else holds the dispatch record (a takeover settling it): send nothing.
+        owner.busy = True
+        return None
+    attempt.status = AttemptStatus.SENDING
+    return run
 
 
 def _record_effect_outcome(

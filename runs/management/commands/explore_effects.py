@@ -27,7 +27,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         verbose = options["verbosity"] >= 2
         if not verbose:  # the report is the output; event logs only when asked (-v 2)
-            logging.getLogger("fieldops").setLevel(logging.WARNING)
+            logging.getLogger("fieldops").setLevel(logging.ERROR)
 
         def progress(outcome: explorer.Outcome) -> None:
             if verbose or outcome.violations:
