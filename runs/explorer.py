@@ -88,9 +88,7 @@ class Schedule:
 
     @property
     def needs_concurrent_transactions(self) -> bool:
-        return in_transaction(self.point.split("#")[0]) or in_transaction(
-            self.second.split("#")[0]
-        )
+        return in_transaction(self.point.split("#")[0]) or in_transaction(self.second.split("#")[0])
 
 
 @dataclass
