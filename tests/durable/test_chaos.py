@@ -244,7 +244,8 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
             + "\n".join(problems)
             + "\n\n"
             + "\n\n".join(timelines)
-            + f"\n\n{summary}"
+            + f"\n\n{summary}",
+            pytrace=False,
         )
     # The chaos must have bitten, or the test proves nothing.
     assert s.child_kills + s.parent_kills > 0 and s.pauses > 0, summary
