@@ -217,7 +217,8 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
             f" {s.busy_targets} aimed at a lease holder",
             f"  takeovers (run.recovered): {takeovers}; fenced old owners"
             f" (stale_owner.rejected): {events[EventType.STALE_OWNER_REJECTED]}",
-            "  reconciliation: " + ", ".join(f"{t} {events[t]}" for t in WATCHED[2:] if events[t]),
+            "  reconciliation: "
+            + (", ".join(f"{t} {events[t]}" for t in WATCHED[2:] if events[t]) or "none"),
             f"  runs: {len(runs)} ({len(lost_response)} with a lost response,"
             f" {len(cancelled)} cancel requests); ledger effects: {effects_held}",
             "  by disposition: " + ", ".join(f"{k} {n}" for k, n in sorted(dispositions.items())),
