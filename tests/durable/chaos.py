@@ -353,15 +353,15 @@ class Desk:
         self._note("start", response.status, "run")
         return run_id_of(response) if response.status == 302 else None
 
-    def approve(self, checkpoint_id: str) -> None:
-        """Open the exact-proposal page and approve the hash it shows."""
+    def approve(self, checkpoint_id: str) -> bool:
+        """Open the exact-proposal page and approve the hash it shows; True if recorded."""
         if checkpoint_id in self.posted:
-            return
+            return False
         page = self.approver.get(f"/approvals/{checkpoint_id}/")
         self._note("review", page.status, checkpoint_id)
         match = SEEN_HASH.search(page.body)
         if page.status != 200 or match is None:
-            return  # no longer decidable (the run moved on); the drain looks again
+            return False  # no longer decidable (the run moved on); the drain looks again
         response = self.approver.post(
             f"/approvals/{checkpoint_id}/decide/",
             {"verdict": "approve", "seen_hash": match.group(1), "reason": "chaos: reviewed"},
@@ -369,6 +369,7 @@ class Desk:
         self._note("approve", response.status, checkpoint_id)
         if response.status in (302, 400, 403) or response.status >= 500:
             self.posted.add(checkpoint_id)  # decided or refused for good: never again
+        return response.status == 302
 
     def cancel(self, run_id: str) -> None:
         response = self.operator.post(f"/runs/{run_id}/cancel/", {"reason": "chaos: operator"})

@@ -118,7 +118,8 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
 
     run_ids: set[str] = set()
     lost_response: set[str] = set()
-    cancel_at: dict[str, float] = {}
+    cancel_at: dict[str, float] = {}  # run id -> when the operator cancels it
+    cancel_after_approval: dict[str, float] = {}  # run id -> seconds after its approval
     cancelled: set[str] = set()
 
     def start_one() -> None:
@@ -141,11 +142,17 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
             return
         run_ids.add(run_id)
         if desk_rng.random() < CANCEL_SHARE:
-            cancel_at[run_id] = time.monotonic() + desk_rng.uniform(1.0, 12.0)
+            # Half of the cancels come at a random moment, half right after the approval,
+            # when the reservation is being dispatched.
+            if desk_rng.random() < 0.5:
+                cancel_after_approval[run_id] = desk_rng.uniform(0.0, 1.5)
+            else:
+                cancel_at[run_id] = time.monotonic() + desk_rng.uniform(1.0, 12.0)
 
     def serve_people() -> None:
-        for checkpoint in waiting_checkpoints(run_ids).values():
-            desk.approve(checkpoint)
+        for run_id, checkpoint in waiting_checkpoints(run_ids).items():
+            if desk.approve(checkpoint) and run_id in cancel_after_approval:
+                cancel_at[run_id] = time.monotonic() + cancel_after_approval.pop(run_id)
         now = time.monotonic()
         for run_id in sorted(r for r, t in cancel_at.items() if t <= now and r not in cancelled):
             desk.cancel(run_id)
