@@ -248,7 +248,14 @@ def effects_md() -> str:
         "`manage.py explore_effects` (and `tests/runs/test_explorer.py`) runs every crash, "
         "pause, cancellation and takeover order on the reservation path in-process and "
         "audits each with `runs/effect_audit.py`; `tests/durable/test_chaos.py` does the "
-        "same with real worker processes killed and paused at random.\n"
+        "same with real worker processes killed and paused at random. "
+        "The chaos test runs the documented deployment as subprocesses (gunicorn, three "
+        "Celery workers, beat sweeping every second) while an operator and an approver "
+        "start and approve runs over HTTP, then audits every run and requires "
+        "`manage.py replay` of all of them to exit 0. It prints its seed and a summary "
+        "(kills, pauses, takeovers, runs by disposition, violations); "
+        "`FIELDOPS_CHAOS_SEED` repeats its choices and `FIELDOPS_CHAOS_SECONDS` sets how "
+        "long the chaos lasts (default 60, as in CI; at most 180).\n"
     )
 
 

@@ -37,6 +37,7 @@ class Cluster:
     database_url: str
     drill_dir: str
     lease_seconds: int = 3
+    log_dir: Path | None = None  # set: each worker's output goes to <log_dir>/<name>.log
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def start_worker(self, *, concurrency: int = 1, **env: str) -> subprocess.Popen[bytes]:
@@ -53,6 +54,11 @@ class Cluster:
             "FIELDOPS_LOG_LEVEL": "WARNING",
             **env,
         }
+        output = (
+            (self.log_dir / f"{name.split('@')[0]}.log").open("ab")
+            if self.log_dir
+            else subprocess.DEVNULL
+        )
         process = subprocess.Popen(
             [
                 sys.executable,
@@ -77,10 +83,12 @@ class Cluster:
             ],
             cwd=ROOT,
             env=environment,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT if self.log_dir else subprocess.DEVNULL,
             start_new_session=True,
         )
+        if self.log_dir:
+            output.close()  # the child holds its own copy
         self.workers.append(process)
         self._wait_ready(name)
         return process

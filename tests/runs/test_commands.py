@@ -58,6 +58,34 @@ def test_replay_exits_zero_when_clean_and_non_zero_on_findings(world):
     assert run.state == "WAITING_HUMAN"
 
 
+def test_replay_of_several_runs_audits_each_and_fails_when_any_has_findings(world):
+    ids = [
+        _call("start_run", "--scenario", s, "--namespace", "faultlab")[0].strip()
+        for s in ("reservation", "abstain")
+    ]
+    report, _ = _call("replay", *ids)
+    assert report.count("no findings") == 2
+    assert report.strip().endswith("2 runs replayed, 0 with findings")
+    everything, _ = _call("replay", "--all", "--json")
+    assert [r["run_id"] for r in json.loads(everything)] == ids  # oldest first
+    Run.objects.filter(pk=ids[1]).update(state="COMPLETED")  # the row lies about the events
+    with pytest.raises(SystemExit) as exc:
+        _call("replay", "--all")
+    assert exc.value.code == 1
+
+
+def test_replay_of_several_runs_refuses_bad_input(world):
+    run_id = _call("start_run", "--scenario", "abstain", "--namespace", "faultlab")[0].strip()
+    with pytest.raises(CommandError, match="no run"):
+        _call("replay", run_id, "not-a-run")
+    with pytest.raises(CommandError, match="exactly one run"):
+        _call("replay", run_id, run_id, "--mode", "decision")
+    with pytest.raises(CommandError, match="not both"):
+        _call("replay", run_id, "--all")
+    with pytest.raises(CommandError, match="give a run id"):
+        _call("replay")
+
+
 def test_faultlab_prints_expected_and_actual_and_fails_on_mismatch(world, monkeypatch):
     from runs import faultlab
 

@@ -1,4 +1,5 @@
 """replay RUN_ID [--mode audit|decision|simulation] [--candidate NAME] [--json] [--check]
+replay RUN_ID RUN_ID ... | replay --all   (audit replay of many runs in one process)
 
 Three named modes (SPEC §6); "replay the run" without a mode means audit replay.
 
@@ -14,6 +15,10 @@ Three named modes (SPEC §6); "replay the run" without a mode means audit replay
 
 ``--check`` makes decision replay exit 1 on any divergence and simulation exit 1 when the
 disposition differs.
+
+Several run ids (or ``--all``: every run, oldest first) audit each run in turn, printing
+each as a single id would (``--json``: one list), and exit 1 when any run has a finding.
+Decision replay and simulation take one run only.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from django.core.management.base import BaseCommand, CommandError
 from runs import replay_modes
 from runs.audit import audit_replay
 from runs.management.commands.timeline import _get_run
+from runs.models import Run
 
 MODES = ("audit", "decision", "simulation")
 
@@ -37,7 +43,10 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
-        parser.add_argument("run_id")
+        parser.add_argument("run_ids", nargs="*", metavar="RUN_ID")
+        parser.add_argument(
+            "--all", action="store_true", help="audit replay of every run (oldest first)"
+        )
         parser.add_argument(
             "--mode",
             default="audit",
@@ -57,8 +66,17 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
-        run = _get_run(options["run_id"])
-        mode = options["mode"]
+        ids, mode = options["run_ids"], options["mode"]
+        if options["all"] and ids:
+            raise CommandError("give run ids or --all, not both")
+        if options["all"] or len(ids) > 1:
+            if mode != "audit":
+                raise CommandError(f"{mode} replay takes exactly one run id")
+            self.audit_many(ids, options)
+            return
+        if not ids:
+            raise CommandError("give a run id (or several, or --all)")
+        run = _get_run(ids[0])
         try:
             if mode == "decision":
                 self.decision(run, options)
@@ -69,37 +87,49 @@ class Command(BaseCommand):
         except replay_modes.ReplayError as exc:
             raise CommandError(str(exc)) from exc
 
+    def audit_many(self, ids, options):  # type: ignore[no-untyped-def]
+        if options["candidate"]:
+            raise CommandError("audit replay asks no policy: --candidate does not apply")
+        # Every id is checked before anything is replayed: a typo fails the whole call.
+        runs = [_get_run(i) for i in ids] if ids else list(Run.objects.order_by("created_at"))
+        reports, failed = [], 0
+        for run in runs:
+            result, findings = audit_replay(run)
+            failed += bool(findings)
+            if options["json"]:
+                reports.append(_audit_json(run, result, findings))
+            else:
+                self._audit_text(run, result, findings)
+        if options["json"]:
+            self.stdout.write(json.dumps(reports, indent=2))
+        else:
+            self.stdout.write(f"{len(runs)} runs replayed, {failed} with findings")
+        if failed:
+            sys.exit(1)
+
     def audit(self, run, options):  # type: ignore[no-untyped-def]
         if options["candidate"]:
             raise CommandError("audit replay asks no policy: --candidate does not apply")
         result, findings = audit_replay(run)
         if options["json"]:
-            self.stdout.write(
-                json.dumps(
-                    {
-                        "mode": "audit",
-                        "run_id": str(run.pk),
-                        "events_applied": result.events_applied,
-                        "snapshot": result.summary(),
-                        "findings": [f.__dict__ for f in findings],
-                    },
-                    indent=2,
-                )
-            )
+            self.stdout.write(json.dumps(_audit_json(run, result, findings), indent=2))
         else:
-            s = result.summary()
-            self.stdout.write(f"audit replay of {run.pk}: {result.events_applied} events folded")
-            self.stdout.write(
-                f"  state {s['state']} revision {s['revision']} disposition "
-                f"{s['disposition'] or '-'} {s['terminal_reason']}"
-            )
-            self.stdout.write(f"  counters {s['counters']}")
-            for f in findings:
-                self.stdout.write(f"  FINDING {f.kind} at sequence {f.sequence}: {f.detail}")
-            if not findings:
-                self.stdout.write("  no findings")
+            self._audit_text(run, result, findings)
         if findings:
             sys.exit(1)
+
+    def _audit_text(self, run, result, findings):  # type: ignore[no-untyped-def]
+        s = result.summary()
+        self.stdout.write(f"audit replay of {run.pk}: {result.events_applied} events folded")
+        self.stdout.write(
+            f"  state {s['state']} revision {s['revision']} disposition "
+            f"{s['disposition'] or '-'} {s['terminal_reason']}"
+        )
+        self.stdout.write(f"  counters {s['counters']}")
+        for f in findings:
+            self.stdout.write(f"  FINDING {f.kind} at sequence {f.sequence}: {f.detail}")
+        if not findings:
+            self.stdout.write("  no findings")
 
     def decision(self, run, options):  # type: ignore[no-untyped-def]
         candidate = options["candidate"] or replay_modes.RECORDED
@@ -156,3 +186,13 @@ class Command(BaseCommand):
             self.stdout.write(f"  {verdict}")
         if options["check"] and not result.same_disposition:
             sys.exit(1)
+
+
+def _audit_json(run, result, findings):  # type: ignore[no-untyped-def]
+    return {
+        "mode": "audit",
+        "run_id": str(run.pk),
+        "events_applied": result.events_applied,
+        "snapshot": result.summary(),
+        "findings": [f.__dict__ for f in findings],
+    }
