@@ -55,9 +55,9 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
     blocks = raw.get("content")
     if not isinstance(blocks, list):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "content is not a list of blocks"))
-    kinds_seen = [b.get("type") if isinstance(b, Mapping) else None for b in blocks]
+    kinds_seen = [_kind(b) for b in blocks]
     stop = raw.get("stop_reason")
-    stop_text = stop if isinstance(stop, str) else ""
+    stop = stop_text = stop if isinstance(stop, str) else ""
     reasoning = _reasoning(blocks)
     executed = sorted(
         {
@@ -140,6 +140,11 @@ def _refusal(raw: Mapping[str, Any], blocks: Sequence[Any]) -> Proposal:
             provider_stop="refusal",
         )
     )
+
+
+def _kind(block: Any) -> str | None:
+    kind = block.get("type") if isinstance(block, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _caller(block: Mapping[str, Any]) -> str:

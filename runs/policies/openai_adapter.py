@@ -75,14 +75,14 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "choice is not an object"))
     message = choice.get("message", choice)
     finish = choice.get("finish_reason")
-    finish_text = finish if isinstance(finish, str) else ""
+    finish = finish_text = finish if isinstance(finish, str) else None
     if not isinstance(message, Mapping) or not _is_assistant_message(message):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not an assistant message"))
     reasoning = _reasoning(message)
     refusal = message.get("refusal")
     if refusal:
         text = refusal if isinstance(refusal, str) else json.dumps(refusal, default=str)[:300]
-        return Reading(_refusal(text, finish_text), reasoning)
+        return Reading(_refusal(text, finish_text or ""), reasoning)
     text, problem = _text(message.get("content"))
     if problem is not None:
         return Reading(parsing.rejected(problem), reasoning)
@@ -91,12 +91,12 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
             Reject.REFUSAL,
             "the provider filtered the content",
             category="content_filter",
-            provider_stop=finish_text,
+            provider_stop=finish_text or "",
         )
         return Reading(parsing.rejected(r), _joined(reasoning, text))
     if finish == "length":
         r = parsing.reason(
-            Reject.TRUNCATED, "the output hit the token limit", provider_stop=finish_text
+            Reject.TRUNCATED, "the output hit the token limit", provider_stop=finish_text or ""
         )
         return Reading(parsing.rejected(r), _joined(reasoning, text))
     calls = message.get("tool_calls") or []
@@ -117,7 +117,7 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
     else:
         stop = Stop.UNKNOWN
     turn = Turn(
-        text=text, calls=extracted, stop=stop, commentary=reasoning, provider_stop=finish_text
+        text=text, calls=extracted, stop=stop, commentary=reasoning, provider_stop=finish_text or ""
     )
     return parsing.decide(turn, kinds)
 
@@ -197,6 +197,8 @@ def _call(c: Any) -> ToolCall:
     if not isinstance(c, Mapping):
         return ToolCall(None, problem=Reject.MALFORMED_TOOL_CALL, detail="call is not an object")
     kind = c.get("type", "function")
+    if not isinstance(kind, str) and kind is not None:
+        kind = repr(type(kind).__name__)
     if kind is None:
         kind = "function"  # Mistral omits the type of its function calls
     if kind != "function":

@@ -66,7 +66,7 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
     if not isinstance(raw, Mapping):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a JSON object"))
     status = raw.get("status")
-    status_text = status if isinstance(status, str) else ""
+    status = status_text = status if isinstance(status, str) else ""
     if raw.get("error"):
         error = raw["error"]
         detail = str(error.get("message", ""))[:300] if isinstance(error, Mapping) else ""
@@ -102,7 +102,7 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
             Reject.TRUNCATED, f"the response is not done (status {status})", provider_stop=status_text
         )
         return Reading(parsing.rejected(r), reasoning)
-    kinds_seen = [i.get("type") if isinstance(i, Mapping) else None for i in items]
+    kinds_seen = [_kind(i) for i in items]
     executed = sorted({k for k in kinds_seen if isinstance(k, str) and k in HOSTED_TOOL_ITEMS})
     executed += sorted(
         {
@@ -131,7 +131,7 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
                     return Reading(parsing.rejected(problem), "\n\n".join(commentary))
                 problems.append(problem)
                 continue
-            phase = item.get("phase")
+            phase = item.get("phase") if isinstance(item.get("phase"), str) else None
             if phase == "commentary":
                 commentary.append(text)
             else:
@@ -170,6 +170,11 @@ read = parsing.guarded(_read)
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
     """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
     return read(raw, kinds).proposal
+
+
+def _kind(item: Any) -> str | None:
+    kind = item.get("type") if isinstance(item, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _caller(item: Mapping[str, Any]) -> str:

@@ -141,6 +141,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_snowflake_claude_empty_placeholders": unknown(
             "get_weather", {"city": "Mexico City"}
         ),
+        "recorded_error_model_not_found": "provider_error:client_error",
     },
     "openai-responses": {
         "function_call_read_equipment": READ,
@@ -189,6 +190,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_deepseek_reasoning_function_call": unknown(
             "get_temperature", {"city": "Tokyo"}
         ),
+        "recorded_error_model_not_found": "provider_error:client_error",
     },
     "anthropic": {
         "tool_use_read_equipment": READ,
@@ -246,6 +248,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
             {"address": {"city": "London", "street": "12 Baker Street"}, "name": "Ada Lovelace"},
         ),
         "recorded_tool_use_stop_without_call": Reject.TRUNCATED,
+        "recorded_error_not_found": "provider_error:client_error",
     },
 }
 
