@@ -273,7 +273,9 @@ def step_deciding(owner: Owner, run: Run) -> None:
             kind="commentary",
             content=boundary.commentary_evidence(reading, output, raw_id),
         )
-    refs["proposal"] = evidence.store(run_id=str(run.pk), kind="proposal", content=to_dict(proposal))
+    refs["proposal"] = evidence.store(
+        run_id=str(run.pk), kind="proposal", content=to_dict(proposal)
+    )
     live = _safe_point(owner, "after_model_response")
     target = live or Run.objects.get(pk=owner.run_id)
     result = _append(

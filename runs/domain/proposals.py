@@ -231,7 +231,9 @@ def from_dict(data: Mapping[str, Any]) -> Proposal:
             return InvalidProposal(
                 str(data["reason_code"]),
                 str(data.get("detail", "")),
-                reasons=tuple(RejectionReason.from_dict(r) for r in reasons if isinstance(r, Mapping)),
+                reasons=tuple(
+                    RejectionReason.from_dict(r) for r in reasons if isinstance(r, Mapping)
+                ),
             )
     except (KeyError, TypeError, ValueError) as exc:
         return InvalidProposal("stored_proposal_malformed", str(exc))

@@ -4,15 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0004_event_incident_reason_index'),
+        ("runs", "0004_event_incident_reason_index"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='evidence',
-            name='kind',
-            field=models.CharField(choices=[('request', 'request'), ('observation', 'observation'), ('raw_output', 'raw_output'), ('proposal', 'proposal'), ('validation', 'validation'), ('canonical_proposal', 'canonical_proposal'), ('assessment', 'assessment'), ('artifact', 'artifact'), ('callback', 'callback'), ('quarantine', 'quarantine'), ('context', 'context'), ('answer', 'answer'), ('commentary', 'commentary')], max_length=24),
+            model_name="evidence",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("request", "request"),
+                    ("observation", "observation"),
+                    ("raw_output", "raw_output"),
+                    ("proposal", "proposal"),
+                    ("validation", "validation"),
+                    ("canonical_proposal", "canonical_proposal"),
+                    ("assessment", "assessment"),
+                    ("artifact", "artifact"),
+                    ("callback", "callback"),
+                    ("quarantine", "quarantine"),
+                    ("context", "context"),
+                    ("answer", "answer"),
+                    ("commentary", "commentary"),
+                ],
+                max_length=24,
+            ),
         ),
     ]

@@ -74,7 +74,9 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
         }
     )
     if executed:
-        r = parsing.reason(Reject.PROVIDER_EXECUTED_TOOL, ", ".join(executed), provider_stop=stop_text)
+        r = parsing.reason(
+            Reject.PROVIDER_EXECUTED_TOOL, ", ".join(executed), provider_stop=stop_text
+        )
         return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(blocks)))
     if stop == "refusal":
         return Reading(_refusal(raw, blocks), reasoning)

@@ -29,12 +29,14 @@ def call_policy(policy: Policy, projection: Mapping[str, Any]) -> PolicyOutput:
     """``policy.decide(projection)``; an exception is an ``unclassified`` provider failure."""
     try:
         return policy.decide(projection)
-    except Exception as exc:  # noqa: BLE001 (a policy bug must not wedge the run)
+    except Exception as exc:
         name = type(exc).__name__
         return PolicyOutput(
             provider=str(getattr(policy, "name", "policy")),
             model=str(getattr(policy, "name", "policy")),
-            raw={"error": {"class": provider_errors.UNCLASSIFIED, "message": f"policy raised {name}"}},
+            raw={
+                "error": {"class": provider_errors.UNCLASSIFIED, "message": f"policy raised {name}"}
+            },
             error=provider_errors.UNCLASSIFIED,
         )
 
@@ -69,12 +71,10 @@ def raw_evidence(
 def read_output(vocabulary: Any, output: PolicyOutput, kinds: Mapping[str, str]) -> Reading:
     """The one proposal (and commentary) of ``output``; never raises."""
     if output.error:
-        return Reading(
-            parsing.provider_error(output.error, "the provider call failed")
-        )
+        return Reading(parsing.provider_error(output.error, "the provider call failed"))
     try:
         reading = vocabulary.read(output.raw, kinds)
-    except Exception as exc:  # noqa: BLE001 (see the module docstring)
+    except Exception as exc:
         return Reading(parsing.invalid(Reject.ADAPTER_ERROR, type(exc).__name__))
     if not isinstance(reading, Reading):
         return Reading(parsing.invalid(Reject.ADAPTER_ERROR, "the adapter returned no reading"))

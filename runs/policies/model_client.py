@@ -3,11 +3,10 @@
 Three APIs, chosen by ``FIELDOPS_MODEL_API``; each answers in one provider vocabulary that
 its adapter parses:
 
-| ``FIELDOPS_MODEL_API`` | SDK call | vocabulary |
-|---|---|---|
-| ``openai-chat`` (default) | ``openai.OpenAI().chat.completions.create`` (any OpenAI-compatible ``base_url``) | ``openai`` |
-| ``openai-responses`` | ``openai.OpenAI().responses.create`` | ``openai-responses`` |
-| ``anthropic-messages`` | ``anthropic.Anthropic().messages.create`` | ``anthropic`` |
+- ``openai-chat`` (default): ``openai.OpenAI().chat.completions.create``, against any
+  OpenAI-compatible ``base_url``; vocabulary ``openai``
+- ``openai-responses``: ``openai.OpenAI().responses.create``; vocabulary ``openai-responses``
+- ``anthropic-messages``: ``anthropic.Anthropic().messages.create``; vocabulary ``anthropic``
 
 Settings (read from the environment): ``FIELDOPS_MODEL_BASE_URL`` (empty: the SDK's own
 endpoint), ``FIELDOPS_MODEL_NAME``, ``FIELDOPS_MODEL_API_KEY``,
@@ -312,12 +311,12 @@ class ModelClientPolicy:
         attempts = _Attempts(config.lease_seconds * 0.9, config.timeout_seconds)
         try:
             call, body = self._prepare(context, attempts)
-        except Exception as exc:  # noqa: BLE001 (an SDK refusing its configuration)
+        except Exception as exc:
             return self._failure(provider_errors.NOT_CONFIGURED, type(exc).__name__)
         try:
             try:
                 response = call(**body)
-            except Exception as exc:  # noqa: BLE001 (every failure becomes a stable class)
+            except Exception as exc:
                 error_class, status, detail = _classify(exc)
                 return self._failure(error_class, detail, status=status, attempts=attempts)
             return self._answer(response, body, attempts)
@@ -390,7 +389,9 @@ class ModelClientPolicy:
             )
         if not isinstance(answer, dict):
             return self._failure(
-                provider_errors.MALFORMED_RESPONSE, "response is not a JSON object", attempts=attempts
+                provider_errors.MALFORMED_RESPONSE,
+                "response is not a JSON object",
+                attempts=attempts,
             )
         reported = answer.get("model")
         model = reported if isinstance(reported, str) and reported else self.config.model
@@ -463,7 +464,17 @@ def _classify(exc: Exception) -> tuple[str, int, str]:
     if isinstance(exc, (openai.APITimeoutError, anthropic.APITimeoutError)):
         return provider_errors.TIMEOUT, 0, "no answer within the timeout"
     if isinstance(exc, (openai.APIConnectionError, anthropic.APIConnectionError)):
+        import httpx2
+
         cause = exc.__cause__
+        if isinstance(cause, (httpx2.RemoteProtocolError, httpx2.DecodingError)):
+            # Connected, but what came back was not a whole HTTP response (not HTTP at
+            # all, or a body cut short): the answer is malformed, the connection was not.
+            return (
+                provider_errors.MALFORMED_RESPONSE,
+                0,
+                f"not an HTTP response ({type(cause).__name__})",
+            )
         return provider_errors.CONNECTION_FAILED, 0, type(cause or exc).__name__
     if isinstance(exc, (openai.APIStatusError, anthropic.APIStatusError)):
         status = int(exc.status_code)

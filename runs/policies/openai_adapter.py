@@ -137,9 +137,7 @@ def _error(error: Any) -> Proposal:
 
 def _refusal(text: str, finish: str) -> Proposal:
     return parsing.rejected(
-        parsing.reason(
-            Reject.REFUSAL, text[:300], explanation=text[:1000], provider_stop=finish
-        )
+        parsing.reason(Reject.REFUSAL, text[:300], explanation=text[:1000], provider_stop=finish)
     )
 
 

@@ -99,7 +99,9 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
         return Reading(parsing.rejected(r), reasoning)
     if status in NOT_DONE:
         r = parsing.reason(
-            Reject.TRUNCATED, f"the response is not done (status {status})", provider_stop=status_text
+            Reject.TRUNCATED,
+            f"the response is not done (status {status})",
+            provider_stop=status_text,
         )
         return Reading(parsing.rejected(r), reasoning)
     kinds_seen = [_kind(i) for i in items]
@@ -149,10 +151,9 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
             problems.append(
                 parsing.reason(Reject.UNKNOWN_SHAPE, f"output item {index}: {kind!r}"[:100])
             )
-    if calls:
-        stop = Stop.ANSWER if final_answer else Stop.TOOL_USE
-    else:
-        stop = Stop.ANSWER
+    # A function_call item means the turn stopped for tool use, unless the model itself
+    # labelled its text the final answer.
+    stop = Stop.TOOL_USE if calls and not final_answer else Stop.ANSWER
     turn = Turn(
         text="".join(answer),
         calls=calls,

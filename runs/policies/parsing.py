@@ -136,10 +136,7 @@ def rejected(*reasons: RejectionReason) -> InvalidProposal:
     """The InvalidProposal naming every one of ``reasons`` (the first is its class)."""
     if not reasons:
         reasons = (reason(Reject.ADAPTER_ERROR, "a rejection without a reason"),)
-    if len(reasons) == 1:
-        detail = reasons[0].detail
-    else:
-        detail = "; ".join(_summary(r) for r in reasons)
+    detail = reasons[0].detail if len(reasons) == 1 else "; ".join(_summary(r) for r in reasons)
     return InvalidProposal(reasons[0].code, detail[:MAX_DETAIL], reasons=tuple(reasons))
 
 
@@ -184,7 +181,9 @@ def decode_arguments(text: Any) -> ToolCall:
     decoder, not the proposal, would decide a value); the text is bounded before decoding.
     """
     if text is None:
-        return ToolCall(None, problem=Reject.MALFORMED_ARGUMENTS, detail="the call has no arguments")
+        return ToolCall(
+            None, problem=Reject.MALFORMED_ARGUMENTS, detail="the call has no arguments"
+        )
     if isinstance(text, Mapping):
         return ToolCall(None, text)
     if not isinstance(text, str):
@@ -193,7 +192,9 @@ def decode_arguments(text: Any) -> ToolCall:
         )
     if not text.strip():
         return ToolCall(
-            None, problem=Reject.MALFORMED_ARGUMENTS, detail="arguments are empty, not a JSON object"
+            None,
+            problem=Reject.MALFORMED_ARGUMENTS,
+            detail="arguments are empty, not a JSON object",
         )
     limit = limits.check_json_text(text)
     if limit is not None:
@@ -264,7 +265,9 @@ def tool_proposal(name: Any, args: Any, kinds: Mapping[str, str]) -> Proposal:
                 Reject.MALFORMED_ARGUMENTS, f"{name} takes no {', '.join(extra)}", tool=name
             )
         if any(not isinstance(v, str) for v in args.values()):
-            return invalid(Reject.MALFORMED_ARGUMENTS, f"{name} takes text arguments only", tool=name)
+            return invalid(
+                Reject.MALFORMED_ARGUMENTS, f"{name} takes text arguments only", tool=name
+            )
         if control == "clarify":
             return ClarifyIntent(args.get("question", ""))
         if control == "wait":
@@ -362,7 +365,7 @@ def decide(turn: Turn, kinds: Mapping[str, str]) -> Reading:
                 maximum=limits.MAX_CALLS,
             )
         )
-        return Reading(rejected(*reasons), _commentary(notes + [text]))
+        return Reading(rejected(*reasons), _commentary([*notes, text]))
     if calls:
         if text and turn.stop is Stop.TOOL_USE:
             notes.append(text)
@@ -380,7 +383,9 @@ def decide(turn: Turn, kinds: Mapping[str, str]) -> Reading:
             if len(effects) > 1:
                 reasons.append(reason(Reject.TWO_EFFECT_CALLS, ", ".join(effects)))
             else:
-                reasons.append(reason(Reject.MULTIPLE_TOOL_CALLS, f"{len(calls)} calls in one turn"))
+                reasons.append(
+                    reason(Reject.MULTIPLE_TOOL_CALLS, f"{len(calls)} calls in one turn")
+                )
         for p in parsed:
             if isinstance(p, InvalidProposal):
                 reasons.extend(p.reasons)
@@ -395,9 +400,9 @@ def decide(turn: Turn, kinds: Mapping[str, str]) -> Reading:
                 provider_stop=stop,
             )
         )
-        return Reading(rejected(*reasons), _commentary(notes + [text]))
+        return Reading(rejected(*reasons), _commentary([*notes, text]))
     if reasons:
-        return Reading(rejected(*reasons), _commentary(notes + [text]))
+        return Reading(rejected(*reasons), _commentary([*notes, text]))
     if text:
         return Reading(final_proposal(text), _commentary(notes))
     return Reading(invalid(Reject.EMPTY_OUTPUT, "no tool call and no text"), _commentary(notes))
@@ -419,7 +424,7 @@ def guarded(read: Callable[[Any, Mapping[str, str]], Reading]) -> Callable[..., 
     def safe(raw: Any, kinds: Mapping[str, str]) -> Reading:
         try:
             return read(raw, kinds)
-        except Exception as exc:  # noqa: BLE001 (see the docstring)
+        except Exception as exc:
             return Reading(invalid(Reject.ADAPTER_ERROR, type(exc).__name__))
 
     safe.__doc__ = read.__doc__

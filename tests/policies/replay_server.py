@@ -155,5 +155,3 @@ def serve(server: ReplayServer) -> Iterator[ReplayServer]:
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
-
-

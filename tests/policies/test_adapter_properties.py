@@ -10,8 +10,8 @@ replaced by something random.
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,9 @@ json_values = st.recursive(
     scalars,
     lambda children: st.one_of(
         st.lists(children, max_size=5),
-        st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=8)), children, max_size=6),
+        st.dictionaries(
+            st.one_of(st.sampled_from(KEYS), st.text(max_size=8)), children, max_size=6
+        ),
     ),
     max_leaves=40,
 )
@@ -152,7 +154,9 @@ def _has_non_finite(value: Any) -> bool:
 
 
 PROPERTY = settings(
-    max_examples=int(os.environ.get("FIELDOPS_PROPERTY_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=int(os.environ.get("FIELDOPS_PROPERTY_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 
 

@@ -187,9 +187,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         ),
         "recorded_web_search_call": Reject.PROVIDER_EXECUTED_TOOL,
         "recorded_background_queued": Reject.TRUNCATED,
-        "recorded_deepseek_reasoning_function_call": unknown(
-            "get_temperature", {"city": "Tokyo"}
-        ),
+        "recorded_deepseek_reasoning_function_call": unknown("get_temperature", {"city": "Tokyo"}),
         "recorded_error_model_not_found": "provider_error:client_error",
     },
     "anthropic": {
@@ -357,12 +355,14 @@ def test_every_rejection_class_has_a_fixture(vocabulary):
         ("anthropic", "recorded_thinking_text_then_call", "<thinking>The get_customer_info"),
         ("openai", "mixed_text_and_tool_call", "Reading the equipment now."),
         ("openai", "recorded_deepseek_reasoning_preamble_one_call", "Let me load the dice"),
-        ("openai-responses", "recorded_reasoning_commentary_function_call", "I'll check the capital"),
+        (
+            "openai-responses",
+            "recorded_reasoning_commentary_function_call",
+            "I'll check the capital",
+        ),
     ],
 )
-def test_text_before_one_call_in_a_turn_stopped_for_tool_use_is_commentary(
-    vocabulary, name, text
-):
+def test_text_before_one_call_in_a_turn_stopped_for_tool_use_is_commentary(vocabulary, name, text):
     reading = READ_ADAPTER[vocabulary](load(vocabulary, name), KINDS)
     assert not isinstance(reading.proposal, InvalidProposal)
     assert text in reading.commentary
@@ -390,7 +390,11 @@ def test_a_bare_message_without_a_finish_reason_is_not_a_preamble():
         "role": "assistant",
         "content": "Done.",
         "tool_calls": [
-            {"id": "c", "type": "function", "function": {"name": "read_equipment", "arguments": "{}"}}
+            {
+                "id": "c",
+                "type": "function",
+                "function": {"name": "read_equipment", "arguments": "{}"},
+            }
         ],
     }
     proposal = openai_adapter.parse(message, KINDS)

@@ -25,7 +25,7 @@ from runs.policies import double, model_client, policy_for, provider_errors, voc
 from runs.policies.model_client import APIS, ModelClientPolicy, ModelConfig
 from runs.services import RunInputError
 from tests.helpers import approve, make_run
-from tests.policies.replay_server import Reply, ReplayServer, fixture, serve
+from tests.policies.replay_server import ReplayServer, Reply, fixture, serve
 
 KEY = "sk-test-fieldops-0123456789abcdef"
 KINDS = {cid: c.kind.value for cid, c in ALL_CONTRACTS.items()}
@@ -112,11 +112,14 @@ def test_a_recorded_tool_call_comes_back_verbatim_and_parses(api):
     assert output.provider == APIS[api]
     assert output.usage["attempts"] == 1
     (request,) = server.received
-    assert request.path == {
-        "openai-chat": "/v1/chat/completions",
-        "openai-responses": "/v1/responses",
-        "anthropic-messages": "/v1/messages",
-    }[api]
+    assert (
+        request.path
+        == {
+            "openai-chat": "/v1/chat/completions",
+            "openai-responses": "/v1/responses",
+            "anthropic-messages": "/v1/messages",
+        }[api]
+    )
     reading = read(api, output.raw)
     assert isinstance(reading.proposal, ActionIntent)
 
@@ -234,11 +237,12 @@ def test_malformed_json_is_a_malformed_response(api):
 
 
 @pytest.mark.parametrize("api", API_NAMES)
-def test_a_truncated_body_is_a_connection_failure(api):
+def test_a_truncated_body_is_a_malformed_response(api):
     replies = [Reply(200, fixture(*TEXT[api]), truncate=True)]
     with serve(ReplayServer(api, replies)) as server:
         output = ask(server)
-    assert output.error == provider_errors.CONNECTION_FAILED
+    assert output.error == provider_errors.MALFORMED_RESPONSE
+    assert "not an HTTP response" in output.raw["error"]["message"]
 
 
 @pytest.mark.parametrize("api", API_NAMES)
@@ -266,7 +270,9 @@ def test_a_refused_connection_is_a_connection_failure():
 @pytest.mark.parametrize("api", API_NAMES)
 def test_the_key_is_sent_to_the_provider_and_stored_nowhere(api, caplog):
     caplog.set_level(logging.DEBUG)
-    echo = {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}}
+    echo = {
+        "error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}
+    }
     with serve(ReplayServer(api, [Reply(401, echo)])) as server:
         output = ask(server)
     assert output.error == provider_errors.AUTH_REJECTED
@@ -337,11 +343,11 @@ def decisions(run: Run) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("api", API_NAMES)
 @pytest.mark.parametrize("preamble", [False, True])
 def test_a_model_run_completes_the_reservation_through_each_api(world, approver, api, preamble):
-    with serve(ReplayServer(api, scenario="reservation", preamble=preamble)) as server:
-        with model_settings(server):
-            run = make_run(model_client.SCENARIO, vocabulary=APIS[api])
-            assert run.state == "WAITING_HUMAN", decisions(run)
-            approve(run, approver)  # the scripted approver
+    server = ReplayServer(api, scenario="reservation", preamble=preamble)
+    with serve(server), model_settings(server):
+        run = make_run(model_client.SCENARIO, vocabulary=APIS[api])
+        assert run.state == "WAITING_HUMAN", decisions(run)
+        approve(run, approver)  # the scripted approver
     assert (run.state, run.terminal_reason) == ("COMPLETED", "all_predicates_pass")
     assert [d.get("capability") for d in decisions(run)] == [
         "read_equipment",
@@ -373,8 +379,9 @@ def test_a_model_run_completes_the_reservation_through_each_api(world, approver,
 @pytest.mark.parametrize("api", API_NAMES)
 def test_retried_attempts_are_one_turn_and_failures_still_count_turns(world, api):
     replies = [Reply(429, fixture(*RATE_LIMIT[api]), headers={"retry-after-ms": "5"})]
-    with serve(ReplayServer(api, replies)) as server, model_settings(
-        server, FIELDOPS_MODEL_MAX_RETRIES=1
+    with (
+        serve(ReplayServer(api, replies)) as server,
+        model_settings(server, FIELDOPS_MODEL_MAX_RETRIES=1),
     ):
         run = make_run(model_client.SCENARIO, vocabulary=APIS[api], limits={"corrections": 1})
     assert run.terminal_reason == "correction_budget_exhausted"
