@@ -173,3 +173,18 @@ def test_a_run_cannot_be_created_in_an_unknown_vocabulary(world):
     with pytest.raises(RunInputError) as info:
         make_run(vocabulary="gemini", advance=False)
     assert info.value.field == "vocabulary"
+
+
+def test_the_run_timeline_links_each_decision_to_its_commentary(world, operator, client):
+    from django.urls import reverse
+
+    run = make_run("preamble", vocabulary="anthropic")
+    client.force_login(operator)
+    page = client.get(reverse("runs-detail", args=[run.pk])).content.decode()
+    note = Evidence.objects.filter(run=run, kind="commentary").first()
+    assert note is not None
+    assert reverse("runs-evidence", args=[run.pk, note.pk]) in page
+    assert ">commentary</a>" in page
+    evidence_page = client.get(reverse("runs-evidence", args=[run.pk, note.pk]))
+    assert evidence_page.status_code == 200
+    assert "never read as authority" in evidence_page.content.decode()
