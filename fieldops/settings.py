@@ -228,11 +228,19 @@ FIELDOPS_SWEEP_INTERVAL_SECONDS = float(env("FIELDOPS_SWEEP_INTERVAL_SECONDS", "
 # answers "busy" (the run stays RECOVERING and is asked again later).
 FIELDOPS_RECONCILE_LOCK_MS = int(env("FIELDOPS_RECONCILE_LOCK_MS", "1000"))
 
-# Model client (issue: model adapters). The policy double stays the default policy.
+# Model client (runs/policies/model_client.py). The policy double stays the default policy;
+# a run created with the scenario "model" asks the API named here through its official SDK:
+# "openai-chat" (Chat Completions, any OpenAI-compatible base URL), "openai-responses"
+# (Responses) or "anthropic-messages" (Messages). Without a base URL the SDK's own endpoint
+# is used (a key is then required). Timeout is per attempt; the SDK retries transient
+# failures MAX_RETRIES times, and the whole call must fit in FIELDOPS_LEASE_SECONDS.
+FIELDOPS_MODEL_API = env("FIELDOPS_MODEL_API", "openai-chat")
 FIELDOPS_MODEL_BASE_URL = env("FIELDOPS_MODEL_BASE_URL", "")
 FIELDOPS_MODEL_NAME = env("FIELDOPS_MODEL_NAME", "")
 FIELDOPS_MODEL_API_KEY = env("FIELDOPS_MODEL_API_KEY", "")
-FIELDOPS_MODEL_TIMEOUT_SECONDS = float(env("FIELDOPS_MODEL_TIMEOUT_SECONDS", "20"))
+FIELDOPS_MODEL_TIMEOUT_SECONDS = float(env("FIELDOPS_MODEL_TIMEOUT_SECONDS", "15"))
+FIELDOPS_MODEL_MAX_RETRIES = int(env("FIELDOPS_MODEL_MAX_RETRIES", "2"))
+FIELDOPS_MODEL_MAX_TOKENS = int(env("FIELDOPS_MODEL_MAX_TOKENS", "1024"))
 
 # --- Celery (used when FIELDOPS_EXECUTION=celery) -------------------------------------
 # Chosen for correctness; see README "Running on PostgreSQL + Redis + Celery".

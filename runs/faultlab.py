@@ -413,12 +413,32 @@ def fx_forged_field(lab: Lab) -> Outcome:
 
 
 def fx_mixed_output(lab: Lab) -> Outcome:
+    # The preamble rule (SPEC §2): text before one call in a turn the provider stopped for
+    # tool use is commentary; a final answer with a call (a turn ended as an answer) is not.
     run = lab.start("mixed_output")
+    preamble = lab.start("preamble")
+    emitted = list(
+        Event.objects.filter(run=preamble, type=EventType.PROPOSAL_EMITTED.value).order_by(
+            "sequence"
+        )
+    )
+    notes = Evidence.objects.filter(run=preamble, kind="commentary")
     return lab.outcome(
         run,
         **{
-            "mixed final text and tool call is INVALID_PROPOSAL": "invalid_proposal:mixed_output"
-            in reasons(run, EventType.PROPOSAL_DENIED)
+            "a final answer with a tool call is INVALID_PROPOSAL": "invalid_proposal:mixed_output"
+            in reasons(run, EventType.PROPOSAL_DENIED),
+            "text before one call in a turn stopped for tool use is admitted as commentary": (
+                bool(emitted)
+                and all(e.reason_code != "invalid" and "commentary" in e.refs for e in emitted)
+                and not reasons(preamble, EventType.PROPOSAL_DENIED)
+                and preamble.state == "WAITING_HUMAN"
+            ),
+            "the commentary is evidence, never the proposal": notes.count() == len(emitted)
+            and all(
+                "as good as done" not in str(Evidence.objects.get(pk=e.refs["proposal"]).content)
+                for e in emitted
+            ),
         },
     )
 
@@ -841,7 +861,8 @@ FIXTURES: tuple[Fixture, ...] = (
     ),
     Fixture(
         "mixed_output",
-        "final text and a tool call in one answer",
+        "a final answer and a tool call in one turn ended as an answer (a preamble before one "
+        "call in a turn stopped for tool use is commentary, checked alongside)",
         "FAILED",
         "correction_budget_exhausted",
         fx_mixed_output,

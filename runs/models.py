@@ -170,6 +170,7 @@ class Evidence(models.Model):
         "quarantine",
         "context",
         "answer",
+        "commentary",
     ]
 
     id = models.CharField(primary_key=True, max_length=40)

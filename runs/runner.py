@@ -242,7 +242,7 @@ def step_observing(owner: Owner, run: Run) -> None:
 
 # -- DECIDING ----------------------------------------------------------------------------
 def step_deciding(owner: Owner, run: Run) -> None:
-    from runs.policies import resolve
+    from runs.policies import boundary, resolve
 
     live = _safe_point(owner, "before_model_dispatch")
     if live is None:
@@ -270,27 +270,35 @@ def step_deciding(owner: Owner, run: Run) -> None:
     projection = context.build(run, uncharged_turns=uncharged)
     projection_hash = context.projection_hash(projection)
     context_id = evidence.store(run_id=str(run.pk), kind="context", content=projection)
-    output = policy.decide(projection)
+    # Nothing a model sends may stop the run (issue 14 item 8): a raising policy is a
+    # provider failure, the raw output is stored (bounded) before it is parsed, and any
+    # adapter failure is a typed rejection. See runs/policies/boundary.py.
+    output = boundary.call_policy(policy, projection)
     _point(owner, "after_model_response")
-    kinds = {cid: c.kind.value for cid, c in registry.ALL_CONTRACTS.items()}
-    proposal: Proposal = (
-        vocabulary.parse(output.raw, kinds) if not output.error else _provider_failure(output.error)
-    )
     raw_id = evidence.store(
         run_id=str(run.pk),
         kind="raw_output",
-        content={
-            "provider": output.provider,
-            "model": output.model,
-            "raw": dict(output.raw),
-            "error": output.error,
-            "usage": dict(output.usage),
-            "adapter_version": vocabulary.adapter_version,
-            "policy_version": policy.version,
-            "input_context_hash": projection_hash,
-        },
+        content=boundary.raw_evidence(
+            output,
+            adapter_version=vocabulary.adapter_version,
+            policy_version=policy.version,
+            input_context_hash=projection_hash,
+        ),
     )
-    proposal_id = evidence.store(run_id=str(run.pk), kind="proposal", content=to_dict(proposal))
+    kinds = {cid: c.kind.value for cid, c in registry.ALL_CONTRACTS.items()}
+    reading = boundary.read_output(vocabulary, output, kinds)
+    proposal: Proposal = reading.proposal
+    refs = {"proposal": "", "raw_output": raw_id, "observation": context_id}
+    if reading.commentary:
+        # The preamble rule: text beside the call is evidence on the timeline, not authority.
+        refs["commentary"] = evidence.store(
+            run_id=str(run.pk),
+            kind="commentary",
+            content=boundary.commentary_evidence(reading, output, raw_id),
+        )
+    refs["proposal"] = evidence.store(
+        run_id=str(run.pk), kind="proposal", content=to_dict(proposal)
+    )
     live = _safe_point(owner, "after_model_response")
     target = live or Run.objects.get(pk=owner.run_id)
     result = _append(
@@ -299,7 +307,7 @@ def step_deciding(owner: Owner, run: Run) -> None:
         EventType.PROPOSAL_EMITTED,
         Actor.MODEL,
         proposal.kind,
-        refs={"proposal": proposal_id, "raw_output": raw_id, "observation": context_id},
+        refs=refs,
         payload={
             "kind": proposal.kind,
             "context_hash": projection_hash,

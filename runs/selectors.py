@@ -48,7 +48,15 @@ TIMELINE_KINDS = ("all", "transitions", "control", "rejected")
 
 # Event refs that name an evidence row (openable); the rest name other records.
 EVIDENCE_REFS = frozenset(
-    {"observation", "proposal", "raw_output", "validation", "completion", "artifact"}
+    {
+        "observation",
+        "proposal",
+        "raw_output",
+        "commentary",
+        "validation",
+        "completion",
+        "artifact",
+    }
 )
 
 

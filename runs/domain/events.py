@@ -24,6 +24,7 @@ REF_KEYS: frozenset[str] = frozenset(
         "observation",
         "proposal",
         "raw_output",
+        "commentary",
         "validation",
         "approval",
         "checkpoint",

@@ -67,12 +67,86 @@ class AbstainIntent:
 
 
 @dataclass(frozen=True)
+class RejectionReason:
+    """One typed reason an output is not a valid proposal.
+
+    ``code`` is a stable snake_case class (``malformed_arguments``, ``model_refusal``...);
+    the other fields say where and why, as data rather than prose: ``call`` is the index of
+    the tool call in the turn it concerns (None for the turn as a whole) and ``tool`` its
+    name; ``category`` and ``explanation`` carry a provider's refusal details; ``limit``,
+    ``measured`` and ``maximum`` a size, depth or count limit that was exceeded;
+    ``provider_stop`` the stop/finish reason the provider reported.
+    """
+
+    code: str
+    detail: str = ""
+    call: int | None = None
+    tool: str = ""
+    category: str = ""
+    explanation: str = ""
+    limit: str = ""
+    measured: int | None = None
+    maximum: int | None = None
+    provider_stop: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stored form: ``code`` and every field that is set."""
+        out: dict[str, Any] = {"code": self.code}
+        for name in REASON_FIELDS[1:]:
+            value = getattr(self, name)
+            if value not in ("", None):
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RejectionReason:
+        def text(name: str) -> str:
+            return str(data.get(name) or "")
+
+        def number(name: str) -> int | None:
+            value = data.get(name)
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        return cls(
+            code=text("code"),
+            detail=text("detail"),
+            call=number("call"),
+            tool=text("tool"),
+            category=text("category"),
+            explanation=text("explanation"),
+            limit=text("limit"),
+            measured=number("measured"),
+            maximum=number("maximum"),
+            provider_stop=text("provider_stop"),
+        )
+
+
+REASON_FIELDS: tuple[str, ...] = (
+    "code",
+    "detail",
+    "call",
+    "tool",
+    "category",
+    "explanation",
+    "limit",
+    "measured",
+    "maximum",
+    "provider_stop",
+)
+
+
+@dataclass(frozen=True)
 class InvalidProposal:
-    """The adapter could not produce one valid local proposal (INVALID_PROPOSAL)."""
+    """The adapter could not produce one valid local proposal (INVALID_PROPOSAL).
+
+    ``reason_code`` is the primary class (what validation step 2 denies with);
+    ``reasons`` lists every reason found in the output, the primary one first.
+    """
 
     reason_code: str
     detail: str = ""
     kind: str = "invalid"
+    reasons: tuple[RejectionReason, ...] = ()
 
 
 Proposal = (
@@ -122,7 +196,14 @@ def to_dict(proposal: Proposal) -> dict[str, Any]:
         }
     if isinstance(proposal, AbstainIntent):
         return {"kind": proposal.kind, "reason": proposal.reason}
-    return {"kind": proposal.kind, "reason_code": proposal.reason_code, "detail": proposal.detail}
+    out: dict[str, Any] = {
+        "kind": proposal.kind,
+        "reason_code": proposal.reason_code,
+        "detail": proposal.detail,
+    }
+    if proposal.reasons:
+        out["reasons"] = [r.as_dict() for r in proposal.reasons]
+    return out
 
 
 def from_dict(data: Mapping[str, Any]) -> Proposal:
@@ -146,7 +227,14 @@ def from_dict(data: Mapping[str, Any]) -> Proposal:
         if kind == "abstain":
             return AbstainIntent(str(data["reason"]))
         if kind == "invalid":
-            return InvalidProposal(str(data["reason_code"]), str(data.get("detail", "")))
+            reasons = data.get("reasons") or []
+            return InvalidProposal(
+                str(data["reason_code"]),
+                str(data.get("detail", "")),
+                reasons=tuple(
+                    RejectionReason.from_dict(r) for r in reasons if isinstance(r, Mapping)
+                ),
+            )
     except (KeyError, TypeError, ValueError) as exc:
         return InvalidProposal("stored_proposal_malformed", str(exc))
     return InvalidProposal("unknown_proposal_kind", str(data.get("kind")))

@@ -1,16 +1,17 @@
 """Policies a run can be driven by. The deterministic double is the default; a run created
-with the scenario ``model`` asks an OpenAI-compatible chat-completions endpoint instead."""
+with the scenario ``model`` asks the configured model API instead (``FIELDOPS_MODEL_API``:
+Chat Completions, Responses or Anthropic Messages, through the official SDKs)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from runs.domain.proposals import InvalidProposal, Proposal
 from runs.models import Run
-from runs.policies import model_client, vocabularies
+from runs.policies import model_client, parsing, vocabularies
 from runs.policies.base import Policy, PolicyOutput
 from runs.policies.double import SCENARIOS, PolicyDouble
+from runs.policies.parsing import Reading
 
 MODEL_SCENARIO = model_client.SCENARIO
 
@@ -30,8 +31,13 @@ def scenario_names() -> list[str]:
 def scenario_problem(scenario: str, vocabulary: str) -> str | None:
     """Return why a run cannot be created with ``scenario`` and ``vocabulary`` (or None)."""
     if scenario == MODEL_SCENARIO:
-        if vocabulary != model_client.VOCABULARY:
-            return f"the model policy speaks the {model_client.VOCABULARY!r} vocabulary only"
+        config = model_client.ModelConfig.from_settings()
+        spoken = config.vocabulary or model_client.VOCABULARY
+        if vocabulary != spoken:
+            return (
+                f"the configured model API ({config.api}) speaks the {spoken!r} vocabulary; "
+                f"create the run with vocabulary {spoken!r}"
+            )
         return None
     if scenario not in SCENARIOS:
         return f"unknown scenario {scenario!r}"
@@ -39,9 +45,17 @@ def scenario_problem(scenario: str, vocabulary: str) -> str | None:
 
 
 def policy_for(scenario: str, vocabulary: str) -> Policy:
-    """Return the policy named by ``scenario`` speaking ``vocabulary``."""
+    """Return the policy named by ``scenario`` speaking ``vocabulary``.
+
+    A model run whose pinned vocabulary is no longer the configured API's (the settings
+    changed mid-run) gets a policy that reports ``not_configured`` on every call, rather
+    than output its pinned adapter would read in another vocabulary's terms.
+    """
     if scenario == MODEL_SCENARIO:
-        return model_client.ModelClientPolicy()
+        policy = model_client.ModelClientPolicy()
+        if policy.vocabulary != vocabulary:
+            return _Mismatch(policy, vocabulary)
+        return policy
     return PolicyDouble(scenario, vocabulary)
 
 
@@ -59,6 +73,29 @@ def resolve(run: Run) -> tuple[Policy, vocabularies.Vocabulary]:
     return policy_for(run.scenario, vocabulary.name), vocabulary
 
 
+class _Mismatch:
+    version = model_client.VERSION
+
+    def __init__(self, policy: model_client.ModelClientPolicy, pinned: str) -> None:
+        self.name = policy.name
+        self.policy = policy
+        self.pinned = pinned
+
+    def decide(self, context: Mapping[str, Any]) -> PolicyOutput:
+        from runs.policies import provider_errors
+
+        detail = (
+            f"the run speaks {self.pinned!r}; the configured model API "
+            f"({self.policy.config.api}) speaks {self.policy.vocabulary!r}"
+        )
+        return PolicyOutput(
+            provider=self.pinned,
+            model=self.policy.config.model or "unconfigured",
+            raw={"error": {"class": provider_errors.NOT_CONFIGURED, "message": detail}},
+            error=provider_errors.NOT_CONFIGURED,
+        )
+
+
 class _Unavailable:
     version = "unavailable"
 
@@ -71,10 +108,12 @@ class _Unavailable:
 
 
 def _unavailable(pinned: str) -> vocabularies.Vocabulary:
-    def parse(raw: Mapping[str, Any], kinds: Mapping[str, str]) -> Proposal:
-        return InvalidProposal("adapter_unavailable", f"pinned adapter {pinned} is not installed")
+    def read(raw: Any, kinds: Mapping[str, str]) -> Reading:
+        return Reading(
+            parsing.invalid("adapter_unavailable", f"pinned adapter {pinned} is not installed")
+        )
 
     def refuse(*args: Any) -> dict[str, Any]:
         raise ValueError(f"adapter {pinned} is not installed")
 
-    return vocabularies.Vocabulary("unavailable", pinned, parse, refuse, refuse, refuse)
+    return vocabularies.Vocabulary("unavailable", pinned, read, refuse, refuse, refuse)

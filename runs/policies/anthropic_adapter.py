@@ -1,19 +1,24 @@
-"""Adapter for Anthropic-style Messages API output (a ``message`` whose ``content`` is a
-list of blocks: ``text``, ``tool_use``, ``thinking``...) into exactly one local proposal,
-or a typed parse failure.
+"""Adapter for Anthropic Messages API output (a ``message`` whose ``content`` is a list of
+blocks: ``text``, ``tool_use``, ``thinking``...) into exactly one local proposal, or a
+typed rejection naming every reason.
 
-Shapes, in the order they are checked:
+In the order checked:
 
+- limits (depth, values, bytes) before anything else is read -> ``output_limit_exceeded``
 - ``{"type": "error", "error": {"type": ...}}`` -> ``provider_error:<class>``
-- ``server_tool_use`` / ``*_tool_result`` / ``mcp_tool_use`` blocks: the provider ran a
-  tool itself, outside validation -> ``provider_executed_tool``
-- ``stop_reason == "refusal"`` -> ``model_refusal``; ``"max_tokens"`` or ``"pause_turn"``
-  -> ``truncated_output``
-- ``thinking`` / ``redacted_thinking`` blocks are declared reasoning, not output: kept as
+- ``server_tool_use`` / ``*_tool_result`` / ``mcp_tool_use`` blocks, or a ``tool_use``
+  whose ``caller`` is not the model itself (programmatic tool calling from a code
+  execution container): the provider ran a tool outside validation ->
+  ``provider_executed_tool``
+- ``stop_reason: refusal`` -> ``model_refusal`` with ``stop_details.category`` and
+  ``.explanation`` as typed fields; ``max_tokens``, ``model_context_window_exceeded`` or
+  ``pause_turn`` -> ``truncated_output``
+- ``thinking`` / ``redacted_thinking`` blocks are declared reasoning, not output: commentary
   evidence, ignored by the parse
-- any other unknown block type -> ``unknown_shape``
-- then text and ``tool_use`` blocks go through ``parsing.decide``, exactly as the
-  OpenAI-style adapter's text and ``tool_calls`` do.
+- every other unknown block type -> ``unknown_shape`` (each one named)
+- then the text and ``tool_use`` blocks go through ``parsing.decide``: ``stop_reason:
+  tool_use`` is a turn stopped for tool use, so text before one call is a preamble
+  (commentary); with ``end_turn`` (or none), text beside a call is ``mixed_output``.
 """
 
 from __future__ import annotations
@@ -22,45 +27,66 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runs.domain.proposals import Proposal
-from runs.policies import parsing, provider_errors
-from runs.policies.parsing import Reject, ToolCall
+from runs.policies import limits, parsing, provider_errors
+from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "anthropic-tool-use-adapter@1.0.0"
+VERSION = "anthropic-tool-use-adapter@2.0.0"
 PROVIDER = "anthropic"
 
 REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 PROVIDER_EXECUTED_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use", "mcp_tool_result"})
+TRUNCATING_STOPS = frozenset({"max_tokens", "pause_turn", "model_context_window_exceeded"})
+ANSWER_STOPS = frozenset({"end_turn", "stop_sequence"})
 
 
-def parse(raw: Mapping[str, Any], kinds: Mapping[str, str]) -> Proposal:
-    """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
+def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
+    """Return what ``raw`` (one Messages API output) proposes; never raises."""
+    limit = limits.check(raw)
+    if limit is not None:
+        return Reading(parsing.rejected(limit))
     if not isinstance(raw, Mapping):
-        return parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a JSON object")
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a JSON object"))
     if raw.get("type") == "error":
         error = raw.get("error")
-        detail = str(error.get("message", "")) if isinstance(error, Mapping) else ""
-        return parsing.provider_error(provider_errors.from_body(error), detail)
+        detail = str(error.get("message", ""))[:300] if isinstance(error, Mapping) else ""
+        return Reading(parsing.provider_error(provider_errors.from_body(error), detail))
     if raw.get("type", "message") != "message" or raw.get("role", "assistant") != "assistant":
-        return parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not an assistant message")
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not an assistant message"))
     blocks = raw.get("content")
     if not isinstance(blocks, list):
-        return parsing.invalid(Reject.UNKNOWN_SHAPE, "content is not a list of blocks")
-    kinds_seen = [b.get("type") if isinstance(b, Mapping) else None for b in blocks]
-    executed = [
-        k
-        for k in kinds_seen
-        if isinstance(k, str) and (k in PROVIDER_EXECUTED_BLOCKS or k.endswith("_tool_result"))
-    ]
-    if executed:
-        return parsing.invalid(Reject.PROVIDER_EXECUTED_TOOL, ", ".join(sorted(set(executed))))
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "content is not a list of blocks"))
+    kinds_seen = [_kind(b) for b in blocks]
     stop = raw.get("stop_reason")
+    stop = stop_text = stop if isinstance(stop, str) else ""
+    reasoning = _reasoning(blocks)
+    executed = sorted(
+        {
+            k
+            for k in kinds_seen
+            if isinstance(k, str) and (k in PROVIDER_EXECUTED_BLOCKS or k.endswith("_tool_result"))
+        }
+    )
+    executed += sorted(
+        {
+            f"tool_use called by {_caller(b)}"
+            for b, k in zip(blocks, kinds_seen, strict=True)
+            if k == "tool_use" and _caller(b) not in ("", "direct")
+        }
+    )
+    if executed:
+        r = parsing.reason(
+            Reject.PROVIDER_EXECUTED_TOOL, ", ".join(executed), provider_stop=stop_text
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(blocks)))
     if stop == "refusal":
-        return parsing.invalid(Reject.REFUSAL, _joined_text(blocks))
-    if stop in ("max_tokens", "pause_turn"):
-        return parsing.invalid(Reject.TRUNCATED, f"stop_reason {stop}")
+        return Reading(_refusal(raw, blocks), reasoning)
+    if stop in TRUNCATING_STOPS:
+        r = parsing.reason(Reject.TRUNCATED, f"stop_reason {stop}", provider_stop=stop_text)
+        return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(blocks)))
     texts: list[str] = []
     calls: list[ToolCall] = []
-    for block, kind in zip(blocks, kinds_seen, strict=True):
+    problems = []
+    for index, (block, kind) in enumerate(zip(blocks, kinds_seen, strict=True)):
         if kind in REASONING_BLOCKS:
             continue
         if kind == "text" and isinstance(block.get("text"), str):
@@ -68,8 +94,83 @@ def parse(raw: Mapping[str, Any], kinds: Mapping[str, str]) -> Proposal:
         elif kind == "tool_use":
             calls.append(_call(block))
         else:
-            return parsing.invalid(Reject.UNKNOWN_SHAPE, f"content block {kind!r}")
-    return parsing.decide("".join(texts), calls, kinds)
+            problems.append(
+                parsing.reason(Reject.UNKNOWN_SHAPE, f"content block {index}: {kind!r}"[:100])
+            )
+    if stop == "tool_use":
+        turn_stop = Stop.TOOL_USE
+    elif stop in ANSWER_STOPS:
+        turn_stop = Stop.ANSWER
+    else:
+        turn_stop = Stop.UNKNOWN
+    turn = Turn(
+        text="".join(texts),
+        calls=calls,
+        stop=turn_stop,
+        commentary=reasoning,
+        problems=problems,
+        provider_stop=stop_text,
+    )
+    return parsing.decide(turn, kinds)
+
+
+read = parsing.guarded(_read)
+
+
+def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
+    """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
+    return read(raw, kinds).proposal
+
+
+def _refusal(raw: Mapping[str, Any], blocks: Sequence[Any]) -> Proposal:
+    """``model_refusal`` with the provider's ``stop_details`` (category, explanation)."""
+    details = raw.get("stop_details")
+    category = explanation = ""
+    if isinstance(details, Mapping):
+        if isinstance(details.get("category"), str):
+            category = details["category"]
+        if isinstance(details.get("explanation"), str):
+            explanation = details["explanation"]
+    text = _joined_text(blocks)
+    detail = explanation or text or "the model declined"
+    return parsing.rejected(
+        parsing.reason(
+            Reject.REFUSAL,
+            detail,
+            category=category[:100],
+            explanation=explanation[:1000],
+            provider_stop="refusal",
+        )
+    )
+
+
+def _kind(block: Any) -> str | None:
+    kind = block.get("type") if isinstance(block, Mapping) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _caller(block: Mapping[str, Any]) -> str:
+    caller = block.get("caller")
+    if caller is None:
+        return ""
+    if isinstance(caller, Mapping) and isinstance(caller.get("type"), str):
+        return caller["type"][:60]
+    return "an unknown caller"
+
+
+def _reasoning(blocks: Sequence[Any]) -> str:
+    return "\n\n".join(
+        b["thinking"].strip()
+        for b in blocks
+        if isinstance(b, Mapping)
+        and b.get("type") == "thinking"
+        and isinstance(b.get("thinking"), str)
+        and b["thinking"].strip()
+    )
+
+
+def _joined(*parts: str) -> str:
+    return "\n\n".join(p.strip() for p in parts if p and p.strip())
 
 
 def _joined_text(blocks: Sequence[Any]) -> str:
@@ -82,7 +183,9 @@ def _joined_text(blocks: Sequence[Any]) -> str:
 
 def _call(block: Mapping[str, Any]) -> ToolCall:
     name = block.get("name")
-    arguments = block.get("input", {})
+    if "input" not in block:
+        return ToolCall(name, problem=Reject.MALFORMED_ARGUMENTS, detail="tool_use without input")
+    arguments = block.get("input")
     if not isinstance(arguments, Mapping):
         return ToolCall(
             name, problem=Reject.MALFORMED_ARGUMENTS, detail="input is not a JSON object"
@@ -92,9 +195,15 @@ def _call(block: Mapping[str, Any]) -> ToolCall:
 
 # -- rendering (the policy double speaks this vocabulary) ------------------------------------
 def render_message(
-    text: str, calls: Sequence[tuple[str, Mapping[str, Any], str]]
+    text: str,
+    calls: Sequence[tuple[str, Mapping[str, Any], str]],
+    stop: Stop = Stop.UNKNOWN,
 ) -> dict[str, Any]:
-    """Render one assistant message with a text block and ``tool_use`` blocks."""
+    """Render one assistant message with a text block and ``tool_use`` blocks.
+
+    ``stop`` picks the stop reason: ``tool_use`` for a turn stopped for tool use,
+    ``end_turn`` for an answer; by default the one the API gives for the content.
+    """
     content: list[dict[str, Any]] = []
     if text:
         content.append({"type": "text", "text": text})
@@ -102,12 +211,14 @@ def render_message(
         content.append(
             {"type": "tool_use", "id": f"toolu_{call_id}", "name": name, "input": dict(args)}
         )
+    if stop is Stop.UNKNOWN:
+        stop = Stop.TOOL_USE if calls else Stop.ANSWER
     return {
         "id": f"msg_{calls[0][2] if calls else 'text'}",
         "type": "message",
         "role": "assistant",
         "content": content,
-        "stop_reason": "tool_use" if calls else "end_turn",
+        "stop_reason": "tool_use" if stop is Stop.TOOL_USE else "end_turn",
         "stop_sequence": None,
     }
 

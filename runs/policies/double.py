@@ -35,13 +35,23 @@ class Final:
 
 @dataclass(frozen=True)
 class Mixed:
-    """Final text and a tool call in one answer, rendered in the run's vocabulary."""
+    """A final answer and a tool call in one turn the provider ended as an answer
+    (``end_turn`` / ``stop`` / a ``final_answer`` message): adapters reject it."""
 
     text: str
     call: Call
 
 
-Step = Call | Final | Mixed
+@dataclass(frozen=True)
+class Preamble:
+    """Commentary before one tool call in a turn the provider stopped for tool use: the
+    call is the proposal, the text is evidence (SPEC §2, the preamble rule)."""
+
+    text: str
+    call: Call
+
+
+Step = Call | Final | Mixed | Preamble
 
 
 # -- reading the context projection ------------------------------------------------------
@@ -319,6 +329,17 @@ def s_mixed_output(ctx: Context) -> Step:
     )
 
 
+def s_preamble(ctx: Context) -> Step:
+    step = reservation_step(ctx)
+    if not isinstance(step, Call):
+        return step
+    # Narration as models write it, including a claim no commentary can make true.
+    return Preamble(
+        f"I'll call {step.name} next; the reservation is as good as done.",
+        step,
+    )
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -359,7 +380,16 @@ SCENARIOS: Mapping[str, Scenario] = {
         Scenario("clarify", "Asks the requester which depot to use, then reserves.", s_clarify),
         Scenario("wait_external", "Waits for a depot callback, then reserves.", s_wait_external),
         Scenario("abstain", "Declares that no capability applies.", s_abstain),
-        Scenario("mixed_output", "Answers with text and a tool call at once.", s_mixed_output),
+        Scenario(
+            "mixed_output",
+            "Ends a turn with a final answer and a tool call at once.",
+            s_mixed_output,
+        ),
+        Scenario(
+            "preamble",
+            "Narrates before every call (commentary, never authority), then reserves.",
+            s_preamble,
+        ),
     )
 }
 
@@ -387,12 +417,17 @@ class PolicyDouble:
 def render(step: Step, vocabulary: str, call_id: str) -> dict[str, Any]:
     """Render a scripted step in ``vocabulary`` (the provider's own output format)."""
     from runs.policies import vocabularies
+    from runs.policies.parsing import Stop
 
     renderer = vocabularies.renderer(vocabulary)
     if isinstance(step, Call):
         return renderer.call(step.name, step.args, call_id)
     if isinstance(step, Mixed):
-        return renderer.message(step.text, [(step.call.name, step.call.args, call_id)])
+        return renderer.message(step.text, [(step.call.name, step.call.args, call_id)], Stop.ANSWER)
+    if isinstance(step, Preamble):
+        return renderer.message(
+            step.text, [(step.call.name, step.call.args, call_id)], Stop.TOOL_USE
+        )
     return renderer.text(
         json.dumps(
             {"final": {"artifact": dict(step.artifact), "claimed_evidence_refs": list(step.refs)}}

@@ -1,18 +1,25 @@
-"""Adapter for OpenAI-style chat-completions output into exactly one local proposal, or a
-typed parse failure.
+"""Adapter for OpenAI-style Chat Completions output into exactly one local proposal, or a
+typed rejection naming every reason.
 
-Accepts what an OpenAI-compatible endpoint returns: the whole ``chat.completion`` object,
-one of its ``choices``, or the bare assistant ``message`` (``content`` and/or
-``tool_calls``). Shapes, in the order they are checked:
+Accepts what an OpenAI-compatible endpoint returns (OpenAI, Azure, OpenRouter, vLLM,
+Ollama, Gemini's and Mistral's compatible endpoints...): the whole ``chat.completion``
+object, one of its ``choices``, or the bare assistant ``message``. In the order checked:
 
+- limits (depth, values, bytes) before anything else is read -> ``output_limit_exceeded``
 - an ``{"error": {...}}`` body -> ``provider_error:<class>`` (see ``provider_errors``)
 - more than one choice -> ``multiple_choices``
-- ``refusal`` (string or content part) or ``finish_reason == "content_filter"`` ->
-  ``model_refusal``; ``finish_reason == "length"`` -> ``truncated_output``
+- a ``refusal`` (string or content part) or ``finish_reason: content_filter`` ->
+  ``model_refusal`` (the refusal text is its ``explanation``); ``finish_reason: length`` ->
+  ``truncated_output``
 - reasoning fields (``reasoning_content``, ``reasoning``) are declared reasoning, not
-  output: kept as evidence, ignored by the parse
-- then text and calls go through ``parsing.decide`` (mixed output, two calls, handoffs,
-  malformed arguments, unknown tools).
+  output: commentary evidence, ignored by the parse
+- then the text and calls go through ``parsing.decide``: ``finish_reason: tool_calls`` (or
+  the legacy ``function_call``) is a turn stopped for tool use, so text before one call is
+  a preamble; with ``stop`` or no finish reason, text beside a call is ``mixed_output``.
+
+Compatible-endpoint quirks read as what they mean: empty placeholders (``function_call:
+{"name": "", "arguments": ""}``, ``refusal: ""``) are absent; a call without ``type``
+(Mistral) is a function call; an empty call ``id`` (Gemini) does not matter.
 """
 
 from __future__ import annotations
@@ -22,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runs.domain.proposals import Proposal
-from runs.policies import parsing, provider_errors
-from runs.policies.parsing import Reject, ToolCall
+from runs.policies import limits, parsing, provider_errors
+from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-tool-calls-adapter@1.1.0"
+VERSION = "openai-tool-calls-adapter@2.0.0"
 PROVIDER = "openai"
 
 # Kept for callers of the first version of this module.
@@ -33,50 +40,114 @@ HANDOFF_PREFIXES = parsing.HANDOFF_PREFIXES
 tool_proposal = parsing.tool_proposal
 final_proposal = parsing.final_proposal
 
+TOOL_FINISH = frozenset({"tool_calls", "function_call"})
+ANSWER_FINISH = frozenset({"stop", "end_turn"})
 
-def parse(raw: Mapping[str, Any], kinds: Mapping[str, str]) -> Proposal:
-    """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
+
+def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
+    """Return what ``raw`` (one Chat Completions output) proposes; never raises."""
+    limit = limits.check(raw)
+    if limit is not None:
+        return Reading(parsing.rejected(limit))
     if not isinstance(raw, Mapping):
-        return parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a JSON object")
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a JSON object"))
     if raw.get("error"):
-        error = raw["error"]
-        detail = str(error.get("message", "")) if isinstance(error, Mapping) else ""
-        return parsing.provider_error(provider_errors.from_body(error), detail)
+        return Reading(_error(raw["error"]))
     choice: Any = raw
     if "choices" in raw:
         choices = raw["choices"]
         if not isinstance(choices, list):
-            return parsing.invalid(Reject.UNKNOWN_SHAPE, "choices is not a list")
+            return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "choices is not a list"))
         if not choices:
-            return parsing.invalid(Reject.EMPTY_OUTPUT, "no choices")
+            return Reading(parsing.invalid(Reject.EMPTY_OUTPUT, "no choices"))
         if len(choices) > 1:
-            return parsing.invalid(Reject.MULTIPLE_CHOICES, f"{len(choices)} choices")
+            return Reading(
+                parsing.invalid(
+                    Reject.MULTIPLE_CHOICES,
+                    f"{len(choices)} choices",
+                    limit="choices",
+                    measured=len(choices),
+                    maximum=1,
+                )
+            )
         choice = choices[0]
     if not isinstance(choice, Mapping):
-        return parsing.invalid(Reject.UNKNOWN_SHAPE, "choice is not an object")
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "choice is not an object"))
     message = choice.get("message", choice)
     finish = choice.get("finish_reason")
+    finish = finish_text = finish if isinstance(finish, str) else None
     if not isinstance(message, Mapping) or not _is_assistant_message(message):
-        return parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not an assistant message")
-    if message.get("refusal"):
-        return parsing.invalid(Reject.REFUSAL, str(message["refusal"]))
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not an assistant message"))
+    reasoning = _reasoning(message)
+    refusal = message.get("refusal")
+    if refusal:
+        text = refusal if isinstance(refusal, str) else json.dumps(refusal, default=str)[:300]
+        return Reading(_refusal(text, finish_text or ""), reasoning)
     text, problem = _text(message.get("content"))
-    if problem:
-        return problem
+    if problem is not None:
+        return Reading(parsing.rejected(problem), reasoning)
     if finish == "content_filter":
-        return parsing.invalid(Reject.REFUSAL, "the provider filtered the content")
+        r = parsing.reason(
+            Reject.REFUSAL,
+            "the provider filtered the content",
+            category="content_filter",
+            provider_stop=finish_text or "",
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, text))
     if finish == "length":
-        return parsing.invalid(Reject.TRUNCATED, "the output hit the token limit")
+        r = parsing.reason(
+            Reject.TRUNCATED, "the output hit the token limit", provider_stop=finish_text or ""
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, text))
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
-        return parsing.invalid(Reject.UNKNOWN_SHAPE, "tool_calls is not a list")
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "tool_calls is not a list"))
     extracted = [_call(c) for c in calls]
     legacy = message.get("function_call")
-    if legacy:
+    if _present(legacy):
         if extracted:
-            return parsing.invalid(Reject.UNKNOWN_SHAPE, "both function_call and tool_calls")
+            return Reading(
+                parsing.invalid(Reject.UNKNOWN_SHAPE, "both function_call and tool_calls")
+            )
         extracted = [_function(legacy)]
-    return parsing.decide(text, extracted, kinds)
+    if finish in TOOL_FINISH or (_present(legacy) and finish is None):
+        stop = Stop.TOOL_USE
+    elif finish in ANSWER_FINISH:
+        stop = Stop.ANSWER
+    else:
+        stop = Stop.UNKNOWN
+    turn = Turn(
+        text=text, calls=extracted, stop=stop, commentary=reasoning, provider_stop=finish_text or ""
+    )
+    return parsing.decide(turn, kinds)
+
+
+read = parsing.guarded(_read)
+
+
+def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
+    """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
+    return read(raw, kinds).proposal
+
+
+def _error(error: Any) -> Proposal:
+    detail = str(error.get("message", ""))[:300] if isinstance(error, Mapping) else ""
+    return parsing.provider_error(provider_errors.from_body(error), detail)
+
+
+def _refusal(text: str, finish: str) -> Proposal:
+    return parsing.rejected(
+        parsing.reason(Reject.REFUSAL, text[:300], explanation=text[:1000], provider_stop=finish)
+    )
+
+
+def _present(value: Any) -> bool:
+    """Whether a legacy ``function_call`` is really there (gateways send empty ones)."""
+    if not value:
+        return False
+    if isinstance(value, Mapping):
+        return any(value.get(k) not in (None, "") for k in ("name", "arguments"))
+    return True
 
 
 def _is_assistant_message(message: Mapping[str, Any]) -> bool:
@@ -86,34 +157,55 @@ def _is_assistant_message(message: Mapping[str, Any]) -> bool:
     return any(k in message for k in ("content", "tool_calls", "function_call", "refusal"))
 
 
-def _text(content: Any) -> tuple[str, Proposal | None]:
-    """Return the assistant text of ``content`` (a string, null, or a list of parts)."""
+def _reasoning(message: Mapping[str, Any]) -> str:
+    parts = []
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value.strip():
+            parts.append(value.strip())
+    return "\n\n".join(parts)
+
+
+def _joined(*parts: str) -> str:
+    return "\n\n".join(p.strip() for p in parts if p and p.strip())
+
+
+def _text(content: Any) -> tuple[str, Any]:
+    """Return (the assistant text of ``content``, a RejectionReason or None)."""
     if content is None:
         return "", None
     if isinstance(content, str):
         return content, None
     if not isinstance(content, list):
-        return "", parsing.invalid(Reject.UNKNOWN_SHAPE, "content is neither text nor parts")
+        return "", parsing.reason(Reject.UNKNOWN_SHAPE, "content is neither text nor parts")
     texts = []
     for part in content:
         kind = part.get("type") if isinstance(part, Mapping) else None
         if kind == "refusal":
-            return "", parsing.invalid(Reject.REFUSAL, str(part.get("refusal", "")))
+            refusal = part.get("refusal", "")
+            refusal = refusal if isinstance(refusal, str) else ""
+            return "", parsing.reason(Reject.REFUSAL, refusal, explanation=refusal[:1000])
         if kind != "text" or not isinstance(part.get("text"), str):
-            return "", parsing.invalid(Reject.UNKNOWN_SHAPE, f"content part {kind!r}")
+            return "", parsing.reason(Reject.UNKNOWN_SHAPE, f"content part {kind!r}"[:100])
         texts.append(part["text"])
     return "".join(texts), None
 
 
-def _call(call: Any) -> ToolCall:
-    if not isinstance(call, Mapping):
+def _call(c: Any) -> ToolCall:
+    if not isinstance(c, Mapping):
         return ToolCall(None, problem=Reject.MALFORMED_TOOL_CALL, detail="call is not an object")
-    kind = call.get("type", "function")
+    kind = c.get("type", "function")
+    if not isinstance(kind, str) and kind is not None:
+        kind = repr(type(kind).__name__)
+    if kind is None:
+        kind = "function"  # Mistral omits the type of its function calls
     if kind != "function":
         return ToolCall(
-            None, problem=Reject.MALFORMED_TOOL_CALL, detail=f"unsupported call type {kind!r}"
+            None,
+            problem=Reject.MALFORMED_TOOL_CALL,
+            detail=f"unsupported call type {kind!r}"[:100],
         )
-    return _function(call.get("function"))
+    return _function(c.get("function"))
 
 
 def _function(function: Any) -> ToolCall:
@@ -121,27 +213,20 @@ def _function(function: Any) -> ToolCall:
         return ToolCall(
             None, problem=Reject.MALFORMED_TOOL_CALL, detail="tool call without a function"
         )
-    name = function.get("name")
-    arguments = function.get("arguments", "")
-    if arguments is None:
-        arguments = ""
-    if isinstance(arguments, str):
-        decoded, detail = parsing.decode_arguments(arguments)
-        if decoded is None:
-            return ToolCall(name, problem=Reject.MALFORMED_ARGUMENTS, detail=detail)
-        return ToolCall(name, decoded)
-    if isinstance(arguments, Mapping):
-        return ToolCall(name, dict(arguments))
-    return ToolCall(
-        name, problem=Reject.MALFORMED_ARGUMENTS, detail="arguments are not a JSON object"
-    )
+    return parsing.call(function.get("name"), function.get("arguments"))
 
 
 # -- rendering (the policy double speaks this vocabulary) ------------------------------------
 def render_message(
-    text: str, calls: Sequence[tuple[str, Mapping[str, Any], str]]
+    text: str,
+    calls: Sequence[tuple[str, Mapping[str, Any], str]],
+    stop: Stop = Stop.UNKNOWN,
 ) -> dict[str, Any]:
-    """Render one assistant message with ``text`` and ``calls`` (name, args, call id)."""
+    """Render one ``chat.completion`` with ``text`` and ``calls`` (name, args, call id).
+
+    ``stop`` picks the finish reason: ``tool_calls`` for a turn stopped for tool use,
+    ``stop`` for an answer; by default the one a provider would give for the content.
+    """
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
     if calls:
         message["tool_calls"] = [
@@ -152,11 +237,19 @@ def render_message(
             }
             for name, args, call_id in calls
         ]
-    return message
+    if stop is Stop.UNKNOWN:
+        stop = Stop.TOOL_USE if calls else Stop.ANSWER
+    finish = "tool_calls" if stop is Stop.TOOL_USE else "stop"
+    first = calls[0][2] if calls else "text"
+    return {
+        "id": f"chatcmpl-{first}",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+    }
 
 
 def render_call(name: str, args: Mapping[str, Any], call_id: str) -> dict[str, Any]:
-    """Render one tool call as an OpenAI-style assistant message (used by the double)."""
+    """Render one tool call as a Chat Completions answer (used by the double)."""
     return render_message("", [(name, args, call_id)])
 
 

@@ -1,17 +1,26 @@
-"""What every provider adapter shares: the rejection classes and the one decision that
-turns "some text and some tool calls" into exactly one local proposal.
+"""What every provider adapter shares: the rejection classes, the limits, and the one
+decision that turns "some text and some tool calls" into exactly one local proposal.
 
-Each adapter only knows its provider's message shape. It extracts the assistant text and
-the tool calls (name + decoded arguments, or the reason decoding failed) and hands them to
-``decide``, so the OpenAI-style and the Anthropic-style adapter reject the same things
-with the same stable reason codes.
+Each adapter only knows its provider's message shape. It extracts one ``Turn`` (the
+assistant text, the tool calls with their decoded arguments or the reason decoding failed,
+and whether the provider said the turn stopped *for tool use*) and hands it to ``decide``,
+so the three adapters accept and reject the same things with the same typed reasons.
+
+The preamble rule (SPEC §2): when the provider stopped the turn for tool use and there is
+exactly one call, the call is the proposal and the text before it is commentary, kept as
+evidence and never read as authority or as a final answer. Text beside a call in a turn
+the provider ended as an answer (``end_turn``, ``stop``, a ``final_answer`` message) is
+``mixed_output``: FieldOps declares no order between a final answer and a call.
+
+Every rejection names every reason it found (each call's problem, all of the turn's), as
+``RejectionReason`` values on the ``InvalidProposal``; its ``reason_code`` is the first.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -25,21 +34,20 @@ from runs.domain.proposals import (
     InvalidProposal,
     ObserveIntent,
     Proposal,
+    RejectionReason,
     WaitIntent,
 )
-from runs.policies import provider_errors
+from runs.policies import limits, provider_errors
 
 
 class Reject(StrEnum):
-    """Typed parse failures: the ``reason_code`` of the InvalidProposal an adapter returns.
-
-    Validation step 2 denies every one as ``invalid_proposal:<code>`` and charges the
-    correction budget.
-    """
+    """Typed parse failures: the codes of the reasons on the InvalidProposal an adapter
+    returns. Validation step 2 denies the first as ``invalid_proposal:<code>`` and charges
+    the correction budget."""
 
     UNKNOWN_SHAPE = "unknown_shape"  # not a message of this provider's vocabulary
     EMPTY_OUTPUT = "empty_output"  # neither text nor a tool call
-    MIXED_OUTPUT = "mixed_output"  # final text and a tool call without declared order
+    MIXED_OUTPUT = "mixed_output"  # a final answer and a tool call in one turn
     MULTIPLE_TOOL_CALLS = "multiple_tool_calls"  # more than one call in one turn
     TWO_EFFECT_CALLS = "two_effect_calls"  # more than one action-class call in one turn
     MULTIPLE_CHOICES = "multiple_choices"  # n > 1 candidates: provider order would decide
@@ -47,9 +55,11 @@ class Reject(StrEnum):
     MALFORMED_TOOL_CALL = "malformed_tool_call"  # a call without a name or function
     MALFORMED_ARGUMENTS = "malformed_arguments"  # arguments not one unambiguous JSON object
     MALFORMED_FINAL = "malformed_final"  # a {"final": ...} answer without artifact/refs
-    REFUSAL = "model_refusal"  # the model declined to answer
-    TRUNCATED = "truncated_output"  # the provider cut the output (length, paused turn)
+    REFUSAL = "model_refusal"  # the model (or the provider's filter) declined
+    TRUNCATED = "truncated_output"  # the provider cut or paused the output
     PROVIDER_EXECUTED_TOOL = "provider_executed_tool"  # a server-side tool ran unvalidated
+    LIMIT_EXCEEDED = limits.LIMIT_EXCEEDED  # depth, size or count over the adapter's limits
+    ADAPTER_ERROR = "adapter_error"  # the adapter itself failed (a bug, never a model win)
 
 
 # Not a parse failure: a well-formed call to a tool name the adapter does not know becomes
@@ -68,6 +78,16 @@ CONTROL_FIELDS: Mapping[str, frozenset[str]] = {
 }
 
 MAX_FINAL_TEXT = 4000
+MAX_COMMENTARY = 4000
+MAX_DETAIL = 300
+
+
+class Stop(StrEnum):
+    """Why the provider says the turn ended."""
+
+    TOOL_USE = "tool_use"  # stop_reason tool_use, finish_reason tool_calls, function_call
+    ANSWER = "answer"  # end_turn, stop, a final_answer message: the text is an answer
+    UNKNOWN = "unknown"  # not stated (a bare message): treated like an answer
 
 
 @dataclass(frozen=True)
@@ -78,16 +98,65 @@ class ToolCall:
     args: Any = field(default_factory=dict)
     problem: str = ""
     detail: str = ""
+    limit: RejectionReason | None = None
 
 
-def invalid(code: Reject | str, detail: str = "") -> InvalidProposal:
-    return InvalidProposal(str(code), detail[:300])
+@dataclass(frozen=True)
+class Turn:
+    """One assistant turn as an adapter extracted it from its provider's shape.
+
+    ``text`` is the text that would be an answer; ``commentary`` text the provider itself
+    labels as not-an-answer (reasoning summaries, ``commentary`` messages); ``problems``
+    reasons the adapter found in the shape (unknown blocks...); ``provider_stop`` the raw
+    stop/finish value, for the reasons' typed fields.
+    """
+
+    text: str = ""
+    calls: Sequence[ToolCall] = ()
+    stop: Stop = Stop.UNKNOWN
+    commentary: str = ""
+    problems: Sequence[RejectionReason] = ()
+    provider_stop: str = ""
 
 
-def provider_error(error_class: str, detail: str = "") -> InvalidProposal:
-    return InvalidProposal(provider_errors.reason(error_class), detail[:300])
+@dataclass(frozen=True)
+class Reading:
+    """What an adapter made of one raw output: exactly one proposal (possibly an
+    InvalidProposal) and the model's commentary, which is evidence and never authority."""
+
+    proposal: Proposal
+    commentary: str = ""
 
 
+def reason(code: Reject | str, detail: str = "", **fields: Any) -> RejectionReason:
+    return RejectionReason(str(code), detail[:MAX_DETAIL], **fields)
+
+
+def rejected(*reasons: RejectionReason) -> InvalidProposal:
+    """The InvalidProposal naming every one of ``reasons`` (the first is its class)."""
+    if not reasons:
+        reasons = (reason(Reject.ADAPTER_ERROR, "a rejection without a reason"),)
+    detail = reasons[0].detail if len(reasons) == 1 else "; ".join(_summary(r) for r in reasons)
+    return InvalidProposal(reasons[0].code, detail[:MAX_DETAIL], reasons=tuple(reasons))
+
+
+def _summary(r: RejectionReason) -> str:
+    where = f"@call {r.call}" if r.call is not None else ""
+    if r.tool:
+        where += f" ({r.tool})"
+    return f"{r.code}{where}: {r.detail}" if r.detail else f"{r.code}{where}"
+
+
+def invalid(code: Reject | str, detail: str = "", **fields: Any) -> InvalidProposal:
+    return rejected(reason(code, detail, **fields))
+
+
+def provider_error(error_class: str, detail: str = "", **fields: Any) -> InvalidProposal:
+    code = provider_errors.reason(error_class)
+    return rejected(reason(code, detail, category=code.removeprefix("provider_error:"), **fields))
+
+
+# -- arguments ---------------------------------------------------------------------------
 class _Duplicate(ValueError):
     pass
 
@@ -103,35 +172,75 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def decode_arguments(text: str) -> tuple[dict[str, Any] | None, str]:
-    """Decode a JSON arguments string; return (object, "") or (None, detail).
+def decode_arguments(text: Any) -> ToolCall:
+    """Decode one call's arguments (a JSON string, already-decoded object, or missing).
 
-    Duplicate keys and NaN/Infinity are rejected: either would let the decoder, not the
-    proposal, decide a value.
+    Returns a ``ToolCall`` with ``name`` unset: ``args`` the object, or ``problem`` the
+    reason it is not one unambiguous JSON object. Empty or missing arguments are not ``{}``:
+    a call must state its arguments. Duplicate keys and NaN/Infinity are rejected (the
+    decoder, not the proposal, would decide a value); the text is bounded before decoding.
     """
+    if text is None:
+        return ToolCall(
+            None, problem=Reject.MALFORMED_ARGUMENTS, detail="the call has no arguments"
+        )
+    if isinstance(text, Mapping):
+        return ToolCall(None, text)
+    if not isinstance(text, str):
+        return ToolCall(
+            None, problem=Reject.MALFORMED_ARGUMENTS, detail="arguments are not a JSON object"
+        )
     if not text.strip():
-        return {}, ""
+        return ToolCall(
+            None,
+            problem=Reject.MALFORMED_ARGUMENTS,
+            detail="arguments are empty, not a JSON object",
+        )
+    limit = limits.check_json_text(text)
+    if limit is not None:
+        return ToolCall(None, problem=Reject.LIMIT_EXCEEDED, detail=limit.detail, limit=limit)
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except _Duplicate as exc:
-        return None, f"duplicate argument keys: {exc}"
-    except ValueError:
-        return None, "arguments are not valid JSON"
+        return ToolCall(
+            None, problem=Reject.MALFORMED_ARGUMENTS, detail=f"duplicate argument keys: {exc}"
+        )
+    except (ValueError, RecursionError):
+        return ToolCall(
+            None, problem=Reject.MALFORMED_ARGUMENTS, detail="arguments are not valid JSON"
+        )
     if not isinstance(value, dict):
-        return None, "arguments are not a JSON object"
-    return value, ""
+        return ToolCall(
+            None, problem=Reject.MALFORMED_ARGUMENTS, detail="arguments are not a JSON object"
+        )
+    return ToolCall(None, value)
 
 
-def _finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, Mapping):
-        return all(_finite(v) for v in value.values())
-    if isinstance(value, list):
-        return all(_finite(v) for v in value)
-    return True
+def call(name: Any, arguments: Any) -> ToolCall:
+    """A ``ToolCall`` for ``name`` with ``arguments`` decoded by ``decode_arguments``."""
+    decoded = decode_arguments(arguments)
+    return ToolCall(name, decoded.args, decoded.problem, decoded.detail, decoded.limit)
 
 
+def _json_problem(value: Any) -> str:
+    """Why decoded arguments are not plain JSON data ("" when they are); iterative."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return "arguments hold a non-finite number"
+        if isinstance(item, Mapping):
+            if any(not isinstance(k, str) for k in item):
+                return "arguments have a key that is not text"
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif not (item is None or isinstance(item, (str, int, float, bool))):
+            return f"arguments hold a {type(item).__name__}, not JSON"
+    return ""
+
+
+# -- one call ----------------------------------------------------------------------------
 def tool_proposal(name: Any, args: Any, kinds: Mapping[str, str]) -> Proposal:
     """Map one tool call (name, decoded args) onto the local union.
 
@@ -142,18 +251,23 @@ def tool_proposal(name: Any, args: Any, kinds: Mapping[str, str]) -> Proposal:
     if not isinstance(name, str) or not name.strip():
         return invalid(Reject.MALFORMED_TOOL_CALL, "tool call without a name")
     if name.startswith(HANDOFF_PREFIXES):
-        return invalid(Reject.HANDOFF, name)
+        return invalid(Reject.HANDOFF, name, tool=name)
     if not isinstance(args, Mapping):
-        return invalid(Reject.MALFORMED_ARGUMENTS, "arguments are not a JSON object")
-    if not _finite(args):
-        return invalid(Reject.MALFORMED_ARGUMENTS, "arguments hold a non-finite number")
+        return invalid(Reject.MALFORMED_ARGUMENTS, "arguments are not a JSON object", tool=name)
+    problem = _json_problem(args)
+    if problem:
+        return invalid(Reject.MALFORMED_ARGUMENTS, problem, tool=name)
     control = CONTROL_OUTCOMES.get(name)
     if control is not None:
         extra = sorted(set(args) - CONTROL_FIELDS[name])
         if extra:
-            return invalid(Reject.MALFORMED_ARGUMENTS, f"{name} takes no {', '.join(extra)}")
+            return invalid(
+                Reject.MALFORMED_ARGUMENTS, f"{name} takes no {', '.join(extra)}", tool=name
+            )
         if any(not isinstance(v, str) for v in args.values()):
-            return invalid(Reject.MALFORMED_ARGUMENTS, f"{name} takes text arguments only")
+            return invalid(
+                Reject.MALFORMED_ARGUMENTS, f"{name} takes text arguments only", tool=name
+            )
         if control == "clarify":
             return ClarifyIntent(args.get("question", ""))
         if control == "wait":
@@ -164,11 +278,55 @@ def tool_proposal(name: Any, args: Any, kinds: Mapping[str, str]) -> Proposal:
     return ActionIntent(name, dict(args))
 
 
+def _one(index: int, c: ToolCall, kinds: Mapping[str, str]) -> Proposal:
+    tool = c.name if isinstance(c.name, str) else ""
+    if c.limit is not None:
+        r = c.limit
+        return rejected(
+            RejectionReason(
+                r.code, r.detail, index, tool, limit=r.limit, measured=r.measured, maximum=r.maximum
+            )
+        )
+    if c.problem:
+        return rejected(reason(c.problem, c.detail, call=index, tool=tool))
+    proposal = tool_proposal(c.name, c.args, kinds)
+    if isinstance(proposal, InvalidProposal):
+        return rejected(*(_at(r, index, tool) for r in proposal.reasons))
+    return proposal
+
+
+def _at(r: RejectionReason, index: int, tool: str) -> RejectionReason:
+    return RejectionReason(
+        r.code,
+        r.detail,
+        index,
+        r.tool or tool,
+        r.category,
+        r.explanation,
+        r.limit,
+        r.measured,
+        r.maximum,
+        r.provider_stop,
+    )
+
+
+def _is_effect(c: ToolCall, kinds: Mapping[str, str]) -> bool:
+    """Whether a call names an action-class tool (known or unknown), whatever its arguments."""
+    name = c.name
+    if not isinstance(name, str) or not name.strip() or name.startswith(HANDOFF_PREFIXES):
+        return False
+    return name not in CONTROL_OUTCOMES and kinds.get(name) != "observe"
+
+
+# -- the turn ----------------------------------------------------------------------------
 def final_proposal(text: str) -> Proposal:
     """Plain assistant text is a final candidate; a JSON ``{"final": ...}`` carries refs."""
+    limit = limits.check_json_text(text, max_depth=limits.MAX_DEPTH, max_bytes=limits.MAX_BYTES)
+    if limit is not None:
+        return rejected(limit)
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return FinalCandidate({"text": text[:MAX_FINAL_TEXT]}, ())
     if isinstance(data, Mapping) and "final" in data:
         final = data["final"]
@@ -178,36 +336,100 @@ def final_proposal(text: str) -> Proposal:
         artifact = final.get("artifact", {})
         if not isinstance(refs, list) or not isinstance(artifact, Mapping):
             return invalid(Reject.MALFORMED_FINAL, "final needs an artifact object and a refs list")
+        if _json_problem(artifact) or any(not isinstance(r, (str, int)) for r in refs):
+            return invalid(Reject.MALFORMED_FINAL, "final holds values that are not plain JSON")
         return FinalCandidate(dict(artifact), tuple(str(r) for r in refs))
     return FinalCandidate({"text": text[:MAX_FINAL_TEXT]}, ())
 
 
-def decide(text: str, calls: Sequence[ToolCall], kinds: Mapping[str, str]) -> Proposal:
-    """Return the one proposal that ``text`` and ``calls`` (one assistant turn) make.
+def decide(turn: Turn, kinds: Mapping[str, str]) -> Reading:
+    """Return the one proposal ``turn`` makes, and its commentary.
 
-    FieldOps declares no ordering between a final answer and a tool call, and admits one
-    proposal per turn, so text beside a call, and two calls, are rejected rather than
-    letting provider ordering decide authority.
+    Text beside exactly one call in a turn stopped for tool use is commentary (the
+    preamble rule); beside a call in any other turn it is ``mixed_output``. More than one
+    call is never admitted (one proposal per turn), and every call's own problem is named
+    too. A turn that stopped for tool use without a call is ``truncated_output``.
     """
-    if calls and text.strip():
-        return invalid(Reject.MIXED_OUTPUT, "final text and a tool call without declared order")
-    if len(calls) > 1:
-        parsed = [_one(c, kinds) for c in calls]
-        effects = [p for p in parsed if isinstance(p, ActionIntent)]
-        if len(effects) > 1:
-            return invalid(Reject.TWO_EFFECT_CALLS, ", ".join(p.capability for p in effects))
-        return invalid(Reject.MULTIPLE_TOOL_CALLS, f"{len(calls)} calls in one turn")
+    text = turn.text.strip()
+    notes = [turn.commentary.strip()] if turn.commentary.strip() else []
+    reasons = list(turn.problems)
+    calls = list(turn.calls)
+    stop = turn.provider_stop
+    if len(calls) > limits.MAX_CALLS:
+        reasons.append(
+            reason(
+                Reject.LIMIT_EXCEEDED,
+                f"{len(calls)} tool calls > {limits.MAX_CALLS}",
+                limit="calls",
+                measured=len(calls),
+                maximum=limits.MAX_CALLS,
+            )
+        )
+        return Reading(rejected(*reasons), _commentary([*notes, text]))
     if calls:
-        return _one(calls[0], kinds)
-    if text.strip():
-        return final_proposal(text.strip())
-    return invalid(Reject.EMPTY_OUTPUT, "no tool call and no text")
+        if text and turn.stop is Stop.TOOL_USE:
+            notes.append(text)
+        elif text:
+            reasons.append(
+                reason(
+                    Reject.MIXED_OUTPUT,
+                    "a final answer beside a tool call in a turn not stopped for tool use",
+                    provider_stop=stop,
+                )
+            )
+        parsed = [_one(i, c, kinds) for i, c in enumerate(calls)]
+        if len(calls) > 1:
+            effects = [c.name for c in calls if _is_effect(c, kinds)]
+            if len(effects) > 1:
+                reasons.append(reason(Reject.TWO_EFFECT_CALLS, ", ".join(effects)))
+            else:
+                reasons.append(
+                    reason(Reject.MULTIPLE_TOOL_CALLS, f"{len(calls)} calls in one turn")
+                )
+        for p in parsed:
+            if isinstance(p, InvalidProposal):
+                reasons.extend(p.reasons)
+        if reasons:
+            return Reading(rejected(*reasons), _commentary(notes))
+        return Reading(parsed[0], _commentary(notes))
+    if turn.stop is Stop.TOOL_USE:
+        reasons.append(
+            reason(
+                Reject.TRUNCATED,
+                "the provider stopped for tool use but sent no tool call",
+                provider_stop=stop,
+            )
+        )
+        return Reading(rejected(*reasons), _commentary([*notes, text]))
+    if reasons:
+        return Reading(rejected(*reasons), _commentary([*notes, text]))
+    if text:
+        return Reading(final_proposal(text), _commentary(notes))
+    return Reading(invalid(Reject.EMPTY_OUTPUT, "no tool call and no text"), _commentary(notes))
 
 
-def _one(call: ToolCall, kinds: Mapping[str, str]) -> Proposal:
-    if call.problem:
-        return invalid(call.problem, call.detail)
-    return tool_proposal(call.name, call.args, kinds)
+def _commentary(parts: Sequence[str]) -> str:
+    text = "\n\n".join(p for p in parts if p)
+    return text[:MAX_COMMENTARY]
+
+
+def guarded(read: Callable[[Any, Mapping[str, str]], Reading]) -> Callable[..., Reading]:
+    """Wrap an adapter's ``read`` so that nothing a model sends can raise out of it.
+
+    The adapters are written to be total (the property tests hold them to it); this is the
+    last line: an unexpected exception becomes ``adapter_error``, a typed rejection on the
+    run, never a stuck run.
+    """
+
+    def safe(raw: Any, kinds: Mapping[str, str]) -> Reading:
+        try:
+            return read(raw, kinds)
+        except Exception as exc:
+            return Reading(invalid(Reject.ADAPTER_ERROR, type(exc).__name__))
+
+    safe.__doc__ = read.__doc__
+    safe.__wrapped__ = read  # type: ignore[attr-defined]
+    return safe
 
 
 def classify(proposal: Proposal, kinds: Mapping[str, str]) -> str:

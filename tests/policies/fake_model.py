@@ -1,4 +1,5 @@
-"""A small OpenAI-compatible chat-completions server on 127.0.0.1 for the model client tests.
+"""A small OpenAI-compatible chat-completions server on 127.0.0.1 (used by the security
+tests; the model client's own tests replay recorded wire responses, see replay_server.py).
 
 ``mode`` decides how it answers: ``"double:<scenario>"`` plays a policy-double scenario
 (it reads the context projection from the user message, exactly as a model would),
@@ -55,16 +56,14 @@ class FakeModel:
         return 200, json.dumps(self.completion(scenario.decide(context))).encode()
 
     def completion(self, step: double.Step) -> dict[str, Any]:
-        message = double.render(step, "openai", f"call_{len(self.received):04d}")
-        finish = "tool_calls" if message.get("tool_calls") else "stop"
-        return {
-            "id": f"chatcmpl-fake{len(self.received)}",
-            "object": "chat.completion",
-            "created": 1745582311,
-            "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 700, "completion_tokens": 20, "total_tokens": 720},
-        }
+        body = double.render(step, "openai", f"call_{len(self.received):04d}")
+        body.update(
+            id=f"chatcmpl-fake{len(self.received)}",
+            created=1745582311,
+            model=self.model,
+            usage={"prompt_tokens": 700, "completion_tokens": 20, "total_tokens": 720},
+        )
+        return body
 
 
 @contextmanager
@@ -72,9 +71,9 @@ def serve(fake: FakeModel) -> Iterator[FakeModel]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
-            request = Received(
-                self.path, dict(self.headers.items()), json.loads(self.rfile.read(length))
-            )
+            # Header names as HTTP means them (case-insensitive): Title-Case, one spelling.
+            headers = {k.title(): v for k, v in self.headers.items()}
+            request = Received(self.path, headers, json.loads(self.rfile.read(length)))
             fake.received.append(request)
             status, body = fake.answer(request)
             try:

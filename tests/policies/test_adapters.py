@@ -1,13 +1,16 @@
-"""The provider adapters over recorded raw outputs (tests/fixtures/provider_outputs).
+"""The provider adapters over provider outputs (tests/fixtures/provider_outputs).
 
-Each fixture is a verbatim response body of one API. Every one maps onto exactly one local
-proposal or a typed rejection class; every rejection class has at least one recorded
-fixture in each vocabulary where the provider can produce it.
+Each fixture is one response body of one API: ``recorded_*`` files are real responses from
+the public source named in the folder's ``sources.toml``, the others are constructed in
+the provider's documented shape for FieldOps's own tools. Every one maps onto exactly one
+local proposal or a typed rejection; every rejection class has at least one fixture in each
+vocabulary whose API can produce it.
 """
 
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +24,20 @@ from runs.domain.proposals import (
     FinalCandidate,
     InvalidProposal,
     ObserveIntent,
+    RejectionReason,
     WaitIntent,
+    from_dict,
+    to_dict,
 )
-from runs.policies import anthropic_adapter, double, openai_adapter, parsing, vocabularies
+from runs.policies import (
+    anthropic_adapter,
+    double,
+    limits,
+    openai_adapter,
+    openai_responses_adapter,
+    parsing,
+    vocabularies,
+)
 from runs.policies.parsing import UNKNOWN_TOOL, Reject
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "provider_outputs"
@@ -49,6 +63,7 @@ PROPOSE = ActionIntent(
     },
 )
 RESERVE = ActionIntent("reserve_part", {"part_id": "A17", "slot_id": "S-N1-01", "quantity": 1})
+CHECK = ObserveIntent("check_inventory", {"part_id": "A17", "location_id": "LOC-N1"})
 ASK = ClarifyIntent("Which depot should supply the part?")
 WAIT = WaitIntent("the depot confirms the delivery window", "depot.delivery_confirmed")
 ABSTAIN = AbstainIntent("no capability schedules a technician visit")
@@ -63,6 +78,12 @@ FINAL = FinalCandidate(
 FINAL_TEXT = FinalCandidate({"text": "Done: part A17 is reserved in slot S-N1-01."})
 LOOKUP = ActionIntent("lookup_stock", {"part_id": "A17", "location_id": "LOC-N1"})
 
+
+def unknown(name: str, args: dict[str, Any]) -> ActionIntent:
+    """A real recorded call to the recording's own tool: unknown to FieldOps."""
+    return ActionIntent(name, args)
+
+
 # fixture -> the proposal it must parse to, or the rejection class it must get.
 EXPECTED: dict[str, dict[str, Any]] = {
     "openai": {
@@ -75,16 +96,21 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "tool_call_no_applicable_tool": ABSTAIN,
         "legacy_function_call": READ,
         "reasoning_then_tool_call": READ,
+        # finish_reason tool_calls: the text is a preamble (commentary), the call proposes.
+        "mixed_text_and_tool_call": READ,
+        "preamble_one_call": READ,
         "final_json": FINAL,
         "final_text": FINAL_TEXT,
         "final_malformed": Reject.MALFORMED_FINAL,
-        "mixed_text_and_tool_call": Reject.MIXED_OUTPUT,
+        "final_answer_with_tool_call": Reject.MIXED_OUTPUT,
         "parallel_two_effects": Reject.TWO_EFFECT_CALLS,
+        "preamble_parallel_two_effects": Reject.TWO_EFFECT_CALLS,
         "parallel_two_reads": Reject.MULTIPLE_TOOL_CALLS,
         "handoff": Reject.HANDOFF,
         "malformed_arguments_truncated_json": Reject.MALFORMED_ARGUMENTS,
         "malformed_arguments_duplicate_keys": Reject.MALFORMED_ARGUMENTS,
         "malformed_arguments_not_object": Reject.MALFORMED_ARGUMENTS,
+        "malformed_arguments_empty_string": Reject.MALFORMED_ARGUMENTS,
         "control_extra_field": Reject.MALFORMED_ARGUMENTS,
         "tool_call_without_name": Reject.MALFORMED_TOOL_CALL,
         "custom_tool_call": Reject.MALFORMED_TOOL_CALL,
@@ -98,6 +124,71 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "error_rate_limit": "provider_error:rate_limited",
         "error_invalid_api_key": "provider_error:auth_rejected",
         "error_server": "provider_error:server_error",
+        # Recorded (see openai/sources.toml).
+        "recorded_openai_tool_call": unknown("get_file", {}),
+        "recorded_openai_parallel_tool_calls": Reject.TWO_EFFECT_CALLS,
+        # OpenRouter -> Claude: preamble + one call without any `arguments`.
+        "recorded_openrouter_claude_preamble_no_arguments": Reject.MALFORMED_ARGUMENTS,
+        "recorded_openrouter_claude_length": Reject.TRUNCATED,
+        # Gemini's compatible endpoint: an empty call id and extra_content.
+        "recorded_gemini_compat_call_without_id": unknown("get_current_time", {}),
+        # Mistral: calls without `type`, content "".
+        "recorded_mistral_call_without_type": unknown("get_weather", {"city": "Paris"}),
+        "recorded_deepseek_reasoning_preamble_one_call": unknown(
+            "load_capability", {"id": "DICE_ROLL"}
+        ),
+        # Snowflake Cortex -> Claude: empty placeholder function_call, finish_reason "".
+        "recorded_snowflake_claude_empty_placeholders": unknown(
+            "get_weather", {"city": "Mexico City"}
+        ),
+        "recorded_error_model_not_found": "provider_error:client_error",
+    },
+    "openai-responses": {
+        "function_call_read_equipment": READ,
+        "function_call_search_manual": SEARCH,
+        "function_call_propose_reservation": PROPOSE,
+        "function_call_reserve_part": RESERVE,
+        "function_call_ask_user": ASK,
+        "function_call_wait_for_event": WAIT,
+        "function_call_no_applicable_tool": ABSTAIN,
+        "reasoning_then_function_call": READ,
+        "final_json": FINAL,
+        "final_text": FINAL_TEXT,
+        "final_malformed": Reject.MALFORMED_FINAL,
+        "final_answer_with_function_call": Reject.MIXED_OUTPUT,
+        "parallel_two_effects": Reject.TWO_EFFECT_CALLS,
+        "parallel_two_reads": Reject.MULTIPLE_TOOL_CALLS,
+        "handoff": Reject.HANDOFF,
+        "malformed_arguments_empty_string": Reject.MALFORMED_ARGUMENTS,
+        "malformed_arguments_truncated_json": Reject.MALFORMED_ARGUMENTS,
+        "malformed_arguments_duplicate_keys": Reject.MALFORMED_ARGUMENTS,
+        "control_extra_field": Reject.MALFORMED_ARGUMENTS,
+        "function_call_without_name": Reject.MALFORMED_TOOL_CALL,
+        "custom_tool_call": Reject.MALFORMED_TOOL_CALL,
+        "unknown_tool_lookup_stock": LOOKUP,
+        "refusal": Reject.REFUSAL,
+        "incomplete_content_filter": Reject.REFUSAL,
+        "incomplete_max_output_tokens": Reject.TRUNCATED,
+        "function_call_programmatic_caller": Reject.PROVIDER_EXECUTED_TOOL,
+        "empty_output": Reject.EMPTY_OUTPUT,
+        "unknown_item": Reject.UNKNOWN_SHAPE,
+        "unknown_shape_chat_completion": Reject.UNKNOWN_SHAPE,
+        "failed_server_error": "provider_error:server_error",
+        "error_rate_limit": "provider_error:rate_limited",
+        "error_invalid_api_key": "provider_error:auth_rejected",
+        # Recorded (see openai-responses/sources.toml).
+        "recorded_function_call": unknown("get_user_country", {}),
+        "recorded_parallel_function_calls": Reject.TWO_EFFECT_CALLS,
+        "recorded_reasoning_commentary_function_call": unknown(
+            "get_capital", {"country": "PotatoLand"}
+        ),
+        "recorded_final_answer_text": FinalCandidate(
+            {"text": "The capital of PotatoLand is **Potato City**."}
+        ),
+        "recorded_web_search_call": Reject.PROVIDER_EXECUTED_TOOL,
+        "recorded_background_queued": Reject.TRUNCATED,
+        "recorded_deepseek_reasoning_function_call": unknown("get_temperature", {"city": "Tokyo"}),
+        "recorded_error_model_not_found": "provider_error:client_error",
     },
     "anthropic": {
         "tool_use_read_equipment": READ,
@@ -108,11 +199,14 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "tool_use_wait_for_event": WAIT,
         "tool_use_no_applicable_tool": ABSTAIN,
         "thinking_then_tool_use": READ,
+        # stop_reason tool_use: the text (even one claiming success) is commentary.
+        "text_and_tool_use": CHECK,
         "final_json": FINAL,
         "final_text": FINAL_TEXT,
         "final_malformed": Reject.MALFORMED_FINAL,
-        "text_and_tool_use": Reject.MIXED_OUTPUT,
+        "final_answer_with_tool_use": Reject.MIXED_OUTPUT,
         "two_tool_use_effects": Reject.TWO_EFFECT_CALLS,
+        "two_calls_one_malformed": Reject.TWO_EFFECT_CALLS,
         "two_tool_use_reads": Reject.MULTIPLE_TOOL_CALLS,
         "handoff": Reject.HANDOFF,
         "input_not_object": Reject.MALFORMED_ARGUMENTS,
@@ -120,9 +214,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "tool_use_without_name": Reject.MALFORMED_TOOL_CALL,
         "unknown_tool_lookup_stock": LOOKUP,
         "refusal": Reject.REFUSAL,
+        "refusal_with_stop_details": Reject.REFUSAL,
+        "refusal_null_stop_details": Reject.REFUSAL,
         "max_tokens": Reject.TRUNCATED,
         "pause_turn": Reject.PROVIDER_EXECUTED_TOOL,
         "server_tool_use_web_search": Reject.PROVIDER_EXECUTED_TOOL,
+        "tool_use_called_by_code_execution": Reject.PROVIDER_EXECUTED_TOOL,
         "unknown_block": Reject.UNKNOWN_SHAPE,
         "unknown_shape_openai_completion": Reject.UNKNOWN_SHAPE,
         "empty_content": Reject.EMPTY_OUTPUT,
@@ -130,70 +227,247 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "error_rate_limit": "provider_error:rate_limited",
         "error_authentication": "provider_error:auth_rejected",
         "error_api": "provider_error:server_error",
+        # Recorded (see anthropic/sources.toml).
+        "recorded_preamble_one_call_empty_input": unknown("get_user_country", {}),
+        "recorded_preamble_one_call_cookbook": unknown("calculator", {"num1": 4, "num2": 2}),
+        "recorded_preamble_parallel_calls": Reject.TWO_EFFECT_CALLS,
+        "recorded_thinking_text_then_call": unknown("get_customer_info", {"customer_id": "C1"}),
+        "recorded_thinking_text_nested_input": unknown(
+            "save_note",
+            {
+                "note": "Remember to buy milk and eggs.",
+                "author": {"name": "John Doe", "email": "johndoe@gmail.com"},
+                "is_public": False,
+                "priority": 4,
+            },
+        ),
+        "recorded_nested_input_caller_direct": unknown(
+            "final_result",
+            {"address": {"city": "London", "street": "12 Baker Street"}, "name": "Ada Lovelace"},
+        ),
+        "recorded_tool_use_stop_without_call": Reject.TRUNCATED,
+        "recorded_error_not_found": "provider_error:client_error",
     },
 }
 
-# Rejection classes a provider's API cannot produce (so no fixture can record them).
+# Rejection classes a provider's API cannot produce (so no fixture can record them), and
+# the two no API produces: limits are tested on generated outputs (no one publishes a
+# 10,000-deep response), adapter_error is an adapter bug.
 NOT_PRODUCIBLE = {
     "openai": {Reject.PROVIDER_EXECUTED_TOOL},  # chat completions runs no server-side tools
+    "openai-responses": {Reject.MULTIPLE_CHOICES},  # one response per request
     "anthropic": {Reject.MULTIPLE_CHOICES},  # the Messages API returns one message
 }
-PARSE = {"openai": openai_adapter.parse, "anthropic": anthropic_adapter.parse}
+GENERATED_ONLY = {Reject.LIMIT_EXCEEDED, Reject.ADAPTER_ERROR}
+READ_ADAPTER = {v: vocabularies.get(v).read for v in EXPECTED}
+# The cases the issue requires real recordings of, per vocabulary.
+RECORDED_CASES = {
+    "anthropic": {
+        "preamble + one call": "recorded_preamble_one_call_empty_input",
+        "preamble + parallel calls": "recorded_preamble_parallel_calls",
+        "<thinking> text + call": "recorded_thinking_text_then_call",
+        "call with empty input": "recorded_preamble_one_call_empty_input",
+        "nested input with a caller field": "recorded_nested_input_caller_direct",
+    },
+    "openai": {
+        "preamble through a compatible gateway": "recorded_openrouter_claude_preamble_no_arguments",
+        "length truncation": "recorded_openrouter_claude_length",
+        "Gemini compatible quirk": "recorded_gemini_compat_call_without_id",
+        "Mistral compatible quirk": "recorded_mistral_call_without_type",
+    },
+    "openai-responses": {
+        "function call": "recorded_function_call",
+        "text": "recorded_final_answer_text",
+        "reasoning + commentary + call": "recorded_reasoning_commentary_function_call",
+    },
+}
 
 
 def load(vocabulary: str, name: str) -> Any:
     return json.loads((FIXTURES / vocabulary / f"{name}.json").read_text())
 
 
+def sources(vocabulary: str) -> dict[str, Any]:
+    return tomllib.loads((FIXTURES / vocabulary / "sources.toml").read_text())
+
+
 CASES = [(v, name) for v, table in EXPECTED.items() for name in sorted(table)]
 
 
 @pytest.mark.parametrize(("vocabulary", "name"), CASES, ids=[f"{v}/{n}" for v, n in CASES])
-def test_it_maps_each_recorded_output_onto_one_proposal_or_a_typed_rejection(vocabulary, name):
+def test_it_maps_each_provider_output_onto_one_proposal_or_a_typed_rejection(vocabulary, name):
     expected = EXPECTED[vocabulary][name]
-    proposal = PARSE[vocabulary](load(vocabulary, name), KINDS)
+    proposal = READ_ADAPTER[vocabulary](load(vocabulary, name), KINDS).proposal
     if isinstance(expected, str):
         assert isinstance(proposal, InvalidProposal), proposal
         assert proposal.reason_code == expected
         assert parsing.classify(proposal, KINDS) == expected
+        # Typed, not only prose: the primary reason leads the list.
+        assert proposal.reasons and proposal.reasons[0].code == expected
     else:
         assert proposal == expected
-        expected_class = UNKNOWN_TOOL if expected is LOOKUP else ""
-        assert parsing.classify(proposal, KINDS) == expected_class
+        in_catalog = not isinstance(expected, ActionIntent) or expected.capability in KINDS
+        assert parsing.classify(proposal, KINDS) == ("" if in_catalog else UNKNOWN_TOOL)
+    # The stored form round-trips, reasons included.
+    assert from_dict(to_dict(proposal)) == proposal
 
 
 @pytest.mark.parametrize("vocabulary", sorted(EXPECTED))
-def test_every_recorded_fixture_has_an_expectation_and_vice_versa(vocabulary):
+def test_every_fixture_has_an_expectation_and_a_source(vocabulary):
     on_disk = {p.stem for p in (FIXTURES / vocabulary).glob("*.json")}
     assert on_disk == set(EXPECTED[vocabulary])
+    listed = sources(vocabulary)
+    assert set(listed) == on_disk
+    for name, entry in listed.items():
+        assert entry["origin"] in ("recorded", "constructed"), name
+        # A file is called recorded exactly when it has a public source.
+        assert name.startswith("recorded_") == (entry["origin"] == "recorded"), name
+        if entry["origin"] == "recorded":
+            assert entry["source"].startswith("github:"), name
+            assert entry["endpoint"].startswith("https://"), name
+        else:
+            assert entry["shape"], name
 
 
 @pytest.mark.parametrize("vocabulary", sorted(EXPECTED))
-def test_every_rejection_class_has_a_recorded_fixture(vocabulary):
+def test_the_cases_the_issue_lists_are_real_recordings(vocabulary):
+    listed = sources(vocabulary)
+    for case, name in RECORDED_CASES[vocabulary].items():
+        assert listed[name]["origin"] == "recorded", case
+
+
+@pytest.mark.parametrize("vocabulary", sorted(EXPECTED))
+def test_every_rejection_class_has_a_fixture(vocabulary):
     classes = {e for e in EXPECTED[vocabulary].values() if isinstance(e, str)}
     wanted = {r.value for r in Reject} - {r.value for r in NOT_PRODUCIBLE[vocabulary]}
+    wanted -= {r.value for r in GENERATED_ONLY}
     assert wanted <= classes
     assert any(c.startswith("provider_error:") for c in classes)
     assert LOOKUP in EXPECTED[vocabulary].values()  # the unknown_tool class
 
 
-def test_an_unknown_tool_is_classified_at_the_highest_effect_not_as_a_read():
-    # lookup_stock *sounds* like a read; the adapter cannot know, so it is an ActionIntent
-    # that must cross every validation step an effect would.
-    proposal = openai_adapter.parse(load("openai", "unknown_tool_lookup_stock"), KINDS)
-    assert isinstance(proposal, ActionIntent)
-    assert parsing.classify(proposal, KINDS) == UNKNOWN_TOOL
-    assert parsing.classify(READ, KINDS) == ""
+# -- the preamble rule -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("vocabulary", "name", "text"),
+    [
+        ("anthropic", "recorded_preamble_one_call_empty_input", "I'll help find the largest city"),
+        ("anthropic", "recorded_preamble_one_call_cookbook", "That's wonderful that you love"),
+        ("anthropic", "recorded_thinking_text_then_call", "<thinking>The get_customer_info"),
+        ("openai", "mixed_text_and_tool_call", "Reading the equipment now."),
+        ("openai", "recorded_deepseek_reasoning_preamble_one_call", "Let me load the dice"),
+        (
+            "openai-responses",
+            "recorded_reasoning_commentary_function_call",
+            "I'll check the capital",
+        ),
+    ],
+)
+def test_text_before_one_call_in_a_turn_stopped_for_tool_use_is_commentary(vocabulary, name, text):
+    reading = READ_ADAPTER[vocabulary](load(vocabulary, name), KINDS)
+    assert not isinstance(reading.proposal, InvalidProposal)
+    assert text in reading.commentary
+    # Commentary is never part of what validation reads.
+    assert text not in json.dumps(to_dict(reading.proposal))
 
 
-def test_a_rejected_capability_name_is_an_unknown_tool_for_the_adapter():
-    # run_sql is in the rejection log, not the catalog: the adapter still maps it onto an
-    # ActionIntent; validation step 3 denies it as capability_rejected.
-    raw = openai_adapter.render_call("run_sql", {"query": "DELETE FROM ledger"}, "c1")
+@pytest.mark.parametrize(
+    ("vocabulary", "name"),
+    [
+        ("openai", "final_answer_with_tool_call"),
+        ("anthropic", "final_answer_with_tool_use"),
+        ("openai-responses", "final_answer_with_function_call"),
+    ],
+)
+def test_a_final_answer_with_a_call_stays_invalid(vocabulary, name):
+    proposal = READ_ADAPTER[vocabulary](load(vocabulary, name), KINDS).proposal
+    assert isinstance(proposal, InvalidProposal)
+    assert [r.code for r in proposal.reasons] == ["mixed_output"]
+    assert proposal.reasons[0].provider_stop in ("stop", "end_turn", "completed")
+
+
+def test_a_bare_message_without_a_finish_reason_is_not_a_preamble():
+    message = {
+        "role": "assistant",
+        "content": "Done.",
+        "tool_calls": [
+            {
+                "id": "c",
+                "type": "function",
+                "function": {"name": "read_equipment", "arguments": "{}"},
+            }
+        ],
+    }
+    proposal = openai_adapter.parse(message, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == "mixed_output"
+
+
+# -- every reason, typed -----------------------------------------------------------------
+def test_text_before_parallel_calls_reports_the_calls_not_mixed_output():
+    proposal = anthropic_adapter.parse(load("anthropic", "recorded_preamble_parallel_calls"), KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert [r.code for r in proposal.reasons] == ["two_effect_calls"]
+    assert proposal.reasons[0].detail == "get_weather, get_elevation"
+
+
+def test_two_calls_where_one_is_malformed_name_both_problems():
+    proposal = anthropic_adapter.parse(load("anthropic", "two_calls_one_malformed"), KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert [(r.code, r.call, r.tool) for r in proposal.reasons] == [
+        ("two_effect_calls", None, ""),
+        ("malformed_arguments", 1, "reserve_part"),
+    ]
+    assert "malformed_arguments@call 1 (reserve_part)" in proposal.detail
+
+
+def test_a_final_answer_beside_malformed_parallel_calls_names_every_reason():
+    raw = openai_adapter.render_message(
+        "All done.",
+        [("read_equipment", {"equipment_id": "EQ-17"}, "a"), ("ask_user", {"x": "y"}, "b")],
+        parsing.Stop.ANSWER,
+    )
+    raw["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = ""
     proposal = openai_adapter.parse(raw, KINDS)
-    assert proposal == ActionIntent("run_sql", {"query": "DELETE FROM ledger"})
+    assert isinstance(proposal, InvalidProposal)
+    assert [(r.code, r.call) for r in proposal.reasons] == [
+        ("mixed_output", None),
+        ("multiple_tool_calls", None),
+        ("malformed_arguments", 0),
+        ("malformed_arguments", 1),
+    ]
 
 
+@pytest.mark.parametrize(
+    ("name", "category", "explanation"),
+    [
+        ("refusal_with_stop_details", "cyber", "The request could enable cyber harm."),
+        ("refusal_null_stop_details", "", ""),
+        ("refusal", "", ""),
+    ],
+)
+def test_an_anthropic_refusal_carries_its_stop_details_as_fields(name, category, explanation):
+    proposal = anthropic_adapter.parse(load("anthropic", name), KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    (reason,) = proposal.reasons
+    assert (reason.code, reason.category, reason.explanation) == (
+        "model_refusal",
+        category,
+        explanation,
+    )
+    assert reason.provider_stop == "refusal"
+    assert reason.detail  # the explanation, the model's text, or "the model declined"
+
+
+def test_an_openai_refusal_text_is_its_explanation():
+    proposal = openai_adapter.parse(load("openai", "refusal"), KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reasons[0].explanation == proposal.reasons[0].detail != ""
+    filtered = openai_adapter.parse(load("openai", "content_filter"), KINDS)
+    assert isinstance(filtered, InvalidProposal)
+    assert filtered.reasons[0].category == "content_filter"
+
+
+# -- arguments ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("arguments", "detail"),
     [
@@ -201,6 +475,10 @@ def test_a_rejected_capability_name_is_an_unknown_tool_for_the_adapter():
         ('{"equipment_id": Infinity}', "arguments are not valid JSON"),
         ("null", "arguments are not a JSON object"),
         ('"EQ-17"', "arguments are not a JSON object"),
+        ("", "arguments are empty, not a JSON object"),
+        ("  \n", "arguments are empty, not a JSON object"),
+        (None, "the call has no arguments"),
+        ("1" * 5000, "arguments are not valid JSON"),
     ],
 )
 def test_it_rejects_arguments_a_decoder_would_have_to_interpret(arguments, detail):
@@ -212,7 +490,17 @@ def test_it_rejects_arguments_a_decoder_would_have_to_interpret(arguments, detai
         ],
     }
     proposal = openai_adapter.parse(raw, KINDS)
-    assert proposal == InvalidProposal("malformed_arguments", detail)
+    assert isinstance(proposal, InvalidProposal)
+    assert [(r.code, r.detail, r.call, r.tool) for r in proposal.reasons] == [
+        ("malformed_arguments", detail, 0, "x")
+    ]
+
+
+def test_empty_string_arguments_are_never_read_as_an_empty_object():
+    proposal = openai_adapter.parse(load("openai", "malformed_arguments_empty_string"), KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == "malformed_arguments"
+    assert proposal.reasons[0].tool == "read_equipment"
 
 
 def test_it_rejects_non_finite_numbers_in_already_decoded_arguments():
@@ -225,16 +513,104 @@ def test_it_rejects_non_finite_numbers_in_already_decoded_arguments():
 def test_control_arguments_must_be_text():
     raw = openai_adapter.render_call("ask_user", {"question": {"text": "which depot?"}}, "c")
     proposal = openai_adapter.parse(raw, KINDS)
-    assert proposal == InvalidProposal("malformed_arguments", "ask_user takes text arguments only")
+    assert isinstance(proposal, InvalidProposal)
+    assert (proposal.reason_code, proposal.detail) == (
+        "malformed_arguments",
+        "ask_user takes text arguments only",
+    )
 
 
 def test_whitespace_beside_a_tool_call_is_not_mixed_output():
     raw = openai_adapter.render_message(
-        "\n  ", [("read_equipment", {"equipment_id": "EQ-17"}, "c")]
+        "\n  ", [("read_equipment", {"equipment_id": "EQ-17"}, "c")], parsing.Stop.ANSWER
     )
     assert openai_adapter.parse(raw, KINDS) == READ
 
 
+def test_a_namespaced_responses_call_is_never_matched_by_its_short_name():
+    raw = openai_responses_adapter.render_call("read_equipment", {"equipment_id": "EQ-17"}, "c")
+    raw["output"][0]["namespace"] = "crm"
+    proposal = openai_responses_adapter.parse(raw, KINDS)
+    assert proposal == ActionIntent("crm.read_equipment", {"equipment_id": "EQ-17"})
+    assert parsing.classify(proposal, KINDS) == UNKNOWN_TOOL
+
+
+# -- limits before parsing ---------------------------------------------------------------
+def nested(depth: int) -> Any:
+    value: Any = {"leaf": 1}
+    for _ in range(depth):
+        value = {"a": [value]}
+    return value
+
+
+@pytest.mark.parametrize("vocabulary", sorted(EXPECTED))
+@pytest.mark.parametrize("depth", [400, 5000])
+def test_deeply_nested_arguments_are_a_typed_limit_rejection(vocabulary, depth):
+    # As decoded arguments (Anthropic input) and as argument text (the OpenAI APIs).
+    args = nested(depth)
+    raw = vocabularies.get(vocabulary).call("check_inventory", {"part_id": "A17"}, "c")
+    if vocabulary == "anthropic":
+        raw["content"][0]["input"] = args
+    elif vocabulary == "openai":
+        fn = raw["choices"][0]["message"]["tool_calls"][0]["function"]
+        fn["arguments"] = '{"a": ' * depth + "1" + "}" * depth
+    else:
+        raw["output"][0]["arguments"] = "[" * depth + "]" * depth
+    proposal = vocabularies.get(vocabulary).parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    reason = proposal.reasons[0]
+    assert (reason.code, reason.limit) == ("output_limit_exceeded", "depth")
+    assert reason.measured is not None and reason.maximum is not None
+    assert reason.measured > reason.maximum
+
+
+def test_a_deep_output_is_rejected_before_it_is_read_anywhere():
+    proposal = anthropic_adapter.parse(nested(100_000), KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reasons[0].limit == "depth"
+
+
+def test_size_and_count_limits_are_typed_too():
+    wide = anthropic_adapter.render_call("check_inventory", {"part_id": "A17"}, "c")
+    wide["content"][0]["input"] = {"blob": ["x"] * (limits.MAX_NODES + 1)}
+    proposal = anthropic_adapter.parse(wide, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reasons[0].limit == "values"
+    big = anthropic_adapter.render_call("check_inventory", {"part_id": "A17"}, "c")
+    big["content"][0]["input"] = {"blob": "x" * (limits.MAX_BYTES + 1)}
+    assert anthropic_adapter.parse(big, KINDS).reasons[0].limit == "bytes"  # type: ignore[union-attr]
+    many = openai_adapter.render_message(
+        "", [("read_equipment", {"equipment_id": "EQ-17"}, f"c{i}") for i in range(40)]
+    )
+    proposal = openai_adapter.parse(many, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert (proposal.reasons[0].limit, proposal.reasons[0].measured) == ("calls", 40)
+
+
+def test_long_argument_text_is_rejected_before_decoding():
+    raw = openai_adapter.render_call("check_inventory", {"part_id": "A17"}, "c")
+    fn = raw["choices"][0]["message"]["tool_calls"][0]["function"]
+    fn["arguments"] = json.dumps({"part_id": "x" * (limits.MAX_ARGUMENT_BYTES + 10)})
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert (proposal.reasons[0].limit, proposal.reasons[0].tool) == ("bytes", "check_inventory")
+
+
+def test_the_bounded_copy_of_any_output_is_serialisable_and_bounded():
+    deep = nested(50_000)
+    copy, cut = limits.bounded(deep)
+    assert cut
+    text = json.dumps(copy)  # would raise RecursionError on the original
+    assert limits.MARKER in text
+    assert limits.measure(copy).depth <= limits.STORED_DEPTH + 2
+    odd, cut = limits.bounded({1: float("nan"), "s": "y" * 70_000, "o": object()})
+    assert cut and odd["1"] == "nan" and odd["o"] == "<object>"
+    assert len(odd["s"]) < 70_000
+    plain = {"a": [1, 2, {"b": None}], "c": "d"}
+    assert limits.bounded(plain) == (plain, False)
+
+
+# -- vocabularies ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [
@@ -282,6 +658,27 @@ def test_anthropic_shapes_it_does_not_recognise_are_typed_failures(raw, reason):
     assert proposal.reason_code == reason
 
 
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("text", "unknown_shape"),
+        ({"object": "response"}, "unknown_shape"),
+        ({"object": "response", "output": "x"}, "unknown_shape"),
+        ({"object": "response", "output": [{"type": "message", "content": "hi"}]}, "unknown_shape"),
+        (
+            {"object": "response", "output": [{"type": "message", "role": "user", "content": []}]},
+            "unknown_shape",
+        ),
+        ({"object": "response", "status": "in_progress", "output": []}, "truncated_output"),
+        ({"object": "response", "status": "failed", "output": []}, "provider_error:unclassified"),
+    ],
+)
+def test_responses_shapes_it_does_not_recognise_are_typed_failures(raw, reason):
+    proposal = openai_responses_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == reason
+
+
 @pytest.mark.parametrize("vocabulary", sorted(vocabularies.VOCABULARIES))
 @pytest.mark.parametrize(
     "step",
@@ -294,24 +691,39 @@ def test_anthropic_shapes_it_does_not_recognise_are_typed_failures(raw, reason):
         double.Call("lookup_stock", {"part_id": "A17"}),
         double.Final({"text": "done"}, ("ev-1",)),
         double.Mixed("text", double.Call("read_equipment", {"equipment_id": "EQ-17"})),
+        double.Preamble("narration", double.Call("read_equipment", {"equipment_id": "EQ-17"})),
     ],
     ids=lambda s: type(s).__name__ + ":" + getattr(s, "name", ""),
 )
 def test_every_vocabulary_reads_back_what_the_double_renders_in_it(vocabulary, step):
-    parsed = vocabularies.get(vocabulary).parse(double.render(step, vocabulary, "c_1"), KINDS)
+    reading = vocabularies.get(vocabulary).read(double.render(step, vocabulary, "c_1"), KINDS)
     for other in vocabularies.VOCABULARIES:
-        assert vocabularies.get(other).parse(double.render(step, other, "c_1"), KINDS) == parsed
-    if isinstance(step, double.Call):
+        again = vocabularies.get(other).read(double.render(step, other, "c_1"), KINDS)
+        assert _local(again.proposal) == _local(reading.proposal), other
+        assert again.commentary == reading.commentary
+    parsed = reading.proposal
+    if isinstance(step, (double.Call, double.Preamble)):
         assert not isinstance(parsed, InvalidProposal)
     else:
         assert isinstance(
             parsed, FinalCandidate if isinstance(step, double.Final) else InvalidProposal
         )
+    assert reading.commentary == ("narration" if isinstance(step, double.Preamble) else "")
 
 
-def test_the_anthropic_vocabulary_is_registered_with_its_own_adapter_version():
-    vocab = vocabularies.get("anthropic")
-    assert vocab.adapter_version == anthropic_adapter.VERSION
-    assert vocab.adapter_version != vocabularies.get("openai").adapter_version
+def _local(proposal: Any) -> Any:
+    """A proposal without the provider's own stop word (the one vocabulary-specific field)."""
+    if isinstance(proposal, InvalidProposal):
+        return (
+            proposal.reason_code,
+            [RejectionReason(r.code, r.detail, r.call, r.tool) for r in proposal.reasons],
+        )
+    return proposal
+
+
+def test_each_vocabulary_is_registered_with_its_own_adapter_version():
+    versions = {v.adapter_version for v in vocabularies.VOCABULARIES.values()}
+    assert len(versions) == len(vocabularies.VOCABULARIES) == 3
+    assert vocabularies.get("openai-responses").adapter_version == openai_responses_adapter.VERSION
     with pytest.raises(ValueError, match="unknown provider vocabulary"):
         vocabularies.get("gemini")

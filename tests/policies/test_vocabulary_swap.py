@@ -1,5 +1,6 @@
 """Swapping the provider vocabulary changes the raw output, never the local proposals or
-the disposition: the same scenario spoken OpenAI-style and Anthropic-style is the same run.
+the disposition: the same scenario spoken in Chat Completions, Responses and Anthropic
+Messages terms is the same run.
 """
 
 from __future__ import annotations
@@ -14,10 +15,27 @@ from approvals import services as approvals
 from approvals.models import Checkpoint
 from runs import runner
 from runs.models import Event, Evidence, Run
-from runs.policies import anthropic_adapter, openai_adapter
+from runs.policies import anthropic_adapter, openai_adapter, openai_responses_adapter
 from tests.helpers import approve, make_run
 
 REF = re.compile(r"\b(?:ev|rq)-[0-9a-f]{20}\b")
+VOCABULARIES = ("openai", "openai-responses", "anthropic")
+ADAPTERS = {
+    "openai": openai_adapter.VERSION,
+    "openai-responses": openai_responses_adapter.VERSION,
+    "anthropic": anthropic_adapter.VERSION,
+}
+
+
+def shape(raw: dict[str, Any]) -> str:
+    """Which provider's wire shape a raw output is in."""
+    if raw.get("object") == "chat.completion" and isinstance(raw.get("choices"), list):
+        return "openai"
+    if raw.get("object") == "response" and isinstance(raw.get("output"), list):
+        return "openai-responses"
+    if raw.get("type") == "message" and isinstance(raw.get("content"), list):
+        return "anthropic"
+    return "unknown"
 
 
 def proposals(run: Run) -> list[dict[str, Any]]:
@@ -28,7 +46,13 @@ def proposals(run: Run) -> list[dict[str, Any]]:
             "pk", "content"
         )
     )
-    text = json.dumps([found[e.refs["proposal"]] for e in ordered], sort_keys=True)
+    stored = [found[e.refs["proposal"]] for e in ordered]
+    for proposal in stored:
+        # The provider's own stop word (``stop``, ``end_turn``, ``completed``) is the one
+        # field of a rejection that names the vocabulary; everything else must be equal.
+        for reason in proposal.get("reasons", []):
+            reason.pop("provider_stop", None)
+    text = json.dumps(stored, sort_keys=True)
     names: dict[str, str] = {}
     text = REF.sub(lambda m: names.setdefault(m.group(0), f"ref{len(names) + 1}"), text)
     return json.loads(text)
@@ -80,30 +104,54 @@ def drive(scenario: str, vocabulary: str, approver: Any, operator: Any) -> Run:
         ("unavailable_tool", "FAILED"),
         ("invalid_arguments", "FAILED"),
         ("mixed_output", "FAILED"),
+        ("preamble", "COMPLETED"),
         ("injection", "COMPLETED"),
         ("abstain", "ESCALATED"),
     ],
 )
-def test_the_same_scenario_in_either_vocabulary_is_the_same_run(
+def test_the_same_scenario_in_every_vocabulary_is_the_same_run(
     world, approver, operator, scenario, state
 ):
-    spoken = {v: drive(scenario, v, approver, operator) for v in ("openai", "anthropic")}
-    assert outcome(spoken["openai"]) == outcome(spoken["anthropic"])
-    assert outcome(spoken["openai"])[0] == state
-    assert proposals(spoken["openai"]) == proposals(spoken["anthropic"])
-    assert len(proposals(spoken["openai"])) >= 1
-    # The swap was real: the raw outputs are in two different provider shapes, each
-    # parsed by its own pinned adapter.
-    assert spoken["openai"].model_adapter_version == openai_adapter.VERSION
-    assert spoken["anthropic"].model_adapter_version == anthropic_adapter.VERSION
-    assert all(
-        "content" in r["raw"] and "type" not in r["raw"] for r in raw_outputs(spoken["openai"])
+    spoken = {v: drive(scenario, v, approver, operator) for v in VOCABULARIES}
+    reference = spoken["openai"]
+    assert outcome(reference)[0] == state
+    assert len(proposals(reference)) >= 1
+    for vocabulary, run in spoken.items():
+        assert outcome(run) == outcome(reference), vocabulary
+        assert proposals(run) == proposals(reference), vocabulary
+        # The swap was real: the raw outputs are in the provider's own shape, each parsed
+        # by its own pinned adapter.
+        assert run.model_adapter_version == ADAPTERS[vocabulary]
+        assert {shape(r["raw"]) for r in raw_outputs(run)} == {vocabulary}
+        assert commentary(run) == commentary(reference), vocabulary
+
+
+def commentary(run: Run) -> list[str]:
+    return list(
+        Evidence.objects.filter(run=run, kind="commentary")
+        .order_by("created_at")
+        .values_list("content__text", flat=True)
     )
-    assert all(r["raw"]["type"] == "message" for r in raw_outputs(spoken["anthropic"]))
-    assert all(isinstance(r["raw"]["content"], list) for r in raw_outputs(spoken["anthropic"]))
 
 
-@pytest.mark.parametrize("vocabulary", ["openai", "anthropic"])
+def test_a_preamble_is_commentary_on_the_timeline_and_never_a_proposal(world, approver, operator):
+    for vocabulary in VOCABULARIES:
+        run = drive("preamble", vocabulary, approver, operator)
+        assert (run.state, run.terminal_reason) == ("COMPLETED", "all_predicates_pass")
+        emitted = list(Event.objects.filter(run=run, type="proposal.emitted").order_by("sequence"))
+        assert emitted and all("commentary" in e.refs for e in emitted)
+        assert all(e.reason_code != "invalid" for e in emitted)
+        notes = Evidence.objects.filter(pk__in=[e.refs["commentary"] for e in emitted])
+        assert {n.content["text"].split(" next;")[0] for n in notes} >= {
+            "I'll call read_equipment",
+            "I'll call reserve_part",
+        }
+        # The narration claims the reservation is done; nothing of it is in any proposal.
+        assert "as good as done" not in json.dumps(proposals(run))
+        assert not Event.objects.filter(run=run, type="proposal.denied").exists()
+
+
+@pytest.mark.parametrize("vocabulary", VOCABULARIES)
 def test_an_unknown_tool_is_denied_at_step_3_and_charged_to_the_action_budget(world, vocabulary):
     from catalog.world.models import ServiceRequest
 
@@ -125,3 +173,18 @@ def test_a_run_cannot_be_created_in_an_unknown_vocabulary(world):
     with pytest.raises(RunInputError) as info:
         make_run(vocabulary="gemini", advance=False)
     assert info.value.field == "vocabulary"
+
+
+def test_the_run_timeline_links_each_decision_to_its_commentary(world, operator, client):
+    from django.urls import reverse
+
+    run = make_run("preamble", vocabulary="anthropic")
+    client.force_login(operator)
+    page = client.get(reverse("runs-detail", args=[run.pk])).content.decode()
+    note = Evidence.objects.filter(run=run, kind="commentary").first()
+    assert note is not None
+    assert reverse("runs-evidence", args=[run.pk, note.pk]) in page
+    assert ">commentary</a>" in page
+    evidence_page = client.get(reverse("runs-evidence", args=[run.pk, note.pk]))
+    assert evidence_page.status_code == 200
+    assert "never read as authority" in evidence_page.content.decode()

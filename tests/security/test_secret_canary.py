@@ -486,7 +486,9 @@ def error_reports(collected: Collected, world: World, monkeypatch: Any, settings
     with override_settings(
         FIELDOPS_MODEL_BASE_URL="http://127.0.0.1:9/v1", FIELDOPS_MODEL_NAME="fake-model"
     ):
-        monkeypatch.setattr(model_client.urllib.request, "urlopen", unexpected)
+        # Raised while the SDK's own failure is handled: its frames (headers with the key)
+        # are in the report as the chained exception.
+        monkeypatch.setattr(model_client, "_classify", unexpected)
         policy = model_client.ModelClientPolicy()
         failing("inside the model client", lambda: policy.decide({"objective": "x"}))
         monkeypatch.undo()

@@ -133,6 +133,7 @@ def test_an_endpoint_that_does_not_speak_http_is_a_stable_provider_error(world, 
     settings.FIELDOPS_MODEL_BASE_URL = f"http://127.0.0.1:{server.getsockname()[1]}/v1"
     settings.FIELDOPS_MODEL_NAME = "fake-model"
     settings.FIELDOPS_MODEL_TIMEOUT_SECONDS = 5.0
+    settings.FIELDOPS_MODEL_MAX_RETRIES = 0  # the server answers two calls, not SDK retries
     try:
         run = make_run(model_client.SCENARIO, limits={"corrections": 1})
     finally:

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs import runner, services
 from runs.policies import scenario_names
+from runs.policies.vocabularies import VOCABULARIES
 
 
 class Command(BaseCommand):
@@ -18,13 +19,13 @@ class Command(BaseCommand):
             "--scenario",
             required=True,
             choices=scenario_names(),
-            help="a policy-double scenario, or 'model' for the configured "
-            "OpenAI-compatible endpoint",
+            help="a policy-double scenario, or 'model' for the model API configured by "
+            "FIELDOPS_MODEL_API (the vocabulary must be that API's)",
         )
         parser.add_argument(
             "--vocabulary",
             default="openai",
-            choices=["openai", "anthropic"],
+            choices=sorted(VOCABULARIES),
             help="the provider vocabulary the policy speaks",
         )
         parser.add_argument("--tenant", default="north")

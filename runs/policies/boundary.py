@@ -1,0 +1,92 @@
+"""The model boundary as the runner crosses it at DECIDING: call the policy, keep what it
+said as evidence, then read it. Nothing a model (or a failing policy) sends can stop a run.
+
+The order is the point (SPEC §2, issue 14 item 8):
+
+1. ``call_policy``: the policy's answer, or a provider failure if the policy itself raised.
+2. ``raw_evidence``: the raw output in a bounded, always-serialisable form (depth, values
+   and string length bounded by an iterative copy; ``json.dumps`` itself raises
+   ``RecursionError`` on deep input), with configured secrets redacted, so it can be stored
+   *before* it is parsed.
+3. ``read_output``: the adapter's reading (limits first, then the parse); any exception is
+   ``adapter_error``, a typed rejection the run records, never a run stuck in DECIDING.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fieldops import secrets
+from runs.policies import limits, parsing, provider_errors
+from runs.policies.base import Policy, PolicyOutput
+from runs.policies.parsing import Reading, Reject
+
+COMMENTARY_NOTE = "model commentary: kept as evidence, never read as authority or as an answer"
+
+
+def call_policy(policy: Policy, projection: Mapping[str, Any]) -> PolicyOutput:
+    """``policy.decide(projection)``; an exception is an ``unclassified`` provider failure."""
+    try:
+        return policy.decide(projection)
+    except Exception as exc:
+        name = type(exc).__name__
+        return PolicyOutput(
+            provider=str(getattr(policy, "name", "policy")),
+            model=str(getattr(policy, "name", "policy")),
+            raw={
+                "error": {"class": provider_errors.UNCLASSIFIED, "message": f"policy raised {name}"}
+            },
+            error=provider_errors.UNCLASSIFIED,
+        )
+
+
+def raw_evidence(
+    output: PolicyOutput, *, adapter_version: str, policy_version: str, input_context_hash: str
+) -> dict[str, Any]:
+    """The raw-output evidence of one decision, bounded and serialisable whatever ``raw`` is."""
+    raw, cut = limits.bounded(output.raw, text=secrets.redact)
+    usage, _ = limits.bounded(dict(output.usage), max_depth=2, max_nodes=64)
+    content: dict[str, Any] = {
+        "provider": str(output.provider)[:100],
+        "model": secrets.redact(str(output.model))[:200],
+        "raw": raw,
+        "error": str(output.error)[:100],
+        "usage": usage,
+        "adapter_version": adapter_version,
+        "policy_version": policy_version,
+        "input_context_hash": input_context_hash,
+    }
+    if cut:
+        seen = limits.measure(output.raw)
+        content["raw_bounded"] = {
+            "note": "the raw output exceeded the stored bounds; deeper or further parts "
+            f"are replaced by {limits.MARKER!r} markers",
+            "depth_at_least": seen.depth,
+            "values_at_least": seen.nodes,
+        }
+    return content
+
+
+def read_output(vocabulary: Any, output: PolicyOutput, kinds: Mapping[str, str]) -> Reading:
+    """The one proposal (and commentary) of ``output``; never raises."""
+    if output.error:
+        return Reading(parsing.provider_error(output.error, "the provider call failed"))
+    try:
+        reading = vocabulary.read(output.raw, kinds)
+    except Exception as exc:
+        return Reading(parsing.invalid(Reject.ADAPTER_ERROR, type(exc).__name__))
+    if not isinstance(reading, Reading):
+        return Reading(parsing.invalid(Reject.ADAPTER_ERROR, "the adapter returned no reading"))
+    return reading
+
+
+def commentary_evidence(reading: Reading, output: PolicyOutput, raw_id: str) -> dict[str, Any]:
+    """The commentary evidence of a decision: the model's text that is not the proposal."""
+    return {
+        "note": COMMENTARY_NOTE,
+        "text": secrets.redact(reading.commentary),
+        "provider": str(output.provider)[:100],
+        "raw_output": raw_id,
+        "proposal_kind": reading.proposal.kind,
+    }

@@ -1,0 +1,276 @@
+"""Adapter for OpenAI Responses API output (a ``response`` whose ``output`` is a list of
+items) into exactly one local proposal, or a typed rejection naming every reason.
+
+Items: ``function_call`` (name, ``arguments`` JSON text, ``call_id``) is a tool call;
+``message`` carries ``output_text`` and ``refusal`` parts; ``reasoning`` is declared
+reasoning (its summary is commentary evidence, never read). In the order checked:
+
+- limits (depth, values, bytes) before anything else is read -> ``output_limit_exceeded``
+- an ``error`` (an HTTP error body, or ``status: failed``) -> ``provider_error:<class>``
+- ``status: incomplete``: ``incomplete_details.reason`` ``content_filter`` ->
+  ``model_refusal``, any other (``max_output_tokens``...) -> ``truncated_output``; a
+  response still ``queued`` / ``in_progress`` (background mode) or ``cancelled`` ->
+  ``truncated_output``
+- hosted tools that ran at the provider (``web_search_call``, ``file_search_call``,
+  ``code_interpreter_call``, ``mcp_call``, ``image_generation_call``, ``program``...), or a
+  ``function_call`` whose ``caller`` is a provider-run program -> ``provider_executed_tool``
+- a ``refusal`` part -> ``model_refusal`` (its text is the ``explanation``)
+- calls the client would run that are not functions (``custom_tool_call``,
+  ``computer_call``, ``local_shell_call``...) -> ``malformed_tool_call``
+- then text and calls go through ``parsing.decide``. A ``function_call`` item means the
+  turn stopped for tool use, so a ``message`` before one call is a preamble (commentary)
+  unless the model labelled it ``phase: final_answer``, which is ``mixed_output``.
+  ``phase: commentary`` messages are commentary in any turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from runs.domain.proposals import Proposal
+from runs.policies import limits, parsing, provider_errors
+from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
+
+VERSION = "openai-responses-adapter@1.0.0"
+PROVIDER = "openai-responses"
+
+HOSTED_TOOL_ITEMS = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "tool_search_call",
+        "tool_search_output",
+        "program",
+        "program_output",
+    }
+)
+CLIENT_NON_FUNCTION_CALLS = frozenset(
+    {"custom_tool_call", "computer_call", "local_shell_call", "shell_call", "apply_patch_call"}
+)
+IGNORED_ITEMS = frozenset({"reasoning", "compaction"})
+NOT_DONE = frozenset({"queued", "in_progress", "cancelled"})
+
+
+def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
+    """Return what ``raw`` (one Responses API output) proposes; never raises."""
+    limit = limits.check(raw)
+    if limit is not None:
+        return Reading(parsing.rejected(limit))
+    if not isinstance(raw, Mapping):
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a JSON object"))
+    status = raw.get("status")
+    status = status_text = status if isinstance(status, str) else ""
+    if raw.get("error"):
+        error = raw["error"]
+        detail = str(error.get("message", ""))[:300] if isinstance(error, Mapping) else ""
+        return Reading(parsing.provider_error(provider_errors.from_body(error), detail))
+    if raw.get("object", "response") != "response" or not isinstance(raw.get("output"), list):
+        return Reading(
+            parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a Responses API response")
+        )
+    items = raw["output"]
+    reasoning = _reasoning(items)
+    if status == "failed":
+        return Reading(parsing.provider_error(provider_errors.UNCLASSIFIED, "status failed"))
+    if status == "incomplete":
+        details = raw.get("incomplete_details")
+        why = details.get("reason") if isinstance(details, Mapping) else None
+        why_text = why if isinstance(why, str) else ""
+        if why == "content_filter":
+            r = parsing.reason(
+                Reject.REFUSAL,
+                "the provider filtered the content",
+                category="content_filter",
+                provider_stop=f"incomplete:{why_text}",
+            )
+        else:
+            r = parsing.reason(
+                Reject.TRUNCATED,
+                f"the response is incomplete ({why_text or 'no reason given'})",
+                provider_stop=f"incomplete:{why_text}",
+            )
+        return Reading(parsing.rejected(r), reasoning)
+    if status in NOT_DONE:
+        r = parsing.reason(
+            Reject.TRUNCATED,
+            f"the response is not done (status {status})",
+            provider_stop=status_text,
+        )
+        return Reading(parsing.rejected(r), reasoning)
+    kinds_seen = [_kind(i) for i in items]
+    executed = sorted({k for k in kinds_seen if isinstance(k, str) and k in HOSTED_TOOL_ITEMS})
+    executed += sorted(
+        {
+            f"function_call called by {_caller(i)}"
+            for i, k in zip(items, kinds_seen, strict=True)
+            if k == "function_call" and _caller(i) not in ("", "direct")
+        }
+    )
+    if executed:
+        r = parsing.reason(Reject.PROVIDER_EXECUTED_TOOL, ", ".join(executed))
+        return Reading(parsing.rejected(r), reasoning)
+    answer: list[str] = []
+    commentary: list[str] = [reasoning] if reasoning else []
+    calls: list[ToolCall] = []
+    problems = []
+    final_answer = False
+    for index, (item, kind) in enumerate(zip(items, kinds_seen, strict=True)):
+        if kind in IGNORED_ITEMS:
+            continue
+        if kind == "function_call":
+            calls.append(_call(item))
+        elif kind == "message":
+            text, problem = _message_text(item)
+            if problem is not None:
+                if problem.code == Reject.REFUSAL:
+                    return Reading(parsing.rejected(problem), "\n\n".join(commentary))
+                problems.append(problem)
+                continue
+            phase = item.get("phase") if isinstance(item.get("phase"), str) else None
+            if phase == "commentary":
+                commentary.append(text)
+            else:
+                final_answer = final_answer or phase == "final_answer"
+                answer.append(text)
+        elif kind in CLIENT_NON_FUNCTION_CALLS:
+            calls.append(
+                ToolCall(
+                    item.get("name") if isinstance(item.get("name"), str) else None,
+                    problem=Reject.MALFORMED_TOOL_CALL,
+                    detail=f"unsupported call type {kind!r}",
+                )
+            )
+        else:
+            problems.append(
+                parsing.reason(Reject.UNKNOWN_SHAPE, f"output item {index}: {kind!r}"[:100])
+            )
+    # A function_call item means the turn stopped for tool use, unless the model itself
+    # labelled its text the final answer.
+    stop = Stop.TOOL_USE if calls and not final_answer else Stop.ANSWER
+    turn = Turn(
+        text="".join(answer),
+        calls=calls,
+        stop=stop,
+        commentary="\n\n".join(c for c in commentary if c.strip()),
+        problems=problems,
+        provider_stop=status_text,
+    )
+    return parsing.decide(turn, kinds)
+
+
+read = parsing.guarded(_read)
+
+
+def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
+    """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
+    return read(raw, kinds).proposal
+
+
+def _kind(item: Any) -> str | None:
+    kind = item.get("type") if isinstance(item, Mapping) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _caller(item: Mapping[str, Any]) -> str:
+    caller = item.get("caller")
+    if caller is None:
+        return ""
+    if isinstance(caller, Mapping) and isinstance(caller.get("type"), str):
+        return caller["type"][:60]
+    return "an unknown caller"
+
+
+def _reasoning(items: Sequence[Any]) -> str:
+    """The reasoning summaries (declared reasoning, kept as commentary, never parsed)."""
+    texts = []
+    for item in items:
+        if not (isinstance(item, Mapping) and item.get("type") == "reasoning"):
+            continue
+        for part in item.get("summary") or []:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                texts.append(part["text"].strip())
+    return "\n\n".join(t for t in texts if t)
+
+
+def _message_text(item: Mapping[str, Any]) -> tuple[str, Any]:
+    """Return (the text of a message item, a RejectionReason or None)."""
+    if item.get("role", "assistant") != "assistant":
+        return "", parsing.reason(Reject.UNKNOWN_SHAPE, "message is not from the assistant")
+    content = item.get("content")
+    if not isinstance(content, list):
+        return "", parsing.reason(Reject.UNKNOWN_SHAPE, "message content is not a list")
+    texts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "refusal":
+            refusal = part.get("refusal")
+            refusal = refusal if isinstance(refusal, str) else ""
+            return "", parsing.reason(Reject.REFUSAL, refusal, explanation=refusal[:1000])
+        if kind != "output_text" or not isinstance(part.get("text"), str):
+            return "", parsing.reason(Reject.UNKNOWN_SHAPE, f"message part {kind!r}"[:100])
+        texts.append(part["text"])
+    return "".join(texts), None
+
+
+def _call(item: Mapping[str, Any]) -> ToolCall:
+    name = item.get("name")
+    namespace = item.get("namespace")
+    if isinstance(name, str) and isinstance(namespace, str) and namespace:
+        # A namespaced tool is not one FieldOps offered: keep the qualified name, so it is
+        # an unknown tool for validation, never a match by its short name.
+        name = f"{namespace}.{name}"
+    return parsing.call(name, item.get("arguments"))
+
+
+# -- rendering (the policy double speaks this vocabulary) ------------------------------------
+def render_message(
+    text: str,
+    calls: Sequence[tuple[str, Mapping[str, Any], str]],
+    stop: Stop = Stop.UNKNOWN,
+) -> dict[str, Any]:
+    """Render one ``response`` with a message item and ``function_call`` items.
+
+    With calls, the message is ``phase: final_answer`` when ``stop`` is an answer (the
+    shape adapters must reject as mixed output) and ``commentary`` otherwise.
+    """
+    output: list[dict[str, Any]] = []
+    first = calls[0][2] if calls else "text"
+    if text:
+        phase = "final_answer" if (not calls or stop is Stop.ANSWER) else "commentary"
+        output.append(
+            {
+                "id": f"msg_{first}",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "phase": phase,
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+    for name, args, call_id in calls:
+        output.append(
+            {
+                "id": f"fc_{call_id}",
+                "type": "function_call",
+                "call_id": call_id,
+                "name": name,
+                "arguments": json.dumps(dict(args), sort_keys=True),
+                "status": "completed",
+            }
+        )
+    return {"id": f"resp_{first}", "object": "response", "status": "completed", "output": output}
+
+
+def render_call(name: str, args: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+    return render_message("", [(name, args, call_id)])
+
+
+def render_text(text: str) -> dict[str, Any]:
+    return render_message(text, [])
