@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0004_event_incident_reason_index"),
+        ("runs", "0005_attempt_answer"),
     ]
 
     operations = [
