@@ -210,3 +210,14 @@ LOGGING = {
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }
+
+# Live tool discovery (issue 17). stdio servers run on this host: only these commands may be
+# registered (names are looked up beside the Python executable, then on PATH).
+FIELDOPS_MCP_STDIO_COMMANDS = [
+    c.strip()
+    for c in env("FIELDOPS_MCP_STDIO_COMMANDS", "mcp-server-time,mcp-server-git").split(",")
+    if c.strip()
+]
+FIELDOPS_DISCOVERY_TIMEOUT_SECONDS = float(env("FIELDOPS_DISCOVERY_TIMEOUT_SECONDS", "30"))
+# Scheduled re-discovery of every registered server (Celery beat).
+FIELDOPS_REDISCOVER_INTERVAL_SECONDS = float(env("FIELDOPS_REDISCOVER_INTERVAL_SECONDS", "3600"))
