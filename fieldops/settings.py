@@ -95,6 +95,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Before any view hook reads the body: the import page's own over-limit refusal.
+    "catalog.middleware.ImportBodyLimitMiddleware",
 ]
 
 ROOT_URLCONF = "fieldops.urls"

@@ -308,21 +308,21 @@ def parse_tool(raw: Any, index: int) -> DiscoveredTool | RefusedTool:
     if not isinstance(raw, Mapping):
         return RefusedTool(index, "", ("a tool must be a JSON object",))
     name = raw.get("name")
-    shown = name[:64] if isinstance(name, str) and "\x00" not in name else ""
+    shown = name if isinstance(name, str) and NAME.match(name) else ""
     problems = _unclean(raw, "")
     if problems:
-        return RefusedTool(index, "", tuple(p.lstrip(".") or "value" for p in problems))
+        return RefusedTool(index, shown, tuple(p.lstrip(".") or "value" for p in problems))
     if not isinstance(name, str) or not NAME.match(name):
         return RefusedTool(index, "", (f"name must match {NAME.pattern} (got {str(name)[:40]!r})",))
-    size = _size(raw)
-    if size > MAX_TOOL_BYTES:
-        return RefusedTool(
-            index, shown, (f"the definition is {size} bytes (limit {MAX_TOOL_BYTES})",)
-        )
     depth = value_depth(raw)
     if depth > MAX_DEPTH - 2:
         return RefusedTool(
             index, shown, (f"the definition nests {depth} levels (limit {MAX_DEPTH - 2})",)
+        )
+    size = _size(raw)
+    if size > MAX_TOOL_BYTES:
+        return RefusedTool(
+            index, shown, (f"the definition is {size} bytes (limit {MAX_TOOL_BYTES})",)
         )
     for key, limit in (("description", MAX_DESCRIPTION), ("title", MAX_TITLE)):
         problem = _text_field(raw, key, limit)
