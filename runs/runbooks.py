@@ -232,9 +232,6 @@ RUNBOOKS: tuple[Runbook, ...] = (
         ),
         ("ledger_outage", "ambiguous_effect"),
     ),
-)
-
-RUNBOOKS += (
     Runbook(
         "tool-definition-drift",
         "Tool definition changed under an admitted mapping",
