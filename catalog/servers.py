@@ -12,8 +12,9 @@ Registration rules:
   the web process run an arbitrary program); arguments are split like a shell would,
   but no shell runs them;
 - an HTTP server is a plain ``http(s)`` URL without user info; its credential is a
-  *reference* (``env:NAME``), resolved from this process's environment at connect time and
-  never stored, shown or logged.
+  *reference* (``env:FIELDOPS_MCP_TOKEN_<NAME>``: only variables with that prefix, so no
+  other secret of the process can be sent), resolved at connect time and never stored,
+  shown or logged.
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ from catalog.services import candidates_record, reviewer_ref
 from fieldops.secrets import redact
 
 SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-CREDENTIAL_REF = re.compile(r"^env:[A-Z_][A-Z0-9_]{0,63}$")
+# Only variables made for this purpose can be referenced: a reference to DATABASE_URL or
+# SECRET_KEY would send that secret as a bearer token to a URL an admin typed.
+CREDENTIAL_PREFIX = "FIELDOPS_MCP_TOKEN_"
+CREDENTIAL_REF = re.compile(r"^env:FIELDOPS_MCP_TOKEN_[A-Z0-9_]{1,48}$")
 MAX_ARGS = 40
 MAX_ARG = 500
 TRIGGERS = ("manual", "schedule", "command")
@@ -88,7 +92,7 @@ def _clean_url(url: str) -> str:
         raise Refusal(
             "credential_in_url",
             "the URL carries user info: put the credential in the environment and give "
-            "its reference (env:NAME) instead; credentials are never stored",
+            "its reference (env:FIELDOPS_MCP_TOKEN_...) instead; credentials are never stored",
         )
     if len(url) > 500:
         raise Refusal("bad_url", "the URL is longer than 500 characters")
@@ -100,8 +104,9 @@ def _clean_credential_ref(ref: str) -> str:
     if ref and not CREDENTIAL_REF.match(ref):
         raise Refusal(
             "credential_ref_invalid",
-            "give a credential reference such as env:GITHUB_TOKEN (the name of an "
-            "environment variable of the server process), never the credential itself",
+            f"give a credential reference such as env:{CREDENTIAL_PREFIX}GITHUB (an "
+            f"environment variable of this process whose name starts with {CREDENTIAL_PREFIX}), "
+            "never the credential itself",
         )
     return ref
 
@@ -154,7 +159,7 @@ def _executable(command: str) -> str:
 
 def limits_from_settings() -> mcp_client.Limits:
     return mcp_client.Limits(
-        timeout_seconds=float(getattr(settings, "FIELDOPS_DISCOVERY_TIMEOUT_SECONDS", 30.0))
+        timeout_seconds=float(getattr(settings, "FIELDOPS_DISCOVERY_TIMEOUT_SECONDS", 20.0))
     )
 
 

@@ -249,10 +249,16 @@ def candidates_record(
     now = timezone.now()
     with transaction.atomic():
         current: dict[str, list[ToolSighting]] = {}
-        for sighting in ToolSighting.objects.select_for_update().filter(
-            server_label=server_label, gone_at=None
-        ):
-            current.setdefault(sighting.version.capability_id, []).append(sighting)
+        live = list(
+            ToolSighting.objects.select_for_update().filter(server_label=server_label, gone_at=None)
+        )
+        names = dict(
+            CapabilityVersion.objects.filter(pk__in=[s.version_id for s in live]).values_list(
+                "pk", "capability_id"
+            )
+        )
+        for sighting in live:
+            current.setdefault(names[sighting.version_id], []).append(sighting)
         for tool in listing.tools:
             row = _candidate_row(tool, server_label, user, source, identity, run, result)
             sighting, made = ToolSighting.objects.get_or_create(

@@ -220,6 +220,7 @@ FIELDOPS_MCP_STDIO_COMMANDS = [
     for c in env("FIELDOPS_MCP_STDIO_COMMANDS", "mcp-server-time,mcp-server-git").split(",")
     if c.strip()
 ]
-FIELDOPS_DISCOVERY_TIMEOUT_SECONDS = float(env("FIELDOPS_DISCOVERY_TIMEOUT_SECONDS", "30"))
+# Below gunicorn's 30 s worker timeout: "Discover now" runs inside the web request.
+FIELDOPS_DISCOVERY_TIMEOUT_SECONDS = float(env("FIELDOPS_DISCOVERY_TIMEOUT_SECONDS", "20"))
 # Scheduled re-discovery of every registered server (Celery beat).
 FIELDOPS_REDISCOVER_INTERVAL_SECONDS = float(env("FIELDOPS_REDISCOVER_INTERVAL_SECONDS", "3600"))

@@ -265,16 +265,16 @@ def test_a_streamable_http_server_with_a_credential_reference(
         name="parts-http",
         transport="http",
         url=url,
-        credential_ref="env:FIELDOPS_TEST_MCP_TOKEN",
+        credential_ref="env:FIELDOPS_MCP_TOKEN_TEST",
     )
     before = stored()
     missing = discover(server)
     assert missing.code == "credential_missing" and stored() == before
-    monkeypatch.setenv("FIELDOPS_TEST_MCP_TOKEN", "wrong-" + token)
+    monkeypatch.setenv("FIELDOPS_MCP_TOKEN_TEST", "wrong-" + token)
     refused = discover(server)
     assert not refused.ok and refused.code in ("http_error", "server_error", "connection_closed")
     assert stored() == before
-    monkeypatch.setenv("FIELDOPS_TEST_MCP_TOKEN", token)
+    monkeypatch.setenv("FIELDOPS_MCP_TOKEN_TEST", token)
     run = discover(server)
     assert run.ok, run.message
     assert run.identity["transport"] == "http" and run.identity["target"] == url
@@ -376,6 +376,15 @@ def test_a_command_that_cannot_start(catalog_admin, settings):
         ({"name": "u", "transport": "http", "url": "https://me:pw@x/mcp"}, "credential_in_url"),
         (
             {"name": "u", "transport": "http", "url": "https://x/mcp", "credential_ref": "ghp_1"},
+            "credential_ref_invalid",
+        ),
+        (
+            {
+                "name": "u",
+                "transport": "http",
+                "url": "https://x/mcp",
+                "credential_ref": "env:SECRET_KEY",
+            },
             "credential_ref_invalid",
         ),
         (
