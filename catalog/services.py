@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from catalog.capabilities.controls import CONTROL_CONTRACTS
@@ -131,6 +131,29 @@ def _reason(reason: str) -> str:
     return reason[:MAX_REASON]
 
 
+def _decision_row(
+    row: CapabilityVersion,
+    *,
+    action: str,
+    from_state: str,
+    to_state: str,
+    user: Any,
+    reason: str,
+    details: Mapping[str, Any] | None = None,
+) -> LifecycleDecision:
+    """An unsaved decision (for bulk inserts); ``_decision`` saves one at once."""
+    return LifecycleDecision(
+        version=row,
+        action=action,
+        from_state=from_state,
+        to_state=to_state,
+        reviewer=user,
+        reviewer_ref=reviewer_ref(user),
+        reason=reason,
+        details=dict(details or {}),
+    )
+
+
 def _decision(
     row: CapabilityVersion,
     *,
@@ -243,154 +266,219 @@ def candidates_record(
     every page): only then does a tool this server served before and no longer lists count
     as gone. Drift (changed, gone, refused) is recorded as ToolDrift and pauses the
     admitted mapping of the earlier definition; discovery never admits anything.
+
+    New candidates, their decisions and sightings are written in bulk (a few statements
+    for hundreds of tools). Another import storing the same new definition at the same
+    moment makes the insert fail; the whole recording is then retried once, and finds it.
     """
-    identity = dict(identity or {})
+    for attempt in (1, 2):
+        try:
+            with transaction.atomic():
+                return _record(
+                    listing=listing,
+                    server_label=server_label,
+                    user=user,
+                    source=source,
+                    tool_server=tool_server,
+                    identity=dict(identity or {}),
+                    run=run,
+                    complete=complete,
+                )
+        except IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _record(
+    *,
+    listing: discovery.ToolListing,
+    server_label: str,
+    user: Any,
+    source: str,
+    tool_server: ToolServer | None,
+    identity: dict[str, Any],
+    run: Discovery | None,
+    complete: bool,
+) -> ImportResult:
     result = ImportResult(refused=list(listing.refused), warnings=list(listing.warnings))
     now = timezone.now()
-    with transaction.atomic():
-        current: dict[str, list[ToolSighting]] = {}
-        live = list(
-            ToolSighting.objects.select_for_update().filter(server_label=server_label, gone_at=None)
+    current: dict[str, list[ToolSighting]] = {}
+    live = list(
+        ToolSighting.objects.select_for_update().filter(server_label=server_label, gone_at=None)
+    )
+    names = dict(
+        CapabilityVersion.objects.filter(pk__in=[s.version_id for s in live]).values_list(
+            "pk", "capability_id"
         )
-        names = dict(
-            CapabilityVersion.objects.filter(pk__in=[s.version_id for s in live]).values_list(
-                "pk", "capability_id"
-            )
+    )
+    for sighting in live:
+        current.setdefault(names[sighting.version_id], []).append(sighting)
+
+    known = _stored_candidates(listing)
+    fresh = [t for t in listing.tools if (t.name, t.version) not in known]
+    for row in _create_candidates(fresh, server_label, user, source, identity, run):
+        known[(row.capability_id, row.version)] = row
+        result.created.append(row)
+    created = {row.pk for row in result.created}
+    here = {
+        s.version_id: s
+        for s in ToolSighting.objects.select_for_update().filter(
+            server_label=server_label, version_id__in=[r.pk for r in known.values()]
         )
-        for sighting in live:
-            current.setdefault(names[sighting.version_id], []).append(sighting)
-        for tool in listing.tools:
-            row = _candidate_row(tool, server_label, user, source, identity, run, result)
-            sighting, made = ToolSighting.objects.get_or_create(
-                version=row,
-                server_label=server_label,
-                defaults={
-                    "tool_server": tool_server,
-                    "identity": identity,
-                    "last_seen": now,
-                    "discovery": run,
-                },
+    }
+    seen_again: list[int] = []
+    new_sightings: list[ToolSighting] = []
+    decisions: list[LifecycleDecision] = []
+    for tool in listing.tools:
+        row = known[(tool.name, tool.version)]
+        sighting = here.get(row.pk)
+        if sighting is not None:
+            seen_again.append(sighting.pk)
+            (result.also_seen if sighting.gone_at is not None else result.unchanged).append(row)
+        else:
+            new_sightings.append(
+                ToolSighting(
+                    version=row,
+                    server_label=server_label,
+                    tool_server=tool_server,
+                    identity=identity,
+                    last_seen=now,
+                    discovery=run,
+                )
             )
-            if not made:
-                was_gone = sighting.gone_at is not None
-                sighting.last_seen, sighting.gone_at = now, None
-                sighting.identity, sighting.discovery = identity or sighting.identity, run
-                sighting.tool_server = tool_server or sighting.tool_server
-                sighting.save()
-                if was_gone and row not in result.created:
-                    result.also_seen.append(row)
-                elif row not in result.created:
-                    result.unchanged.append(row)
-            elif row not in result.created:
+            if row.pk not in created:
                 result.also_seen.append(row)
-                _decision(
-                    row,
-                    action="sighting",
-                    from_state=row.lifecycle,
-                    to_state=row.lifecycle,
-                    user=user,
-                    reason=f"The same definition is also served by {server_label}.",
-                    details={"server": server_label, **_identity_summary(identity)},
+                decisions.append(
+                    _decision_row(
+                        row,
+                        action="sighting",
+                        from_state=row.lifecycle,
+                        to_state=row.lifecycle,
+                        user=user,
+                        reason=f"The same definition is also served by {server_label}.",
+                        details={"server": server_label, **_identity_summary(identity)},
+                    )
                 )
-            for old in current.get(tool.name, []):
-                if old.version_id == row.pk:
-                    continue
-                old.gone_at = now
-                old.save(update_fields=["gone_at"])
-                result.changed.append((old.version, row))
-                _drift(
-                    result,
-                    kind=DriftKind.CHANGED,
-                    before=old.version,
-                    after=row,
-                    server_label=server_label,
-                    tool_server=tool_server,
-                    run=run,
-                    user=user,
-                    reason=f"The server changed the definition (new candidate {row.ref}): this "
-                    "mapping is paused until the new definition is reviewed on its own.",
-                    details={"superseded_by": row.ref},
-                )
-        refused_names = listing.refused_names
-        for name, sightings in current.items():
-            if name in listing.names:
+        for old in current.get(tool.name, []):
+            if old.version_id == row.pk:
                 continue
-            if name in refused_names:
-                reasons = list(next(r.reasons for r in listing.refused if r.name == name))
-                kind, details = DriftKind.REFUSED, {"refused_on": server_label, "reasons": reasons}
-                why = "The server now serves a definition the catalog refuses"
-            elif complete:
-                kind, details = DriftKind.GONE, {"gone_from": server_label}
-                why = "The server no longer lists this tool"
-            else:
-                continue
-            for old in sightings:
-                old.gone_at = now
-                old.save(update_fields=["gone_at"])
-                result.gone.append(old.version)
-                _drift(
-                    result,
-                    kind=kind,
-                    before=old.version,
-                    after=None,
-                    server_label=server_label,
-                    tool_server=tool_server,
-                    run=run,
-                    user=user,
-                    reason=f"{why} ({server_label}): this mapping is paused until it is "
-                    "reviewed again.",
-                    details=details,
-                )
+            old.gone_at = now
+            old.save(update_fields=["gone_at"])
+            result.changed.append((old.version, row))
+            _drift(
+                result,
+                kind=DriftKind.CHANGED,
+                before=old.version,
+                after=row,
+                server_label=server_label,
+                tool_server=tool_server,
+                run=run,
+                user=user,
+                reason=f"The server changed the definition (new candidate {row.ref}): this "
+                "mapping is paused until the new definition is reviewed on its own.",
+                details={"superseded_by": row.ref},
+            )
+    ToolSighting.objects.bulk_create(new_sightings)
+    LifecycleDecision.objects.bulk_create(decisions)
+    updates: dict[str, Any] = {"last_seen": now, "gone_at": None, "discovery": run}
+    if identity:
+        updates["identity"] = identity
+    if tool_server is not None:
+        updates["tool_server"] = tool_server
+    ToolSighting.objects.filter(pk__in=seen_again).update(**updates)
+
+    refused_names = listing.refused_names
+    for name, sightings in current.items():
+        if name in listing.names:
+            continue
+        if name in refused_names:
+            reasons = list(next(r.reasons for r in listing.refused if r.name == name))
+            kind, details = DriftKind.REFUSED, {"refused_on": server_label, "reasons": reasons}
+            why = "The server now serves a definition the catalog refuses"
+        elif complete:
+            kind, details = DriftKind.GONE, {"gone_from": server_label}
+            why = "The server no longer lists this tool"
+        else:
+            continue
+        for old in sightings:
+            old.gone_at = now
+            old.save(update_fields=["gone_at"])
+            result.gone.append(old.version)
+            _drift(
+                result,
+                kind=kind,
+                before=old.version,
+                after=None,
+                server_label=server_label,
+                tool_server=tool_server,
+                run=run,
+                user=user,
+                reason=f"{why} ({server_label}): this mapping is paused until it is "
+                "reviewed again.",
+                details=details,
+            )
     return result
 
 
-def _candidate_row(
-    tool: discovery.DiscoveredTool,
+def _stored_candidates(
+    listing: discovery.ToolListing,
+) -> dict[tuple[str, str], CapabilityVersion]:
+    """The listing's definitions already stored, by (name, version): one query."""
+    rows = CapabilityVersion.objects.filter(
+        capability_id__in=[t.name for t in listing.tools],
+        version__in=[t.version for t in listing.tools],
+    )
+    return {(r.capability_id, r.version): r for r in rows}
+
+
+def _create_candidates(
+    tools: list[discovery.DiscoveredTool],
     server_label: str,
     user: Any,
     source: str,
     identity: Mapping[str, Any],
     run: Discovery | None,
-    result: ImportResult,
-) -> CapabilityVersion:
-    """The stored candidate of ``tool``: the existing one, or a new DISCOVERED row."""
-    existing = CapabilityVersion.objects.filter(
-        capability_id=tool.name, version=tool.version
-    ).first()
-    if existing is not None:
-        return existing
-    earlier = list(
-        CapabilityVersion.objects.filter(
-            capability_id=tool.name, source=Source.DISCOVERED
-        ).values_list("version", flat=True)
-    )
-    notes: dict[str, Any] = {**tool.notes(), "source": source[:200]}
-    if identity:
-        notes["identity"] = _identity_summary(identity)
-    rejected = REJECTED.get(tool.name)
-    if rejected is not None:
-        notes["previously_rejected"] = rejected.reason
-    if earlier:
-        notes["earlier_definitions"] = [f"{tool.name}@{v}" for v in earlier]
-    if any(c.id == tool.name for c in LOCAL_CONTRACTS.values()):
-        notes["local_contract_exists"] = True
-    row, created = CapabilityVersion.objects.get_or_create(
-        capability_id=tool.name,
-        version=tool.version,
-        defaults={
-            "digest": tool.digest,
-            "contract": {},
-            "lifecycle": Lifecycle.DISCOVERED,
-            "source": Source.DISCOVERED,
-            "server": server_label,
-            "definition": dict(tool.definition),
-            "discovery": notes,
-            "imported_by": user,
-            "effect_gate_open": False,
-        },
-    )
-    if created:
-        _decision(
+) -> list[CapabilityVersion]:
+    """New DISCOVERED rows for ``tools`` and their import decisions (two inserts)."""
+    if not tools:
+        return []
+    earlier: dict[str, list[str]] = {}
+    for capability_id, version in CapabilityVersion.objects.filter(
+        capability_id__in=[t.name for t in tools], source=Source.DISCOVERED
+    ).values_list("capability_id", "version"):
+        earlier.setdefault(capability_id, []).append(version)
+    local_ids = {c.id for c in LOCAL_CONTRACTS.values()}
+    rows = []
+    for tool in tools:
+        notes: dict[str, Any] = {**tool.notes(), "source": source[:200]}
+        if identity:
+            notes["identity"] = _identity_summary(identity)
+        rejected = REJECTED.get(tool.name)
+        if rejected is not None:
+            notes["previously_rejected"] = rejected.reason
+        if earlier.get(tool.name):
+            notes["earlier_definitions"] = [f"{tool.name}@{v}" for v in earlier[tool.name]]
+        if tool.name in local_ids:
+            notes["local_contract_exists"] = True
+        rows.append(
+            CapabilityVersion(
+                capability_id=tool.name,
+                version=tool.version,
+                digest=tool.digest,
+                contract={},
+                lifecycle=Lifecycle.DISCOVERED,
+                source=Source.DISCOVERED,
+                server=server_label,
+                definition=dict(tool.definition),
+                discovery=notes,
+                imported_by=user,
+                effect_gate_open=False,
+            )
+        )
+    rows = CapabilityVersion.objects.bulk_create(rows)
+    LifecycleDecision.objects.bulk_create(
+        _decision_row(
             row,
             action="import",
             from_state="",
@@ -399,14 +487,15 @@ def _candidate_row(
             reason=f"Imported from {server_label}: a candidate only; nothing is exposed.",
             details={
                 "server": server_label,
-                "digest": tool.digest,
-                "source": notes["source"],
+                "digest": row.digest,
+                "source": source[:200],
                 **({"discovery": run.pk} if run is not None else {}),
                 **_identity_summary(identity),
             },
         )
-        result.created.append(row)
-    return row
+        for row in rows
+    )
+    return rows
 
 
 def _drift(
