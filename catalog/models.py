@@ -31,7 +31,8 @@ class CapabilityVersion(models.Model):
     reviewed contract (``local_contract_ref``). Discovered definitions never reach a model.
     """
 
-    capability_id = models.CharField(max_length=64)
+    # MCP tool names run to 128 characters.
+    capability_id = models.CharField(max_length=128)
     version = models.CharField(max_length=32)
     digest = models.CharField(max_length=64)
     contract = models.JSONField()
@@ -106,3 +107,174 @@ class LifecycleDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.from_state}->{self.to_state}"
+
+
+# -- tool servers and live discovery ------------------------------------------------------
+class Transport(models.TextChoices):
+    STDIO = "stdio", "stdio (a local command)"
+    HTTP = "http", "Streamable HTTP"
+
+
+class ToolServer(models.Model):
+    """A registered MCP tool server the catalog discovers from.
+
+    ``credential_ref`` names where the HTTP credential lives (``env:NAME``); the credential
+    itself is read at connect time and never stored, logged or put in a decision.
+    """
+
+    name = models.SlugField(max_length=64, unique=True)
+    transport = models.CharField(max_length=8, choices=Transport.choices)
+    command = models.CharField(max_length=500, blank=True, default="")
+    args = models.JSONField(default=list, blank=True)
+    url = models.CharField(max_length=500, blank=True, default="")
+    credential_ref = models.CharField(max_length=80, blank=True, default="")
+    # Scheduled re-discovery (beat) visits this server.
+    scheduled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def target_label(self) -> str:
+        if self.transport == Transport.STDIO:
+            return " ".join([self.command, *[str(a) for a in self.args]])
+        return self.url
+
+
+class Outcome(models.TextChoices):
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+
+
+class Discovery(models.Model):
+    """One discovery attempt against a registered server, successful or not.
+
+    A failed attempt stores this record and nothing else: no candidate, no sighting.
+    ``summary`` lists what a successful one created, left unchanged, saw change, marked
+    gone and refused (with reasons).
+    """
+
+    server = models.ForeignKey(ToolServer, on_delete=models.CASCADE, related_name="discoveries")
+    trigger = models.CharField(max_length=16)  # manual | schedule | command
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    requested_ref = models.CharField(max_length=64)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=8, choices=Outcome.choices, default=Outcome.RUNNING)
+    code = models.CharField(max_length=32, blank=True, default="")
+    message = models.CharField(max_length=2000, blank=True, default="")
+    stderr = models.CharField(max_length=1000, blank=True, default="")
+    identity = models.JSONField(default=dict, blank=True)
+    pages = models.PositiveIntegerField(default=0)
+    tools_listed = models.PositiveIntegerField(default=0)
+    wire_bytes = models.PositiveBigIntegerField(default=0)
+    seconds = models.FloatField(default=0.0)
+    summary = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"discovery of {self.server_id} {self.outcome}"
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == Outcome.OK
+
+
+class ToolSighting(models.Model):
+    """A discovered definition as served by one server: the same definition on two
+    servers has two sightings. ``gone_at`` is set when that server stopped serving it
+    (removed, changed into another definition, or refused on re-discovery)."""
+
+    version = models.ForeignKey(
+        CapabilityVersion, on_delete=models.PROTECT, related_name="sightings"
+    )
+    server_label = models.CharField(max_length=200)
+    tool_server = models.ForeignKey(
+        ToolServer, null=True, blank=True, on_delete=models.SET_NULL, related_name="sightings"
+    )
+    identity = models.JSONField(default=dict, blank=True)
+    first_seen = models.DateTimeField(auto_now_add=True)
+    last_seen = models.DateTimeField()
+    gone_at = models.DateTimeField(null=True, blank=True)
+    discovery = models.ForeignKey(
+        Discovery, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version", "server_label"], name="tool_sighting_unique"
+            ),
+        ]
+        ordering = ["server_label", "-last_seen"]
+
+    def __str__(self) -> str:
+        return f"{self.version_id} on {self.server_label}"
+
+
+class DriftKind(models.TextChoices):
+    CHANGED = "changed", "definition changed"
+    GONE = "gone", "no longer listed"
+    REFUSED = "refused", "now refused"
+
+
+class ToolDrift(models.Model):
+    """A server changed, dropped or broke a tool it served before.
+
+    ``paused`` lists the admitted mappings this drift paused (deprecated). Open until a
+    catalog admin marks it reviewed (with a reason).
+    """
+
+    server_label = models.CharField(max_length=200)
+    tool_server = models.ForeignKey(
+        ToolServer, null=True, blank=True, on_delete=models.SET_NULL, related_name="drifts"
+    )
+    capability_id = models.CharField(max_length=128)
+    kind = models.CharField(max_length=8, choices=DriftKind.choices)
+    before = models.ForeignKey(
+        CapabilityVersion, on_delete=models.PROTECT, related_name="drifts_from"
+    )
+    after = models.ForeignKey(
+        CapabilityVersion,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="drifts_to",
+    )
+    discovery = models.ForeignKey(
+        Discovery, null=True, blank=True, on_delete=models.SET_NULL, related_name="drifts"
+    )
+    paused = models.JSONField(default=list, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    detected_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    resolution = models.CharField(max_length=1000, blank=True, default="")
+
+    class Meta:
+        ordering = ["-detected_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.capability_id} on {self.server_label}"
+
+    @property
+    def open(self) -> bool:
+        return self.resolved_at is None
+
+    @property
+    def under_admitted_mapping(self) -> bool:
+        return bool(self.paused)

@@ -129,6 +129,19 @@ def candidate_view(row: CapabilityVersion) -> dict[str, Any]:
         "default_local": (same_name[-1].ref if same_name else ""),
         "hint_checks": [hint_check(row, c) for c in same_name],
         "local_url": _contract_url(row.local_contract_ref),
+        "sightings": sightings_of(row),
+        "unknown_fields": {
+            k: pretty(definition[k]) for k in notes.get("unknown_fields", []) if k in definition
+        },
+        "unknown_annotations": {
+            k: pretty(definition.get("annotations", {}).get(k))
+            for k in notes.get("unknown_annotations", [])
+        },
+        "execution": pretty(definition["execution"]) if "execution" in definition else "",
+        "icons": [icon for icon in definition.get("icons", []) or [] if isinstance(icon, Mapping)],
+        "title": definition.get("title", ""),
+        "drifts": list(row.drifts_from.select_related("after").all()[:20])
+        + list(row.drifts_to.select_related("before").all()[:20]),
     }
 
 
@@ -371,3 +384,104 @@ def routing_report(k: int) -> dict[str, Any]:
         "comparison": comparison,
         "category_counts": sorted(Counter(c.category.value for c in cases).items()),
     }
+
+
+# -- tool servers, discoveries and drift ------------------------------------------------
+def tool_servers() -> list[Any]:
+    """Registered servers, each with its latest discovery (``latest``) and open drift count."""
+    from django.db.models import Count, Q
+
+    from catalog.models import Discovery, ToolServer
+
+    servers = list(
+        ToolServer.objects.annotate(
+            open_drift=Count("drifts", filter=Q(drifts__resolved_at__isnull=True))
+        )
+    )
+    latest: dict[int, Discovery] = {}
+    for run in Discovery.objects.filter(server__in=servers).order_by("server_id", "-id"):
+        latest.setdefault(run.server_id, run)
+    for server in servers:
+        server.latest = latest.get(server.pk)
+    return servers
+
+
+def open_drifts(limit: int = 200) -> list[Any]:
+    """Unreviewed drift, the ones under an admitted mapping first (the runbook's data)."""
+    from catalog.models import ToolDrift
+
+    rows = list(
+        ToolDrift.objects.filter(resolved_at__isnull=True)
+        .select_related("before", "after", "tool_server", "discovery")
+        .order_by("-detected_at", "-id")[:limit]
+    )
+    rows.sort(key=lambda d: not d.paused)
+    return rows
+
+
+def server_view(server: Any) -> dict[str, Any]:
+    """The server page: identity, history, what it serves now and what it stopped serving."""
+    from catalog.models import ToolSighting
+
+    sightings = list(
+        ToolSighting.objects.filter(server_label=server.name)
+        .select_related("version")
+        .order_by("version__capability_id", "-last_seen")
+    )
+    discoveries = list(server.discoveries.select_related("requested_by")[:30])
+    latest_ok = next((d for d in discoveries if d.ok), None)
+    return {
+        "server": server,
+        "current": [s for s in sightings if s.gone_at is None],
+        "gone": [s for s in sightings if s.gone_at is not None],
+        "discoveries": discoveries,
+        "identity": latest_ok.identity if latest_ok else {},
+        "identity_json": pretty(latest_ok.identity) if latest_ok else "",
+        "drifts": list(
+            server.drifts.select_related("before", "after").order_by("-detected_at", "-id")[:50]
+        ),
+    }
+
+
+def discovery_view(run: Any) -> dict[str, Any]:
+    """One discovery's outcome with links: what is new, changed (with diffs), gone, refused."""
+    summary = dict(run.summary)
+    refs = {
+        ref
+        for key in ("created", "unchanged", "also_seen", "gone", "paused")
+        for ref in summary.get(key, [])
+    }
+    refs |= {ref for pair in summary.get("changed", []) for ref in pair}
+    rows = {r.ref: r for r in _versions_by_refs(refs)}
+    return {
+        "run": run,
+        "server": run.server,
+        "summary": summary,
+        "rows": rows,
+        "created": [rows[r] for r in summary.get("created", []) if r in rows],
+        "unchanged": [rows[r] for r in summary.get("unchanged", []) if r in rows],
+        "also_seen": [rows[r] for r in summary.get("also_seen", []) if r in rows],
+        "changed": [
+            (rows[a], rows[b]) for a, b in summary.get("changed", []) if a in rows and b in rows
+        ],
+        "gone": [rows[r] for r in summary.get("gone", []) if r in rows],
+        "paused": [rows[r] for r in summary.get("paused", []) if r in rows],
+        "refused": summary.get("refused", []),
+        "identity_json": pretty(run.identity) if run.identity else "",
+        "drifts": list(run.drifts.select_related("before", "after")),
+    }
+
+
+def _versions_by_refs(refs: set[str]) -> list[CapabilityVersion]:
+    from django.db.models import Q
+
+    query = Q(pk__in=[])
+    for ref in refs:
+        parsed = parse_ref(ref)
+        if parsed:
+            query |= Q(capability_id=parsed[0], version=parsed[1])
+    return list(CapabilityVersion.objects.filter(query)) if refs else []
+
+
+def sightings_of(row: CapabilityVersion) -> list[Any]:
+    return list(row.sightings.select_related("tool_server").order_by("gone_at", "server_label"))

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from catalog.capabilities.controls import CONTROL_CONTRACTS
 from catalog.capabilities.registry import ALL_CONTRACTS
@@ -23,7 +24,17 @@ from catalog.capabilities.reviewed import LOCAL_CONTRACTS, REVIEWED_VERSIONS, lo
 from catalog.domain import discovery, lifecycle
 from catalog.domain.diff import diff_contracts
 from catalog.domain.lifecycle import Refusal
-from catalog.models import CapabilityVersion, Lifecycle, LifecycleDecision, Source
+from catalog.models import (
+    CapabilityVersion,
+    Discovery,
+    DriftKind,
+    Lifecycle,
+    LifecycleDecision,
+    Source,
+    ToolDrift,
+    ToolServer,
+    ToolSighting,
+)
 
 SYSTEM_REVIEWER = "system:reviewed-source"
 TRUSTED_CONTROLS = frozenset(c.id for c in CONTROL_CONTRACTS)
@@ -120,6 +131,29 @@ def _reason(reason: str) -> str:
     return reason[:MAX_REASON]
 
 
+def _decision_row(
+    row: CapabilityVersion,
+    *,
+    action: str,
+    from_state: str,
+    to_state: str,
+    user: Any,
+    reason: str,
+    details: Mapping[str, Any] | None = None,
+) -> LifecycleDecision:
+    """An unsaved decision (for bulk inserts); ``_decision`` saves one at once."""
+    return LifecycleDecision(
+        version=row,
+        action=action,
+        from_state=from_state,
+        to_state=to_state,
+        reviewer=user,
+        reviewer_ref=reviewer_ref(user),
+        reason=reason,
+        details=dict(details or {}),
+    )
+
+
 def _decision(
     row: CapabilityVersion,
     *,
@@ -147,104 +181,393 @@ def _decision(
 # -- import ------------------------------------------------------------------------------
 @dataclass
 class ImportResult:
+    """What one import or discovery did, tool by tool.
+
+    ``created``: new candidates. ``unchanged``: the same definition, already served by this
+    server. ``also_seen``: a definition already stored (from another server, or served
+    again) now sighted here too. ``changed``: (earlier, new) pairs under one name.
+    ``gone``: definitions this server no longer lists (complete listings only).
+    ``refused``: tools refused alone, with reasons. ``paused``: admitted mappings paused.
+    """
+
     created: list[CapabilityVersion] = field(default_factory=list)
     unchanged: list[CapabilityVersion] = field(default_factory=list)
+    also_seen: list[CapabilityVersion] = field(default_factory=list)
+    changed: list[tuple[CapabilityVersion, CapabilityVersion]] = field(default_factory=list)
+    gone: list[CapabilityVersion] = field(default_factory=list)
+    refused: list[discovery.RefusedTool] = field(default_factory=list)
     paused: list[CapabilityVersion] = field(default_factory=list)
+    drifts: list[ToolDrift] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """The plain-data record of this result (kept on the Discovery row)."""
+        return {
+            "created": [r.ref for r in self.created],
+            "unchanged": [r.ref for r in self.unchanged],
+            "also_seen": [r.ref for r in self.also_seen],
+            "changed": [[a.ref, b.ref] for a, b in self.changed],
+            "gone": [r.ref for r in self.gone],
+            "refused": [r.as_dict() for r in self.refused],
+            "paused": [r.ref for r in self.paused],
+            "drifts": [d.pk for d in self.drifts],
+            "warnings": list(self.warnings),
+        }
 
 
-def candidate_import(*, text: str, server: str, user: Any, source: str = "") -> ImportResult:
-    """Store each tool of an untrusted tool list as a DISCOVERED candidate.
-
-    A definition already stored (same name, same digest) is left as it is; a changed
-    definition under a known name is a *new* candidate, never an upgrade. Raise
-    ``discovery.ImportRefused`` (nothing stored) on any invalid input.
-    """
+def clean_server_label(server: str) -> str:
     server = " ".join((server or "").split())
     if not discovery.valid_server(server):
         raise discovery.ImportRefused(
             ["name the server the list came from (letters, digits, . _ : / @ + -; 200 max)"]
         )
-    tools = discovery.parse_tool_list(text)
-    result = ImportResult()
-    with transaction.atomic():
-        for tool in tools:
-            existing = CapabilityVersion.objects.filter(
-                capability_id=tool.name, version=tool.version
-            ).first()
-            if existing is not None:
-                result.unchanged.append(existing)
-                continue
-            earlier = list(
-                CapabilityVersion.objects.filter(
-                    capability_id=tool.name, source=Source.DISCOVERED
-                ).values_list("version", flat=True)
+    return server
+
+
+def candidate_import(*, text: str, server: str, user: Any, source: str = "") -> ImportResult:
+    """Store each acceptable tool of an untrusted tool list as a DISCOVERED candidate.
+
+    A definition already stored is left as it is (and sighted on this server); a changed
+    definition under a known name is a *new* candidate, never an upgrade, and pauses the
+    earlier admitted mapping. Tools refused alone are reported in ``refused``. Raise
+    ``discovery.ImportRefused`` (nothing stored) when the list cannot be read or no tool
+    is acceptable. A pasted list is one page at most: nothing is marked gone.
+    """
+    server = clean_server_label(server)
+    listing = discovery.parse_tool_list(text)
+    return candidates_record(
+        listing=listing, server_label=server, user=user, source=(source or "pasted")[:200]
+    )
+
+
+def _identity_summary(identity: Mapping[str, Any]) -> dict[str, Any]:
+    info = identity.get("server_info") or {}
+    return {
+        "server_name": str(info.get("name", ""))[:200],
+        "server_version": str(info.get("version", ""))[:100],
+        "protocol_version": str(identity.get("protocol_version", ""))[:40],
+    }
+
+
+def candidates_record(
+    *,
+    listing: discovery.ToolListing,
+    server_label: str,
+    user: Any,
+    source: str,
+    tool_server: ToolServer | None = None,
+    identity: Mapping[str, Any] | None = None,
+    run: Discovery | None = None,
+    complete: bool = False,
+) -> ImportResult:
+    """Record a parsed listing of one server in one transaction (see ``ImportResult``).
+
+    ``complete`` says the listing is the server's whole tool list (a live discovery read
+    every page): only then does a tool this server served before and no longer lists count
+    as gone. Drift (changed, gone, refused) is recorded as ToolDrift and pauses the
+    admitted mapping of the earlier definition; discovery never admits anything.
+
+    New candidates, their decisions and sightings are written in bulk (a few statements
+    for hundreds of tools). Another import storing the same new definition at the same
+    moment makes the insert fail; the whole recording is then retried once, and finds it.
+    """
+    for attempt in (1, 2):
+        try:
+            with transaction.atomic():
+                return _record(
+                    listing=listing,
+                    server_label=server_label,
+                    user=user,
+                    source=source,
+                    tool_server=tool_server,
+                    identity=dict(identity or {}),
+                    run=run,
+                    complete=complete,
+                )
+        except IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _record(
+    *,
+    listing: discovery.ToolListing,
+    server_label: str,
+    user: Any,
+    source: str,
+    tool_server: ToolServer | None,
+    identity: dict[str, Any],
+    run: Discovery | None,
+    complete: bool,
+) -> ImportResult:
+    result = ImportResult(refused=list(listing.refused), warnings=list(listing.warnings))
+    now = timezone.now()
+    current: dict[str, list[ToolSighting]] = {}
+    live = list(
+        ToolSighting.objects.select_for_update().filter(server_label=server_label, gone_at=None)
+    )
+    names = dict(
+        CapabilityVersion.objects.filter(pk__in=[s.version_id for s in live]).values_list(
+            "pk", "capability_id"
+        )
+    )
+    for sighting in live:
+        current.setdefault(names[sighting.version_id], []).append(sighting)
+
+    known = _stored_candidates(listing)
+    fresh = [t for t in listing.tools if (t.name, t.version) not in known]
+    for row in _create_candidates(fresh, server_label, user, source, identity, run):
+        known[(row.capability_id, row.version)] = row
+        result.created.append(row)
+    created = {row.pk for row in result.created}
+    here = {
+        s.version_id: s
+        for s in ToolSighting.objects.select_for_update().filter(
+            server_label=server_label, version_id__in=[r.pk for r in known.values()]
+        )
+    }
+    seen_again: list[int] = []
+    new_sightings: list[ToolSighting] = []
+    decisions: list[LifecycleDecision] = []
+    for tool in listing.tools:
+        row = known[(tool.name, tool.version)]
+        sighting = here.get(row.pk)
+        if sighting is not None:
+            seen_again.append(sighting.pk)
+            (result.also_seen if sighting.gone_at is not None else result.unchanged).append(row)
+        else:
+            new_sightings.append(
+                ToolSighting(
+                    version=row,
+                    server_label=server_label,
+                    tool_server=tool_server,
+                    identity=identity,
+                    last_seen=now,
+                    discovery=run,
+                )
             )
-            notes: dict[str, Any] = {
-                "hints": dict(tool.hints),
-                "flags": list(tool.flags),
-                "source": (source or "pasted")[:200],
-            }
-            rejected = REJECTED.get(tool.name)
-            if rejected is not None:
-                notes["previously_rejected"] = rejected.reason
-            if earlier:
-                notes["earlier_definitions"] = [f"{tool.name}@{v}" for v in earlier]
-            if any(c.id == tool.name for c in LOCAL_CONTRACTS.values()):
-                notes["local_contract_exists"] = True
-            row = CapabilityVersion.objects.create(
+            if row.pk not in created:
+                result.also_seen.append(row)
+                decisions.append(
+                    _decision_row(
+                        row,
+                        action="sighting",
+                        from_state=row.lifecycle,
+                        to_state=row.lifecycle,
+                        user=user,
+                        reason=f"The same definition is also served by {server_label}.",
+                        details={"server": server_label, **_identity_summary(identity)},
+                    )
+                )
+        for old in current.get(tool.name, []):
+            if old.version_id == row.pk:
+                continue
+            old.gone_at = now
+            old.save(update_fields=["gone_at"])
+            result.changed.append((old.version, row))
+            _drift(
+                result,
+                kind=DriftKind.CHANGED,
+                before=old.version,
+                after=row,
+                server_label=server_label,
+                tool_server=tool_server,
+                run=run,
+                user=user,
+                reason=f"The server changed the definition (new candidate {row.ref}): this "
+                "mapping is paused until the new definition is reviewed on its own.",
+                details={"superseded_by": row.ref},
+            )
+    ToolSighting.objects.bulk_create(new_sightings)
+    LifecycleDecision.objects.bulk_create(decisions)
+    updates: dict[str, Any] = {"last_seen": now, "gone_at": None, "discovery": run}
+    if identity:
+        updates["identity"] = identity
+    if tool_server is not None:
+        updates["tool_server"] = tool_server
+    ToolSighting.objects.filter(pk__in=seen_again).update(**updates)
+
+    refused_names = listing.refused_names
+    for name, sightings in current.items():
+        if name in listing.names:
+            continue
+        if name in refused_names:
+            reasons = list(next(r.reasons for r in listing.refused if r.name == name))
+            kind, details = DriftKind.REFUSED, {"refused_on": server_label, "reasons": reasons}
+            why = "The server now serves a definition the catalog refuses"
+        elif complete:
+            kind, details = DriftKind.GONE, {"gone_from": server_label}
+            why = "The server no longer lists this tool"
+        else:
+            continue
+        for old in sightings:
+            old.gone_at = now
+            old.save(update_fields=["gone_at"])
+            result.gone.append(old.version)
+            _drift(
+                result,
+                kind=kind,
+                before=old.version,
+                after=None,
+                server_label=server_label,
+                tool_server=tool_server,
+                run=run,
+                user=user,
+                reason=f"{why} ({server_label}): this mapping is paused until it is "
+                "reviewed again.",
+                details=details,
+            )
+    return result
+
+
+def _stored_candidates(
+    listing: discovery.ToolListing,
+) -> dict[tuple[str, str], CapabilityVersion]:
+    """The listing's definitions already stored, by (name, version): one query."""
+    rows = CapabilityVersion.objects.filter(
+        capability_id__in=[t.name for t in listing.tools],
+        version__in=[t.version for t in listing.tools],
+    )
+    return {(r.capability_id, r.version): r for r in rows}
+
+
+def _create_candidates(
+    tools: list[discovery.DiscoveredTool],
+    server_label: str,
+    user: Any,
+    source: str,
+    identity: Mapping[str, Any],
+    run: Discovery | None,
+) -> list[CapabilityVersion]:
+    """New DISCOVERED rows for ``tools`` and their import decisions (two inserts)."""
+    if not tools:
+        return []
+    earlier: dict[str, list[str]] = {}
+    for capability_id, version in CapabilityVersion.objects.filter(
+        capability_id__in=[t.name for t in tools], source=Source.DISCOVERED
+    ).values_list("capability_id", "version"):
+        earlier.setdefault(capability_id, []).append(version)
+    local_ids = {c.id for c in LOCAL_CONTRACTS.values()}
+    rows = []
+    for tool in tools:
+        notes: dict[str, Any] = {**tool.notes(), "source": source[:200]}
+        if identity:
+            notes["identity"] = _identity_summary(identity)
+        rejected = REJECTED.get(tool.name)
+        if rejected is not None:
+            notes["previously_rejected"] = rejected.reason
+        if earlier.get(tool.name):
+            notes["earlier_definitions"] = [f"{tool.name}@{v}" for v in earlier[tool.name]]
+        if tool.name in local_ids:
+            notes["local_contract_exists"] = True
+        rows.append(
+            CapabilityVersion(
                 capability_id=tool.name,
                 version=tool.version,
                 digest=tool.digest,
                 contract={},
                 lifecycle=Lifecycle.DISCOVERED,
                 source=Source.DISCOVERED,
-                server=server,
+                server=server_label,
                 definition=dict(tool.definition),
                 discovery=notes,
                 imported_by=user,
                 effect_gate_open=False,
             )
-            _decision(
-                row,
-                action="import",
-                from_state="",
-                to_state=Lifecycle.DISCOVERED,
-                user=user,
-                reason=f"Imported from {server}: a candidate only; nothing is exposed.",
-                details={"server": server, "digest": tool.digest, "source": notes["source"]},
-            )
-            result.created.append(row)
-            result.paused.extend(_pause_mappings(row, user))
-    return result
+        )
+    rows = CapabilityVersion.objects.bulk_create(rows)
+    LifecycleDecision.objects.bulk_create(
+        _decision_row(
+            row,
+            action="import",
+            from_state="",
+            to_state=Lifecycle.DISCOVERED,
+            user=user,
+            reason=f"Imported from {server_label}: a candidate only; nothing is exposed.",
+            details={
+                "server": server_label,
+                "digest": row.digest,
+                "source": source[:200],
+                **({"discovery": run.pk} if run is not None else {}),
+                **_identity_summary(identity),
+            },
+        )
+        for row in rows
+    )
+    return rows
 
 
-def _pause_mappings(new: CapabilityVersion, user: Any) -> list[CapabilityVersion]:
-    """A changed remote definition pauses the admitted mapping of the old one.
+def _drift(
+    result: ImportResult,
+    *,
+    kind: str,
+    before: CapabilityVersion,
+    after: CapabilityVersion | None,
+    server_label: str,
+    tool_server: ToolServer | None,
+    run: Discovery | None,
+    user: Any,
+    reason: str,
+    details: dict[str, Any],
+) -> None:
+    paused = _pause_mapping(before, user, reason, details)
+    if paused is not None:
+        result.paused.append(paused)
+    result.drifts.append(
+        ToolDrift.objects.create(
+            server_label=server_label,
+            tool_server=tool_server,
+            capability_id=before.capability_id,
+            kind=kind,
+            before=before,
+            after=after,
+            discovery=run,
+            paused=[paused.ref] if paused is not None else [],
+            details=details,
+        )
+    )
+
+
+def _pause_mapping(
+    old: CapabilityVersion, user: Any, reason: str, details: dict[str, Any]
+) -> CapabilityVersion | None:
+    """A changed (or vanished) remote definition pauses its admitted mapping.
 
     The old candidate is deprecated (it serves no new run and no new mapping) until the
     new definition has been reviewed on its own; it never inherits the old admission.
     """
-    paused = []
-    for old in CapabilityVersion.objects.select_for_update().filter(
-        capability_id=new.capability_id,
-        source=Source.DISCOVERED,
-        server=new.server,
-        lifecycle=Lifecycle.ADMITTED,
-    ):
-        old.lifecycle = Lifecycle.DEPRECATED
-        old.save(update_fields=["lifecycle"])
-        _decision(
-            old,
-            action="deprecate",
-            from_state=Lifecycle.ADMITTED,
-            to_state=Lifecycle.DEPRECATED,
-            user=user,
-            reason=f"The server changed the definition (new candidate {new.ref}): this "
-            "mapping is paused until the new definition is reviewed on its own.",
-            details={"superseded_by": new.ref},
-        )
-        paused.append(old)
-    return paused
+    row = CapabilityVersion.objects.select_for_update().get(pk=old.pk)
+    if row.source != Source.DISCOVERED or row.lifecycle != Lifecycle.ADMITTED:
+        return None
+    row.lifecycle = Lifecycle.DEPRECATED
+    row.save(update_fields=["lifecycle"])
+    _decision(
+        row,
+        action="deprecate",
+        from_state=Lifecycle.ADMITTED,
+        to_state=Lifecycle.DEPRECATED,
+        user=user,
+        reason=reason,
+        details=details,
+    )
+    return row
+
+
+def drift_resolve(*, drift_id: int, user: Any, reason: str) -> ToolDrift:
+    """Mark a drift reviewed (it leaves the catalog page and the runbook). Raise Refusal."""
+    reason = _reason(reason)
+    with transaction.atomic():
+        drift = ToolDrift.objects.select_for_update().filter(pk=drift_id).first()
+        if drift is None:
+            raise Refusal("unknown_drift", "no such drift")
+        if drift.resolved_at is not None:
+            raise Refusal("drift_resolved", "this drift was already marked reviewed")
+        drift.resolved_at = timezone.now()
+        drift.resolved_by = user
+        drift.resolution = reason
+        drift.save(update_fields=["resolved_at", "resolved_by", "resolution"])
+    return drift
 
 
 # -- lifecycle ---------------------------------------------------------------------------

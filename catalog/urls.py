@@ -8,6 +8,17 @@ urlpatterns = [
     path("diff/", views.catalog_diff, name="catalog-diff"),
     path("rejections/", views.catalog_rejections, name="catalog-rejections"),
     path("routing/", views.catalog_routing, name="catalog-routing"),
+    path("servers/", views.catalog_servers, name="catalog-servers"),
+    path("servers/<int:server_id>/", views.catalog_server, name="catalog-server"),
+    path(
+        "servers/<int:server_id>/discover/",
+        views.catalog_server_discover,
+        name="catalog-server-discover",
+    ),
+    path("discoveries/<int:discovery_id>/", views.catalog_discovery, name="catalog-discovery"),
+    path(
+        "drift/<int:drift_id>/resolve/", views.catalog_drift_resolve, name="catalog-drift-resolve"
+    ),
     path("candidates/<int:version_id>/", views.catalog_candidate, name="catalog-candidate"),
     path("versions/<int:version_id>/admit/", views.catalog_admit, name="catalog-admit"),
     path("versions/<int:version_id>/decide/", views.catalog_decide, name="catalog-decide"),

@@ -20,13 +20,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from access.roles import CATALOG_ADMIN, OPERATOR, require_role
-from catalog import selectors, services
+from catalog import selectors, servers, services
 from catalog.domain import discovery
 from catalog.domain.lifecycle import Refusal
-from catalog.models import CapabilityVersion, Lifecycle
+from catalog.models import CapabilityVersion, Discovery, Lifecycle, ToolDrift, ToolServer
 
 BAD_REQUEST_CODES = frozenset({"reason_required", "admission_incomplete", "unknown_action"})
 MAX_UPLOAD_BYTES = discovery.MAX_BYTES
+# The whole import request: the list, the server name and the multipart framing.
+MAX_IMPORT_REQUEST_BYTES = MAX_UPLOAD_BYTES + 64 * 1024
 
 
 def _htmx_target(request: HttpRequest) -> str:
@@ -51,6 +53,8 @@ def catalog_index(request: HttpRequest) -> HttpResponse:
         "lifecycles": Lifecycle.values,
         "sources": selectors.SOURCES,
         "counts": selectors.lifecycle_counts(),
+        "servers": selectors.tool_servers(),
+        "drifts": selectors.open_drifts(),
     }
     if _htmx_target(request) == "catalog-table":
         return render(request, "catalog/index.html#catalog-table", context)
@@ -153,11 +157,109 @@ def catalog_import(request: HttpRequest) -> HttpResponse:
     return render(request, "catalog/import.html", context)
 
 
+# -- tool servers and live discovery -----------------------------------------------------
+@login_required
+def catalog_servers(request: HttpRequest) -> HttpResponse:
+    """GET: registered servers and the registration form. POST: register one."""
+    if request.method not in ("GET", "POST"):
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    context: dict[str, Any] = {
+        "servers": selectors.tool_servers(),
+        "allowed_commands": servers.allowed_commands(),
+        "form": {"transport": "stdio"},
+    }
+    if request.method == "GET":
+        return render(request, "catalog/servers.html", context)
+    require_role(request.user, CATALOG_ADMIN)
+    form = {
+        key: request.POST.get(key, "")
+        for key in ("name", "transport", "command", "args", "url", "credential_ref")
+    }
+    form["scheduled"] = request.POST.get("scheduled", "") == "on"
+    try:
+        server = servers.tool_server_register(
+            user=request.user,
+            name=form["name"],
+            transport=form["transport"],
+            command=form["command"],
+            args_text=form["args"],
+            url=form["url"],
+            credential_ref=form["credential_ref"],
+            scheduled=bool(form["scheduled"]),
+        )
+    except Refusal as exc:
+        context.update({"refusal": exc, "form": form})
+        return render(request, "catalog/servers.html", context, status=400)
+    messages.success(request, f"Tool server {server.name} registered. Discover it now.")
+    return redirect("catalog-server", server.pk)
+
+
+@require_GET
+@login_required
+def catalog_server(request: HttpRequest, server_id: int) -> HttpResponse:
+    server = get_object_or_404(ToolServer, pk=server_id)
+    return render(request, "catalog/server.html", selectors.server_view(server))
+
+
+@require_POST
+@login_required
+def catalog_server_discover(request: HttpRequest, server_id: int) -> HttpResponse:
+    """Discover now: connect, list every page, record; then show the outcome."""
+    require_role(request.user, CATALOG_ADMIN)
+    server = get_object_or_404(ToolServer, pk=server_id)
+    run = servers.tool_server_discover(server_id=server.pk, user=request.user, trigger="manual")
+    if run.ok:
+        messages.success(request, f"Discovered {server.name}: {run.message}")
+    else:
+        messages.error(request, f"Discovery of {server.name} failed: {run.message}")
+    return redirect("catalog-discovery", run.pk)
+
+
+@require_GET
+@login_required
+def catalog_discovery(request: HttpRequest, discovery_id: int) -> HttpResponse:
+    run = get_object_or_404(Discovery.objects.select_related("server"), pk=discovery_id)
+    return render(request, "catalog/discovery.html", selectors.discovery_view(run))
+
+
+@require_POST
+@login_required
+def catalog_drift_resolve(request: HttpRequest, drift_id: int) -> HttpResponse:
+    require_role(request.user, CATALOG_ADMIN)
+    drift = get_object_or_404(ToolDrift, pk=drift_id)
+    back = request.POST.get("next", "")
+    back = back if back.startswith("/catalog/") else reverse("catalog-index")
+    try:
+        services.drift_resolve(
+            drift_id=drift.pk, user=request.user, reason=request.POST.get("reason", "")
+        )
+    except Refusal as exc:
+        messages.error(request, f"Refused ({exc.code}): {exc.message}")
+        return redirect(back)
+    messages.success(request, f"Drift of {drift.capability_id} on {drift.server_label} reviewed.")
+    return redirect(back)
+
+
 def _import_refused(
     request: HttpRequest, context: dict[str, Any], server: str, text: str, errors: list[str]
 ) -> HttpResponse:
     context.update({"errors": errors, "server": server[:200], "tool_list": text[:MAX_UPLOAD_BYTES]})
     return render(request, "catalog/import.html", context, status=400)
+
+
+def catalog_import_too_large(request: HttpRequest, size: int | None) -> HttpResponse:
+    """The import page's own refusal of a request body over the limit (nothing was read).
+
+    Called by ``catalog.middleware.ImportBodyLimitMiddleware`` before anything parses the
+    body: Django would otherwise answer a bare 400 (or its debug page).
+    """
+    shown = f"{size} bytes" if size else "larger than the limit"
+    errors = [
+        f"the request is {shown}: a pasted or uploaded tool list may be at most "
+        f"{MAX_UPLOAD_BYTES} bytes. Nothing was read or stored. For a large server, "
+        "register it and use Discover now, which reads every page within its own limits."
+    ]
+    return _import_refused(request, {"limits": discovery}, "", "", errors)
 
 
 # -- lifecycle decisions ---------------------------------------------------------------

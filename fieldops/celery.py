@@ -11,13 +11,19 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fieldops.settings")
 
 app = Celery("fieldops")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["runs"])
+app.autodiscover_tasks(["runs", "catalog"])
 app.conf.beat_schedule = {
     "sweep": {
         "task": "runs.tasks.sweep",
         "schedule": float(os.environ.get("FIELDOPS_SWEEP_INTERVAL_SECONDS", "5")),
     },
     "heartbeat": {"task": "runs.tasks.heartbeat", "schedule": 10.0},
+    # Re-discovery of every scheduled tool server: drift shows on the catalog page and in
+    # the runbook "tool definition changed under an admitted mapping".
+    "catalog-rediscover": {
+        "task": "catalog.tasks.catalog_rediscover_all",
+        "schedule": float(os.environ.get("FIELDOPS_REDISCOVER_INTERVAL_SECONDS", "3600")),
+    },
 }
 
 

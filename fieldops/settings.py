@@ -146,6 +146,8 @@ MIDDLEWARE = [
     "runs.middleware.UndeliveredKickNoteMiddleware",  # after messages and auth
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Before any view hook reads the body: the import page's own over-limit refusal.
+    "catalog.middleware.ImportBodyLimitMiddleware",
 ]
 
 ROOT_URLCONF = "fieldops.urls"
@@ -290,3 +292,15 @@ LOGGING = {
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }
+
+# Live tool discovery (issue 17). stdio servers run on this host: only these commands may be
+# registered (names are looked up beside the Python executable, then on PATH).
+FIELDOPS_MCP_STDIO_COMMANDS = [
+    c.strip()
+    for c in env("FIELDOPS_MCP_STDIO_COMMANDS", "mcp-server-time,mcp-server-git").split(",")
+    if c.strip()
+]
+# Below gunicorn's 30 s worker timeout: "Discover now" runs inside the web request.
+FIELDOPS_DISCOVERY_TIMEOUT_SECONDS = float(env("FIELDOPS_DISCOVERY_TIMEOUT_SECONDS", "20"))
+# Scheduled re-discovery of every registered server (Celery beat).
+FIELDOPS_REDISCOVER_INTERVAL_SECONDS = float(env("FIELDOPS_REDISCOVER_INTERVAL_SECONDS", "3600"))

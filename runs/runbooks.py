@@ -43,6 +43,7 @@ ACTIONS: Mapping[str, str] = {
     "reconcile": "Reconcile an attempt against the ledger (recovery-reconcile)",
     "lookup": "Look up the ledger by idempotency key (recovery)",
     "faultlab": "Replay the failure and its neighbours in the fault lab (faultlab)",
+    "rediscover": "Discover the tool server again and review candidates (catalog-servers)",
 }
 
 _GATE = Step(
@@ -231,6 +232,35 @@ RUNBOOKS: tuple[Runbook, ...] = (
         ),
         ("ledger_outage", "ambiguous_effect"),
     ),
+    Runbook(
+        "tool-definition-drift",
+        "Tool definition changed under an admitted mapping",
+        "A re-discovery (scheduled or on demand) found that a tool server changed, dropped or "
+        "broke a tool whose earlier definition was admitted.",
+        "The server, not the catalog, changed. The earlier mapping is already paused "
+        "(DEPRECATED: no new run pins it); the changed definition is a new DISCOVERED candidate "
+        "with no admission. Compare the two, stop effects if the mapped contract is one, and "
+        "have a second catalog admin review the new candidate on its own.",
+        (
+            Step(
+                "See what drifted and which mappings were paused",
+                "Each row names the server, the tool, the earlier and the new definition and the "
+                "admitted mapping the drift paused. Open the side-by-side diff: description, input "
+                "and output schema, annotations (untrusted hints) and execution.",
+                data=("tool_drift",),
+            ),
+            _GATE,
+            Step(
+                "Review the new definition on its own",
+                "The new candidate never inherits the old admission. A catalog admin who did not "
+                "import it maps it to a reviewed local contract (admit), defers or rejects it; "
+                "then marks the drift reviewed with a reason. Re-discover the server to confirm "
+                "what it serves now.",
+                data=("tool_drift",),
+                actions=("rediscover",),
+            ),
+        ),
+    ),
 )
 
 BY_SLUG: Mapping[str, Runbook] = {r.slug: r for r in RUNBOOKS}
@@ -242,4 +272,5 @@ BLOCK_TITLES: Mapping[str, str] = {
     "repeated_denials": "Runs escalated for repeated denial",
     "scope_denials": "Scope denials (scope_denied)",
     "ledger_outage": "Reconciliations the ledger could not answer (ledger_unavailable)",
+    "tool_drift": "Tool definition drift (open)",
 }

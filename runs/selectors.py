@@ -629,6 +629,12 @@ def event_type_values(*types: EventType) -> list[str]:
     return [t.value for t in types]
 
 
+def _open_tool_drift() -> list[Any]:
+    from catalog.selectors import open_drifts
+
+    return open_drifts()
+
+
 def runbook_blocks(
     *, tenant: str, keys: Iterable[str], fixtures: Iterable[str] = ()
 ) -> dict[str, Any]:
@@ -667,5 +673,6 @@ def runbook_blocks(
             types=event_type_values(EventType.RECONCILIATION_UNRESOLVED),
         ),
         "fixtures": lambda: [(BY_NAME[name], results.get(name)) for name in fixtures],
+        "tool_drift": _open_tool_drift,
     }
     return {key: producers[key]() for key in keys}

@@ -368,12 +368,22 @@ def diff_definitions(left: Mapping[str, Any], right: Mapping[str, Any]) -> Diff:
     changes = []
     for path, op, before, after in structural_changes(left, right):
         top = path.split(".")[0]
-        if top in ("description", "title"):
-            cls, why = ChangeClass.DESCRIPTION_ONLY, "remote description changed"
+        if top in ("description", "title", "icons"):
+            cls, why = ChangeClass.DESCRIPTION_ONLY, f"remote {top} changed"
         elif top == "annotations":
             cls, why = ChangeClass.UNCLASSIFIED, "untrusted hint changed: review the behaviour"
-        else:
+        elif top == "execution":
+            cls, why = (
+                ChangeClass.UNCLASSIFIED,
+                "execution (task support) changed: calls may run differently",
+            )
+        elif top in ("inputSchema", "outputSchema", "name"):
             cls, why = ChangeClass.UNCLASSIFIED, "remote schema changed: any mapping pauses"
+        else:
+            cls, why = (
+                ChangeClass.UNCLASSIFIED,
+                f"{top} changed (a field the catalog does not know)",
+            )
         changes.append(Change(path, op, before, after, cls, why))
     name_l, name_r = left.get("name"), right.get("name")
     return Diff(str(name_l), str(name_r), name_l == name_r, not changes, tuple(changes))

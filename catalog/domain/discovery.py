@@ -1,13 +1,26 @@
 """Discovered tool definitions: parse an untrusted tool list into candidates, or refuse it.
 
-Accepts the common tool-list JSON (as MCP's ``tools/list`` result):
-``{"tools": [{"name", "title"?, "description"?, "inputSchema", "outputSchema"?,
-"annotations"?}]}``, bare or inside a JSON-RPC ``{"result": {...}}`` envelope.
+Accepts the MCP ``tools/list`` result (bare or inside a JSON-RPC ``{"result": {...}}``
+envelope) as defined by the 2025-11-25 and 2026-07-28 specifications: every Tool field
+(``name``, ``title``, ``description``, ``icons``, ``inputSchema``, ``outputSchema``,
+``annotations``, ``execution``, ``_meta``), JSON Schema 2020-12 schemas (``$schema``,
+``$defs``, ``anyOf`` ...) and ``nextCursor``.
 
-Everything here is untrusted input. Parsing never executes, fetches or resolves anything;
-it bounds size, nesting, counts and string content before a single byte is stored.
-Annotations (``readOnlyHint`` and friends) are kept as *untrusted hints*: they are shown,
-never used to set an effect class. A discovered definition is a candidate, not a contract.
+Tolerant where it is safe, strict where it must be:
+
+- A field the catalog does not know (a Tool field of a later revision, a vendor extension,
+  an unknown annotation) is kept verbatim in the definition as untrusted data and listed
+  for the reviewer; it is never a reason to refuse, and never read as meaning anything.
+- A tool that is itself unacceptable (bad name, missing or oversized schema, wrong JSON
+  type for a known field, NUL bytes ...) is refused *alone*, with its reason; the other
+  tools are imported. Several tools with one name are all refused: the list is ambiguous.
+- Input that cannot be read safely (too large, too deep, not JSON, not a tool list, more
+  tools than the limit) is refused as a whole before anything is parsed further.
+
+Everything here is untrusted. Parsing never executes, fetches or resolves anything (an
+icon URL is text, a ``$ref`` is text). Annotations (``readOnlyHint`` and friends) are kept
+as *untrusted hints*: shown, never used to set an effect class. A discovered definition is
+a candidate, not a contract.
 
 Pure module: standard library only.
 """
@@ -17,25 +30,46 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from runs.domain.canonical import digest
 
-MAX_BYTES = 256 * 1024
-MAX_DEPTH = 24
-MAX_TOOLS = 50
-MAX_SCHEMA_BYTES = 32 * 1024
-MAX_DESCRIPTION = 4000
+# A pasted list or an uploaded file (the import page). Sized for real servers: the
+# reference servers list 1-30 tools in 2-30 KB, a GitHub server about a hundred in ~150 KB.
+MAX_BYTES = 2 * 1024 * 1024
+# One live discovery, all pages together (wire bytes of the tools/list results).
+MAX_DISCOVERY_BYTES = 8 * 1024 * 1024
+MAX_PAGES = 100
+MAX_TOOLS = 1000
+MAX_DEPTH = 32
+MAX_TOOL_BYTES = 128 * 1024
+MAX_SCHEMA_BYTES = 64 * 1024
+MAX_DESCRIPTION = 16_000
 MAX_TITLE = 200
-NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+MAX_CURSOR = 1024
+MAX_ERRORS = 20
+# MCP tool names: 1-128 characters of A-Z a-z 0-9 _ - . (2025-11-25, "Tool names").
+NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 SERVER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:/@+-]{0,199}$")
 
 HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-TOOL_FIELDS = frozenset(
-    {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta"}
+KNOWN_FIELDS = frozenset(
+    {
+        "name",
+        "title",
+        "description",
+        "icons",
+        "inputSchema",
+        "outputSchema",
+        "annotations",
+        "execution",
+        "_meta",
+    }
 )
+TASK_SUPPORT = ("forbidden", "optional", "required")
 # Text that reads like an instruction to an agent: kept as data, flagged for the reviewer.
 _INSTRUCTION = re.compile(
     r"ignore (all |any |the |your )?(previous |prior |above )?(instructions|task)"
@@ -60,11 +94,59 @@ class DiscoveredTool:
     digest: str
     hints: Mapping[str, bool]
     flags: tuple[str, ...]
+    unknown_fields: tuple[str, ...] = ()
+    unknown_annotations: tuple[str, ...] = ()
 
     @property
     def version(self) -> str:
         """Discovered versions are named by content: a changed definition is a new one."""
         return candidate_version(self.digest)
+
+    def notes(self) -> dict[str, Any]:
+        """What the reviewer is shown besides the definition itself (all untrusted)."""
+        return {
+            "hints": dict(self.hints),
+            "flags": list(self.flags),
+            "unknown_fields": list(self.unknown_fields),
+            "unknown_annotations": list(self.unknown_annotations),
+        }
+
+
+@dataclass(frozen=True)
+class RefusedTool:
+    """One tool refused alone: ``name`` is empty when it had no usable name."""
+
+    index: int
+    name: str
+    reasons: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name, "reasons": list(self.reasons)}
+
+    @property
+    def label(self) -> str:
+        return f"tools[{self.index}]" + (f" {self.name}" if self.name else "")
+
+
+@dataclass(frozen=True)
+class ToolListing:
+    """The accepted tools of a list, the refused ones with their reasons, and the cursor."""
+
+    tools: tuple[DiscoveredTool, ...]
+    refused: tuple[RefusedTool, ...] = ()
+    next_cursor: str | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(t.name for t in self.tools)
+
+    @property
+    def refused_names(self) -> frozenset[str]:
+        return frozenset(r.name for r in self.refused if r.name)
+
+    def errors(self) -> list[str]:
+        return [f"{r.label}: {'; '.join(r.reasons)}" for r in self.refused][:MAX_ERRORS]
 
 
 def candidate_version(definition_digest: str) -> str:
@@ -97,14 +179,30 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
+def value_depth(value: Any) -> int:
+    """Nesting depth of an already-parsed JSON value (iterative: no recursion to exhaust)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            deepest = max(deepest, depth + 1)
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            deepest = max(deepest, depth + 1)
+            stack.extend((v, depth + 1) for v in node)
+    return deepest
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
 
 
-def _clean_strings(value: Any, where: str, errors: list[str]) -> None:
-    """Refuse NUL bytes, unpaired surrogates and non-finite numbers anywhere."""
+def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
+    """NUL bytes, unpaired surrogates and non-finite numbers anywhere in ``value``."""
+    errors: list[str] = []
     stack: list[tuple[Any, str]] = [(value, where)]
-    while stack and len(errors) < 10:
+    while stack and len(errors) < limit:
         node, at = stack.pop()
         if isinstance(node, str):
             if "\x00" in node:
@@ -122,82 +220,199 @@ def _clean_strings(value: Any, where: str, errors: list[str]) -> None:
         elif isinstance(node, list):
             for i, item in enumerate(node):
                 stack.append((item, f"{at}[{i}]"))
+    return errors
 
 
-def _schema_problem(schema: Any, field: str, required: bool) -> str | None:
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", errors="surrogatepass"))
+
+
+def _schema_problem(schema: Any, field: str, *, required: bool, object_root: bool) -> str | None:
+    """A JSON Schema the catalog can store: an object, bounded; the input root an object type.
+
+    JSON Schema 2020-12 keywords (``$schema``, ``$defs``, ``anyOf``, ``$ref`` ...) are kept
+    as they are: the catalog never resolves a reference or fetches a meta-schema.
+    """
     if schema is None:
         return f"{field} is required" if required else None
     if not isinstance(schema, Mapping):
         return f"{field} must be a JSON object"
-    if schema.get("type") != "object":
+    if object_root and schema.get("type") != "object":
         return f'{field} must have "type": "object"'
-    size = len(json.dumps(schema))
+    if "$schema" in schema and not isinstance(schema["$schema"], str):
+        return f"{field}.$schema must be a string"
+    size = _size(schema)
     if size > MAX_SCHEMA_BYTES:
         return f"{field} is {size} bytes (limit {MAX_SCHEMA_BYTES})"
     return None
 
 
-def _tool(raw: Any, index: int, errors: list[str]) -> DiscoveredTool | None:
-    at = f"tools[{index}]"
-    if not isinstance(raw, Mapping):
-        errors.append(f"{at}: a tool must be a JSON object")
+def _text_field(raw: Mapping[str, Any], key: str, limit: int, label: str = "") -> str | None:
+    value = raw.get(key)
+    label = label or key
+    if value is None:
         return None
-    unknown = sorted(str(k) for k in raw if k not in TOOL_FIELDS)
-    if unknown:
-        errors.append(f"{at}: unknown field(s) {', '.join(unknown[:5])}")
-    name = raw.get("name")
-    if not isinstance(name, str) or not NAME.match(name):
-        errors.append(f"{at}: name must match {NAME.pattern} (got {str(name)[:40]!r})")
-        return None
-    at = f"tools[{index}] {name}"
-    description = raw.get("description", "")
-    if not isinstance(description, str):
-        errors.append(f"{at}: description must be a string")
-    elif len(description) > MAX_DESCRIPTION:
-        errors.append(f"{at}: description is {len(description)} characters (limit 4000)")
-    title = raw.get("title")
-    if title is not None and (not isinstance(title, str) or len(title) > MAX_TITLE):
-        errors.append(f"{at}: title must be a string of at most {MAX_TITLE} characters")
-    for field, required in (("inputSchema", True), ("outputSchema", False)):
-        problem = _schema_problem(raw.get(field), field, required)
-        if problem:
-            errors.append(f"{at}: {problem}")
-    annotations = raw.get("annotations", {})
+    if not isinstance(value, str):
+        return f"{label} must be a string"
+    if len(value) > limit:
+        return f"{label} is {len(value)} characters (limit {limit})"
+    return None
+
+
+def _annotations(value: Any, problems: list[str]) -> tuple[dict[str, bool], tuple[str, ...]]:
     hints: dict[str, bool] = {}
-    if not isinstance(annotations, Mapping):
-        errors.append(f"{at}: annotations must be a JSON object")
-    else:
-        for key, value in annotations.items():
-            if key in HINTS:
-                if not isinstance(value, bool):
-                    errors.append(f"{at}: annotations.{key} must be true or false")
-                else:
-                    hints[key] = value
-            elif key == "title":
-                if not isinstance(value, str) or len(value) > MAX_TITLE:
-                    errors.append(f"{at}: annotations.title must be a short string")
+    if value is None:
+        return hints, ()
+    if not isinstance(value, Mapping):
+        problems.append("annotations must be a JSON object")
+        return hints, ()
+    unknown = []
+    for key, item in value.items():
+        if key in HINTS:
+            if isinstance(item, bool):
+                hints[key] = item
             else:
-                errors.append(f"{at}: unknown annotation {str(key)[:40]!r}")
+                problems.append(f"annotations.{key} must be true or false")
+        elif key == "title":
+            problem = _text_field(value, "title", MAX_TITLE, "annotations.title")
+            if problem:
+                problems.append(problem)
+        else:
+            unknown.append(str(key)[:64])
+    return hints, tuple(sorted(unknown))
+
+
+def _icons(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(icon, Mapping) and isinstance(icon.get("src"), str) for icon in value
+    ):
+        return 'icons must be a list of objects with a "src" string'
+    return None
+
+
+def _execution(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        return "execution must be a JSON object"
+    task = value.get("taskSupport")
+    if task is not None and task not in TASK_SUPPORT:
+        return f"execution.taskSupport must be one of {', '.join(TASK_SUPPORT)}"
+    return None
+
+
+def parse_tool(raw: Any, index: int) -> DiscoveredTool | RefusedTool:
+    """Accept one tool definition, or refuse it alone with every reason found."""
+    if not isinstance(raw, Mapping):
+        return RefusedTool(index, "", ("a tool must be a JSON object",))
+    name = raw.get("name")
+    shown = name if isinstance(name, str) and NAME.match(name) else ""
+    problems = _unclean(raw, "")
+    if problems:
+        return RefusedTool(index, shown, tuple(p.lstrip(".") or "value" for p in problems))
+    if not isinstance(name, str) or not NAME.match(name):
+        return RefusedTool(index, "", (f"name must match {NAME.pattern} (got {str(name)[:40]!r})",))
+    depth = value_depth(raw)
+    if depth > MAX_DEPTH - 2:
+        return RefusedTool(
+            index, shown, (f"the definition nests {depth} levels (limit {MAX_DEPTH - 2})",)
+        )
+    size = _size(raw)
+    if size > MAX_TOOL_BYTES:
+        return RefusedTool(
+            index, shown, (f"the definition is {size} bytes (limit {MAX_TOOL_BYTES})",)
+        )
+    for key, limit in (("description", MAX_DESCRIPTION), ("title", MAX_TITLE)):
+        problem = _text_field(raw, key, limit)
+        if problem:
+            problems.append(problem)
+    for key, required, object_root in (("inputSchema", True, True), ("outputSchema", False, False)):
+        problem = _schema_problem(raw.get(key), key, required=required, object_root=object_root)
+        if problem:
+            problems.append(problem)
+    hints, unknown_annotations = _annotations(raw.get("annotations"), problems)
+    for problem in (_icons(raw.get("icons")), _execution(raw.get("execution"))):
+        if problem:
+            problems.append(problem)
     meta = raw.get("_meta")
     if meta is not None and not isinstance(meta, Mapping):
-        errors.append(f"{at}: _meta must be a JSON object")
-    definition = {k: raw[k] for k in sorted(raw) if k in TOOL_FIELDS}
+        problems.append("_meta must be a JSON object")
+    if problems:
+        return RefusedTool(index, shown, tuple(problems))
+    definition = {str(k): raw[k] for k in sorted(raw, key=str)}
+    unknown = tuple(sorted(str(k)[:64] for k in raw if k not in KNOWN_FIELDS))
     flags = []
-    annotated_title = annotations.get("title", "") if isinstance(annotations, Mapping) else ""
-    text = " ".join(str(v) for v in (description, title, annotated_title) if v)
-    if _INSTRUCTION.search(text) or _INSTRUCTION.search(json.dumps(definition)[:MAX_BYTES]):
+    if _INSTRUCTION.search(json.dumps(definition, ensure_ascii=False)):
         flags.append("contains instruction-like text: it is data, never an instruction")
+    if unknown or unknown_annotations:
+        flags.append(
+            "carries fields the catalog does not know: kept as untrusted data, never read "
+            "as meaning anything"
+        )
     return DiscoveredTool(
         name=name,
         definition=definition,
         digest=digest(definition),
         hints=hints,
         flags=tuple(flags),
+        unknown_fields=unknown,
+        unknown_annotations=unknown_annotations,
     )
 
 
-def parse_tool_list(text: str) -> list[DiscoveredTool]:
-    """Parse an untrusted tool list. Raise ImportRefused with every problem found."""
+def parse_tools(tools: Sequence[Any], *, next_cursor: Any = None) -> ToolListing:
+    """Parse a sequence of raw tool definitions (one page or several pages together).
+
+    Each tool is accepted or refused alone; tools sharing a name are all refused.
+    Raise ImportRefused when there is nothing to accept (with every reason).
+    """
+    if len(tools) > MAX_TOOLS:
+        raise ImportRefused([f"{len(tools)} tools in one list (limit {MAX_TOOLS})"])
+    parsed = [parse_tool(raw, index) for index, raw in enumerate(tools)]
+    counts = Counter(p.name for p in parsed if isinstance(p, DiscoveredTool))
+    accepted: list[DiscoveredTool] = []
+    refused: list[RefusedTool] = []
+    for index, item in enumerate(parsed):
+        if isinstance(item, RefusedTool):
+            refused.append(item)
+        elif counts[item.name] > 1:
+            refused.append(
+                RefusedTool(
+                    index,
+                    item.name,
+                    (f"duplicate name {item.name!r} ({counts[item.name]} tools in one list)",),
+                )
+            )
+        else:
+            accepted.append(item)
+    cursor, warnings = _cursor(next_cursor)
+    listing = ToolListing(tuple(accepted), tuple(refused), cursor, warnings)
+    if not accepted:
+        raise ImportRefused(listing.errors() or ["nothing to import"])
+    return listing
+
+
+def _cursor(value: Any) -> tuple[str | None, tuple[str, ...]]:
+    if value is None:
+        return None, ()
+    if not isinstance(value, str) or not value or len(value) > MAX_CURSOR:
+        return None, ("nextCursor is not a usable cursor string: ignored",)
+    return value, (
+        "this list is one page of a paginated listing (it has a nextCursor): tools on other "
+        "pages were not imported, and no tool is marked gone. Register the server and use "
+        "Discover now to read every page.",
+    )
+
+
+def parse_tool_list(text: str) -> ToolListing:
+    """Parse an untrusted tool-list text. Raise ImportRefused when nothing can be imported.
+
+    The whole text is refused when it cannot be read safely (empty, too large, too deep,
+    not JSON, not a tool list, too many tools); otherwise each tool is accepted or refused
+    alone (``ToolListing.refused``).
+    """
     if not isinstance(text, str) or not text.strip():
         raise ImportRefused(["the tool list is empty"])
     size = len(text.encode("utf-8", errors="surrogatepass"))
@@ -210,6 +425,11 @@ def parse_tool_list(text: str) -> list[DiscoveredTool]:
         data = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise ImportRefused([f"not valid JSON: {str(exc)[:200]}"]) from None
+    return parse_result(data)
+
+
+def parse_result(data: Any) -> ToolListing:
+    """Parse an already-decoded ``tools/list`` result (or its JSON-RPC envelope)."""
     if isinstance(data, Mapping) and isinstance(data.get("result"), Mapping):
         data = data["result"]
     if not isinstance(data, Mapping) or "tools" not in data:
@@ -219,25 +439,7 @@ def parse_tool_list(text: str) -> list[DiscoveredTool]:
         raise ImportRefused(['"tools" must be a list'])
     if not tools:
         raise ImportRefused(['"tools" is empty: nothing to import'])
-    if len(tools) > MAX_TOOLS:
-        raise ImportRefused([f"{len(tools)} tools in one list (limit {MAX_TOOLS})"])
-    errors: list[str] = []
-    _clean_strings(tools, "tools", errors)
-    if errors:
-        raise ImportRefused(errors)
-    parsed = []
-    seen: set[str] = set()
-    for index, raw in enumerate(tools):
-        tool = _tool(raw, index, errors)
-        if tool is None:
-            continue
-        if tool.name in seen:
-            errors.append(f"tools[{index}]: duplicate name {tool.name!r} in one list")
-        seen.add(tool.name)
-        parsed.append(tool)
-    if errors:
-        raise ImportRefused(errors[:20])
-    return parsed
+    return parse_tools(tools, next_cursor=data.get("nextCursor"))
 
 
 def valid_server(server: str) -> bool:

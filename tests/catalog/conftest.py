@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,3 +35,39 @@ def tool(name: str, **extra: Any) -> dict[str, Any]:
 
 def tool_list(*tools: dict[str, Any]) -> str:
     return json.dumps({"tools": list(tools)})
+
+
+# -- live discovery ---------------------------------------------------------------------
+SERVERS_DIR = Path(__file__).resolve().parent / "mcp_servers"
+VENV_BIN = Path(sys.executable).parent
+
+
+def server_script(name: str) -> str:
+    return str(SERVERS_DIR / f"{name}.py")
+
+
+@pytest.fixture
+def stdio_commands(settings: Any) -> list[str]:
+    """Allow the test servers (run by this Python) and the reference servers (venv bin)."""
+    settings.FIELDOPS_MCP_STDIO_COMMANDS = [sys.executable, "mcp-server-time", "mcp-server-git"]
+    return settings.FIELDOPS_MCP_STDIO_COMMANDS
+
+
+class ChangingServer:
+    """The SDK test server of ``mcp_servers/changing.py`` and its state file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.set(description="Look up one spare part by id.", legacy=True)
+
+    def set(self, **state: Any) -> None:
+        self.path.write_text(json.dumps(state), encoding="utf-8")
+
+    @property
+    def args(self) -> str:
+        return f"{server_script('changing')} {self.path}"
+
+
+@pytest.fixture
+def changing_server(tmp_path: Path) -> ChangingServer:
+    return ChangingServer(tmp_path / "state.json")

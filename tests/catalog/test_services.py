@@ -13,7 +13,7 @@ import pytest
 from catalog import services
 from catalog.capabilities import search_manual
 from catalog.capabilities.reviewed import REVIEWED_VERSIONS
-from catalog.domain.discovery import ImportRefused
+from catalog.domain.discovery import MAX_TOOLS, ImportRefused
 from catalog.domain.lifecycle import Refusal
 from catalog.models import CapabilityVersion, Lifecycle, LifecycleDecision, Source
 from catalog.world.models import LedgerEntry
@@ -305,11 +305,9 @@ def test_a_changed_definition_under_the_same_name_is_a_new_candidate(
         "{",
         '{"tools": "all of them"}',
         json.dumps({"tools": [{"name": "'; DROP TABLE catalog_capabilityversion; --"}]}),
-        json.dumps(
-            {"tools": [tool("ok"), {"name": "x", "inputSchema": {"type": "object"}, "z": 1}]}
-        ),
+        json.dumps({"tools": [{"name": "x", "inputSchema": {"type": "object"}, "z": 1}] * 2}),
         '{"tools": [' + "[" * 50_000 + "]" * 50_000 + "]}",
-        json.dumps({"tools": [tool(f"t{i}") for i in range(51)]}),
+        json.dumps({"tools": [tool(f"t{i}") for i in range(MAX_TOOLS + 1)]}),
         json.dumps({"tools": [tool("x", description="\x00")]}),
     ],
 )

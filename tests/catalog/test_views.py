@@ -7,11 +7,13 @@ from html import escape
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 
 from catalog import services
+from catalog.domain import discovery
 from catalog.models import CapabilityVersion, LifecycleDecision
 from tests.catalog.conftest import tool, tool_list
 
@@ -204,18 +206,61 @@ def test_hostile_imports_answer_400_and_store_nothing(catalog_admin):
     assert CapabilityVersion.objects.count() == rows
 
 
-def test_an_oversized_import_body_is_refused_without_a_server_error(catalog_admin):
+def test_an_oversized_import_body_gets_the_import_pages_own_message(catalog_admin):
+    rows = CapabilityVersion.objects.count()
     huge = "x" * (3 * 1024 * 1024)
     response = client_for(catalog_admin).post(
         reverse("catalog-import"), {"server": "mcp://x", "tool_list": huge}
     )
     assert response.status_code == 400
-    upload = SimpleUploadedFile("big.json", b" " * (300 * 1024), "application/json")
+    page = response.content.decode()
+    assert 'id="import-errors"' in page and "nothing was stored" in page
+    assert f"at most {discovery.MAX_BYTES} bytes" in page and "Discover now" in page
+    assert 'id="import-form"' in page  # the page itself, never Django's bare 400
+    upload = SimpleUploadedFile("big.json", b" " * (discovery.MAX_BYTES + 1), "application/json")
     response = client_for(catalog_admin).post(
         reverse("catalog-import"), {"server": "mcp://x", "file": upload}
     )
     assert response.status_code == 400
-    assert "limit" in response.content.decode()
+    assert "limit" in response.content.decode() or "at most" in response.content.decode()
+    assert CapabilityVersion.objects.count() == rows
+
+
+@override_settings(DEBUG=True)
+def test_an_oversized_body_is_the_import_page_even_in_debug_mode(catalog_admin):
+    # Django's limit would answer with its debug page; the import page answers instead.
+    body = "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 10)
+    response = client_for(catalog_admin).post(
+        reverse("catalog-import"), {"server": "mcp://x", "tool_list": body}
+    )
+    assert response.status_code == 400
+    assert 'id="import-errors"' in response.content.decode()
+
+
+def test_an_anonymous_oversized_import_is_sent_to_login(world):
+    response = Client().post(reverse("catalog-import"), {"tool_list": "x" * (3 * 1024 * 1024)})
+    assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_one_bad_tool_is_refused_alone_on_the_import_page(catalog_admin):
+    listing = tool_list(
+        tool("good_tool", execution={"taskSupport": "optional"}, x_vendor={"a": 1}),
+        {"name": "broken_tool", "description": 5},
+    )
+    response = client_for(catalog_admin).post(
+        reverse("catalog-import"), {"server": "mcp://x", "tool_list": listing}
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'id="refused-tools"' in page and "broken_tool" in page
+    assert "description must be a string" in page and "inputSchema is required" in page
+    assert "unknown fields kept as untrusted data" in page
+    (good,) = CapabilityVersion.objects.filter(capability_id="good_tool")
+    assert not CapabilityVersion.objects.filter(capability_id="broken_tool").exists()
+    candidate = client_for(catalog_admin).get(reverse("catalog-candidate", args=[good.pk]))
+    text = candidate.content.decode()
+    assert 'data-field="x_vendor"' in text and "UNTRUSTED DATA" in text
+    assert "taskSupport" in text
 
 
 def test_import_from_an_uploaded_file(catalog_admin):

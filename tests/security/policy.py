@@ -266,6 +266,18 @@ POLICY: Mapping[str, Rule] = {
         body=_const({"open": "0", "reason": "matrix"}),
     ),
     "catalog-contract": Rule({"GET": signed_in}, objects="contract"),
+    "catalog-servers": Rule(
+        {"GET": signed_in, "POST": roles(CATALOG_ADMIN)},
+        body=_const({"name": "matrix-new", "transport": "http", "url": "http://127.0.0.1:9/mcp"}),
+    ),
+    "catalog-server": Rule({"GET": signed_in}, objects="server"),
+    "catalog-server-discover": Rule(
+        {"POST": roles(CATALOG_ADMIN)}, objects="server", body=_const({})
+    ),
+    "catalog-discovery": Rule({"GET": signed_in}, objects="discovery"),
+    "catalog-drift-resolve": Rule(
+        {"POST": roles(CATALOG_ADMIN)}, objects="drift", body=_const({"reason": "matrix"})
+    ),
 }
 
 
@@ -311,6 +323,8 @@ def objects_for(world: World, kind: str) -> list[Obj]:
         ]
     if kind == "runbook":
         return [Obj("ledger-outage", "runbook", {"slug": "ledger-outage"})]
+    if kind in ("server", "discovery", "drift"):
+        return [Obj(f"matrix-{kind}", kind, {f"{kind}_id": world.catalog[kind]})]
     raise ValueError(f"no objects for kind {kind!r}")
 
 

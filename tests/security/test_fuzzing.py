@@ -645,6 +645,46 @@ def test_fuzz_lifecycle_and_gate_posts(
 
 @FUZZ
 @given(data=st.data())
+def test_fuzz_tool_server_registration_discovery_and_drift_posts(
+    sworld: World, clients: dict[str, Client], data: Any
+) -> None:
+    principal = data.draw(st.sampled_from(["catalog_admin", "operator", "approver"]))
+    action = data.draw(st.sampled_from(["register", "discover", "resolve"]))
+    with example(sworld, clients) as ex:
+        if action == "register":
+            form = {
+                "name": data.draw(st.sampled_from(["fuzz-server", "matrix-http"]) | hostile_text),
+                "transport": data.draw(st.sampled_from(["stdio", "http"]) | hostile_text),
+                "command": data.draw(
+                    st.sampled_from(["mcp-server-time", "/bin/sh"]) | hostile_text
+                ),
+                "args": data.draw(st.sampled_from(["--x 'y z'", "'unclosed"]) | hostile_text),
+                "url": data.draw(
+                    st.sampled_from(["http://127.0.0.1:9/mcp", "http://u:p@h/", "file:///etc"])
+                    | hostile_text
+                ),
+                "credential_ref": data.draw(
+                    st.sampled_from(["", "env:TOKEN", "ghp_x"]) | hostile_text
+                ),
+            }
+            response = ex.post(principal, reverse("catalog-servers"), form)
+            assert response.status_code in (302, 400, 403), response.status_code
+        elif action == "discover":
+            server_id = data.draw(st.sampled_from([sworld.catalog["server"], 0, 10**12]))
+            ex.post(principal, reverse("catalog-server-discover", args=[server_id]), {})
+        else:
+            drift_id = data.draw(st.sampled_from([sworld.catalog["drift"], 0, 10**12]))
+            form = {
+                "reason": data.draw(st.sampled_from(["reviewed"]) | field_text),
+                "next": data.draw(st.sampled_from(["/catalog/", "//evil.example/"]) | hostile_text),
+            }
+            response = ex.post(principal, reverse("catalog-drift-resolve", args=[drift_id]), form)
+            if response.status_code == 302:
+                assert response["Location"].startswith("/catalog/")
+
+
+@FUZZ
+@given(data=st.data())
 def test_fuzz_sign_in(sworld: World, clients: dict[str, Client], data: Any) -> None:
     form = {
         "username": data.draw(st.sampled_from(["approver", "operator"]) | hostile_text),
@@ -684,6 +724,9 @@ def test_every_route_that_takes_input_is_fuzzed():
         "catalog-decide",
         "catalog-gate",
         "runbooks-gate",
+        "catalog-servers",
+        "catalog-server-discover",
+        "catalog-drift-resolve",
         "login",
     }
     unsafe = {name for name, rule in POLICY.items() if set(rule.may) - {"GET"}}

@@ -20,6 +20,7 @@ from django.test import Client
 from approvals.models import Checkpoint
 from catalog import services as catalog_services
 from catalog.models import CapabilityVersion, Lifecycle
+from catalog.servers import tool_server_discover, tool_server_register
 from runs.models import EffectAttempt, Evidence, Run
 from tests.conftest import make_user
 from tests.helpers import approve, decline, make_run
@@ -56,6 +57,7 @@ class World:
     evidence: dict[str, tuple[str, str]] = field(default_factory=dict)  # label -> (run, ev)
     versions: dict[str, int] = field(default_factory=dict)  # label -> CapabilityVersion pk
     attempts: dict[str, str] = field(default_factory=dict)  # label -> EffectAttempt id
+    catalog: dict[str, int] = field(default_factory=dict)  # server / discovery / drift pks
 
     def run(self, label: str) -> Run:
         return Run.objects.get(pk=self.runs[label])
@@ -149,6 +151,22 @@ def build_world() -> World:
         text=IMPORTED_TOOL, server="mcp.example.test", user=world.users["catalog_admin"]
     )
     world.versions["imported"] = imported.created[0].pk
+    changed = catalog_services.candidate_import(
+        text=IMPORTED_TOOL.replace("(remote)", "(remote, changed)"),
+        server="mcp.example.test",
+        user=world.users["catalog_admin"],
+    )
+    world.catalog["drift"] = changed.drifts[0].pk
+    # A registered server nothing listens for (port 9 refuses at once): discovering it
+    # records a failed Discovery quickly, and nothing else.
+    server = tool_server_register(
+        user=world.users["catalog_admin"],
+        name="matrix-http",
+        transport="http",
+        url="http://127.0.0.1:9/mcp",
+    )
+    world.catalog["server"] = server.pk
+    world.catalog["discovery"] = tool_server_discover(server_id=server.pk).pk
     return world
 
 

@@ -172,3 +172,23 @@ def test_side_by_side_aligns_lines_by_path():
     assert status["errors.STALE.meaning"] == "changed"
     assert status["errors.DENIED.code"] == "same"
     assert status["version"] == "changed"
+
+
+def test_execution_and_unknown_fields_of_definitions_are_never_lightly_classified():
+    left = {
+        "name": "t",
+        "inputSchema": {"type": "object"},
+        "execution": {"taskSupport": "optional"},
+    }
+    right = {
+        **left,
+        "execution": {"taskSupport": "required"},
+        "x-vendor": 1,
+        "icons": [{"src": "a"}],
+    }
+    by_path = {c.path: c for c in diff_definitions(left, right).changes}
+    assert by_path["execution.taskSupport"].change_class is ChangeClass.UNCLASSIFIED
+    assert "task support" in by_path["execution.taskSupport"].why
+    assert by_path["x-vendor"].change_class is ChangeClass.UNCLASSIFIED
+    assert "does not know" in by_path["x-vendor"].why
+    assert by_path["icons"].change_class is ChangeClass.DESCRIPTION_ONLY

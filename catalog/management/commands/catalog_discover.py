@@ -1,0 +1,71 @@
+"""Discover a registered tool server now (or every scheduled one) and print the outcome.
+
+    python manage.py catalog_discover SERVER          # by name; exit 1 if it failed
+    python manage.py catalog_discover --all           # every scheduled server (cron-able)
+    python manage.py catalog_discover SERVER --timeout 10
+
+Candidates are DISCOVERED only: discovery never admits anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from catalog import mcp_client, servers
+from catalog.models import Discovery, ToolServer
+
+
+class Command(BaseCommand):
+    help = "Discover the tools of a registered MCP tool server (candidates only)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("server", nargs="?", help="the registered server's name")
+        parser.add_argument("--all", action="store_true", help="every scheduled server")
+        parser.add_argument("--timeout", type=float, help="seconds for the whole discovery")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if bool(options["server"]) == bool(options["all"]):
+            raise CommandError("name one server, or pass --all")
+        limits = servers.limits_from_settings()
+        if options["timeout"]:
+            limits = mcp_client.Limits(timeout_seconds=options["timeout"])
+        if options["all"]:
+            ids = list(ToolServer.objects.filter(scheduled=True).values_list("pk", flat=True))
+        else:
+            server = ToolServer.objects.filter(name=options["server"]).first()
+            if server is None:
+                known = ", ".join(ToolServer.objects.values_list("name", flat=True)) or "none"
+                raise CommandError(f"no tool server named {options['server']!r} (known: {known})")
+            ids = [server.pk]
+        failed = 0
+        for server_id in ids:
+            run = servers.tool_server_discover(
+                server_id=server_id, trigger="command", limits=limits
+            )
+            self._report(run)
+            failed += not run.ok
+        if failed:
+            raise CommandError(f"{failed} discovery(ies) failed; nothing was stored for them")
+
+    def _report(self, run: Discovery) -> None:
+        head = f"{run.server.name}: discovery #{run.pk} {run.outcome}"
+        if not run.ok:
+            self.stdout.write(f"{head} ({run.code}): {run.message}")
+            return
+        info = run.identity.get("server_info", {})
+        self.stdout.write(
+            f"{head}: {info.get('name', '?')} {info.get('version', '')} over "
+            f"{run.identity.get('protocol_version', '?')}, {run.pages} page(s), "
+            f"{run.tools_listed} tool(s): {run.message}"
+        )
+        for pair in run.summary.get("changed", []):
+            self.stdout.write(f"  changed: {pair[0]} -> {pair[1]}")
+        for ref in run.summary.get("gone", []):
+            self.stdout.write(f"  gone: {ref}")
+        for refused in run.summary.get("refused", []):
+            self.stdout.write(
+                f"  refused tools[{refused['index']}] {refused['name']}: "
+                + "; ".join(refused["reasons"])
+            )

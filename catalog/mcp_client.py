@@ -1,0 +1,420 @@
+"""Live discovery over MCP: connect to one tool server with the official Python SDK, run the
+handshake and ``tools/list`` through every ``nextCursor``, and hand back the wire results.
+
+The I/O shell of discovery, and nothing more: no ORM, no Django settings, no parsing of
+tool definitions (``catalog.domain.discovery`` does that). The SDK (``mcp.Client``) drives
+the protocol: version negotiation (``server/discover``, falling back to ``initialize``),
+request ids, cursors. A tap between the transport and the SDK keeps the *wire* dict of
+each ``tools/list`` result, so fields the SDK does not model are kept as untrusted data and
+one malformed tool does not sink its page: the SDK validates a page as a whole, the catalog
+accepts or refuses each tool alone.
+
+Bounds (``Limits``): one deadline for the whole conversation, a byte budget over all pages,
+a tool count, a page count, and cursor-loop detection. A server that hangs, crashes,
+speaks another protocol version or writes junk raises ``DiscoveryFailed`` with a stable
+code and a sentence an admin can act on. The server process is always stopped (the SDK
+closes stdin, then terminates the process tree).
+
+``fetch_tools`` runs the coroutine with ``asyncio.run`` in a worker thread of its own, so a
+caller's thread never hosts the event loop (a thread that already runs one, such as
+Playwright's, would refuse ``asyncio.run``; Django refuses ORM calls inside one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import anyio
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from mcp.types import JSONRPCResponse, PaginatedRequestParams
+from pydantic import ValidationError
+
+from catalog.domain import discovery
+
+STDERR_TAIL = 600
+MAX_INSTRUCTIONS = 2000
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the server is. ``headers`` carry a resolved credential: never stored."""
+
+    transport: str  # "stdio" | "http"
+    command: str = ""
+    args: tuple[str, ...] = ()
+    url: str = ""
+    cwd: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def label(self) -> str:
+        if self.transport == "stdio":
+            return " ".join((self.command, *self.args))[:300]
+        return self.url
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_seconds: float = 30.0
+    max_bytes: int = discovery.MAX_DISCOVERY_BYTES
+    max_tools: int = discovery.MAX_TOOLS
+    max_pages: int = discovery.MAX_PAGES
+
+
+@dataclass
+class Fetched:
+    """What one complete listing returned: the server's identity and every raw tool."""
+
+    identity: dict[str, Any]
+    tools: list[Any]
+    pages: int
+    bytes: int
+    seconds: float = 0.0
+
+
+class DiscoveryFailed(Exception):
+    """Discovery could not complete; nothing it saw may be stored.
+
+    ``code`` is a stable snake_case reason; ``message`` says what happened and what to do.
+    """
+
+    def __init__(self, code: str, message: str, *, stage: str = "", stderr: str = "") -> None:
+        self.code = code
+        self.message = message
+        self.stage = stage
+        self.stderr = stderr
+        super().__init__(f"{code}: {message}")
+
+
+class _Tap:
+    """Watches every message between the transport and the SDK session.
+
+    Keeps the wire dict of each ``tools/list`` result, counts its bytes, and turns
+    junk on the wire (a line that is not JSON-RPC) into an immediate failure.
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.pages: list[dict[str, Any]] = []
+        self.bytes = 0
+        self.failure: DiscoveryFailed | None = None
+        self.scope: anyio.CancelScope | None = None
+        self.stage = "starting the server"
+
+    def fail(self, failure: DiscoveryFailed) -> None:
+        if self.failure is None:
+            self.failure = failure
+        if self.scope is not None:
+            self.scope.cancel()
+
+    def observe(self, item: SessionMessage | Exception) -> None:
+        if isinstance(item, Exception):
+            self.fail(
+                DiscoveryFailed(
+                    "not_mcp",
+                    f"the server wrote output that is not an MCP JSON-RPC message during "
+                    f"{self.stage} ({_offending(item)}). Its stdout must carry MCP "
+                    "messages only: is this an MCP server, and does it log to stdout?",
+                    stage=self.stage,
+                )
+            )
+            return
+        message = item.message
+        if isinstance(message, JSONRPCResponse) and isinstance(message.result, dict):
+            if "tools" not in message.result:
+                return
+            size = len(json.dumps(message.result, ensure_ascii=False).encode("utf-8", "replace"))
+            self.bytes += size
+            self.pages.append(message.result)
+            if self.bytes > self.limits.max_bytes:
+                self.fail(
+                    DiscoveryFailed(
+                        "too_large",
+                        f"the tool list passed {self.limits.max_bytes} bytes at page "
+                        f"{len(self.pages)} (limit {self.limits.max_bytes}); nothing was stored",
+                        stage=self.stage,
+                    )
+                )
+
+
+@asynccontextmanager
+async def _tapped(inner: Any, tap: _Tap) -> AsyncIterator[Any]:
+    """A transport that forwards the inner one's streams through ``tap``."""
+    async with inner as (read, write):
+        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def forward() -> None:
+            async with send:
+                async for item in read:
+                    tap.observe(item)
+                    if tap.failure is not None:
+                        return
+                    await send.send(item)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(forward)
+            try:
+                yield receive, write
+            finally:
+                group.cancel_scope.cancel()
+
+
+def _transport(target: Target, errlog: IO[str]) -> Any:
+    if target.transport == "stdio":
+        params = StdioServerParameters(
+            command=target.command, args=list(target.args), cwd=target.cwd
+        )
+        return stdio_client(params, errlog=errlog)
+    client = httpx2.AsyncClient(
+        headers=dict(target.headers),
+        timeout=httpx2.Timeout(30.0, read=60.0),
+        follow_redirects=False,
+    )
+    return _owning(client, streamable_http_client(target.url, http_client=client))
+
+
+@asynccontextmanager
+async def _owning(client: httpx2.AsyncClient, inner: Any) -> AsyncIterator[Any]:
+    async with client, inner as streams:
+        yield streams
+
+
+def _dump(model: Any) -> Any:
+    if model is None:
+        return None
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def identity_of(client: Client, target: Target) -> dict[str, Any]:
+    """The server's identity as negotiated: what every candidate of this listing records."""
+    session = client.session
+    instructions = session.instructions or ""
+    return {
+        "server_info": _dump(session.server_info) or {},
+        "protocol_version": session.protocol_version or "",
+        "capabilities": _dump(session.server_capabilities) or {},
+        "instructions": _short(instructions, MAX_INSTRUCTIONS) if instructions else "",
+        "transport": target.transport,
+    }
+
+
+async def _list_all(target: Target, limits: Limits, errlog: IO[str], tap: _Tap) -> Fetched:
+    started = anyio.current_time()
+    tools: list[Any] = []
+    identity: dict[str, Any] = {}
+    pages = 0
+    with anyio.CancelScope(deadline=started + limits.timeout_seconds) as scope:
+        tap.scope = scope
+        transport = _tapped(_transport(target, errlog), tap)
+        client = Client(
+            transport, mode="auto", cache=None, read_timeout_seconds=limits.timeout_seconds
+        )
+        tap.stage = "the handshake (initialize)"
+        async with client:
+            identity = identity_of(client, target)
+            cursor: str | None = None
+            seen: set[str] = set()
+            while True:
+                pages += 1
+                if pages > limits.max_pages:
+                    raise DiscoveryFailed(
+                        "too_many_pages",
+                        f"the server's listing has more than {limits.max_pages} pages "
+                        f"(limit {limits.max_pages}); nothing was stored",
+                        stage=tap.stage,
+                    )
+                tap.stage = f"tools/list page {pages}"
+                before = len(tap.pages)
+                # The SDK refuses a page as a whole; the catalog judges each tool alone.
+                with contextlib.suppress(ValidationError):
+                    await client.session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+                if len(tap.pages) == before:
+                    raise DiscoveryFailed(
+                        "not_mcp",
+                        f"the server answered {tap.stage} without a tools list",
+                        stage=tap.stage,
+                    )
+                page = tap.pages[-1]
+                listed = page.get("tools")
+                if not isinstance(listed, list):
+                    raise DiscoveryFailed(
+                        "not_mcp",
+                        f'{tap.stage}: "tools" is not a list; nothing was stored',
+                        stage=tap.stage,
+                    )
+                tools.extend(listed)
+                if len(tools) > limits.max_tools:
+                    raise DiscoveryFailed(
+                        "too_many_tools",
+                        f"the server lists more than {limits.max_tools} tools ({len(tools)} by "
+                        f"page {pages}; limit {limits.max_tools}); nothing was stored",
+                        stage=tap.stage,
+                    )
+                cursor = _next_cursor(page.get("nextCursor"), seen, tap.stage)
+                if cursor is None:
+                    break
+    if tap.failure is not None:
+        raise tap.failure
+    if scope.cancelled_caught:
+        raise DiscoveryFailed(
+            "timeout",
+            f"the server did not finish within {limits.timeout_seconds:g} s (stuck in "
+            f"{tap.stage}); it was stopped and nothing was stored",
+            stage=tap.stage,
+        )
+    seconds = anyio.current_time() - started
+    return Fetched(identity=identity, tools=tools, pages=pages, bytes=tap.bytes, seconds=seconds)
+
+
+def _next_cursor(value: Any, seen: set[str], stage: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > discovery.MAX_CURSOR:
+        raise DiscoveryFailed(
+            "bad_cursor",
+            f"{stage}: nextCursor is not a usable cursor string; nothing was stored",
+            stage=stage,
+        )
+    if value in seen:
+        raise DiscoveryFailed(
+            "cursor_loop",
+            f"{stage}: the server repeated a cursor, so its listing never ends; nothing was stored",
+            stage=stage,
+        )
+    seen.add(value)
+    return value
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside (possibly nested) task-group exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _classify(exc: BaseException, stage: str) -> DiscoveryFailed:
+    exc = _leaf(exc)
+    if isinstance(exc, DiscoveryFailed):
+        return exc
+    if isinstance(exc, MCPError):
+        if "closed" in exc.message.lower():
+            return DiscoveryFailed(
+                "connection_closed",
+                f"the server closed the connection during {stage} (it exited or crashed); "
+                "nothing was stored",
+                stage=stage,
+            )
+        if exc.code == -32001 or "timed out" in exc.message.lower():
+            return DiscoveryFailed(
+                "timeout",
+                f"the server did not answer {stage} in time; nothing was stored",
+                stage=stage,
+            )
+        return DiscoveryFailed(
+            "server_error",
+            f"the server answered {stage} with error {exc.code}: {_short(exc.message, 200)}",
+            stage=stage,
+        )
+    if isinstance(exc, RuntimeError) and "protocol version" in str(exc).lower():
+        return DiscoveryFailed(
+            "protocol_version",
+            f"{_short(str(exc), 200)}. This client speaks MCP "
+            f"{', '.join(_known_versions())}; nothing was stored",
+            stage=stage,
+        )
+    if isinstance(exc, ValidationError):
+        return DiscoveryFailed(
+            "not_mcp",
+            f"the server's answer to {stage} is not valid MCP "
+            f"({_short(str(exc).splitlines()[0], 160)}); nothing was stored",
+            stage=stage,
+        )
+    if isinstance(exc, FileNotFoundError | PermissionError):
+        return DiscoveryFailed(
+            "spawn_failed",
+            f"the server command could not be started ({_short(str(exc), 200)})",
+            stage=stage,
+        )
+    if isinstance(exc, httpx2.HTTPError):
+        return DiscoveryFailed(
+            "http_error",
+            f"HTTP error during {stage}: {_short(str(exc) or type(exc).__name__, 200)}",
+            stage=stage,
+        )
+    if isinstance(exc, OSError | anyio.BrokenResourceError | anyio.ClosedResourceError):
+        return DiscoveryFailed(
+            "connection_closed",
+            f"the connection to the server broke during {stage} ({type(exc).__name__}); "
+            "nothing was stored",
+            stage=stage,
+        )
+    return DiscoveryFailed(
+        "unexpected",
+        f"discovery failed during {stage}: {type(exc).__name__}: {_short(str(exc), 200)}",
+        stage=stage,
+    )
+
+
+def _offending(exc: Exception) -> str:
+    """The line the server wrote, when the parse error quotes it (pydantic does)."""
+    match = re.search(r"input_value=('(?:[^'\\\\]|\\\\.)*'|\"[^\"]*\")", str(exc))
+    if match:
+        return f"it wrote {_short(match.group(1), 120)}"
+    return _short(str(exc), 160)
+
+
+def _known_versions() -> tuple[str, ...]:
+    from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
+
+    return KNOWN_PROTOCOL_VERSIONS
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+async def _run(target: Target, limits: Limits) -> Fetched:
+    tap = _Tap(limits)
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            return await _list_all(target, limits, errlog, tap)
+        except Exception as exc:
+            failure = tap.failure or _classify(exc, tap.stage)
+            failure.stage = failure.stage or tap.stage
+            failure.stderr = _stderr_tail(errlog)
+            raise failure from None
+
+
+def _stderr_tail(errlog: IO[str]) -> str:
+    try:
+        errlog.flush()
+        errlog.seek(0, 2)
+        size = errlog.tell()
+        errlog.seek(max(0, size - 4 * STDERR_TAIL))
+        return _short(errlog.read(), STDERR_TAIL) if size else ""
+    except (OSError, ValueError):
+        return ""
+
+
+def fetch_tools(target: Target, limits: Limits) -> Fetched:
+    """List every tool of ``target`` within ``limits``; raise DiscoveryFailed otherwise.
+
+    Runs the SDK's event loop in a thread of its own (see the module docstring).
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-discovery") as pool:
+        return pool.submit(asyncio.run, _run(target, limits)).result()

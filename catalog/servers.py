@@ -1,0 +1,332 @@
+"""Tool servers: register one, discover its tools live, and record what changed.
+
+``tool_server_discover`` is the sync shell around ``catalog.mcp_client`` (the SDK runs in
+its own thread and event loop; no ORM call happens inside it) and
+``catalog.services.candidates_record`` (one transaction). It never stores anything
+half-way: a failure records one ``Discovery`` row with its code and message, and no
+candidate, sighting or drift. Discovery never admits: candidates are DISCOVERED only.
+
+Registration rules:
+- stdio commands run on this host, so only commands named in
+  ``settings.FIELDOPS_MCP_STDIO_COMMANDS`` may be registered (a catalog admin cannot make
+  the web process run an arbitrary program); arguments are split like a shell would,
+  but no shell runs them;
+- an HTTP server is a plain ``http(s)`` URL without user info; its credential is a
+  *reference* (``env:FIELDOPS_MCP_TOKEN_<NAME>``: only variables with that prefix, so no
+  other secret of the process can be sent), resolved at connect time and never stored,
+  shown or logged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from catalog import mcp_client
+from catalog.domain import discovery
+from catalog.domain.lifecycle import Refusal
+from catalog.models import Discovery, Outcome, ToolServer, Transport
+from catalog.services import candidates_record, reviewer_ref
+from fieldops.secrets import redact
+
+SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+# Only variables made for this purpose can be referenced: a reference to DATABASE_URL or
+# SECRET_KEY would send that secret as a bearer token to a URL an admin typed.
+CREDENTIAL_PREFIX = "FIELDOPS_MCP_TOKEN_"
+CREDENTIAL_REF = re.compile(r"^env:FIELDOPS_MCP_TOKEN_[A-Z0-9_]{1,48}$")
+MAX_ARGS = 40
+MAX_ARG = 500
+TRIGGERS = ("manual", "schedule", "command")
+
+
+def allowed_commands() -> list[str]:
+    raw = getattr(settings, "FIELDOPS_MCP_STDIO_COMMANDS", [])
+    return [c for c in raw if c]
+
+
+def _clean_command(command: str) -> str:
+    command = (command or "").strip()
+    if not command:
+        raise Refusal("command_required", "a stdio server needs the command that starts it")
+    allowed = allowed_commands()
+    if command not in allowed:
+        listed = ", ".join(allowed) if allowed else "none are configured"
+        raise Refusal(
+            "command_not_allowed",
+            f"{command[:80]!r} is not an allowed stdio server command on this host "
+            f"(FIELDOPS_MCP_STDIO_COMMANDS: {listed})",
+        )
+    return command
+
+
+def _clean_args(args_text: str) -> list[str]:
+    try:
+        args = shlex.split(args_text or "")
+    except ValueError as exc:
+        raise Refusal("bad_arguments", f"the arguments cannot be split: {exc}") from None
+    if len(args) > MAX_ARGS or any(len(a) > MAX_ARG or "\x00" in a for a in args):
+        raise Refusal(
+            "bad_arguments", f"at most {MAX_ARGS} arguments of at most {MAX_ARG} characters"
+        )
+    return args
+
+
+def _clean_url(url: str) -> str:
+    url = (url or "").strip()
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Refusal("bad_url", "a Streamable HTTP server needs an http:// or https:// URL")
+    if parts.username or parts.password:
+        raise Refusal(
+            "credential_in_url",
+            "the URL carries user info: put the credential in the environment and give "
+            "its reference (env:FIELDOPS_MCP_TOKEN_...) instead; credentials are never stored",
+        )
+    if len(url) > 500:
+        raise Refusal("bad_url", "the URL is longer than 500 characters")
+    return url
+
+
+def _clean_credential_ref(ref: str) -> str:
+    ref = (ref or "").strip()
+    if ref and not CREDENTIAL_REF.match(ref):
+        raise Refusal(
+            "credential_ref_invalid",
+            f"give a credential reference such as env:{CREDENTIAL_PREFIX}GITHUB (an "
+            f"environment variable of this process whose name starts with {CREDENTIAL_PREFIX}), "
+            "never the credential itself",
+        )
+    return ref
+
+
+def tool_server_register(
+    *,
+    user: Any,
+    name: str,
+    transport: str,
+    command: str = "",
+    args_text: str = "",
+    url: str = "",
+    credential_ref: str = "",
+    scheduled: bool = True,
+) -> ToolServer:
+    """Register a tool server; raise Refusal with a clear reason (nothing stored)."""
+    name = (name or "").strip().lower()
+    if not SERVER_NAME.match(name):
+        raise Refusal(
+            "bad_name", "name the server with lower-case letters, digits and - (63 at most)"
+        )
+    fields: dict[str, Any] = {"name": name, "transport": transport, "scheduled": scheduled}
+    if transport == Transport.STDIO:
+        fields.update(command=_clean_command(command), args=_clean_args(args_text))
+        if credential_ref:
+            raise Refusal(
+                "credential_ref_stdio",
+                "a stdio server gets no credential from the catalog; configure it on the host",
+            )
+    elif transport == Transport.HTTP:
+        fields.update(url=_clean_url(url), credential_ref=_clean_credential_ref(credential_ref))
+    else:
+        raise Refusal("bad_transport", "choose stdio or Streamable HTTP")
+    try:
+        with transaction.atomic():
+            return ToolServer.objects.create(created_by=user, **fields)
+    except IntegrityError:
+        raise Refusal("name_taken", f"a tool server named {name!r} is registered") from None
+
+
+def _executable(command: str) -> str:
+    """A bare name is looked up beside the Python executable first (the project's venv
+    installs the reference servers there), then on PATH (by the SDK)."""
+    if "/" not in command:
+        beside = Path(sys.executable).parent / command
+        if beside.is_file():
+            return str(beside)
+    return command
+
+
+def limits_from_settings() -> mcp_client.Limits:
+    return mcp_client.Limits(
+        timeout_seconds=float(getattr(settings, "FIELDOPS_DISCOVERY_TIMEOUT_SECONDS", 20.0))
+    )
+
+
+def _target(server: ToolServer) -> mcp_client.Target:
+    if server.transport == Transport.STDIO:
+        # Re-checked at every run: a command removed from the allow-list stops running.
+        command = _executable(_clean_command(server.command))
+        return mcp_client.Target("stdio", command=command, args=tuple(server.args))
+    headers: dict[str, str] = {}
+    if server.credential_ref:
+        variable = server.credential_ref.removeprefix("env:")
+        value = os.environ.get(variable, "")
+        if not value:
+            raise mcp_client.DiscoveryFailed(
+                "credential_missing",
+                f"the credential reference {server.credential_ref} names no variable set "
+                "in this process's environment",
+                stage="resolving the credential",
+            )
+        headers["Authorization"] = f"Bearer {value}"
+    return mcp_client.Target("http", url=server.url, headers=headers)
+
+
+def _failed(
+    server: ToolServer,
+    *,
+    user: Any,
+    trigger: str,
+    code: str,
+    message: str,
+    stage: str = "",
+    stderr: str = "",
+    summary: dict[str, Any] | None = None,
+    fetched: mcp_client.Fetched | None = None,
+    secret: str = "",
+) -> Discovery:
+    def clean(text: str, limit: int) -> str:
+        text = redact(text)
+        if secret:
+            text = text.replace(secret, "[redacted]")
+        return text[:limit]
+
+    return Discovery.objects.create(
+        server=server,
+        trigger=trigger,
+        requested_by=user,
+        requested_ref=reviewer_ref(user) if user is not None else f"system:{trigger}",
+        finished_at=timezone.now(),
+        outcome=Outcome.FAILED,
+        code=code,
+        message=clean(message, 2000),
+        stderr=clean(stderr, 1000),
+        identity={**(fetched.identity if fetched else {}), "stage": stage},
+        pages=fetched.pages if fetched else 0,
+        tools_listed=len(fetched.tools) if fetched else 0,
+        wire_bytes=fetched.bytes if fetched else 0,
+        seconds=fetched.seconds if fetched else 0.0,
+        summary=summary or {},
+    )
+
+
+def tool_server_discover(
+    *,
+    server_id: int,
+    user: Any = None,
+    trigger: str = "manual",
+    limits: mcp_client.Limits | None = None,
+) -> Discovery:
+    """Discover every tool of one registered server now and record the outcome.
+
+    Return the Discovery record: ``ok`` with a summary (created, unchanged, changed,
+    gone, refused, paused), or ``failed`` with a code and message and nothing else stored.
+    Raise Refusal for an unknown server.
+    """
+    if trigger not in TRIGGERS:
+        raise ValueError(f"unknown trigger {trigger!r}")
+    server = ToolServer.objects.filter(pk=server_id).first()
+    if server is None:
+        raise Refusal("unknown_server", "no such tool server")
+    limits = limits or limits_from_settings()
+    secret = ""
+    try:
+        target = _target(server)
+        secret = target.headers.get("Authorization", "").removeprefix("Bearer ")
+        fetched = mcp_client.fetch_tools(target, limits)
+    except Refusal as exc:
+        return _failed(server, user=user, trigger=trigger, code=exc.code, message=exc.message)
+    except mcp_client.DiscoveryFailed as exc:
+        return _failed(
+            server,
+            user=user,
+            trigger=trigger,
+            code=exc.code,
+            message=exc.message,
+            stage=exc.stage,
+            stderr=exc.stderr,
+            secret=secret,
+        )
+    try:
+        listing = discovery.parse_tools(fetched.tools)
+    except discovery.ImportRefused as exc:
+        return _failed(
+            server,
+            user=user,
+            trigger=trigger,
+            code="refused_all",
+            message="the server listed no tool the catalog can accept: " + "; ".join(exc.errors),
+            stage="checking the definitions",
+            fetched=fetched,
+            summary={"refused_errors": exc.errors},
+        )
+    identity = {**fetched.identity, "target": server.target_label[:300]}
+    with transaction.atomic():
+        # One recorder per server at a time: a scheduled and a manual discovery of the same
+        # server must not both decide what is new.
+        ToolServer.objects.select_for_update().filter(pk=server.pk).first()
+        run = Discovery.objects.create(
+            server=server,
+            trigger=trigger,
+            requested_by=user,
+            requested_ref=reviewer_ref(user) if user is not None else f"system:{trigger}",
+            outcome=Outcome.OK,
+            identity=identity,
+            pages=fetched.pages,
+            tools_listed=len(fetched.tools),
+            wire_bytes=fetched.bytes,
+            seconds=round(fetched.seconds, 3),
+        )
+        result = candidates_record(
+            listing=listing,
+            server_label=server.name,
+            user=user,
+            source=f"discovery #{run.pk} ({trigger})",
+            tool_server=server,
+            identity=identity,
+            run=run,
+            complete=True,
+        )
+        run.summary = result.summary()
+        run.message = summary_sentence(result.summary())
+        run.finished_at = timezone.now()
+        run.save(update_fields=["summary", "message", "finished_at"])
+    return run
+
+
+def summary_sentence(summary: dict[str, Any]) -> str:
+    parts = [
+        f"{len(summary.get(key, []))} {label}"
+        for key, label in (
+            ("created", "new"),
+            ("unchanged", "unchanged"),
+            ("also_seen", "already known from elsewhere"),
+            ("changed", "changed"),
+            ("gone", "gone"),
+            ("refused", "refused"),
+        )
+        if summary.get(key)
+    ]
+    text = ", ".join(parts) or "nothing listed"
+    if summary.get("paused"):
+        text += f"; {len(summary['paused'])} admitted mapping(s) paused"
+    return text + "."
+
+
+def tool_servers_rediscover(*, trigger: str = "schedule") -> list[Discovery]:
+    """Discover every scheduled server once, one after the other (the command's --all)."""
+    return [
+        tool_server_discover(server_id=pk, trigger=trigger)
+        for pk in ToolServer.objects.filter(scheduled=True).values_list("pk", flat=True)
+    ]

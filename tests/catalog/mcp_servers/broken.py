@@ -1,0 +1,44 @@
+"""Servers that break the protocol below the SDK (no SDK server can be made to):
+
+python broken.py silent     # reads every request, never answers
+python broken.py junk       # answers every line with text that is not JSON-RPC
+python broken.py oldversion # completes initialize with protocol version 2023-01-01
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+MODE = sys.argv[1]
+
+
+def reply(message_id: object, result: object = None, error: object = None) -> None:
+    body = {"jsonrpc": "2.0", "id": message_id}
+    body.update({"error": error} if error is not None else {"result": result})
+    print(json.dumps(body), flush=True)
+
+
+for line in sys.stdin:
+    if MODE == "silent":
+        continue
+    if MODE == "junk":
+        print("Starting tool server... ready!", flush=True)
+        continue
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    if message.get("method") == "initialize":
+        reply(
+            message["id"],
+            {
+                "protocolVersion": "2023-01-01",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "old-server", "version": "0.0.1"},
+            },
+        )
+    else:
+        reply(message["id"], error={"code": -32601, "message": "Method not found"})
+if MODE == "silent":
+    time.sleep(3600)

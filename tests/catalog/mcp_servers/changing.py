@@ -1,0 +1,75 @@
+"""A small MCP server (the SDK's MCPServer, formerly FastMCP) whose tools come from a state
+file, so a test can change the server between two discoveries.
+
+    python changing.py STATE.json                 # stdio
+    python changing.py STATE.json --http PORT     # Streamable HTTP on 127.0.0.1:PORT/mcp
+
+STATE.json: {"description": str, "read_only": bool, "legacy": bool, "token": str}. With
+``token`` set, the HTTP endpoint answers 401 unless ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+
+def build(state: dict) -> MCPServer:
+    server = MCPServer("fieldops-test-parts", version="1.0.0", instructions="Test parts server.")
+
+    @server.tool(
+        name="lookup_part",
+        title="Look up a part",
+        description=state.get("description", "Look up one spare part by id."),
+        annotations=ToolAnnotations(readOnlyHint=state.get("read_only", True), openWorldHint=False),
+    )
+    def lookup_part(part_id: str) -> str:
+        return part_id
+
+    @server.tool(
+        name="reserve_slot",
+        description="Reserve one inventory slot for a part.",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True),
+    )
+    def reserve_slot(part_id: str, slot: str, quantity: int = 1) -> str:
+        return slot
+
+    if state.get("legacy", False):
+
+        @server.tool(name="legacy_export", description="Export the whole catalogue (old).")
+        def legacy_export() -> str:
+            return ""
+
+    return server
+
+
+def main() -> None:
+    with open(sys.argv[1], encoding="utf-8") as handle:
+        state = json.load(handle)
+    server = build(state)
+    if "--http" not in sys.argv:
+        server.run()
+        return
+    import uvicorn
+    from starlette.responses import JSONResponse
+
+    port = int(sys.argv[sys.argv.index("--http") + 1])
+    app = server.streamable_http_app()
+    token = state.get("token", "")
+
+    async def guarded(scope, receive, send):  # type: ignore[no-untyped-def]
+        if scope["type"] == "http" and token:
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization", b"").decode() != f"Bearer {token}":
+                await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,456 @@
+"""Live discovery from real MCP servers, through the official SDK client, no protocol mock.
+
+Servers this project did not write (the reference ``mcp-server-time`` and
+``mcp-server-git`` from PyPI) are started over stdio; a small SDK server
+(``mcp_servers/changing.py``) changes between discoveries to show drift and the diff;
+misbehaving servers (``paged.py``, ``broken.py``) show that a failure has a clear message
+and stores nothing half-way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.urls import reverse
+
+from catalog import mcp_client, selectors, servers, services
+from catalog.domain.lifecycle import Refusal
+from catalog.models import (
+    CapabilityVersion,
+    Discovery,
+    DriftKind,
+    Lifecycle,
+    LifecycleDecision,
+    ToolDrift,
+    ToolServer,
+    ToolSighting,
+)
+from tests.catalog.conftest import ChangingServer, server_script
+
+pytestmark = pytest.mark.usefixtures("stdio_commands")
+
+FAST = mcp_client.Limits(timeout_seconds=20)
+ADMISSION = {
+    "task_transition": "NEED_EQUIPMENT -> HAVE_EQUIPMENT_EVIDENCE",
+    "alternatives": ["human lookup"],
+    "decision": "ADMIT_BOUNDED",
+    "expiry": "expires on remote definition change",
+    "reason": "the remote lookup matches the reviewed read contract",
+}
+
+
+def register(user: Any, name: str, command: str, args: str = "", **kw: Any) -> ToolServer:
+    return servers.tool_server_register(
+        user=user, name=name, transport="stdio", command=command, args_text=args, **kw
+    )
+
+
+def discover(server: ToolServer, user: Any = None, limits: Any = FAST) -> Discovery:
+    return servers.tool_server_discover(server_id=server.pk, user=user, limits=limits)
+
+
+def stored() -> tuple[int, ...]:
+    return (
+        CapabilityVersion.objects.count(),
+        LifecycleDecision.objects.count(),
+        ToolSighting.objects.count(),
+        ToolDrift.objects.count(),
+    )
+
+
+def candidates(server: ToolServer) -> dict[str, CapabilityVersion]:
+    return {
+        s.version.capability_id: s.version
+        for s in ToolSighting.objects.filter(tool_server=server, gone_at=None).select_related(
+            "version"
+        )
+    }
+
+
+# -- real servers this project did not write -------------------------------------------
+def test_the_reference_time_server_is_discovered_through_the_sdk(catalog_admin):
+    server = register(catalog_admin, "time", "mcp-server-time", "--local-timezone UTC")
+    run = discover(server, catalog_admin)
+    assert run.ok, run.message
+    assert run.identity["server_info"]["name"] == "mcp-time"
+    assert run.identity["protocol_version"] in ("2025-11-25", "2026-07-28")
+    assert "tools" in run.identity["capabilities"]
+    assert run.identity["target"].endswith("mcp-server-time --local-timezone UTC")
+    found = candidates(server)
+    assert set(found) == {"get_current_time", "convert_time"}
+    for row in found.values():
+        assert row.lifecycle == Lifecycle.DISCOVERED  # discovery never admits
+        assert row.source == "discovered" and not row.effect_gate_open and row.contract == {}
+        assert row.definition["inputSchema"]["type"] == "object"
+        decision = row.decisions.get(action="import")
+        assert decision.details["server_name"] == "mcp-time"
+        assert decision.details["discovery"] == run.pk
+    sighting = ToolSighting.objects.get(version=found["convert_time"])
+    assert sighting.identity["server_info"]["name"] == "mcp-time"  # identity per candidate
+    assert run.summary["created"] and run.message.startswith("2 new")
+
+
+def test_the_reference_git_server_then_an_unchanged_rediscovery_creates_nothing(
+    catalog_admin, tmp_path
+):
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    server = register(catalog_admin, "git", "mcp-server-git", f"--repository {repo}")
+    first = discover(server, catalog_admin)
+    assert first.ok, first.message
+    found = candidates(server)
+    assert len(found) == 12 and "git_status" in found
+    assert found["git_status"].hints.get("readOnlyHint") is True  # shown, never enforced
+    assert found["git_commit"].hints.get("readOnlyHint") is False
+    before = stored()
+    again = discover(server, catalog_admin)
+    assert again.ok and len(again.summary["unchanged"]) == 12
+    assert again.summary["created"] == [] and again.summary["changed"] == []
+    assert stored() == before  # nothing new: no candidate, decision, sighting or drift
+
+
+# -- drift: a changed server -----------------------------------------------------------
+def test_a_changed_definition_pauses_the_admitted_mapping_and_shows_a_diff(
+    catalog_admin, catalog_reviewer, changing_server: ChangingServer, operator
+):
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    first = discover(server, catalog_admin)
+    assert first.ok, first.message
+    old = candidates(server)
+    assert set(old) == {"lookup_part", "reserve_slot", "legacy_export"}
+    assert old["lookup_part"].hints == {"readOnlyHint": True, "openWorldHint": False}
+    services.capability_admit(
+        version_id=old["lookup_part"].pk,
+        user=catalog_reviewer,
+        local_ref="read_equipment@1.0.0",
+        **ADMISSION,
+    )
+
+    changing_server.set(description="Look up any part, with live supplier prices.", legacy=False)
+    second = discover(server, catalog_admin)
+    assert second.ok, second.message
+    new = candidates(server)
+    assert set(new) == {"lookup_part", "reserve_slot"}
+    assert new["reserve_slot"] == old["reserve_slot"]  # unchanged: the same row
+    changed = new["lookup_part"]
+    assert changed.pk != old["lookup_part"].pk and changed.lifecycle == Lifecycle.DISCOVERED
+    assert changed.local_contract_ref == ""  # never inherits the admission
+    paused = CapabilityVersion.objects.get(pk=old["lookup_part"].pk)
+    assert paused.lifecycle == Lifecycle.DEPRECATED
+    assert paused.decisions.get(action="deprecate").details == {"superseded_by": changed.ref}
+    assert second.summary["changed"] == [[paused.ref, changed.ref]]
+    assert second.summary["paused"] == [paused.ref]
+    assert second.summary["gone"] == [old["legacy_export"].ref]
+
+    drift = ToolDrift.objects.get(kind=DriftKind.CHANGED)
+    assert (drift.before, drift.after, drift.paused) == (paused, changed, [paused.ref])
+    gone = ToolDrift.objects.get(kind=DriftKind.GONE)
+    assert gone.before == old["legacy_export"] and gone.paused == []
+    assert ToolSighting.objects.get(version=old["legacy_export"]).gone_at is not None
+
+    view = selectors.diff_view(paused, changed)
+    described = [r for r in view["changed_rows"] if r.path == "description"]
+    assert described[0].left == "Look up one spare part by id."
+    assert described[0].right == "Look up any part, with live supplier prices."
+
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-index")).content.decode()
+    assert 'id="catalog-drift"' in page and "admitted mapping paused" in page
+    assert f"a={paused.ref}".replace("@", "%40") in page  # the link to the side-by-side diff
+    result = client.get(reverse("catalog-discovery", args=[second.pk])).content.decode()
+    assert "side-by-side diff" in result and "No longer served" in result
+    client.force_login(operator)
+    runbook = client.get(reverse("runbooks-detail", args=["tool-definition-drift"]))
+    assert runbook.status_code == 200
+    text = runbook.content.decode()
+    assert "Tool definition changed under an admitted mapping" in text
+    assert f'data-drift="{drift.pk}"' in text
+
+    client.force_login(catalog_admin)
+    client.post(reverse("catalog-drift-resolve", args=[drift.pk]), {"reason": "re-reviewed"})
+    drift.refresh_from_db()
+    assert drift.resolved_by == catalog_admin and drift.resolution == "re-reviewed"
+    assert drift not in selectors.open_drifts()
+
+
+def test_a_tool_that_turns_unacceptable_is_refused_alone_and_pauses_its_mapping(
+    catalog_admin, catalog_reviewer, changing_server: ChangingServer
+):
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    assert discover(server).ok
+    lookup = candidates(server)["lookup_part"]
+    services.capability_admit(
+        version_id=lookup.pk, user=catalog_reviewer, local_ref="read_equipment@1.0.0", **ADMISSION
+    )
+    changing_server.set(description="x" * 20_000, legacy=True)
+    run = discover(server)
+    assert run.ok
+    (refused,) = run.summary["refused"]
+    assert refused["name"] == "lookup_part" and "characters (limit" in refused["reasons"][0]
+    assert len(run.summary["unchanged"]) == 2  # the others are untouched
+    drift = ToolDrift.objects.get(kind=DriftKind.REFUSED)
+    assert drift.paused == [lookup.ref] and drift.after is None
+    lookup.refresh_from_db()
+    assert lookup.lifecycle == Lifecycle.DEPRECATED
+
+
+def test_the_same_definition_on_two_servers_lists_both(
+    catalog_admin, changing_server: ChangingServer
+):
+    first = register(catalog_admin, "parts-a", sys.executable, changing_server.args)
+    second = register(catalog_admin, "parts-b", sys.executable, changing_server.args)
+    assert discover(first).ok
+    versions = CapabilityVersion.objects.count()
+    run = discover(second)
+    assert run.ok and len(run.summary["also_seen"]) == 3 and run.summary["created"] == []
+    assert CapabilityVersion.objects.count() == versions
+    row = candidates(second)["lookup_part"]
+    assert row == candidates(first)["lookup_part"]
+    assert set(row.sightings.values_list("server_label", flat=True)) == {"parts-a", "parts-b"}
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-candidate", args=[row.pk])).content.decode()
+    assert 'data-server="parts-a"' in page and 'data-server="parts-b"' in page
+    assert "fieldops-test-parts" in page  # the serverInfo each sighting recorded
+
+
+# -- Streamable HTTP with a credential reference ---------------------------------------
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(changing_server: ChangingServer) -> Iterator[tuple[str, str]]:
+    token = "tok-" + os.urandom(12).hex()
+    changing_server.set(description="Look up one spare part by id.", token=token)
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, server_script("changing"), str(changing_server.path), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp", token
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_a_streamable_http_server_with_a_credential_reference(
+    catalog_admin, http_server, monkeypatch
+):
+    url, token = http_server
+    server = servers.tool_server_register(
+        user=catalog_admin,
+        name="parts-http",
+        transport="http",
+        url=url,
+        credential_ref="env:FIELDOPS_MCP_TOKEN_TEST",
+    )
+    before = stored()
+    missing = discover(server)
+    assert missing.code == "credential_missing" and stored() == before
+    monkeypatch.setenv("FIELDOPS_MCP_TOKEN_TEST", "wrong-" + token)
+    refused = discover(server)
+    assert not refused.ok and refused.code in ("http_error", "server_error", "connection_closed")
+    assert stored() == before
+    monkeypatch.setenv("FIELDOPS_MCP_TOKEN_TEST", token)
+    run = discover(server)
+    assert run.ok, run.message
+    assert run.identity["transport"] == "http" and run.identity["target"] == url
+    assert set(candidates(server)) == {"lookup_part", "reserve_slot"}
+    # The credential is a reference: its value is nowhere in what the catalog stored.
+    for model in (Discovery, ToolServer, ToolSighting, LifecycleDecision, CapabilityVersion):
+        dumped = json.dumps(list(model.objects.values()), default=str)
+        assert token not in dumped, model.__name__
+
+
+# -- hostile servers: clear outcomes, nothing stored half-way --------------------------
+def _hostile(catalog_admin: Any, name: str, script: str, args: str, limits: Any = FAST) -> Any:
+    server = register(catalog_admin, name, sys.executable, f"{server_script(script)} {args}")
+    before = stored()
+    started = time.monotonic()
+    run = discover(server, catalog_admin, limits)
+    elapsed = time.monotonic() - started
+    assert Discovery.objects.filter(server=server).count() == 1  # the attempt is recorded
+    return run, before, elapsed
+
+
+def test_ten_thousand_tools_across_pages_are_refused_at_the_limit(catalog_admin):
+    run, before, _ = _hostile(catalog_admin, "paged-10k", "paged", "10000 100")
+    assert not run.ok and run.code == "too_many_tools"
+    assert "more than 1000 tools" in run.message and "nothing was stored" in run.message
+    assert stored() == before
+
+
+def test_hundreds_of_tools_across_pages_are_all_imported(catalog_admin):
+    run, _, elapsed = _hostile(catalog_admin, "paged-500", "paged", "500 50")
+    assert run.ok, run.message
+    assert run.pages == 10 and run.tools_listed == 500 and len(run.summary["created"]) == 500
+    assert elapsed < 30, elapsed
+
+
+def test_a_one_megabyte_description_refuses_that_tool_alone(catalog_admin):
+    run, _, _ = _hostile(catalog_admin, "big", "paged", "3 10 --description-bytes 1048576")
+    assert run.ok and run.wire_bytes > 1_048_576
+    (refused,) = run.summary["refused"]
+    assert refused["name"] == "t00001"
+    assert "the definition is 1048690 bytes (limit 131072)" in refused["reasons"][0]
+    assert len(run.summary["created"]) == 2
+
+
+def test_a_listing_over_the_byte_limit_stores_nothing(catalog_admin):
+    limits = mcp_client.Limits(timeout_seconds=20, max_bytes=500_000)
+    run, before, _ = _hostile(
+        catalog_admin, "bytes", "paged", "3 10 --description-bytes 1048576", limits
+    )
+    assert run.code == "too_large" and "nothing was stored" in run.message
+    assert stored() == before
+
+
+def test_a_server_that_never_answers_times_out(catalog_admin):
+    limits = mcp_client.Limits(timeout_seconds=2)
+    run, before, elapsed = _hostile(catalog_admin, "silent", "broken", "silent", limits)
+    assert run.code == "timeout" and "did not finish within 2 s" in run.message
+    assert "handshake" in run.message and stored() == before
+    assert elapsed < 12, elapsed  # the deadline plus the SDK's bounded shutdown
+
+
+def test_a_server_that_exits_mid_list(catalog_admin):
+    run, before, _ = _hostile(catalog_admin, "crash", "paged", "300 100 --exit-on-page 2")
+    assert run.code == "connection_closed"
+    assert "tools/list page 2" in run.message and "nothing was stored" in run.message
+    assert stored() == before
+
+
+def test_a_server_that_writes_junk(catalog_admin):
+    run, before, _ = _hostile(catalog_admin, "junk", "broken", "junk")
+    assert run.code == "not_mcp" and "Starting tool server" in run.message
+    assert stored() == before
+
+
+def test_a_server_of_another_protocol_version(catalog_admin):
+    run, before, _ = _hostile(catalog_admin, "old", "broken", "oldversion")
+    assert run.code == "protocol_version" and "2023-01-01" in run.message
+    assert stored() == before
+
+
+def test_a_command_that_cannot_start(catalog_admin, settings):
+    settings.FIELDOPS_MCP_STDIO_COMMANDS = ["/nonexistent/mcp-server"]
+    server = register(catalog_admin, "missing", "/nonexistent/mcp-server")
+    run = discover(server)
+    assert run.code == "spawn_failed" and not run.ok
+    settings.FIELDOPS_MCP_STDIO_COMMANDS = []
+    again = discover(server)  # removed from the allow-list since registration
+    assert again.code == "command_not_allowed"
+
+
+# -- registration ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"name": "Bad Name", "transport": "stdio", "command": "mcp-server-time"}, "bad_name"),
+        ({"name": "sh", "transport": "stdio", "command": "/bin/sh"}, "command_not_allowed"),
+        ({"name": "q", "transport": "stdio", "command": "mcp-server-time", "args_text": "'x"}, ""),
+        ({"name": "u", "transport": "http", "url": "ftp://x/"}, "bad_url"),
+        ({"name": "u", "transport": "http", "url": "https://me:pw@x/mcp"}, "credential_in_url"),
+        (
+            {"name": "u", "transport": "http", "url": "https://x/mcp", "credential_ref": "ghp_1"},
+            "credential_ref_invalid",
+        ),
+        (
+            {
+                "name": "u",
+                "transport": "http",
+                "url": "https://x/mcp",
+                "credential_ref": "env:SECRET_KEY",
+            },
+            "credential_ref_invalid",
+        ),
+        (
+            {
+                "name": "s",
+                "transport": "stdio",
+                "command": "mcp-server-time",
+                "credential_ref": "env:A",
+            },
+            "credential_ref_stdio",
+        ),
+        ({"name": "t", "transport": "carrier-pigeon"}, "bad_transport"),
+    ],
+)
+def test_registration_refusals_are_clear_and_store_nothing(catalog_admin, fields, code):
+    with pytest.raises(Refusal) as info:
+        servers.tool_server_register(user=catalog_admin, **fields)
+    assert info.value.code == (code or "bad_arguments")
+    assert not ToolServer.objects.exists()
+
+
+def test_a_name_is_registered_once(catalog_admin):
+    register(catalog_admin, "time", "mcp-server-time")
+    with pytest.raises(Refusal, match="is registered"):
+        register(catalog_admin, "time", "mcp-server-time")
+
+
+# -- the console and the command ----------------------------------------------------------
+def test_register_and_discover_now_through_the_console(catalog_admin, approver):
+    client = Client()
+    client.force_login(approver)
+    refused = client.post(
+        reverse("catalog-servers"),
+        {"name": "time", "transport": "stdio", "command": "mcp-server-time"},
+    )
+    assert refused.status_code == 403 and not ToolServer.objects.exists()
+    client.force_login(catalog_admin)
+    bad = client.post(
+        reverse("catalog-servers"), {"name": "x", "transport": "stdio", "command": "rm"}
+    )
+    assert bad.status_code == 400 and "not an allowed stdio server command" in bad.content.decode()
+    response = client.post(
+        reverse("catalog-servers"),
+        {"name": "time", "transport": "stdio", "command": "mcp-server-time", "scheduled": "on"},
+    )
+    server = ToolServer.objects.get(name="time")
+    assert response["Location"] == reverse("catalog-server", args=[server.pk])
+    index = client.get(reverse("catalog-index")).content.decode()
+    assert 'data-server="time"' in index and "Discover now" in index
+    response = client.post(reverse("catalog-server-discover", args=[server.pk]))
+    run = Discovery.objects.get(server=server)
+    assert response["Location"] == reverse("catalog-discovery", args=[run.pk])
+    page = client.get(response["Location"]).content.decode()
+    assert 'id="discovery-result"' in page and "get_current_time" in page
+    assert "mcp-time" in page  # the identity recorded with the candidates
+    server_page = client.get(reverse("catalog-server", args=[server.pk])).content.decode()
+    assert "Serves now (2)" in server_page
+
+
+def test_the_management_command_discovers_a_server_by_name(catalog_admin, capsys):
+    register(catalog_admin, "time", "mcp-server-time")
+    call_command("catalog_discover", "time", "--timeout", "20")
+    out = capsys.readouterr().out
+    assert "time: discovery #" in out and " ok: mcp-time" in out and "2 new" in out
+    with pytest.raises(CommandError, match="no tool server named"):
+        call_command("catalog_discover", "nope")
+    register(catalog_admin, "old", sys.executable, f"{server_script('broken')} oldversion")
+    with pytest.raises(CommandError, match="1 discovery"):
+        call_command("catalog_discover", "old")

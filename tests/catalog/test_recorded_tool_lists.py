@@ -1,0 +1,75 @@
+"""Recorded tools/list results of real servers and the specification's examples: every
+tool of every one is accepted (no refusal), unknown fields stay untrusted data, and
+importing them all through the service stores candidates only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from catalog import services
+from catalog.domain.discovery import parse_tool_list
+from catalog.models import CapabilityVersion, Lifecycle, ToolSighting
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_tools"
+FILES = sorted(FIXTURES.glob("*.json"))
+EXPECTED = {
+    "everything": 13,
+    "fetch": 1,
+    "filesystem": 14,
+    "git": 12,
+    "github": 26,
+    "memory": 9,
+    "time": 2,
+    "spec-2025-11-25-listing": 1,
+    "spec-2025-11-25-output-schema": 1,
+    "spec-2026-07-28-listing": 1,
+    "spec-2026-07-28-output-schema": 1,
+}
+
+
+def test_every_fixture_names_its_source():
+    assert {f.stem for f in FILES} == set(EXPECTED)
+    for path in FILES:
+        source = json.loads(path.read_text())["_source"]
+        assert source["how"], path.name
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
+def test_a_recorded_list_is_imported_without_refusal(path):
+    listing = parse_tool_list(path.read_text(encoding="utf-8"))
+    assert listing.refused == ()
+    assert len(listing.tools) == EXPECTED[path.stem]
+
+
+def test_the_filesystem_servers_execution_field_and_the_specs_icons_are_kept():
+    # The reported failure: all 14 tools refused for "unknown field(s) execution".
+    listing = parse_tool_list((FIXTURES / "filesystem.json").read_text())
+    assert all(t.definition["execution"]["taskSupport"] for t in listing.tools)
+    (weather,) = parse_tool_list((FIXTURES / "spec-2025-11-25-listing.json").read_text()).tools
+    assert weather.definition["icons"][0]["src"] == "https://example.com/weather-icon.png"
+    assert weather.definition["execution"] == {"taskSupport": "optional"}
+
+
+def test_the_spec_listing_warns_that_it_is_one_page():
+    listing = parse_tool_list((FIXTURES / "spec-2026-07-28-listing.json").read_text())
+    assert listing.next_cursor == "next-page-cursor"
+    assert "one page" in listing.warnings[0]
+
+
+def test_importing_every_recorded_list_stores_candidates_only(catalog_admin):
+    for path in FILES:
+        result = services.candidate_import(
+            text=path.read_text(), server=f"recorded:{path.stem}", user=catalog_admin
+        )
+        assert result.refused == [], path.name
+    discovered = CapabilityVersion.objects.filter(source="discovered")
+    assert discovered.count() >= 75  # a few definitions are shared between files
+    assert set(discovered.values_list("lifecycle", flat=True)) == {Lifecycle.DISCOVERED}
+    assert not discovered.filter(effect_gate_open=True).exists()
+    # The specification's get_weather appears in two files as the same definition? No:
+    # the 2025-11-25 example has `execution`, the 2026-07-28 one does not: two candidates.
+    assert discovered.filter(capability_id="get_weather").count() == 2
+    assert ToolSighting.objects.filter(version__capability_id="get_weather").count() == 2
