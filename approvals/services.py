@@ -18,9 +18,9 @@ from django.db import transaction
 from access.roles import APPROVER, has_role, principal_ref_of
 from approvals import domain
 from approvals.models import Checkpoint, Decision, DecisionRefusal
-from catalog.capabilities.reserve_part import CONTRACT as RESERVE_CONTRACT
-from catalog.domain import evidence as ev
-from fieldops import clock
+from capabilities import evidence as ev
+from capabilities.reserve_part import CONTRACT as RESERVE_CONTRACT
+from kernel import clock
 from runs import authority, evidence
 from runs.domain.states import Actor, EventType, State
 from runs.models import Run

@@ -23,9 +23,9 @@ from access.roles import APPROVER, has_role, principal_ref_of, require_role, ten
 from approvals import services
 from approvals.domain import CHANGEABLE_FIELDS
 from approvals.models import Checkpoint
-from fieldops import clock
+from kernel import clock
+from kernel.canonical import digest
 from runs import selectors
-from runs.domain.canonical import digest
 
 FORBIDDEN_REFUSALS = frozenset({"not_an_approver", "self_approval", "not_requester"})
 CONFLICT_REFUSALS = frozenset(

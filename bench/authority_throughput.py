@@ -170,7 +170,7 @@ RAW_INSERT = f"INSERT INTO runs_event ({EVENT_COLUMNS}) VALUES ({', '.join(['%s'
 
 
 def _now() -> Any:
-    from fieldops import clock
+    from kernel import clock
 
     return clock.now()
 

@@ -212,7 +212,7 @@ def _build_template(stamp: str) -> None:
             "manage.py",
             "shell",
             "-c",
-            "from runs.setup import seed; seed(demo_users=False)",
+            "from sim.setup import seed; seed(demo_users=False)",
         ],
         cwd=ROOT,
         env=env,

@@ -88,7 +88,7 @@ def build(size: int) -> Site:
     from django.db import connection
     from django.test import Client
 
-    from fieldops import clock
+    from kernel import clock
     from runs import services
 
     use_database(db_name(size))

@@ -87,8 +87,8 @@ def warm_up(approver: Any) -> None:
 
 
 def skeleton_round(count: int) -> float:
-    from fieldops import clock
     from fieldops.celery import app
+    from kernel import clock
     from runs import services
     from runs.models import Run
 
@@ -116,7 +116,7 @@ def skeleton_round(count: int) -> float:
 def fieldops_round(count: int, approver: Any) -> tuple[float, list[float]]:
     from approvals import services as approvals
     from approvals.models import Checkpoint, Decision
-    from fieldops import clock
+    from kernel import clock
     from runs import services, sweeper
     from runs.models import Run, TerminalRecord
 

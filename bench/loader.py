@@ -34,8 +34,8 @@ class Template:
 def real_template() -> Template:
     """Run one real reservation run (policy, validation, approval, effect) and copy it."""
     from approvals.models import Checkpoint
-    from runs.faultlab import Lab
     from runs.models import Event, Run
+    from sim.faultlab import Lab
 
     lab = Lab()
     run = lab.start("reservation")
@@ -58,7 +58,7 @@ def long_history(run: Any, count: int, template: Template) -> Any:
     """
     from django.db import connection
 
-    from fieldops import clock
+    from kernel import clock
     from runs.authority import config_of, snapshot_of
     from runs.domain.events import apply, build_event
     from runs.domain.states import Actor, EventType, State
@@ -529,7 +529,7 @@ def created_runs(
     """
     from django.db import connection
 
-    from fieldops import clock
+    from kernel import clock
     from runs import services
     from runs.authority import config_of
     from runs.models import Evidence, Run

@@ -11,16 +11,16 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from catalog.capabilities.rejected import REJECTION_LOG
-from catalog.capabilities.reviewed import LOCAL_CONTRACTS, dispatchable, local_contract
-from catalog.domain import diff as diffing
-from catalog.domain import lifecycle
-from catalog.domain.contracts import (
+from capabilities.contracts import (
     Contract,
     enforcement_projection,
     model_projection,
     projection_parity,
 )
+from capabilities.rejected import REJECTION_LOG
+from capabilities.reviewed import LOCAL_CONTRACTS, dispatchable, local_contract
+from catalog.domain import diff as diffing
+from catalog.domain import lifecycle
 from catalog.models import CapabilityVersion, Lifecycle, LifecycleDecision, Source
 
 SOURCES = [(s.value, s.label) for s in Source]
@@ -335,7 +335,7 @@ METRIC_LABELS = {
 
 
 def routing_report(k: int) -> dict[str, Any]:
-    from catalog import routing_eval
+    from sim import routing_eval
 
     cases = routing_eval.load_cases()
     evaluations = []

@@ -17,10 +17,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from catalog.capabilities.controls import CONTROL_CONTRACTS
-from catalog.capabilities.registry import ALL_CONTRACTS
-from catalog.capabilities.rejected import REJECTED
-from catalog.capabilities.reviewed import LOCAL_CONTRACTS, REVIEWED_VERSIONS, local_contract
+from capabilities.controls import CONTROL_CONTRACTS
+from capabilities.registry import ALL_CONTRACTS
+from capabilities.rejected import REJECTED
+from capabilities.reviewed import LOCAL_CONTRACTS, REVIEWED_VERSIONS, local_contract
 from catalog.domain import discovery, lifecycle
 from catalog.domain.diff import diff_contracts
 from catalog.domain.lifecycle import Refusal
@@ -67,7 +67,7 @@ def catalog_sync() -> list[str]:
                 from_state=Lifecycle.DISCOVERED,
                 to_state=Lifecycle.ADMITTED,
                 reviewer_ref=SYSTEM_REVIEWER,
-                reason="Admitted from the reviewed source in catalog/capabilities.",
+                reason="Admitted from the reviewed source in capabilities/.",
                 admission=admission_record(contract.as_dict()),
             )
             made.append(contract.ref)

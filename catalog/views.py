@@ -106,7 +106,7 @@ def catalog_rejections(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def catalog_routing(request: HttpRequest) -> HttpResponse:
-    from catalog import routing_eval
+    from sim import routing_eval
 
     try:
         k = int(request.GET.get("k", routing_eval.DEFAULT_K))

@@ -30,6 +30,6 @@ app.conf.beat_schedule = {
 @worker_process_init.connect
 def _install_drills(**_: object) -> None:
     """Crash/pause drills for the durability tests (inert unless their variables are set)."""
-    from runs import crashpoints
+    from sim import crashpoints
 
     crashpoints.install_from_env()

@@ -128,10 +128,11 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "access",
-    "catalog.world",
+    "sim.world",
     "catalog",
     "runs",
     "approvals",
+    "sim",
 ]
 
 MIDDLEWARE = [

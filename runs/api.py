@@ -22,7 +22,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.models import Checkpoint
-from fieldops import clock
+from kernel import clock
 from runs import callbacks
 from runs.models import Run, WorkerHeartbeat
 

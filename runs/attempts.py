@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fieldops import clock
+from kernel import clock
 from runs.authority import Refused
 from runs.domain import effects
 from runs.domain.effects import AttemptStatus

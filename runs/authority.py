@@ -24,8 +24,9 @@ from django.conf import settings
 from django.db import IntegrityError, OperationalError, connection, transaction
 
 from approvals.models import Checkpoint
-from fieldops import clock, points
+from fieldops import points
 from fieldops.db import lock_wait_failed
+from kernel import clock
 from runs.domain import effects, invariants
 from runs.domain.budgets import Budget
 from runs.domain.events import EventRecord, RunConfig, RunSnapshot, build_event

@@ -13,9 +13,9 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from fieldops import clock
+from kernel import clock
+from kernel.canonical import digest
 from runs import authority, evidence
-from runs.domain.canonical import digest
 from runs.domain.states import Actor, EventType, State, is_terminal
 from runs.models import CallbackReceipt, Correlation, Run
 

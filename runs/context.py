@@ -24,9 +24,9 @@ from typing import Any
 from approvals.domain import CHANGEABLE_FIELDS
 from approvals.models import Decision
 from fieldops import secrets
+from kernel.canonical import digest
 from runs import evidence
 from runs.domain.budgets import Budget
-from runs.domain.canonical import digest
 from runs.domain.states import EventType
 from runs.models import Event, Run
 
@@ -220,7 +220,7 @@ def visible_capabilities(run: Run) -> list[dict[str, Any]]:
     Only admitted, non-retired versions the run pinned, narrowed by the exposure policy of
     the run's phase and top-k retrieval; trusted controls always (catalog.visibility).
     """
-    from catalog import visibility
+    from capabilities import visibility
 
     return visibility.visible_projections(run)
 

@@ -6,7 +6,7 @@ review packet page, so neither can drift from what the authority enforces.
 
 from __future__ import annotations
 
-from catalog.capabilities.registry import ALL_CONTRACTS
+from capabilities.registry import ALL_CONTRACTS
 from runs.domain import effects, render
 from runs.domain.budgets import BUDGET_INFO, DEFAULT_LIMITS, EXHAUSTED_REASONS
 from runs.domain.completion import ARTIFACT_PREDICATE, PREDICATES
@@ -99,7 +99,7 @@ def invariant_sheet() -> str:
 
 
 def fault_sheet() -> str:
-    from runs.faultlab import FIXTURES
+    from sim.faultlab import FIXTURES
 
     lines = ["| fixture | group | injects | must reach |", "|---|---|---|---|"]
     for f in FIXTURES:
@@ -234,7 +234,7 @@ def effects_md() -> str:
         + reconciliation_sheet()
         + "\n## The fencing rule\n\n"
         + fencing
-        + "\n\nThe ledger double (`catalog/world/service.py`) serialises the commits of one "
+        + "\n\nThe ledger double (`sim/world/service.py`) serialises the commits of one "
         "key on the lock of its fence row; a reconciliation read waits for that lock at "
         "most `FIELDOPS_RECONCILE_LOCK_MS` and answers `busy` when a commit is still in "
         "progress.\n\n"

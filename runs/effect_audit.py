@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from catalog.world.models import LedgerEntry
 from runs import selectors
 from runs.audit import audit_replay
 from runs.domain import effects
@@ -27,6 +26,7 @@ from runs.domain.budgets import Budget
 from runs.domain.effects import AttemptStatus
 from runs.domain.states import EventType, is_terminal
 from runs.models import EffectAttempt, Event, Run
+from sim.world.models import LedgerEntry
 
 RECORDING_TYPES = (
     EventType.EFFECT_RECORDED.value,

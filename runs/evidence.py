@@ -12,8 +12,9 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fieldops import clock, secrets
-from runs.domain.canonical import digest
+from fieldops import secrets
+from kernel import clock
+from kernel.canonical import digest
 from runs.domain.states import EventType
 from runs.models import Event, Evidence
 

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, QuerySet
 
-from fieldops import clock
+from kernel import clock
 from runs.models import Outbox
 
 log = logging.getLogger("fieldops.executor")

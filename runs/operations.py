@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fieldops import clock
-from runs import executor, faultlab, services
+from kernel import clock
+from runs import executor, services
 from runs.domain.states import State, is_terminal
 from runs.models import EffectAttempt, FaultLabResult, Run
+from sim import faultlab
 
 BULK_CANCEL_LIMIT = 100
 

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db import OperationalError, transaction
 from django.db.models import F
 
-from fieldops import clock
 from fieldops.db import lock_wait_failed
+from kernel import clock
 from runs import authority
 from runs.domain.states import Actor, EventType, is_terminal, is_waiting
 from runs.models import Run

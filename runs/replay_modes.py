@@ -34,16 +34,17 @@ from access.models import Membership
 from access.roles import APPROVER, OPERATOR, ensure_groups, principal_ref_of
 from approvals import services as approvals
 from approvals.models import Checkpoint, Decision
-from catalog.capabilities import registry
-from catalog.world.models import LedgerEntry
-from catalog.world.service import seed_world
-from fieldops import clock
+from capabilities import registry
+from kernel import clock
 from runs import callbacks, policies, runner, services, sweeper
 from runs.domain.proposals import InvalidProposal, Proposal, from_dict, summary, to_dict
 from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
 from runs.models import Correlation, Event, Evidence, Run
-from runs.policies import double, model_client, parsing, vocabularies
+from runs.policies import model_client, parsing, vocabularies
 from runs.policies.base import Policy
+from sim import double
+from sim.world.models import LedgerEntry
+from sim.world.service import seed_world
 
 RECORDED = "recorded"
 SIM_PREFIX = "sim-"

@@ -11,14 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from approvals.models import Checkpoint, Decision
-from catalog.capabilities import reserve_part
-from catalog.capabilities.registry import ALL_CONTRACTS
-from catalog.capabilities.rejected import REJECTED
-from catalog.domain.contracts import Provenance
+from capabilities import reserve_part
+from capabilities.contracts import Provenance
+from capabilities.registry import ALL_CONTRACTS
+from capabilities.rejected import REJECTED
 from catalog.models import CapabilityVersion
-from catalog.world import fixtures
-from catalog.world.models import LedgerEntry
-from fieldops import clock
+from kernel import clock
 from runs import evidence
 from runs.domain import effects, validation
 from runs.domain.budgets import Budgets
@@ -27,6 +25,8 @@ from runs.domain.effects import AttemptStatus
 from runs.domain.proposals import Proposal
 from runs.domain.states import EventType, State
 from runs.models import EffectAttempt, Event, Run
+from sim.world import fixtures
+from sim.world.models import LedgerEntry
 
 
 def pinned_ref(version: str, digest: str) -> str:
@@ -80,8 +80,8 @@ def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
 
 
 def model_schema_errors(capability: str, args: Mapping[str, Any]) -> list[str]:
-    from catalog.capabilities.base import schema_errors
-    from catalog.domain.contracts import model_projection
+    from capabilities.base import schema_errors
+    from capabilities.contracts import model_projection
 
     contract = ALL_CONTRACTS[capability]
     return schema_errors(model_projection(contract)["input_schema"], dict(args))

@@ -21,13 +21,11 @@ from typing import Any
 from django.db import OperationalError, transaction
 
 from approvals.models import Checkpoint, Decision
-from catalog import visibility
-from catalog.capabilities import registry, reserve_part
-from catalog.capabilities.base import Invocation, Outcome
-from catalog.world import faults
-from catalog.world.service import WorldService
-from fieldops import clock, points
+from capabilities import registry, reserve_part, visibility
+from capabilities.base import Invocation, Outcome
+from fieldops import points
 from fieldops.db import lock_wait_failed
+from kernel import clock
 from runs import attempts, authority, context, evidence, ownership, rules
 from runs.authority import Result, new_id
 from runs.domain import completion, effects, validation
@@ -36,6 +34,8 @@ from runs.domain.effects import AttemptStatus
 from runs.domain.proposals import ActionIntent, ObserveIntent, Proposal, to_dict
 from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
 from runs.models import Correlation, EffectAttempt, Evidence, Run
+from sim.world import faults
+from sim.world.service import WorldService
 
 log = logging.getLogger("fieldops.runner")
 

@@ -16,16 +16,16 @@ from typing import Any
 from django.db.models import Q
 
 from approvals.models import Checkpoint, Decision, DecisionRefusal
-from catalog.capabilities.registry import ALL_CONTRACTS
+from capabilities.registry import ALL_CONTRACTS
 from catalog.models import CapabilityVersion
-from catalog.world.models import LedgerEntry
-from fieldops import clock
+from kernel import clock
 from runs.domain import effects
 from runs.domain.budgets import Budget
 from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, EventType, State
 from runs.models import EffectAttempt, Event, Evidence, FaultLabResult, Run, TerminalRecord
 from runs.policies import MODEL_SCENARIO, scenario_names
-from runs.policies.double import SCENARIOS
+from sim.double import SCENARIOS
+from sim.world.models import LedgerEntry
 
 PAGE_SIZE = 50
 TIMELINE_LIMIT = 1000
@@ -639,7 +639,7 @@ def runbook_blocks(
     *, tenant: str, keys: Iterable[str], fixtures: Iterable[str] = ()
 ) -> dict[str, Any]:
     """The live data each named runbook block needs (one or two queries per block)."""
-    from runs.faultlab import BY_NAME
+    from sim.faultlab import BY_NAME
 
     fixtures = list(fixtures)
     results = {r.fixture: r for r in FaultLabResult.objects.filter(fixture__in=fixtures)}

@@ -12,24 +12,24 @@ from typing import Any
 
 from django.db import OperationalError, transaction
 
-from catalog.capabilities import reserve_part
-from catalog.capabilities.registry import ALL_CONTRACTS
+from capabilities import reserve_part
+from capabilities.registry import ALL_CONTRACTS
 from catalog.models import CapabilityVersion, Lifecycle
-from catalog.world import faults
-from catalog.world.fixtures import EQUIPMENT, LIVE_NAMESPACE, LOCATIONS
-from catalog.world.service import WorldService
-from fieldops import clock
 from fieldops.db import lock_wait_failed
+from kernel import clock
+from kernel.canonical import digest
 from runs import attempts, authority, executor, policies, selectors
 from runs.domain import effects
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
-from runs.domain.canonical import digest
 from runs.domain.effects import AttemptStatus
 from runs.domain.events import RunConfig
 from runs.domain.states import Actor, EventType, State, is_terminal
 from runs.models import EffectAttempt, Evidence, Outbox, Run
 from runs.policies import vocabularies
 from runs.rules import pinned_ref
+from sim.world import faults
+from sim.world.fixtures import EQUIPMENT, LIVE_NAMESPACE, LOCATIONS
+from sim.world.service import WorldService
 
 CONTRACT_VERSION = "fieldops-reservation@1.0.0"
 POLICY_VERSION = "fieldops-policy@1.0.0"

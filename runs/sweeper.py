@@ -19,8 +19,8 @@ from django.db.models import Q
 
 from approvals import services as approvals
 from approvals.models import Checkpoint
-from fieldops import clock
 from fieldops.db import lock_wait_failed
+from kernel import clock
 from runs import authority, executor, services
 from runs.domain import effects
 from runs.domain.budgets import Budget, exhausted_reason

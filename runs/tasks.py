@@ -8,7 +8,8 @@ import time
 
 from celery import shared_task
 
-from fieldops import clock, points
+from fieldops import points
+from kernel import clock
 from runs import runner, sweeper
 from runs.models import WorkerHeartbeat
 

@@ -23,7 +23,6 @@ from access.objects import get_run_for_user
 from access.roles import OPERATOR, principal_ref_of, require_role, tenant_of
 from catalog import services as catalog_services
 from catalog.models import CapabilityVersion
-from catalog.world.fixtures import EQUIPMENT, LOCATIONS
 from runs import docs, operations, selectors, services
 from runs.audit import audit_replay
 from runs.authority import IntegrityConflict
@@ -33,11 +32,12 @@ from runs.domain.invariants import INVARIANTS
 from runs.domain.states import STATE_MACHINE_VERSION, State
 from runs.domain.transitions import STATE_INFO, TRANSITION_LIST
 from runs.domain.validation import STEPS
-from runs.faultlab import BY_NAME, FIXTURES
-from runs.faultlab import TENANT as FAULTLAB_TENANT
 from runs.models import EffectAttempt
-from runs.policies.double import SCENARIOS
 from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS
+from sim.double import SCENARIOS
+from sim.faultlab import BY_NAME, FIXTURES
+from sim.faultlab import TENANT as FAULTLAB_TENANT
+from sim.world.fixtures import EQUIPMENT, LOCATIONS
 
 
 def conflict(request: HttpRequest, message: str, *, back: str = "") -> HttpResponse:

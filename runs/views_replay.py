@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from access.objects import get_run_for_user
 from access.roles import OPERATOR, has_role
 from runs import replay_modes
-from runs.policies import double
+from sim import double
 
 
 @require_GET

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from fieldops import clock
+from kernel import clock
 
 CI = os.environ.get("CI") == "true"
 
@@ -60,7 +60,7 @@ def _reset_clock() -> Iterator[None]:
 @pytest.fixture
 def world(db: Any) -> None:
     """The reviewed catalog, the synthetic world (live + faultlab) and system users."""
-    from runs.setup import seed
+    from sim.setup import seed
 
     seed(demo_users=False)
 

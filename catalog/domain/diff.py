@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from catalog.domain.contracts import EffectClass, effect_at_most
+from capabilities.contracts import EffectClass, effect_at_most
 
 
 class ChangeClass(StrEnum):

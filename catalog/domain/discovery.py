@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runs.domain.canonical import digest
+from kernel.canonical import digest
 
 # A pasted list or an uploaded file (the import page). Sized for real servers: the
 # reference servers list 1-30 tools in 2-30 KB, a GitHub server about a hundred in ~150 KB.

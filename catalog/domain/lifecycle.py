@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from catalog.domain.contracts import EffectClass
+from capabilities.contracts import EffectClass
 
 
 class State(StrEnum):

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from catalog.domain import evidence as ev
-
-from .canonical import digest
+from capabilities import evidence as ev
+from kernel.canonical import digest
 
 
 class Result(StrEnum):

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernel.canonical import chain_hash, digest
+
 from .budgets import zero_counters
-from .canonical import chain_hash, digest
 from .states import STATE_MACHINE_VERSION, EventType, State, is_terminal
 
 # Values that need no escaping or normalization in canonical JSON.

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from catalog.domain import evidence as ev
-from catalog.domain.contracts import ErrorCode
+from capabilities import evidence as ev
+from capabilities.contracts import ErrorCode
+from kernel.canonical import canonical_json
 
 from .budgets import Budget, Budgets, exhausted_reason
-from .canonical import canonical_json
 from .proposals import (
     AbstainIntent,
     ActionIntent,

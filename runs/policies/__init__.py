@@ -10,8 +10,8 @@ from typing import Any
 from runs.models import Run
 from runs.policies import model_client, parsing, vocabularies
 from runs.policies.base import Policy, PolicyOutput
-from runs.policies.double import SCENARIOS, PolicyDouble
 from runs.policies.parsing import Reading
+from sim.double import SCENARIOS, PolicyDouble
 
 MODEL_SCENARIO = model_client.SCENARIO
 

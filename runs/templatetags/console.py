@@ -9,7 +9,7 @@ from typing import Any
 from django import template
 from django.urls import NoReverseMatch, reverse
 
-from runs.domain.canonical import canonical_json
+from kernel.canonical import canonical_json
 
 register = template.Library()
 

@@ -7,7 +7,7 @@ import pytest
 
 from approvals import services
 from approvals.models import Checkpoint, Decision, DecisionRefusal
-from fieldops import clock
+from kernel import clock
 from runs import sweeper
 from runs.models import Event
 from tests.conftest import make_user

@@ -9,8 +9,8 @@ import pytest
 from playwright.sync_api import expect
 
 from approvals.models import Decision, DecisionRefusal
-from runs import faultlab
 from runs.models import Event, Run
+from sim import faultlab
 from tests.browser_support import login, screenshot
 from tests.console.conftest import checkpoint_of
 from tests.helpers import make_run

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from catalog.capabilities import registry, rejected, reserve_part
-from catalog.capabilities.base import schema_errors
-from catalog.domain.contracts import (
+from capabilities import registry, rejected, reserve_part
+from capabilities.base import schema_errors
+from capabilities.contracts import (
     EffectClass,
     ErrorCode,
     Provenance,
@@ -14,7 +14,7 @@ from catalog.domain.contracts import (
     model_projection,
     projection_parity,
 )
-from catalog.world import service as world_service
+from sim.world import service as world_service
 
 CONTRACTS = list(registry.ALL_CONTRACTS.values())
 REQUIRED_FIELDS = (

@@ -9,12 +9,12 @@ import datetime as dt
 
 import pytest
 
-from catalog.capabilities import registry, reserve_part
-from catalog.capabilities.base import Invocation
-from catalog.world.faults import parse_plan
-from catalog.world.models import LedgerEntry, ServiceRequest
-from catalog.world.service import WorldService
-from fieldops import clock
+from capabilities import registry, reserve_part
+from capabilities.base import Invocation
+from kernel import clock
+from sim.world.faults import parse_plan
+from sim.world.models import LedgerEntry, ServiceRequest
+from sim.world.service import WorldService
 
 
 def inv(capability, args, **kw):
@@ -158,7 +158,7 @@ def test_the_ledger_returns_the_original_effect_for_the_same_key(world):
 
 
 def test_same_key_different_intent_is_refused_and_never_overwrites(world):
-    from catalog.world.service import ServiceFault
+    from sim.world.service import ServiceFault
 
     service = svc()
     intent = _intent()
@@ -213,8 +213,8 @@ def test_reconciliation_reports_matched_absent_conflict_unresolved(world):
 
 
 def test_the_slot_cannot_be_oversold(world):
-    from catalog.world.models import InventorySlot
-    from catalog.world.service import ServiceFault
+    from sim.world.models import InventorySlot
+    from sim.world.service import ServiceFault
 
     slot = InventorySlot.objects.get(namespace="faultlab", slot_id="S-N1-02")
     service = svc()
@@ -235,7 +235,7 @@ def test_the_slot_cannot_be_oversold(world):
 def test_a_fenced_key_refuses_an_older_commit_so_absence_is_proof(world):
     """A reconciliation read at fence 5 proves absence: a dispatch carrying token 4 (an
     older attempt that was paused) can no longer commit; a newer one can."""
-    from catalog.world.service import ServiceFault
+    from sim.world.service import ServiceFault
 
     service = svc()
     intent = _intent()

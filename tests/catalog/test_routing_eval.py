@@ -9,16 +9,12 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from catalog import routing_eval
-from catalog.capabilities import registry
-from catalog.capabilities.registry import CAPABILITIES, CONTROLS
-from catalog.domain.routing import (
-    Category,
-    RoutingStage,
-    failure_profile,
-)
-from catalog.world import service as world_service
-from catalog.world.models import LedgerEntry, ServiceRequest
+from capabilities import registry
+from capabilities.registry import CAPABILITIES, CONTROLS
+from sim import routing_eval
+from sim.routing import Category, RoutingStage, failure_profile
+from sim.world import service as world_service
+from sim.world.models import LedgerEntry, ServiceRequest
 
 FIVE = set(CAPABILITIES)
 ALL_CATEGORIES = {
@@ -117,7 +113,7 @@ def test_a_confusable_catalog_moves_the_metrics():
     assert c["end_to_end_accuracy"].value < f["end_to_end_accuracy"].value
     confused = {
         (a, s)
-        for a, s, _ in __import__("catalog.domain.routing", fromlist=["x"]).selection_confusions(
+        for a, s, _ in __import__("sim.routing", fromlist=["x"]).selection_confusions(
             confusable.records
         )
     }

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
+from capabilities import search_manual
+from capabilities.reviewed import REVIEWED_VERSIONS
 from catalog import services
-from catalog.capabilities import search_manual
-from catalog.capabilities.reviewed import REVIEWED_VERSIONS
 from catalog.domain.discovery import MAX_TOOLS, ImportRefused
 from catalog.domain.lifecycle import Refusal
 from catalog.models import CapabilityVersion, Lifecycle, LifecycleDecision, Source
-from catalog.world.models import LedgerEntry
 from runs import services as run_services
 from runs.models import EffectAttempt, Event
+from sim.world.models import LedgerEntry
 from tests.catalog.conftest import tool, tool_list
 from tests.helpers import approve, make_run
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from catalog import services, visibility
+from capabilities import visibility
+from catalog import services
 from catalog.models import CapabilityVersion
 from runs import context
 from runs.models import Event

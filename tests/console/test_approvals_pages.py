@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from approvals.models import Checkpoint, Decision, DecisionRefusal
-from fieldops import clock
+from kernel import clock
 from runs import runner, services
 from runs.models import Run
 from tests.console.conftest import checkpoint_of, client_for

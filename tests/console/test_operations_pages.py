@@ -11,13 +11,14 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from catalog.models import CapabilityVersion, LifecycleDecision
-from catalog.world.models import LedgerEntry
-from runs import faultlab, runner
+from runs import runner
 from runs.domain.states import EventType, State
 from runs.domain.transitions import TRANSITION_LIST
 from runs.models import EffectAttempt, Event, FaultLabResult, Run
 from runs.runbooks import RUNBOOKS
-from runs.setup import demo_runs
+from sim import faultlab
+from sim.setup import demo_runs
+from sim.world.models import LedgerEntry
 from tests.console.conftest import checkpoint_of, client_for
 from tests.helpers import approve, make_run, types
 
@@ -279,7 +280,7 @@ def test_the_first_demo_seed_starts_runs_in_every_demo_state(world: None) -> Non
 
 
 def test_demo_runs_are_real_runs(world: None) -> None:
-    from access.demo import create_demo_users
+    from sim.demo import create_demo_users
 
     create_demo_users()
     demo_runs()

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from access.demo import DEMO_PASSWORD
+from sim.demo import DEMO_PASSWORD
 from tests.deploy.servers import ROOT, Browser, Response, WebProcess, run_id_of
 
 START_FORM = {"scenario": "reservation", "equipment_id": "EQ-17", "location_id": "LOC-N1"}

@@ -45,12 +45,12 @@ import pytest
 from django.core.management import call_command
 
 from access.roles import principal_ref_of
-from catalog.world.models import LedgerEntry
 from runs import services
 from runs.domain import effects
 from runs.domain.states import TERMINAL_STATES, EventType
 from runs.effect_audit import effect_violations
 from runs.models import EffectAttempt, Event, Run
+from sim.world.models import LedgerEntry
 from tests.conftest import make_user
 from tests.deploy.servers import ROOT, gunicorn
 from tests.durable.chaos import Chaos, Desk, Fleet, waiting_checkpoints

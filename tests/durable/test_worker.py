@@ -10,10 +10,10 @@ import redis
 
 from approvals import services as approvals
 from approvals.models import Checkpoint
-from catalog.world.models import LedgerEntry
 from runs import services
 from runs.audit import audit_replay
 from runs.models import Event, Evidence, Run
+from sim.world.models import LedgerEntry
 from tests.durable.conftest import REDIS_URL
 from tests.durable.helpers import wait_for
 

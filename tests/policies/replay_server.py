@@ -22,7 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from runs.policies import double, model_client
+from runs.policies import model_client
+from sim import double
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "provider_outputs"
 PATHS = {

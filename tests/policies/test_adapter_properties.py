@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from catalog.capabilities.registry import ALL_CONTRACTS
+from capabilities.registry import ALL_CONTRACTS
 from runs.domain.proposals import (
     AbstainIntent,
     ActionIntent,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from catalog.capabilities.registry import ALL_CONTRACTS
+from capabilities.registry import ALL_CONTRACTS
 from runs.domain.proposals import (
     AbstainIntent,
     ActionIntent,
@@ -31,7 +31,6 @@ from runs.domain.proposals import (
 )
 from runs.policies import (
     anthropic_adapter,
-    double,
     limits,
     openai_adapter,
     openai_responses_adapter,
@@ -39,6 +38,7 @@ from runs.policies import (
     vocabularies,
 )
 from runs.policies.parsing import UNKNOWN_TOOL, Reject
+from sim import double
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "provider_outputs"
 # The same map the runner hands to the adapter.

@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from catalog.capabilities.registry import ALL_CONTRACTS
+from capabilities.registry import ALL_CONTRACTS
 from runs import context, runner
 from runs.domain.proposals import ActionIntent, InvalidProposal
 from runs.models import Event, Evidence, Run
-from runs.policies import double, model_client, policy_for, provider_errors, vocabularies
+from runs.policies import model_client, policy_for, provider_errors, vocabularies
 from runs.policies.model_client import APIS, ModelClientPolicy, ModelConfig
 from runs.services import RunInputError
+from sim import double
 from tests.helpers import approve, make_run
 from tests.policies.replay_server import ReplayServer, Reply, fixture, serve
 

@@ -153,7 +153,7 @@ def test_a_preamble_is_commentary_on_the_timeline_and_never_a_proposal(world, ap
 
 @pytest.mark.parametrize("vocabulary", VOCABULARIES)
 def test_an_unknown_tool_is_denied_at_step_3_and_charged_to_the_action_budget(world, vocabulary):
-    from catalog.world.models import ServiceRequest
+    from sim.world.models import ServiceRequest
 
     run = make_run("unavailable_tool", vocabulary=vocabulary)
     assert (run.state, run.terminal_reason) == ("FAILED", "action_budget_exhausted")

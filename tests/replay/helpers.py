@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from approvals.models import Checkpoint, Decision
-from catalog.world.models import InventorySlot, LedgerEntry, ServiceRequest
 from runs.models import EffectAttempt, Event, Evidence, Run
+from sim.world.models import InventorySlot, LedgerEntry, ServiceRequest
 
 
 def run_snapshot(run: Run) -> dict[str, Any]:

@@ -8,10 +8,10 @@ import json
 import pytest
 from django.core.management import call_command
 
-from catalog.world.models import ServiceRequest
 from runs import replay_modes
 from runs.models import Event, Evidence
 from runs.replay_modes import ReplayError, decision_replay
+from sim.world.models import ServiceRequest
 from tests.helpers import approve, make_run
 from tests.replay.helpers import run_snapshot, world_snapshot
 
@@ -126,7 +126,7 @@ def test_the_command_shows_the_diff_and_keeps_audit_the_default(happy_path, caps
 
 
 def test_a_candidate_that_cannot_read_a_recorded_context_is_reported(world, monkeypatch):
-    from runs.policies import double
+    from sim import double
 
     run = make_run("reservation")
 

@@ -9,9 +9,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from catalog.world.models import LedgerEntry
 from runs import replay_modes
 from runs.models import Evidence, Run
+from sim.world.models import LedgerEntry
 from tests.conftest import make_user
 from tests.helpers import approve, make_run
 from tests.replay.helpers import run_snapshot

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 
-from fieldops import clock
+from kernel import clock
 
 
 def test_at_least_moves_the_clock_for_this_thread_only_and_only_inside_the_block() -> None:

@@ -87,7 +87,7 @@ def test_replay_of_several_runs_refuses_bad_input(world):
 
 
 def test_faultlab_prints_expected_and_actual_and_fails_on_mismatch(world, monkeypatch):
-    from runs import faultlab
+    from sim import faultlab
 
     out, _ = _call("faultlab", "abstain", "unavailable_tool_loop")
     assert out.count("PASS ") == 2 and "expected ESCALATED no_applicable_tool" in out

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from catalog.world.models import LedgerEntry
-from runs import effect_audit, explorer
+from runs import effect_audit
 from runs.domain import effects
 from runs.domain.effects import AttemptStatus
+from sim import explorer
+from sim.world.models import LedgerEntry
 from tests.helpers import make_run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs import faultlab
+from sim import faultlab
 
 
 @pytest.mark.parametrize("fixture", faultlab.FIXTURES, ids=lambda f: f.name)
@@ -27,7 +27,7 @@ def test_the_frozen_six_are_all_there():
 
 
 def test_fixtures_never_touch_the_live_world(world):
-    from catalog.world.models import LedgerEntry, ServiceRequest
+    from sim.world.models import LedgerEntry, ServiceRequest
 
     faultlab.run_fixture(faultlab.BY_NAME["reservation"])
     assert not LedgerEntry.objects.filter(namespace="live").exists()

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from catalog.capabilities import reserve_part
-from catalog.domain import evidence as ev
-from catalog.world import service as world_service
-from catalog.world.models import InventorySlot, LedgerEntry
-from catalog.world.service import ServiceFault, WorldService
-from runs import authority, faultlab
+from capabilities import evidence as ev
+from capabilities import reserve_part
+from runs import authority
+from sim import faultlab
+from sim.world import service as world_service
+from sim.world.models import InventorySlot, LedgerEntry
+from sim.world.service import ServiceFault, WorldService
 
 
 def _intent(quantity):
@@ -66,7 +67,7 @@ def test_timeout_ambiguous_treated_as_retryable_makes_a_second_effect(world, mon
     assert held.passed, held.failed_checks
     import dataclasses
 
-    from catalog.domain.contracts import ErrorCode
+    from capabilities.contracts import ErrorCode
 
     contract = reserve_part.CONTRACT
     errors = tuple(
@@ -75,7 +76,7 @@ def test_timeout_ambiguous_treated_as_retryable_makes_a_second_effect(world, mon
         else r
         for r in contract.errors
     )
-    from catalog.capabilities import registry
+    from capabilities import registry
 
     monkeypatch.setitem(
         registry.ALL_CONTRACTS, "reserve_part", dataclasses.replace(contract, errors=errors)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import itertools
 
-from catalog.world.models import LedgerEntry
 from runs.models import EffectAttempt, Evidence, TerminalRecord
+from sim.world.models import LedgerEntry
 from tests.helpers import approve, events, make_run
 
 READ_LOOP = ["proposal.emitted", "proposal.allowed", "observation.received", "observation.recorded"]

@@ -19,9 +19,9 @@ from typing import Any
 
 from approvals.models import Checkpoint
 from catalog.models import CapabilityVersion
-from runs import faultlab
 from runs.models import Evidence, Run
 from runs.runbooks import RUNBOOKS
+from sim import faultlab
 from tests.security.world import World
 
 APPROVER, OPERATOR, CATALOG_ADMIN = "approver", "operator", "catalog-admin"

@@ -21,7 +21,7 @@ from django.test import Client
 from django.urls import reverse
 
 from approvals.models import Checkpoint
-from fieldops import clock
+from kernel import clock
 from runs.api import sign
 from runs.models import Correlation, Run
 from tests.security.policy import POLICY, PUBLIC, Obj, crawl_objects, objects_for, url_kwargs

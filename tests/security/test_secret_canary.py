@@ -7,7 +7,7 @@ Secrets: the database password (the connection really reconnects with it: Postgr
 broker password, and the session cookie value of every signed-in client.
 
 Scenarios: the world of the other security tests built with the canaries in place, fault
-lab fixtures through ``runs.faultlab`` (all of them on PostgreSQL, a representative set on
+lab fixtures through ``sim.faultlab`` (all of them on PostgreSQL, a representative set on
 SQLite), real sign-ins, a run started and approved through the console, signed callbacks,
 model-client runs against a fake server on 127.0.0.1 (one whose error bodies echo the key,
 one that answers garbage), the same console flow with Celery execution on an in-memory
@@ -50,10 +50,11 @@ from django.views.debug import get_exception_reporter_class
 from approvals.models import Checkpoint
 from fieldops import secrets
 from fieldops.logs import JsonFormatter
-from runs import faultlab, services
+from runs import services
 from runs.api import sign
 from runs.models import Correlation, Run
 from runs.policies import model_client
+from sim import faultlab
 from tests.policies.fake_model import FakeModel, serve
 from tests.security.policy import POLICY, crawl_objects, url_kwargs
 from tests.security.routes import send
@@ -576,7 +577,7 @@ def test_no_secret_reaches_records_logs_messages_pages_or_error_reports(
 def test_the_search_would_find_a_leak(canaries: Canaries, logs: LogCapture, settings: Any) -> None:
     """The places the canary test searches are not blind: a planted value is found."""
     from runs import evidence
-    from runs.setup import seed
+    from sim.setup import seed
 
     seed(demo_users=False)
     run = services.run_create(

@@ -83,7 +83,7 @@ class World:
 
 def build_world() -> World:
     """Seed the catalog and synthetic world, then make the users, runs and versions."""
-    from runs.setup import seed
+    from sim.setup import seed
 
     seed(demo_users=False)
     world = World()
@@ -220,8 +220,8 @@ def tenant_snapshot(tenant: str) -> str:
     """Digest of everything tenant-owned: its runs (and their events, evidence, effect
     attempts, checkpoints and decisions), its ledger entries and inventory."""
     from approvals.models import Decision, DecisionRefusal
-    from catalog.world.models import InventorySlot, LedgerEntry
     from runs.models import Event
+    from sim.world.models import InventorySlot, LedgerEntry
 
     parts = [
         list(Run.objects.filter(tenant=tenant).order_by("pk").values_list()),

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from catalog.capabilities import check_inventory, read_equipment, reserve_part, search_manual
-from catalog.capabilities.reviewed import REVIEWED_VERSIONS
+from capabilities import check_inventory, read_equipment, reserve_part, search_manual
+from capabilities.reviewed import REVIEWED_VERSIONS
 from catalog.domain.diff import (
     CHANGE_TABLE,
     ChangeClass,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from catalog.domain.contracts import EffectClass
-from catalog.domain.exposure import (
+from capabilities.contracts import EffectClass
+from capabilities.exposure import (
     PHASE_POLICIES,
     Candidate,
     ExposurePolicy,

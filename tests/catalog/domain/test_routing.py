@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from catalog.domain.contracts import EffectClass
-from catalog.domain.exposure import Candidate
-from catalog.domain.routing import (
+from capabilities.contracts import EffectClass
+from capabilities.exposure import Candidate
+from sim.routing import (
     ABSTAIN,
     Category,
     Rate,

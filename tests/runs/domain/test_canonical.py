@@ -8,7 +8,7 @@ import unicodedata
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from runs.domain.canonical import _normalize, canonical_json, chain_hash, digest
+from kernel.canonical import _normalize, canonical_json, chain_hash, digest
 from runs.domain.events import link_hash
 
 JSON = st.recursive(

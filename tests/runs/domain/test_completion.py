@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from runs.domain.canonical import digest
+from kernel.canonical import digest
 from runs.domain.completion import CompletionInputs, LedgerFact, Result, Verdict, verify
 
 from .test_validation import NOW, OBS, PARTS, PROPOSAL

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from catalog.capabilities.base import schema_errors
-from catalog.capabilities.registry import ALL_CONTRACTS
-from catalog.domain.contracts import EffectClass, model_projection
-from catalog.domain.exposure import PHASE_POLICIES, Candidate, Phase, expose, phase_for
-from catalog.domain.routing import (
+from capabilities.base import schema_errors
+from capabilities.contracts import EffectClass, model_projection
+from capabilities.exposure import PHASE_POLICIES, Candidate, Phase, expose, phase_for
+from capabilities.registry import ALL_CONTRACTS
+from sim.routing import (
     Category,
     Rate,
     Report,
@@ -44,7 +44,7 @@ from catalog.domain.routing import (
     lexical_select,
     recall_at_k,
 )
-from catalog.world import fixtures
+from sim.world import fixtures
 
 CASES_PATH = Path(__file__).resolve().parent / "routing_cases.json"
 TRUSTED_CONTROLS = frozenset({"ask_user", "wait_for_event", "no_applicable_tool"})
@@ -361,7 +361,7 @@ Selector = Callable[[RoutingCase, dict[str, Any], list[Candidate]], Selection]
 
 def double_selector(scenario: str = "reservation") -> Selector:
     """The policy double's choice for the case's context (a pure function of it)."""
-    from runs.policies import double
+    from sim import double
 
     decide = double.SCENARIOS[scenario].decide
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from catalog.domain.exposure import Candidate, lexical_scores
+from capabilities.exposure import Candidate, lexical_scores
 
 ABSTAIN = "no_applicable_tool"
 CONTROL_OUTCOMES = frozenset({"ask_user", "wait_for_event", ABSTAIN})

@@ -2,7 +2,7 @@
 
 Everything FieldOps touches is a deterministic double. This module holds the reference
 data; mutable state (inventory slots, the effect ledger, the request log) lives in
-``catalog.world.models`` and is seeded from here.
+``sim.world.models`` and is seeded from here.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from catalog import routing_eval
-from catalog.domain.routing import Report
+from sim import routing_eval
+from sim.routing import Report
 
 
 class Command(BaseCommand):
@@ -35,7 +35,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["k"] < 1:
             raise CommandError("--k must be at least 1")
-        from runs.policies.double import SCENARIOS
+        from sim.double import SCENARIOS
 
         if opts["scenario"] not in SCENARIOS:
             raise CommandError(f"unknown scenario {opts['scenario']!r}")

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from catalog.capabilities import check_inventory, read_equipment, reserve_part, search_manual
-from catalog.capabilities.registry import ALL_CONTRACTS
-from catalog.domain.contracts import Contract, ErrorCode, ErrorRule, Provenance, TimeoutStage
+from capabilities import check_inventory, read_equipment, reserve_part, search_manual
+from capabilities.contracts import Contract, ErrorCode, ErrorRule, Provenance, TimeoutStage
+from capabilities.registry import ALL_CONTRACTS
 
 
 def _search_manual_1_1() -> Contract:

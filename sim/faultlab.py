@@ -19,16 +19,16 @@ from django.contrib.auth import get_user_model
 
 from approvals import services as approvals
 from approvals.models import Checkpoint, Decision
-from catalog.capabilities import registry
-from catalog.world.models import LedgerEntry, ServiceRequest
-from fieldops import clock
+from capabilities import registry
+from kernel import clock
 from runs import authority, callbacks, ownership, runner, services, sweeper
 from runs.audit import audit_replay
 from runs.authority import config_of, record_of
 from runs.domain.replay import replay
 from runs.domain.states import Actor, EventType
 from runs.models import Correlation, EffectAttempt, Event, Evidence, Run
-from runs.setup import FAULTLAB_NAMESPACE
+from sim.setup import FAULTLAB_NAMESPACE
+from sim.world.models import LedgerEntry, ServiceRequest
 
 # Every fixture runs in this tenant (its faultlab namespace): only its operators run them.
 TENANT = "north"

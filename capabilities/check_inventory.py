@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from catalog.capabilities import common
-from catalog.capabilities.base import Invocation, Outcome, check_output
-from catalog.domain import evidence
-from catalog.domain.contracts import (
+from capabilities import common, evidence
+from capabilities.base import Invocation, Outcome, check_output
+from capabilities.contracts import (
     Contract,
     EffectClass,
     ErrorCode,
@@ -17,9 +16,9 @@ from catalog.domain.contracts import (
     ProposalKind,
     Provenance,
 )
-from catalog.world import fixtures
-from catalog.world.service import WorldService
-from fieldops import clock
+from kernel import clock
+from sim.world import fixtures
+from sim.world.service import WorldService
 
 FRESHNESS_MAX_AGE_S = evidence.INVENTORY_MAX_AGE_S
 

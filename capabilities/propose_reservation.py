@@ -8,10 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from approvals.domain import ProposalError, canonical_quantity, canonicalize
-from catalog.capabilities import common
-from catalog.capabilities.base import Invocation, Outcome
-from catalog.domain import evidence
-from catalog.domain.contracts import (
+from capabilities import common, evidence
+from capabilities.base import Invocation, Outcome
+from capabilities.contracts import (
     Contract,
     EffectClass,
     ErrorCode,
@@ -21,9 +20,9 @@ from catalog.domain.contracts import (
     Provenance,
     TimeoutStage,
 )
-from catalog.world import fixtures
-from catalog.world.service import WorldService
-from fieldops import clock
+from kernel import clock
+from sim.world import fixtures
+from sim.world.service import WorldService
 
 PROPOSAL_TTL = dt.timedelta(minutes=30)
 

@@ -6,8 +6,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from access.demo import DEMO_USERS
-from runs.setup import demo_runs, seed
+from sim.demo import DEMO_USERS
+from sim.setup import demo_runs, seed
 
 
 class Command(BaseCommand):

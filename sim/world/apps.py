@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class WorldConfig(AppConfig):
-    name = "catalog.world"
+    name = "sim.world"
     label = "world"
     verbose_name = "Synthetic world (deterministic doubles)"
     default_auto_field = "django.db.models.BigAutoField"

@@ -8,18 +8,18 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 
-from catalog.capabilities import (
+from capabilities import (
     check_inventory,
     propose_reservation,
     read_equipment,
     reserve_part,
     search_manual,
 )
-from catalog.capabilities.base import Handler, Invocation, Outcome, invoke
-from catalog.capabilities.controls import CONTROL_CONTRACTS
-from catalog.domain.contracts import Contract, ErrorCode, Provenance
-from catalog.world.service import WorldService
-from fieldops import clock
+from capabilities.base import Handler, Invocation, Outcome, invoke
+from capabilities.contracts import Contract, ErrorCode, Provenance
+from capabilities.controls import CONTROL_CONTRACTS
+from kernel import clock
+from sim.world.service import WorldService
 
 _MODULES = (read_equipment, search_manual, check_inventory, propose_reservation, reserve_part)
 

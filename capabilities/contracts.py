@@ -15,7 +15,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
-from runs.domain.canonical import digest
+from kernel.canonical import digest
 
 
 class EffectClass(StrEnum):

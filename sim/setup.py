@@ -8,8 +8,8 @@ from django.contrib.auth.models import Group
 from access.models import Membership
 from access.roles import APPROVER, OPERATOR, ensure_groups
 from catalog.services import catalog_sync
-from catalog.world.fixtures import LIVE_NAMESPACE
-from catalog.world.service import seed_world
+from sim.world.fixtures import LIVE_NAMESPACE
+from sim.world.service import seed_world
 
 FAULTLAB_NAMESPACE = "faultlab"
 SYSTEM_USERS = (("faultlab-operator", (OPERATOR,)), ("faultlab-approver", (APPROVER,)))
@@ -36,7 +36,7 @@ def seed(*, demo_users: bool = True) -> list[str]:
         report.append(f"world[{namespace}]: {seed_world(namespace)} inventory slots created")
     system_users()
     if demo_users:
-        from access.demo import DEMO_PASSWORD, create_demo_users
+        from sim.demo import DEMO_PASSWORD, create_demo_users
 
         users = create_demo_users()
         report.append(

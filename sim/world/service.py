@@ -19,12 +19,13 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
-from catalog.world import fixtures
-from catalog.world.faults import Fault, fires
-from catalog.world.models import InventorySlot, LedgerEntry, LedgerFence, ServiceRequest
-from fieldops import clock, db, points
+from fieldops import db, points
 from fieldops.db import lock_wait_failed
-from runs.domain.canonical import digest
+from kernel import clock
+from kernel.canonical import digest
+from sim.world import fixtures
+from sim.world.faults import Fault, fires
+from sim.world.models import InventorySlot, LedgerEntry, LedgerFence, ServiceRequest
 
 LEDGER_RETENTION = dt.timedelta(days=30)
 

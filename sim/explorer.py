@@ -40,13 +40,14 @@ from django.db.backends.signals import connection_created
 
 from approvals import services as approvals
 from approvals.models import Checkpoint
-from catalog.world import fixtures
-from catalog.world.models import InventorySlot
-from catalog.world.service import seed_world
-from fieldops import clock, points
+from fieldops import points
+from kernel import clock
 from runs import effect_audit, runner, services, sweeper
 from runs.domain.states import is_terminal, is_waiting
 from runs.models import Run
+from sim.world import fixtures
+from sim.world.models import InventorySlot
+from sim.world.service import seed_world
 
 NAMESPACE = "explore"
 REQUESTER = "faultlab-operator"
@@ -232,7 +233,7 @@ def _on_connect(sender: Any, connection: Any, **kwargs: Any) -> None:
 def _exploring() -> Iterator[None]:
     """The process as the explorer needs it: its world seeded, deferred execution, short
     leases and lock waits, the point hook installed; everything restored afterwards."""
-    from runs.setup import system_users
+    from sim.setup import system_users
 
     system_users()
     seed_world(NAMESPACE)

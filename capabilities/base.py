@@ -16,9 +16,9 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from catalog.domain.contracts import Contract, ErrorCode, Provenance
-from catalog.world.service import ServiceFault, WorldService
-from runs.domain.canonical import digest
+from capabilities.contracts import Contract, ErrorCode, Provenance
+from kernel.canonical import digest
+from sim.world.service import ServiceFault, WorldService
 
 
 @dataclass(frozen=True)

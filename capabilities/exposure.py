@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from catalog.domain.contracts import EffectClass, effect_at_most
+from capabilities.contracts import EffectClass, effect_at_most
 
 CONTROL_FAMILY = "control"
 POLICY_VERSION = "exposure-policy@1"

@@ -3,9 +3,9 @@ consuming the retrieval budget, never touching the world (effect class: none).""
 
 from __future__ import annotations
 
-from catalog.capabilities import common
-from catalog.domain.contracts import Contract, EffectClass, ErrorCode, ErrorRule, ProposalKind
-from catalog.domain.contracts import Provenance as P
+from capabilities import common
+from capabilities.contracts import Contract, EffectClass, ErrorCode, ErrorRule, ProposalKind
+from capabilities.contracts import Provenance as P
 
 
 def _control(

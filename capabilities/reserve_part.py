@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from approvals.domain import ProposalError, canonical_quantity, proposal_hash
-from catalog.capabilities import common
-from catalog.capabilities.base import Invocation, Outcome, schema_errors
-from catalog.domain import evidence
-from catalog.domain.contracts import (
+from capabilities import common, evidence
+from capabilities.base import Invocation, Outcome, schema_errors
+from capabilities.contracts import (
     Contract,
     EffectClass,
     ErrorCode,
@@ -26,11 +25,11 @@ from catalog.domain.contracts import (
     Provenance,
     TimeoutStage,
 )
-from catalog.world import service as world_service
-from catalog.world.service import ServiceFault, WorldService
-from fieldops import clock
-from runs.domain.canonical import digest
+from kernel import clock
+from kernel.canonical import digest
 from runs.domain.effects import Found
+from sim.world import service as world_service
+from sim.world.service import ServiceFault, WorldService
 
 CONTRACT = Contract(
     id="reserve_part",

@@ -9,8 +9,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs import faultlab
-from runs.setup import seed
+from sim import faultlab
+from sim.setup import seed
 
 
 class Command(BaseCommand):

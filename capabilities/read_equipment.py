@@ -5,16 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from catalog.capabilities import common
-from catalog.capabilities.base import Invocation, Outcome, check_output
-from catalog.domain.contracts import (
-    Contract,
-    EffectClass,
-    Precondition,
-    ProposalKind,
-    Provenance,
-)
-from catalog.world.service import WorldService
+from capabilities import common
+from capabilities.base import Invocation, Outcome, check_output
+from capabilities.contracts import Contract, EffectClass, Precondition, ProposalKind, Provenance
+from sim.world.service import WorldService
 
 CONTRACT = Contract(
     id="read_equipment",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from catalog.domain.contracts import ErrorCode, ErrorRule, Provenance, TimeoutStage
+from capabilities.contracts import ErrorCode, ErrorRule, Provenance, TimeoutStage
 
 ID_PATTERN = "^[A-Z][A-Z0-9-]{1,31}$"
 

@@ -1,7 +1,7 @@
 """What a run's policy may see at a decision, and why: the exposure shell.
 
 Reads the catalog and the run's admitted evidence, then asks the pure funnel in
-``catalog.domain.exposure``. Used by the context projection (``visible_capabilities``)
+``capabilities.exposure``. Used by the context projection (``visible_capabilities``)
 and recorded on every ``proposal.emitted`` event, so each decision answers which
 capabilities existed, which were eligible, retrieved and visible, and why the rest were not.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from catalog.capabilities.controls import CONTROL_CONTRACTS
-from catalog.capabilities.registry import ALL_CONTRACTS
-from catalog.domain.contracts import EffectClass, model_projection
-from catalog.domain.exposure import PHASE_POLICIES, Candidate, Funnel, expose, phase_for
+from capabilities.contracts import EffectClass, model_projection
+from capabilities.controls import CONTROL_CONTRACTS
+from capabilities.exposure import PHASE_POLICIES, Candidate, Funnel, expose, phase_for
+from capabilities.registry import ALL_CONTRACTS
 from catalog.models import CapabilityVersion, Source
 
 # Retrieval budget for ordinary capabilities in live runs (controls never consume it).

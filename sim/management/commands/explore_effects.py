@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs import explorer
+from sim import explorer
 
 
 class Command(BaseCommand):
