@@ -6,7 +6,8 @@
     python manage.py routing_eval --fail-under 0.7      # exit 1 if end-to-end accuracy of
                                                         # any evaluation is lower
 
-Every selection is answered by recording stubs: no adapter, no world, no effect.
+Every selection is answered by recording stubs: no adapter, no world, no effect. Log
+lines are shown only with ``-v 2``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog import routing_eval
 from catalog.domain.routing import Report
+from fieldops.logs import report_verbosity
 
 
 class Command(BaseCommand):
@@ -33,6 +35,10 @@ class Command(BaseCommand):
         parser.add_argument("--fail-under", type=float, default=None)
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        with report_verbosity(opts["verbosity"]):
+            self.report(opts)
+
+    def report(self, opts: dict[str, Any]) -> None:
         if opts["k"] < 1:
             raise CommandError("--k must be at least 1")
         from runs.policies.double import SCENARIOS
