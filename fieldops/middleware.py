@@ -41,13 +41,16 @@ def _declared_charset(request: HttpRequest) -> str | None:
 
 
 def _is_utf8(charset: str) -> bool:
+    """Whether ``charset`` is UTF-8 (or ASCII, its subset)."""
     try:
-        return codecs.lookup(charset).name == "utf-8"
+        return codecs.lookup(charset).name in ("utf-8", "ascii")
     except LookupError:
         return False
 
 
 class RejectUndecodableBodyMiddleware:
+    """A form body that is not UTF-8 or cannot be parsed is a 400 (see the module doc)."""
+
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 

@@ -154,7 +154,7 @@ STORAGES = {
 # Whitenoise serves static files in every mode. The embedded default has no collectstatic
 # step (`make run` on a fresh clone), so it serves straight from the finders; production
 # serves what collectstatic wrote to STATIC_ROOT. Files at the site root (/favicon.ico).
-WHITENOISE_USE_FINDERS = env_bool("FIELDOPS_STATIC_FROM_FINDERS", True)
+WHITENOISE_USE_FINDERS = True
 WHITENOISE_ROOT = BASE_DIR / "public"
 
 SESSION_COOKIE_HTTPONLY = True
