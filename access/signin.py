@@ -4,9 +4,15 @@ An account that failed ``PER_ACCOUNT`` times within ``WINDOW``, or an address th
 ``PER_ADDRESS`` times, is refused (HTTP 429, with the time left) until the oldest counted
 failure leaves the window; the right password does not lift the refusal early. A
 successful sign-in clears its account's failures. Failures live in the database, so the
-limit holds across web processes. Anyone can lock an account they can name for at most
-``WINDOW``; that trade is deliberate (guessing is worse) and documented in
-docs/security.md.
+limit holds across web processes.
+
+Failures are counted under the account the name resolves to, never under the name as
+posted: authentication strips the name and normalises it (NFKC), so ``catalog-reviewer ``,
+`` catalog-reviewer`` and a fullwidth spelling of it are one account with one counter. A
+name that resolves to no account is counted under its normalised spelling.
+
+Anyone can lock an account they can name for at most ``WINDOW``; that trade is deliberate
+(guessing is worse) and documented in docs/security.md.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from __future__ import annotations
 import ipaddress
 import logging
 import math
+import unicodedata
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
@@ -40,8 +48,31 @@ def _address(request: HttpRequest) -> str | None:
         return None
 
 
+def normalise_username(raw: str) -> str:
+    """The name as authentication reads it: stripped, then NFKC (Django's UsernameField)."""
+    return unicodedata.normalize("NFKC", str(raw).strip())
+
+
+def throttle_key(raw: str) -> str:
+    """The counter a sign-in attempt with the posted name ``raw`` is counted under.
+
+    Return the username of the account the name resolves to (what authentication would
+    sign in), or the normalised name when no account has it; "" when the name is empty.
+    """
+    name = normalise_username(raw)
+    if not name:
+        return ""
+    user_model = get_user_model()
+    username = (
+        user_model._default_manager.filter(**{user_model.USERNAME_FIELD: name})
+        .values_list(user_model.USERNAME_FIELD, flat=True)
+        .first()
+    )
+    return str(username if username is not None else name)[:150]
+
+
 def _username(request: HttpRequest) -> str:
-    return str(request.POST.get("username", ""))[:150]
+    return throttle_key(str(request.POST.get("username", "")))
 
 
 def seconds_locked(username: str, address: str | None) -> int:

@@ -73,6 +73,7 @@ def approvals_queue(request: HttpRequest) -> HttpResponse:
     require_role(request.user, APPROVER)
     kind = request.GET.get("kind", "")
     q = request.GET.get("q", "").strip()[:64]
+    world = selectors.world_from_query(request.GET.get("world"))
     error, bounds = "", None
     if kind and kind not in Checkpoint.Kind.values:
         error = f"There is no checkpoint kind {kind[:40]!r}: choose approval or clarification."
@@ -82,13 +83,19 @@ def approvals_queue(request: HttpRequest) -> HttpResponse:
         if bounds is None:
             error = selectors.ID_SEARCH_ERROR
     tenant = _tenant(request)
-    pending = [] if error else selectors.checkpoint_queue(tenant=tenant, kind=kind, run_ids=bounds)
+    pending = (
+        []
+        if error
+        else selectors.checkpoint_queue(tenant=tenant, kind=kind, run_ids=bounds, world=world)
+    )
     now = clock.now()
-    filters = {k: v for k, v in (("kind", kind), ("q", q)) if v}
+    shown_world = "" if world == selectors.DEFAULT_WORLD else world
+    filters = {k: v for k, v in (("kind", kind), ("q", q), ("world", shown_world)) if v}
     context = {
         "rows": [(c, (c.expires_at - now).total_seconds()) for c in pending],
         "kinds": Checkpoint.Kind.values,
-        "filters": {"kind": kind, "q": q},
+        "worlds": list(selectors.WORLDS.items()),
+        "filters": {"kind": kind, "q": q, "world": world},
         "filter_query": urlencode(filters),
         "error": error,
         "capped": len(pending) == selectors.QUEUE_LIMIT,

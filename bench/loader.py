@@ -376,7 +376,15 @@ def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str,
     tenants = [t for t, weight in plan.tenants for _ in range(weight)]
     run_row = _Row(
         RUN_COLUMNS,
-        {**template.run, "follows_run_id": None, "requested_by_id": None, "lease_owner": ""},
+        # Live-world runs (the template is a fault-lab run): what the console's runs list
+        # and approval queue show by default.
+        {
+            **template.run,
+            "namespace": "live",
+            "follows_run_id": None,
+            "requested_by_id": None,
+            "lease_owner": "",
+        },
         _RUN_VARIABLE,
     )
     shown = [*template.events[: plan.events_per_run - 1], template.events[-1]]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fieldops import secrets
@@ -50,3 +52,23 @@ def run_extra(run: Any, **more: Any) -> dict[str, Any]:
     }
     extra.update(more)
     return extra
+
+
+@contextmanager
+def report_verbosity(verbosity: int) -> Iterator[None]:
+    """Keep FieldOps' JSON log lines out of a command's report unless ``-v 2`` or more.
+
+    The report (a table people read) goes to stdout and the log lines to stderr, so in a
+    terminal they interleave: below verbosity 2 the ``fieldops`` loggers are silenced for
+    the command's duration (a failure still raises and prints); 2 keeps the configured
+    level and 3 shows DEBUG."""
+    logger = logging.getLogger("fieldops")
+    previous = logger.level
+    if verbosity < 2:
+        logger.setLevel(logging.CRITICAL + 1)
+    elif verbosity >= 3:
+        logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)

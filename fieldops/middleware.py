@@ -1,5 +1,10 @@
 """Refuse input that no FieldOps field can hold, before any view sees it.
 
+A form body must be UTF-8: a form or multipart body that declares another charset
+(``charset=utf-16``, an unknown or non-text codec) or cannot be parsed is a 400 with the
+project's 400 page, before the CSRF check, which would otherwise fail parsing it (a 500
+under DEBUG, whose error page parses it again).
+
 A NUL character cannot be stored in a PostgreSQL text or jsonb value (the query fails),
 so a NUL anywhere in the path, the query string or a form field (names and values) is a
 400, never a 500. The check runs as ``process_view`` after the CSRF check, so a request
@@ -9,12 +14,67 @@ by their endpoint after it authenticated them.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable
 from typing import Any
 
+from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http.multipartparser import MultiPartParserError
+from django.template import loader
 
 NUL = "\x00"
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def bad_request_page(message: str) -> HttpResponse:
+    """The project's 400 page (``templates/400.html``) with ``message``."""
+    html = loader.render_to_string("400.html", {"message": message})
+    return HttpResponseBadRequest(html)
+
+
+def _declared_charset(request: HttpRequest) -> str | None:
+    """The charset a form body declares (None: none declared)."""
+    params = getattr(request, "content_params", None) or {}
+    charset = params.get("charset")
+    return None if charset is None else str(charset)
+
+
+def _is_utf8(charset: str) -> bool:
+    """Whether ``charset`` is UTF-8 (or ASCII, its subset)."""
+    try:
+        return codecs.lookup(charset).name in ("utf-8", "ascii")
+    except LookupError:
+        return False
+
+
+class RejectUndecodableBodyMiddleware:
+    """A form body that is not UTF-8 or cannot be parsed is a 400 (see the module doc)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(
+        self, request: HttpRequest, view: Any, args: Any, kwargs: Any
+    ) -> HttpResponse | None:
+        if request.method != "POST" or request.content_type not in FORM_TYPES:
+            return None
+        # The signed callback reads its raw body itself (parsing it here would consume it).
+        if getattr(view, "csrf_exempt", False):
+            return None
+        charset = _declared_charset(request)
+        if charset is not None and not _is_utf8(charset):
+            return bad_request_page(
+                f"Form bodies must be UTF-8; this one declares charset {charset[:40]!r}."
+            )
+        try:
+            request.POST  # noqa: B018 (parse once here, where a failure is a 400)
+        except (BadRequest, MultiPartParserError, LookupError, ValueError):
+            return bad_request_page("The form body could not be read.")
+        return None
 
 
 def _carries_nul(request: HttpRequest, *, forms: bool) -> bool:

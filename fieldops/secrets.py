@@ -2,7 +2,8 @@
 error reports.
 
 Every configured secret is registered here: SECRET_KEY, the callback signing key, the model
-API key, the database password and the password in the Celery broker URL. ``assert_clean``
+API key, the ops token of /healthz, the database password and the password in the Celery
+broker URL. ``assert_clean``
 refuses to store text that contains one; ``redact`` removes them from anything shown or
 logged (the JSON log formatter applies it to every line); ``RedactingExceptionReporter``
 removes them from Django's error reports (the DEBUG page and the mail to ADMINS), which
@@ -19,7 +20,12 @@ from urllib.parse import unquote, urlsplit
 from django.conf import settings
 from django.views.debug import ExceptionReporter
 
-_SETTINGS = ("SECRET_KEY", "FIELDOPS_CALLBACK_KEY", "FIELDOPS_MODEL_API_KEY")
+_SETTINGS = (
+    "SECRET_KEY",
+    "FIELDOPS_CALLBACK_KEY",
+    "FIELDOPS_MODEL_API_KEY",
+    "FIELDOPS_OPS_TOKEN",
+)
 _URL_SETTINGS = ("CELERY_BROKER_URL",)
 _MIN_LEN = 8
 REDACTED = "[redacted]"

@@ -114,9 +114,11 @@ def database_from_url(
 
 
 SECRET_KEY = env("DJANGO_SECRET_KEY", "embedded-demo-only-not-a-secret-8d1f0c")
-DEBUG = env_bool("DJANGO_DEBUG", True)
+# Opt-in only: DEBUG shows every URL pattern on a 404 and a traceback on an error, to
+# anyone who can reach the server (users of the other tenant included).
+DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = [
-    h for h in env("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h
+    h for h in env("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",") if h
 ]
 
 INSTALLED_APPS = [
@@ -124,6 +126,9 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles: runserver then leaves static files to whitenoise in every mode,
+    # so the embedded console (DEBUG off) and DJANGO_DEBUG=true serve them the same way.
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
@@ -137,9 +142,12 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "fieldops.csp.ContentSecurityPolicyMiddleware",  # outermost but one: on every response
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before CSRF: a body that cannot be decoded cannot be checked for a token either.
+    "fieldops.middleware.RejectUndecodableBodyMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "fieldops.middleware.RejectNulMiddleware",  # after CSRF: a NUL in any field is a 400
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -191,10 +199,17 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Plain storage here (tests use it too: manifest storage breaks live_server pages); the
+# production settings collect into hashed, compressed files.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Whitenoise serves static files in every mode. The embedded default has no collectstatic
+# step (`make run` on a fresh clone), so it serves straight from the finders; production
+# serves what collectstatic wrote to STATIC_ROOT. Files at the site root (/favicon.ico).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_ROOT = BASE_DIR / "public"
 
 SESSION_COOKIE_HTTPONLY = True
 # Error reports (DEBUG page, mail to ADMINS) never show a configured secret (fieldops/secrets.py).
@@ -220,7 +235,12 @@ FIELDOPS_MAX_ATTEMPTS = int(env("FIELDOPS_MAX_ATTEMPTS", "5"))
 FIELDOPS_CALLBACK_MAX_SKEW_SECONDS = int(env("FIELDOPS_CALLBACK_MAX_SKEW_SECONDS", "300"))
 FIELDOPS_APPROVAL_TTL_SECONDS = int(env("FIELDOPS_APPROVAL_TTL_SECONDS", "900"))
 FIELDOPS_EXTERNAL_WAIT_SECONDS = int(env("FIELDOPS_EXTERNAL_WAIT_SECONDS", "600"))
-FIELDOPS_CALLBACK_KEY = env("FIELDOPS_CALLBACK_KEY", "embedded-demo-callback-key")
+# A constant everyone can read: fine on 127.0.0.1, refused anywhere else (fieldops/checks.py,
+# serve_embedded). Production requires its own key.
+EMBEDDED_CALLBACK_KEY = "embedded-demo-callback-key"
+FIELDOPS_CALLBACK_KEY = env("FIELDOPS_CALLBACK_KEY", EMBEDDED_CALLBACK_KEY)
+# Bearer token for the counts in GET /healthz (empty: only signed-in users see them).
+FIELDOPS_OPS_TOKEN = env("FIELDOPS_OPS_TOKEN", "")
 FIELDOPS_HISTORY_WARN_EVENTS = int(env("FIELDOPS_HISTORY_WARN_EVENTS", "10000"))
 FIELDOPS_HISTORY_MAX_EVENTS = int(env("FIELDOPS_HISTORY_MAX_EVENTS", "50000"))
 FIELDOPS_HISTORY_WARN_BYTES = int(env("FIELDOPS_HISTORY_WARN_BYTES", str(10 * 1024 * 1024)))

@@ -1,7 +1,9 @@
 """Production settings: everything secure by default, nothing embedded.
 
-Required environment: DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS, DATABASE_URL (PostgreSQL),
-CELERY_BROKER_URL, FIELDOPS_CALLBACK_KEY. `manage.py check --deploy` must report nothing
+Required environment: DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS, DATABASE_URL (PostgreSQL,
+as the application role: see docs/security.md), CELERY_BROKER_URL, FIELDOPS_CALLBACK_KEY;
+optional FIELDOPS_OPS_TOKEN (the counts of /healthz). docker-compose.yml reads them from
+.env (.env.example lists them). `manage.py check --deploy` must report nothing
 with these settings (the test command checks it).
 """
 
@@ -53,3 +55,5 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+# Serve what collectstatic wrote (hashed, compressed, cached forever), not the source tree.
+WHITENOISE_USE_FINDERS = False

@@ -1,5 +1,7 @@
 """Machine endpoints: the signed callback receiver and the health report.
 
+The health report is liveness for anyone; its counts need the ops token or a session.
+
 Callbacks are authenticated with an HMAC-SHA256 signature over ``timestamp.body`` using
 the callback signing key (settings.FIELDOPS_CALLBACK_KEY), so they are exempt from CSRF
 but never from authentication. See docs/callbacks.md.
@@ -21,6 +23,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from access.roles import tenant_of
 from approvals.models import Checkpoint
 from kernel import clock
 from runs import callbacks
@@ -155,42 +158,76 @@ def callback(request: HttpRequest) -> JsonResponse:
     )
 
 
+def _ops_token_given(request: HttpRequest) -> bool:
+    token = str(settings.FIELDOPS_OPS_TOKEN or "")
+    given = request.headers.get("Authorization", "")
+    return bool(token) and hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+
+def _counts_scope(request: HttpRequest) -> tuple[bool, str | None]:
+    """Whether this request may see the counts, and for which tenant (None: every one).
+
+    The ops token sees every tenant; a signed-in user sees their own tenant; anyone else
+    sees liveness only."""
+    if _ops_token_given(request):
+        return True, None
+    user = getattr(request, "user", None)
+    tenant = tenant_of(user) if user is not None else None
+    return (tenant is not None), tenant
+
+
 @require_GET
 def health(request: HttpRequest) -> JsonResponse:
-    """Monitoring: database, broker, worker heartbeat, sweeper lag, runs per state,
-    oldest pending approval. 503 when the database or the configured broker is down."""
-    now = clock.now()
-    report: dict[str, Any] = {"execution": settings.FIELDOPS_EXECUTION}
-    healthy = True
+    """Liveness for anyone: ``status`` and ``ok`` per dependency (database, broker).
+
+    With the ops token (``Authorization: Bearer $FIELDOPS_OPS_TOKEN``, every tenant) or a
+    signed-in session (that user's tenant) it adds the details: database latency, worker
+    heartbeat age, sweeper lag, runs per state and the oldest pending approval. 503 when
+    the database or the configured broker is down."""
+    allowed, tenant = _counts_scope(request)
     try:
         started = time.monotonic()
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-        report["database"] = {
-            "ok": True,
-            "vendor": connection.vendor,
-            "latency_ms": round((time.monotonic() - started) * 1000, 2),
-        }
+        latency_ms = round((time.monotonic() - started) * 1000, 2)
     except Exception as exc:  # the report must answer even when the database cannot
-        report["database"] = {"ok": False, "error": type(exc).__name__}
-        return JsonResponse({"status": "unhealthy", **report}, status=503)
-    report["broker"] = _broker()
-    healthy = healthy and report["broker"].get("ok", True)
+        database: dict[str, Any] = {"ok": False}
+        if allowed:
+            database["error"] = type(exc).__name__
+        return JsonResponse({"status": "unhealthy", "database": database}, status=503)
+    broker = _broker()
+    healthy = bool(broker.get("ok", True))
+    report: dict[str, Any] = {
+        "status": "ok" if healthy else "degraded",
+        "database": {"ok": True},
+        "broker": {k: v for k, v in broker.items() if allowed or k != "error"},
+    }
+    if allowed:
+        report["database"].update(vendor=connection.vendor, latency_ms=latency_ms)
+        report.update(_details(tenant))
+    return JsonResponse(report, status=200 if healthy else 503)
+
+
+def _details(tenant: str | None) -> dict[str, Any]:
+    """What operators monitor, for ``tenant`` (None: every tenant)."""
+    now = clock.now()
     beats = list(WorkerHeartbeat.objects.values("worker", "role", "seen_at"))
     workers = [b for b in beats if b["role"] != "sweeper"]
     sweeper = next((b for b in beats if b["role"] == "sweeper"), None)
     last = max((b["seen_at"] for b in workers), default=None)
-    report["last_worker_heartbeat_age_s"] = (now - last).total_seconds() if last else None
-    report["sweeper_lag_s"] = (now - sweeper["seen_at"]).total_seconds() if sweeper else None
-    report["runs_per_state"] = dict(
-        Run.objects.values_list("state").annotate(n=Count("id")).order_by()
-    )
-    oldest = Checkpoint.objects.filter(status=Checkpoint.Status.PENDING).aggregate(
-        oldest=Min("created_at")
-    )["oldest"]
-    report["oldest_pending_approval_age_s"] = (now - oldest).total_seconds() if oldest else None
-    status = "ok" if healthy else "degraded"
-    return JsonResponse({"status": status, **report}, status=200 if healthy else 503)
+    runs = Run.objects.all() if tenant is None else Run.objects.filter(tenant=tenant)
+    pending = Checkpoint.objects.filter(status=Checkpoint.Status.PENDING)
+    if tenant is not None:
+        pending = pending.filter(tenant=tenant)
+    oldest = pending.aggregate(oldest=Min("created_at"))["oldest"]
+    return {
+        "scope": "all tenants" if tenant is None else f"tenant {tenant}",
+        "execution": settings.FIELDOPS_EXECUTION,
+        "last_worker_heartbeat_age_s": (now - last).total_seconds() if last else None,
+        "sweeper_lag_s": (now - sweeper["seen_at"]).total_seconds() if sweeper else None,
+        "runs_per_state": dict(runs.values_list("state").annotate(n=Count("id")).order_by()),
+        "oldest_pending_approval_age_s": (now - oldest).total_seconds() if oldest else None,
+    }
 
 
 def _broker() -> dict[str, Any]:

@@ -89,6 +89,13 @@ class Run(models.Model):
                 fields=["tenant", "scenario", "-created_at", "-id"], name="run_tenant_scenario"
             ),
             models.Index(fields=["state", "lease_expires_at"], name="run_state_lease"),
+            # The runs list shows the live world by default: its first page must not walk
+            # past fault-lab runs and simulations to find live ones.
+            models.Index(
+                fields=["tenant", "-created_at", "-id"],
+                condition=models.Q(namespace="live"),
+                name="run_tenant_live_created",
+            ),
         ]
 
     def __str__(self) -> str:

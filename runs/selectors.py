@@ -13,14 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from approvals.models import Checkpoint, Decision, DecisionRefusal
 from capabilities.registry import ALL_CONTRACTS
 from catalog.models import CapabilityVersion
 from kernel import clock
 from runs.domain import effects
-from runs.domain.budgets import Budget
+from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, EventType, State
 from runs.models import EffectAttempt, Event, Evidence, FaultLabResult, Run, TerminalRecord
 from runs.policies import MODEL_SCENARIO, scenario_names
@@ -38,12 +38,31 @@ AGES: Mapping[str, tuple[str, dt.timedelta, bool]] = {
 }
 DISPOSITIONS = ("COMPLETED", "FAILED", "CANCELLED", "ESCALATED")
 # The synthetic world a run acts in: the console's live world, the fault lab's, or an
-# isolated execution simulation (namespace "sim-...").
+# isolated execution simulation (namespace "sim-..."). Lists and the approval queue show
+# the live world unless asked for another (or for every world).
 WORLDS: Mapping[str, str] = {
     "live": "live world",
     "faultlab": "fault lab",
     "simulation": "execution simulations",
+    "all": "every world",
 }
+DEFAULT_WORLD = "live"
+
+
+def world_from_query(value: str | None) -> str:
+    """The world a list shows for the query value ``value`` (unknown or empty: live)."""
+    return value if value in WORLDS else DEFAULT_WORLD
+
+
+def in_world(qs: QuerySet[Any], world: str, *, field: str = "namespace") -> QuerySet[Any]:
+    """Narrow ``qs`` to rows whose ``field`` (a run namespace) belongs to ``world``."""
+    if world == "all":
+        return qs
+    if world == "simulation":
+        return qs.filter(**{f"{field}__startswith": "sim-"})
+    return qs.filter(**{field: world})
+
+
 TIMELINE_KINDS = ("all", "transitions", "control", "rejected")
 
 # Event refs that name an evidence row (openable); the rest name other records.
@@ -67,7 +86,7 @@ class RunFilters:
     disposition: str = ""
     scenario: str = ""
     age: str = ""
-    world: str = ""
+    world: str = DEFAULT_WORLD
     q: str = ""
 
     @classmethod
@@ -83,12 +102,18 @@ class RunFilters:
             disposition=disposition if disposition in DISPOSITIONS else "",
             scenario=scenario if scenario in scenario_names() else "",
             age=age if age in AGES else "",
-            world=world if world in WORLDS else "",
+            world=world_from_query(world),
             q=(data.get("q") or "").strip()[:36],
         )
 
+    @property
+    def world_label(self) -> str:
+        return WORLDS[self.world]
+
     def as_query(self) -> dict[str, str]:
-        return {k: v for k, v in vars(self).items() if v}
+        """The filters that differ from the defaults (the live world is the default)."""
+        defaults = vars(RunFilters())
+        return {k: v for k, v in vars(self).items() if v and v != defaults[k]}
 
 
 @dataclass(frozen=True)
@@ -139,10 +164,7 @@ def run_list_for_tenant(
         qs = qs.filter(disposition=filters.disposition)
     if filters.scenario:
         qs = qs.filter(scenario=filters.scenario)
-    if filters.world == "simulation":
-        qs = qs.filter(namespace__startswith="sim-")
-    elif filters.world:
-        qs = qs.filter(namespace=filters.world)
+    qs = in_world(qs, filters.world)
     if filters.age:
         _, span, newer = AGES[filters.age]
         since = clock.now() - span
@@ -264,10 +286,19 @@ def run_timeline(
 
 @dataclass(frozen=True)
 class Gauge:
+    """One budget of a run as the run page shows it, coloured by what it means.
+
+    ``level`` is "alarm" only when this budget's exhaustion ended the run; "done" for the
+    effects budget once an effect happened (the run exists for it: 1/1 is success, not an
+    alarm); "near" for another budget of an active run at 75 % or more (its next charge
+    may be refused); "" otherwise."""
+
     budget: str
     used: int
     limit: int
     initial: int
+    exhausted: bool = False  # the run ended with this budget's exhaustion reason
+    active: bool = True  # the run has not ended
 
     @property
     def percent(self) -> int:
@@ -277,9 +308,20 @@ class Gauge:
 
     @property
     def level(self) -> str:
-        if self.percent >= 100:
-            return "full"
-        return "high" if self.percent >= 75 else ""
+        if self.exhausted:
+            return "alarm"
+        if self.budget == Budget.EFFECTS:
+            return "done" if self.used else ""
+        return "near" if self.active and self.percent >= 75 else ""
+
+    @property
+    def meaning(self) -> str:
+        """The level in words (shown next to the gauge and read out with it)."""
+        return {
+            "alarm": "exhausted: this ended the run",
+            "done": "the run's effect happened" if self.used == 1 else "effects happened",
+            "near": "close to the limit: the next charge may be refused",
+        }.get(self.level, "")
 
     @property
     def changed(self) -> bool:
@@ -293,6 +335,8 @@ def run_gauges(run: Run) -> list[Gauge]:
             used=int(run.counters.get(b.value, 0)),
             limit=int(run.budget_limits.get(b.value, 0)),
             initial=int(run.limits.get(b.value, 0)),
+            exhausted=run.is_terminal and run.terminal_reason == exhausted_reason(b),
+            active=not run.is_terminal,
         )
         for b in Budget
     ]
@@ -427,11 +471,14 @@ def checkpoint_queue(
     tenant: str,
     kind: str = "",
     run_ids: tuple[uuid.UUID, uuid.UUID] | None = None,
+    world: str = DEFAULT_WORLD,
     limit: int = QUEUE_LIMIT,
 ) -> list[Checkpoint]:
-    """Pending checkpoints of the tenant, soonest expiry first; ``kind`` and a run id range
-    (see ``id_range``) narrow it. The (tenant, status, expires_at) index serves every form."""
+    """Pending checkpoints of the tenant, soonest expiry first; ``kind``, a run id range
+    (see ``id_range``) and the runs' world (``WORLDS``, live by default) narrow it. The
+    (tenant, status, expires_at) index serves every form."""
     qs = Checkpoint.objects.filter(tenant=tenant, status=Checkpoint.Status.PENDING)
+    qs = in_world(qs, world, field="run__namespace")
     if kind:
         qs = qs.filter(kind=kind)
     if run_ids is not None:

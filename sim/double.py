@@ -352,7 +352,9 @@ SCENARIOS: Mapping[str, Scenario] = {
     for s in (
         Scenario(
             "reservation",
-            "Diagnose EQ-17, propose and reserve one seal kit (R-401).",
+            "Reads the equipment and its approved manual, checks stock at the chosen "
+            "location, then reserves 1 x part A17 (impeller seal kit) once approved; "
+            "equipment whose manual names no part (EQ-18) ends no_applicable_tool.",
             s_reservation,
         ),
         Scenario(

@@ -5,6 +5,10 @@ Playwright's sync API runs one event loop per thread, so there must be exactly o
 pytest-playwright is not used; the machine's ``/usr/bin/chromium`` is launched headless.
 Playwright's loop also makes Django's async-safety check fire for ORM calls made by the
 tests themselves, so it is relaxed here (tests only, never in settings).
+
+Every page is watched for Content-Security-Policy violations (``watch_csp``): a test whose
+pages needed anything the policy blocks (an inline script or style, eval, another origin)
+fails, so the whole browser suite shows the console works under the policy.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"  # repo root
+# How Chromium words a violation in the console ("Refused to apply inline style because it
+# violates the following Content Security Policy directive: ...").
+CSP_MARKERS = ("Content Security Policy", "Content-Security-Policy")
 
 
 @pytest.fixture(scope="session")
@@ -47,8 +54,28 @@ def browser() -> Iterator[Any]:
         launched.close()
 
 
+def watch_csp(page: Any, found: list[str]) -> Any:
+    """Record on ``found`` every Content-Security-Policy violation Chromium reports."""
+
+    def note(text: str) -> None:
+        if any(marker in text for marker in CSP_MARKERS):
+            found.append(f"{page.url}: {text}")
+
+    page.on("console", lambda message: note(message.text))
+    page.on("pageerror", lambda error: note(str(error)))
+    return page
+
+
 @pytest.fixture
-def new_page(browser: Any) -> Iterator[Any]:
+def csp_violations() -> Iterator[list[str]]:
+    """The violations seen by this test's pages; the test fails if there are any."""
+    found: list[str] = []
+    yield found
+    assert not found, "Content-Security-Policy violations:\n" + "\n".join(found)
+
+
+@pytest.fixture
+def new_page(browser: Any, csp_violations: list[str]) -> Iterator[Any]:
     """A factory of fresh pages (each its own context: its own cookies and session)."""
     contexts = []
 
@@ -56,7 +83,7 @@ def new_page(browser: Any) -> Iterator[Any]:
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         context.set_default_timeout(15_000)
         contexts.append(context)
-        return context.new_page()
+        return watch_csp(context.new_page(), csp_violations)
 
     yield make
     for context in contexts:

@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def waiting(operator: Any) -> Run:
-    return make_run(principal="user:operator", requested_by=operator)
+    """A run of the live world (what the runs list and the queue show by default)."""
+    return make_run(principal="user:operator", requested_by=operator, namespace="live")
 
 
 def test_an_approver_approves_the_pending_proposal_and_watches_the_run_complete(
@@ -84,7 +85,7 @@ def test_the_approval_queue_filters_and_shows_new_checkpoints_without_a_reload(
     expect(page.locator("#queue tbody tr")).to_have_count(1)
     page.goto(f"{base}/approvals/")
     # Another run asks for approval while the queue is open: it appears by itself.
-    second = make_run(principal="user:operator", requested_by=operator)
+    second = make_run(principal="user:operator", requested_by=operator, namespace="live")
     expect(page.locator("#queue")).to_contain_text(checkpoint_of(second).pk, timeout=15_000)
     expect(page.locator("#queue tbody tr")).to_have_count(2)
 
@@ -140,7 +141,7 @@ def test_an_approver_of_another_tenant_cannot_see_the_checkpoint(
     page = new_page()
     login(page, base, "approver-south")
     page.get_by_role("link", name="Approvals").click()
-    expect(page.get_by_text("Nothing waits for a decision")).to_be_visible()
+    expect(page.get_by_text("Nothing in the live world waits for a decision")).to_be_visible()
     assert checkpoint.pk not in page.content()
     response = page.goto(f"{base}/approvals/{checkpoint.pk}/")
     assert response.status == 404

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from catalog.models import CapabilityVersion, LifecycleDecision
-from tests.browser_support import SCREENSHOTS
+from tests.browser_support import SCREENSHOTS, watch_csp
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -38,10 +38,10 @@ TOOL_LIST = {
 }
 
 
-def signed_in(chromium: Any, base: str, username: str) -> Any:
+def signed_in(chromium: Any, base: str, username: str, violations: list[str]) -> Any:
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(15_000)
-    page = context.new_page()
+    page = watch_csp(context.new_page(), violations)
     page.goto(f"{base}/login/")
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(f"pw-{username}")
@@ -56,12 +56,16 @@ def shot(page: Any, name: str) -> None:
 
 
 def test_import_reject_one_and_admit_another_with_an_admission_record(
-    live_server: Any, browser: Any, catalog_admin: Any, catalog_reviewer: Any
+    live_server: Any,
+    browser: Any,
+    catalog_admin: Any,
+    catalog_reviewer: Any,
+    csp_violations: list[str],
 ) -> None:
     from playwright.sync_api import expect
 
     base = live_server.url
-    admin = signed_in(browser, base, "catalog-admin")
+    admin = signed_in(browser, base, "catalog-admin", csp_violations)
     admin.get_by_role("link", name="Catalog", exact=True).click()
     expect(admin.get_by_role("heading", name="Capability catalog")).to_be_visible()
     admin.get_by_role("link", name="Import a tool list").click()
@@ -92,7 +96,7 @@ def test_import_reject_one_and_admit_another_with_an_admission_record(
     admin.goto(f"{base}/catalog/candidates/{candidate.pk}/")
     expect(admin.get_by_text("two-person rule")).to_be_visible()
 
-    reviewer = signed_in(browser, base, "catalog-reviewer")
+    reviewer = signed_in(browser, base, "catalog-reviewer", csp_violations)
     reviewer.goto(f"{base}/catalog/?source=discovered")
     reviewer.locator("#catalog-table").get_by_role("link", name="search_manual").click()
     expect(reviewer.locator('tr[data-hint="readOnlyHint"]')).to_contain_text("true (unverified)")
@@ -141,12 +145,12 @@ def test_import_reject_one_and_admit_another_with_an_admission_record(
 
 
 def test_the_routing_report_and_the_version_diff_in_a_browser(
-    live_server: Any, browser: Any, approver: Any
+    live_server: Any, browser: Any, approver: Any, csp_violations: list[str]
 ) -> None:
     from playwright.sync_api import expect
 
     base = live_server.url
-    page = signed_in(browser, base, "approver")
+    page = signed_in(browser, base, "approver", csp_violations)
     page.goto(f"{base}/catalog/routing/")
     expect(page.locator("svg.funnel")).to_have_count(4)
     expect(page.locator("#routing-report")).to_contain_text("Comparison at k=3")
@@ -162,4 +166,12 @@ def test_the_routing_report_and_the_version_diff_in_a_browser(
     page.goto(f"{base}/catalog/diff/?a=reserve_part@1.0.0&b=reserve_part@2.0.0")
     expect(page.locator(".diff-summary")).to_contain_text("new approvals required")
     expect(page.locator('tr.change[data-class="added_effect_field"]').first).to_be_visible()
+    # "show only changed lines" (static/fieldops.js: no inline handler under the CSP).
+    table = page.locator("#sbs")
+    expect(table).to_have_class(re.compile(r"\bonly-changed\b"))
+    unchanged = page.locator("#sbs tr.sbs-same").first
+    expect(unchanged).to_be_hidden()
+    page.get_by_label("show only changed lines").uncheck()
+    expect(table).not_to_have_class(re.compile(r"\bonly-changed\b"))
+    expect(unchanged).to_be_visible()
     shot(page, "diff-reserve-part-v2")

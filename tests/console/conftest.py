@@ -46,8 +46,9 @@ def as_outsider(outsider: Any) -> Client:
 
 @pytest.fixture
 def waiting_run(operator: Any) -> Any:
-    """A reservation run requested by ``operator``, waiting for approval."""
-    run = make_run(principal="user:operator", requested_by=operator)
+    """A reservation run requested by ``operator`` in the live world (what the console's
+    lists and queue show by default), waiting for approval."""
+    run = make_run(principal="user:operator", requested_by=operator, namespace="live")
     assert run.state == "WAITING_HUMAN"
     return run
 

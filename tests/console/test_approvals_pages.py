@@ -93,7 +93,7 @@ def test_the_queue_is_empty_for_another_tenant_and_closed_to_other_roles(
 ) -> None:
     body = as_outsider.get(reverse("approvals-queue")).content.decode()
     assert waiting_run.waiting_checkpoint not in body
-    assert "Nothing waits for a decision" in body
+    assert "Nothing in the live world waits for a decision" in body
     assert as_operator.get(reverse("approvals-queue")).status_code == 403
     assert as_operator.get(reverse("approvals-history")).status_code == 403
 
@@ -301,3 +301,22 @@ def test_queue_and_history_render_with_a_constant_number_of_queries(
     for url, count in counts.items():
         with django_assert_num_queries(count):
             assert as_approver.get(url).status_code == 200
+
+
+def test_the_queue_shows_live_world_checkpoints_unless_another_world_is_chosen(
+    as_approver: Client, waiting_run: Run, operator: Any
+) -> None:
+    lab = make_run(principal="user:operator", requested_by=operator)  # the fault lab's world
+    live_checkpoint, lab_checkpoint = checkpoint_of(waiting_run).pk, checkpoint_of(lab).pk
+    url = reverse("approvals-queue")
+
+    def shown(**params: str) -> set[str]:
+        return {c.pk for c, _ in as_approver.get(url, params).context["rows"]}
+
+    assert shown() == {live_checkpoint}
+    assert shown(world="faultlab") == {lab_checkpoint}
+    assert shown(world="all") == {live_checkpoint, lab_checkpoint}
+    assert shown(world="simulation") == set()
+    # The chosen world survives the 5-second refresh.
+    page = as_approver.get(url, {"world": "faultlab"}).content.decode()
+    assert f'hx-get="{url}?world=faultlab" hx-trigger="every 5s"' in page

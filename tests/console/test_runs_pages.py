@@ -76,8 +76,8 @@ def test_the_list_shows_only_the_users_tenant(as_operator: Client, world: None) 
 
 # -- filters, search, keyset pages --------------------------------------------------------
 def test_filters_narrow_the_list(as_operator: Client, world: None) -> None:
-    waiting = make_run()
-    failed = make_run("unavailable_tool")
+    waiting = make_run(namespace="live")
+    failed = make_run("unavailable_tool", namespace="live")
     created = _bulk_runs(1, scenario="abstain")[0]
 
     def listed(**query: str) -> str:
@@ -478,5 +478,89 @@ def test_the_world_filter_separates_live_runs_from_fault_lab_and_simulations(as_
     assert str(lab.pk)[:8] in page and str(live.pk)[:8] not in page
     page = as_operator.get("/", {"world": "live"}).content.decode()
     assert str(live.pk)[:8] in page and str(lab.pk)[:8] not in page
-    everything = as_operator.get("/").content.decode()
-    assert str(live.pk)[:8] in everything and "fault lab</span>" in everything
+    # The live world by default: fault-lab runs and simulations only when asked for.
+    default = as_operator.get("/").content.decode()
+    assert str(live.pk)[:8] in default and str(lab.pk)[:8] not in default
+    assert as_operator.get("/").context["filters"].as_query() == {}
+    everything = as_operator.get("/", {"world": "all"}).content.decode()
+    assert str(live.pk)[:8] in everything and str(lab.pk)[:8] in everything
+    assert "fault lab</span>" in everything
+    # An unknown world is the default, not an error.
+    assert as_operator.get("/", {"world": "mars"}).context["filters"].world == "live"
+
+
+# -- console polish (issue 20) -----------------------------------------------------------
+def _gauge(run: Run, budget: str) -> selectors.Gauge:
+    run.refresh_from_db()
+    return next(g for g in selectors.run_gauges(run) if g.budget == budget)
+
+
+def test_the_effects_gauge_of_a_successful_run_is_not_an_alarm(
+    as_operator: Client, approver: Any
+) -> None:
+    from tests.helpers import approve
+
+    run = make_run()
+    approve(run, approver)
+    assert run.state == "COMPLETED"
+    effects = _gauge(run, "effects")
+    assert (effects.used, effects.limit) == (1, 1)
+    assert effects.level == "done" and effects.meaning == "the run's effect happened"
+    assert all(g.level != "alarm" for g in selectors.run_gauges(run))
+    page = as_operator.get(reverse("runs-detail", args=[run.pk])).content.decode()
+    assert 'aria-label="effects used"' in page and 'data-level="done"' in page
+    assert 'data-level="alarm"' not in page
+    assert 'aria-valuetext="1 of 1: the run&#x27;s effect happened"' in page
+
+
+def test_the_gauge_of_the_budget_that_ended_a_run_is_the_alarm(as_operator: Client) -> None:
+    run = make_run("unavailable_tool")
+    assert run.terminal_reason == "action_budget_exhausted"
+    levels = {g.budget: g.level for g in selectors.run_gauges(run)}
+    assert levels["actions"] == "alarm"
+    assert [b for b, level in levels.items() if level == "alarm"] == ["actions"]
+    page = as_operator.get(reverse("runs-detail", args=[run.pk])).content.decode()
+    assert page.count('data-level="alarm"') == 1
+    assert "exhausted: this ended the run" in page
+
+
+@pytest.mark.parametrize(
+    ("budget", "used", "limit", "exhausted", "active", "level"),
+    [
+        ("effects", 1, 1, False, False, "done"),
+        ("effects", 0, 1, False, True, ""),
+        ("effects", 1, 1, True, False, "alarm"),
+        ("actions", 9, 12, False, True, "near"),
+        ("actions", 12, 12, False, False, ""),  # ended for another reason: no warning left
+        ("actions", 12, 12, True, False, "alarm"),
+        ("turns", 2, 24, False, True, ""),
+    ],
+)
+def test_a_gauge_is_coloured_by_what_it_means(budget, used, limit, exhausted, active, level):
+    gauge = selectors.Gauge(budget, used, limit, limit, exhausted=exhausted, active=active)
+    assert gauge.level == level
+
+
+def test_the_start_form_describes_what_the_reservation_scenario_reserves(
+    as_operator: Client, approver: Any
+) -> None:
+    from sim.double import SCENARIOS
+    from sim.world.fixtures import PARTS
+    from sim.world.models import LedgerEntry
+    from tests.helpers import approve
+
+    run = make_run()
+    approve(run, approver)
+    [entry] = LedgerEntry.objects.filter(run_id=str(run.pk))
+    description = SCENARIOS["reservation"].description
+    assert f"reserves {entry.quantity} x part {entry.part_id}" in description
+    assert PARTS[entry.part_id]["name"].lower() in description
+    assert "R-401" not in description  # a walkthrough's name says nothing about the effect
+    page = as_operator.get(reverse("runs-list")).content.decode()
+    assert f"reserves {entry.quantity} x part {entry.part_id}" in page
+
+
+def test_the_ledger_lookup_box_takes_a_whole_idempotency_key(as_operator: Client) -> None:
+    page = as_operator.get(reverse("recovery")).content.decode()
+    assert 'id="lookup-q" name="q" value="" maxlength="64" size="64"' in page
+    assert 'class="key-input"' in page  # 64ch wide in the monospace font (fieldops.css)

@@ -129,13 +129,48 @@ def test_unsigned_requests_and_other_methods_are_refused(client, waiting):
     assert client.get(URL).status_code == 405
 
 
-def test_health_reports_what_monitoring_needs(client, waiting):
-    report = client.get("/healthz").json()
+DETAILS = {
+    "scope",
+    "execution",
+    "last_worker_heartbeat_age_s",
+    "sweeper_lag_s",
+    "runs_per_state",
+    "oldest_pending_approval_age_s",
+}
+
+
+def test_anonymous_health_is_liveness_per_dependency_only(client, waiting, settings):
+    settings.FIELDOPS_OPS_TOKEN = "ops-token-for-tests-0123456789"
+    for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": "ops-token"}):
+        response = client.get("/healthz", headers=headers)
+        assert response.status_code == 200
+        assert response.json() == {
+            "status": "ok",
+            "database": {"ok": True},
+            "broker": {"ok": True, "used": False},
+        }
+
+
+def test_health_counts_need_the_ops_token_and_cover_every_tenant(client, waiting, settings):
+    make_run("wait_external", tenant="south", equipment_id="EQ-31", location_id="LOC-S1")
+    settings.FIELDOPS_OPS_TOKEN = "ops-token-for-tests-0123456789"
+    auth = {"authorization": "Bearer ops-token-for-tests-0123456789"}
+    report = client.get("/healthz", headers=auth).json()
     assert report["status"] == "ok" and report["database"]["ok"]
-    assert report["runs_per_state"]["WAITING_EXTERNAL"] == 1
-    assert report["broker"] == {"ok": True, "used": False}
-    assert "last_worker_heartbeat_age_s" in report and "sweeper_lag_s" in report
-    assert "oldest_pending_approval_age_s" in report
+    assert report["database"]["vendor"] and "latency_ms" in report["database"]
+    assert set(report) >= DETAILS and report["scope"] == "all tenants"
+    assert report["runs_per_state"]["WAITING_EXTERNAL"] == 2
+    settings.FIELDOPS_OPS_TOKEN = ""  # no token configured: no bearer opens the counts
+    bare = client.get("/healthz", headers={"authorization": "Bearer "}).json()
+    assert "runs_per_state" not in bare
+
+
+def test_a_signed_in_user_sees_the_counts_of_their_own_tenant(client, waiting, operator):
+    make_run("wait_external", tenant="south", equipment_id="EQ-31", location_id="LOC-S1")
+    client.force_login(operator)
+    report = client.get("/healthz").json()
+    assert report["scope"] == "tenant north"
+    assert report["runs_per_state"] == {"WAITING_EXTERNAL": 1}
 
 
 def test_health_is_degraded_when_the_broker_is_down(client, world, settings):

@@ -98,7 +98,12 @@ class Canaries:
 def canaries(transactional_db: Any, settings: Any) -> Iterator[Canaries]:
     tag = uuid.uuid4().hex[:12]
     planted = Canaries()
-    for name in ("SECRET_KEY", "FIELDOPS_CALLBACK_KEY", "FIELDOPS_MODEL_API_KEY"):
+    for name in (
+        "SECRET_KEY",
+        "FIELDOPS_CALLBACK_KEY",
+        "FIELDOPS_MODEL_API_KEY",
+        "FIELDOPS_OPS_TOKEN",
+    ):
         value = f"canary-{name.lower().replace('_', '-')}-{tag}"
         setattr(settings, name, value)
         planted.add(name, value)
@@ -433,6 +438,24 @@ def error_reports(collected: Collected, world: World, monkeypatch: Any, settings
         ("400 NUL", operator.get(reverse("recovery"), {"q": "\x00"}), 400),
         ("405", operator.get(reverse("runs-cancel", args=[waiting])), 405),
         ("403 CSRF", strict.post(reverse("runs-cancel", args=[waiting]), {"reason": "x"}), 403),
+        (
+            "400 charset",
+            strict.generic(
+                "POST",
+                reverse("runs-cancel", args=[waiting]),
+                b"reason=x",
+                content_type="application/x-www-form-urlencoded; charset=utf-16",
+            ),
+            400,
+        ),
+        (
+            "health with the ops token",
+            operator.get(
+                reverse("health"),
+                headers={"authorization": f"Bearer {settings.FIELDOPS_OPS_TOKEN}"},
+            ),
+            200,
+        ),
     ):
         assert response.status_code == status, (where, response.status_code)
         collected.page(f"error page {where}", response)
@@ -465,7 +488,7 @@ def error_reports(collected: Collected, world: World, monkeypatch: Any, settings
     collected.reports.extend(
         ("error mail to ADMINS (html)", str(c)) for c, _ in report.alternatives
     )
-    settings.DEBUG = True  # the embedded set-up's default: the technical 500 page
+    settings.DEBUG = True  # DJANGO_DEBUG=true: the technical 500 page
     debug_page = operator.get(reverse("runs-export", args=[completed]))
     settings.DEBUG = False
     assert debug_page.status_code == 500 and b"forced failure" in debug_page.content

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.contrib.sessions.models import Session
 
 from access import signin
@@ -61,3 +62,52 @@ def test_the_password_is_never_stored(client, approver):
     _login(client, "approver", "secret-guess-123")
     row = SignInFailure.objects.get()
     assert "secret-guess-123" not in str(row.__dict__)
+
+
+# Authentication strips the posted name and normalises it (NFKC): every spelling below
+# signs in as ``approver``, so every one must meet the same counter.
+def fullwidth(text: str) -> str:
+    """``text`` in fullwidth forms (U+FF01..U+FF5E), which NFKC folds back to ASCII."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+RESPELLINGS = [
+    "approver ",
+    " approver",
+    "\tapprover\n",
+    "\u00a0approver",
+    fullwidth("a") + "pprover",
+    fullwidth("approver"),
+]
+
+
+@pytest.mark.parametrize("spelling", RESPELLINGS)
+def test_a_locked_account_stays_locked_under_any_spelling_of_its_name(client, approver, spelling):
+    for _ in range(signin.PER_ACCOUNT):
+        _login(client, "approver", "wrong")
+    refused = _login(client, spelling, "pw-approver")
+    assert refused.status_code == 429
+    assert not Session.objects.exists()
+
+
+def test_failures_under_different_spellings_add_up_on_the_account(client, approver):
+    for spelling in RESPELLINGS[: signin.PER_ACCOUNT]:
+        assert _login(client, spelling, "wrong").status_code == 200
+    assert set(SignInFailure.objects.values_list("username", flat=True)) == {"approver"}
+    assert _login(client, "approver", "pw-approver").status_code == 429
+
+
+def test_a_respelled_name_signs_in_and_clears_the_account_counter(client, approver):
+    for _ in range(signin.PER_ACCOUNT - 1):
+        _login(client, "approver", "wrong")
+    assert _login(client, fullwidth("a") + "pprover ", "pw-approver").status_code == 302
+    assert not SignInFailure.objects.exists()
+
+
+def test_unknown_names_are_counted_under_their_normalised_spelling(client, approver):
+    for spelling in ("ghost", "ghost ", " ghost", fullwidth("g") + "host", fullwidth("ghost")):
+        _login(client, spelling, "guess")
+    assert set(SignInFailure.objects.values_list("username", flat=True)) == {"ghost"}
+    assert _login(client, "\u3000ghost", "guess").status_code == 429
+    assert signin.throttle_key(f" {fullwidth('g')}host ") == "ghost"
+    assert signin.throttle_key("  ") == ""

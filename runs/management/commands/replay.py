@@ -14,7 +14,7 @@ Three named modes (SPEC §6); "replay the run" without a mode means audit replay
   Synthetic effects land in that namespace only.
 
 ``--check`` makes decision replay exit 1 on any divergence and simulation exit 1 when the
-disposition differs.
+disposition differs. The engine's JSON log lines are shown only with ``-v 2``.
 
 Several run ids (or ``--all``: every run, oldest first) audit each run in turn, printing
 each as a single id would (``--json``: one list), and exit 1 when any run has a finding.
@@ -28,6 +28,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from fieldops.logs import report_verbosity
 from runs import replay_modes
 from runs.audit import audit_replay
 from runs.management.commands.timeline import _get_run
@@ -78,12 +79,13 @@ class Command(BaseCommand):
             raise CommandError("give a run id (or several, or --all)")
         run = _get_run(ids[0])
         try:
-            if mode == "decision":
-                self.decision(run, options)
-            elif mode == "simulation":
-                self.simulation(run, options)
-            else:
-                self.audit(run, options)
+            with report_verbosity(options["verbosity"]):
+                if mode == "decision":
+                    self.decision(run, options)
+                elif mode == "simulation":
+                    self.simulation(run, options)
+                else:
+                    self.audit(run, options)
         except replay_modes.ReplayError as exc:
             raise CommandError(str(exc)) from exc
 

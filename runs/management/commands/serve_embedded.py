@@ -3,6 +3,9 @@
 The embedded default has no Celery and no beat: runs advance in the web process after each
 commit, and this command runs the one sweeper (expiries, deadlines, re-drives) in a
 background thread of the same process.
+
+It listens on loopback only while the callback signing key is the embedded constant
+(anyone can read it in the source): set ``FIELDOPS_CALLBACK_KEY`` to serve elsewhere.
 """
 
 from __future__ import annotations
@@ -16,7 +19,19 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
+from fieldops.checks import is_loopback, uses_embedded_callback_key
+
 log = logging.getLogger("fieldops.sweeper")
+
+
+def listen_host(addrport: str) -> str:
+    """The host part of runserver's ``[host:]port`` (127.0.0.1 when only a port is given)."""
+    if addrport.startswith("["):
+        return addrport[1:].partition("]")[0]
+    host, sep, _port = addrport.rpartition(":")
+    if not sep:
+        return "127.0.0.1" if addrport.isdigit() else addrport
+    return host or "127.0.0.1"
 
 
 def _sweep_forever(stop: threading.Event, interval: float) -> None:
@@ -42,6 +57,13 @@ class Command(BaseCommand):
             raise CommandError(
                 "serve_embedded is for FIELDOPS_EXECUTION=inprocess; with "
                 "Celery run gunicorn, `make worker` and `make beat` instead"
+            )
+        host = listen_host(options["addrport"])
+        if uses_embedded_callback_key() and not is_loopback(host):
+            raise CommandError(
+                f"refusing to listen on {host}: FIELDOPS_CALLBACK_KEY is the embedded demo "
+                "constant, so anyone could sign callbacks. Set FIELDOPS_CALLBACK_KEY to a "
+                "random secret, or listen on 127.0.0.1."
             )
         stop = threading.Event()
         thread = threading.Thread(

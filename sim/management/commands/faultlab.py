@@ -1,6 +1,7 @@
 """faultlab: run every fault fixture; one line each with expected and actual disposition.
 
 Exits non-zero if any fixture's actual outcome or checks differ from its expectation.
+The engine's JSON log lines are shown only with ``-v 2`` (``-v 3``: debug).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from fieldops.logs import report_verbosity
 from sim import faultlab
 from sim.setup import seed
 
@@ -21,6 +23,10 @@ class Command(BaseCommand):
         parser.add_argument("--list", action="store_true", help="list fixtures and exit")
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+        with report_verbosity(options["verbosity"]):
+            self.report(options)
+
+    def report(self, options):  # type: ignore[no-untyped-def]
         if options["list"]:
             for f in faultlab.FIXTURES:
                 self.stdout.write(f"{f.name:<36} {f.group:<10} {f.injects}")

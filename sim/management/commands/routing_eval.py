@@ -6,7 +6,8 @@
     python manage.py routing_eval --fail-under 0.7      # exit 1 if end-to-end accuracy of
                                                         # any evaluation is lower
 
-Every selection is answered by recording stubs: no adapter, no world, no effect.
+Every selection is answered by recording stubs: no adapter, no world, no effect. Log
+lines are shown only with ``-v 2``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from fieldops.logs import report_verbosity
 from sim import routing_eval
 from sim.routing import Report
 
@@ -33,6 +35,10 @@ class Command(BaseCommand):
         parser.add_argument("--fail-under", type=float, default=None)
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        with report_verbosity(opts["verbosity"]):
+            self.report(opts)
+
+    def report(self, opts: dict[str, Any]) -> None:
         if opts["k"] < 1:
             raise CommandError("--k must be at least 1")
         from sim.double import SCENARIOS

@@ -1,0 +1,147 @@
+"""docker-compose.yml deploys the production settings: secrets from .env only (the
+repository ships .env.example), no demo users, the web port on 127.0.0.1 unless changed,
+and the two database roles (migrations as the owner, everything else as the app role).
+
+The file is parsed as Compose would read it, with ``${VAR:-default}`` and
+``${VAR:?error}`` interpolated from an environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_TEXT = (ROOT / "docker-compose.yml").read_text()
+COMPOSE = yaml.safe_load(COMPOSE_TEXT)
+SERVICES: dict[str, Any] = COMPOSE["services"]
+APP_SERVICES = sorted(name for name, s in SERVICES.items() if s.get("build"))
+EXAMPLE = dict(
+    line.split("=", 1)
+    for line in (ROOT / ".env.example").read_text().splitlines()
+    if line.strip() and not line.lstrip().startswith("#")
+)
+VARIABLE = re.compile(r"\$\{(\w+)(?::([-?])([^}]*))?\}")
+SECRETS = (
+    "DJANGO_SECRET_KEY",
+    "FIELDOPS_CALLBACK_KEY",
+    "FIELDOPS_OPS_TOKEN",
+    "POSTGRES_SUPERUSER_PASSWORD",
+    "FIELDOPS_OWNER_DB_PASSWORD",
+    "FIELDOPS_APP_DB_PASSWORD",
+)
+
+
+class Missing(KeyError):
+    pass
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's interpolation: ``${X}``, ``${X:-default}``, ``${X:?error}``."""
+
+    def one(match: re.Match[str]) -> str:
+        name, kind, arg = match.group(1), match.group(2), match.group(3)
+        if env.get(name):
+            return env[name]
+        if kind == "-":
+            return arg
+        if kind == "?":
+            raise Missing(f"{name}: {arg}")
+        return ""
+
+    return VARIABLE.sub(one, value)
+
+
+def environment(service: str) -> dict[str, str]:
+    env = SERVICES[service].get("environment") or {}
+    return {k: str(v) for k, v in env.items()}
+
+
+def test_the_app_services_run_the_production_settings_with_secrets_from_the_env_file():
+    assert APP_SERVICES == ["beat", "migrate", "web", "worker"]
+    for name in APP_SERVICES:
+        service = SERVICES[name]
+        assert service["env_file"] == [".env"], name
+        env = environment(name)
+        assert env["DJANGO_SETTINGS_MODULE"] == "fieldops.settings_production", name
+        assert not set(env) & set(SECRETS), f"{name} sets a secret in the compose file"
+        assert env.get("DJANGO_DEBUG", "false").lower() == "false"
+        assert "FIELDOPS_ALLOW_DEMO_USERS" not in env
+
+
+def test_no_secret_value_and_no_demo_user_is_in_the_compose_file():
+    for constant in ("change-me", "fieldops:fieldops@", "embedded-demo", "fieldops-demo"):
+        assert constant not in COMPOSE_TEXT, constant
+    for name, service in SERVICES.items():
+        command = (
+            " ".join(service.get("command") or [])
+            if isinstance(service.get("command"), list)
+            else str(service.get("command") or "")
+        )
+        assert "seed_demo" not in command, name
+        for key, value in environment(name).items():
+            if "PASSWORD" in key or key.endswith(("_KEY", "_TOKEN")):
+                assert VARIABLE.fullmatch(value), f"{name}.{key} is not read from .env"
+            # A database URL carries its password from .env too.
+            for password in re.findall(r"://[^:/@]+:([^@]+)@", value):
+                assert VARIABLE.fullmatch(password), f"{name}.{key} has a literal password"
+
+
+def test_the_web_port_is_published_on_loopback_unless_changed():
+    [port] = SERVICES["web"]["ports"]
+    assert interpolate(port, {"FIELDOPS_APP_DB_PASSWORD": "x"}) == "127.0.0.1:8000:8000"
+    assert interpolate(port, EXAMPLE).startswith("127.0.0.1:")
+    assert interpolate(port, {"FIELDOPS_BIND_ADDRESS": "0.0.0.0"}).startswith("0.0.0.0:")  # noqa: S104
+    for name in set(SERVICES) - {"web"}:
+        assert "ports" not in SERVICES[name], f"{name} publishes a port"
+
+
+def test_migrations_run_as_the_owner_and_everything_else_as_the_app_role():
+    def role(service: str) -> str:
+        url = interpolate(environment(service)["DATABASE_URL"], EXAMPLE)
+        return url.split("://", 1)[1].split(":", 1)[0]
+
+    assert role("migrate") == "fieldops_owner"
+    command = SERVICES["migrate"]["command"]
+    assert command.index("migrate --noinput") < command.index("db_roles --app-role fieldops_app")
+    for name in ("web", "worker", "beat"):
+        assert role(name) == "fieldops_app", name
+        assert SERVICES[name]["depends_on"]["migrate"] == {
+            "condition": "service_completed_successfully"
+        }
+        assert "migrate" not in str(SERVICES[name]["command"]), name
+    init = SERVICES["postgres"]["volumes"][1].split(":")[0]
+    script = (ROOT / init).read_text()
+    assert "CREATE ROLE fieldops_owner" in script and "CREATE ROLE fieldops_app" in script
+    assert "OWNER TO fieldops_owner" in script and "PASSWORD :'app_password'" in script
+
+
+def test_every_required_variable_is_in_the_example_with_a_placeholder_only():
+    required = {m.group(1) for m in VARIABLE.finditer(COMPOSE_TEXT) if m.group(2) == "?"}
+    assert required <= set(EXAMPLE), required - set(EXAMPLE)
+    for name in SECRETS:
+        assert EXAMPLE[name].startswith("replace-with-"), name
+    with pytest.raises(Missing, match="FIELDOPS_APP_DB_PASSWORD"):
+        interpolate(environment("web")["DATABASE_URL"], {})
+    assert ".env" in (ROOT / ".gitignore").read_text().splitlines()  # never committed
+
+
+def test_the_production_settings_load_from_the_example_and_refuse_demo_users():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "FIELDOPS_"))}
+    env.update(EXAMPLE)
+    env.update({k: interpolate(v, EXAMPLE) for k, v in environment("web").items()})
+    code = (
+        "import fieldops.settings_production as s; "
+        "print(s.DEBUG, s.FIELDOPS_ALLOW_DEMO_USERS, s.FIELDOPS_EXECUTION, "
+        "s.DATABASES['default']['USER'], s.WHITENOISE_USE_FINDERS)"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert shown == ["False", "False", "celery", "fieldops_app", "False"]
