@@ -298,8 +298,8 @@ def measure(kind: str, connections: int, seconds: float) -> tuple[float, list[st
 
 def check_chain(run_id: str) -> None:
     """The appended history must replay cleanly (the fast path must stay correct)."""
-    from runs.audit import audit_replay
     from runs.models import Run
+    from runs.replay.audit import audit_replay
 
     _, found = audit_replay(Run.objects.get(pk=run_id))
     # The benchmark stores no evidence rows, so only evidence references may be missing.

@@ -77,10 +77,10 @@ def run_replay(reps: int) -> None:
     from django.db import connections
 
     from runs import services
-    from runs.audit import audit_replay
     from runs.authority import config_of, record_of
     from runs.domain.replay import fast_fold, replay
     from runs.models import Event, Run
+    from runs.replay.audit import audit_replay
 
     template = loader.real_template()
     run = services.run_create(

@@ -17,8 +17,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from capabilities.contracts import Contract, ErrorCode, Provenance
+from capabilities.ports import ServiceFault, WorldPort
 from kernel.canonical import digest
-from sim.world.service import ServiceFault, WorldService
 
 
 @dataclass(frozen=True)
@@ -94,14 +94,14 @@ def trusted_fields_supplied(contract: Contract, args: Mapping[str, Any]) -> list
     )
 
 
-Handler = Callable[[Invocation, Mapping[str, Any], WorldService, int], Outcome]
+Handler = Callable[[Invocation, Mapping[str, Any], WorldPort, int], Outcome]
 
 
 def invoke(
     contract: Contract,
     handler: Handler,
     inv: Invocation,
-    world: WorldService,
+    world: WorldPort,
     trusted: Mapping[str, Any],
 ) -> Outcome:
     """Validate and dispatch one call through ``handler``, retrying only within budget.

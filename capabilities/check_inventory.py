@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from capabilities import common, evidence
+from capabilities import common, evidence, ports
 from capabilities.base import Invocation, Outcome, check_output
 from capabilities.contracts import (
     Contract,
@@ -16,9 +16,8 @@ from capabilities.contracts import (
     ProposalKind,
     Provenance,
 )
+from capabilities.ports import WorldPort
 from kernel import clock
-from sim.world import fixtures
-from sim.world.service import WorldService
 
 FRESHNESS_MAX_AGE_S = evidence.INVENTORY_MAX_AGE_S
 
@@ -124,12 +123,12 @@ CONTRACT = Contract(
 
 
 def handle(
-    inv: Invocation, request: Mapping[str, Any], world: WorldService, call_index: int
+    inv: Invocation, request: Mapping[str, Any], world: WorldPort, call_index: int
 ) -> Outcome:
     location_id = request["location_id"]
     # Scope is enforced before any service data is returned.
     if location_id not in inv.scope:
-        location = fixtures.LOCATIONS.get(location_id)
+        location = ports.world().reference.locations.get(location_id)
         reason = (
             "location belongs to another tenant"
             if location and location["tenant"] != inv.tenant

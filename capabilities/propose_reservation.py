@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from approvals.domain import ProposalError, canonical_quantity, canonicalize
-from capabilities import common, evidence
+from capabilities import common, evidence, ports
 from capabilities.base import Invocation, Outcome
 from capabilities.contracts import (
     Contract,
@@ -20,9 +20,8 @@ from capabilities.contracts import (
     Provenance,
     TimeoutStage,
 )
+from capabilities.ports import WorldPort
 from kernel import clock
-from sim.world import fixtures
-from sim.world.service import WorldService
 
 PROPOSAL_TTL = dt.timedelta(minutes=30)
 
@@ -159,11 +158,11 @@ CONTRACT = Contract(
 
 
 def handle(
-    inv: Invocation, request: Mapping[str, Any], world: WorldService, call_index: int
+    inv: Invocation, request: Mapping[str, Any], world: WorldPort, call_index: int
 ) -> Outcome:
     now = clock.now()
     part_id = str(request["part_id"]).upper()
-    part = fixtures.PARTS.get(part_id)
+    part = ports.world().reference.parts.get(part_id)
     try:
         quantity = canonical_quantity(request["quantity"])
     except ProposalError as exc:

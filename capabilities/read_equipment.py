@@ -8,7 +8,7 @@ from typing import Any
 from capabilities import common
 from capabilities.base import Invocation, Outcome, check_output
 from capabilities.contracts import Contract, EffectClass, Precondition, ProposalKind, Provenance
-from sim.world.service import WorldService
+from capabilities.ports import WorldPort
 
 CONTRACT = Contract(
     id="read_equipment",
@@ -81,7 +81,7 @@ CONTRACT = Contract(
 
 
 def handle(
-    inv: Invocation, request: Mapping[str, Any], world: WorldService, call_index: int
+    inv: Invocation, request: Mapping[str, Any], world: WorldPort, call_index: int
 ) -> Outcome:
     body = world.read_equipment(
         call_index=call_index, equipment_id=request["equipment_id"], tenant=inv.tenant

@@ -18,8 +18,8 @@ from capabilities import (
 from capabilities.base import Handler, Invocation, Outcome, invoke
 from capabilities.contracts import Contract, ErrorCode, Provenance
 from capabilities.controls import CONTROL_CONTRACTS
+from capabilities.ports import WorldPort
 from kernel import clock
-from sim.world.service import WorldService
 
 _MODULES = (read_equipment, search_manual, check_inventory, propose_reservation, reserve_part)
 
@@ -53,7 +53,7 @@ def trusted_fields(contract: Contract, inv: Invocation) -> dict[str, object]:
     return {k: available[k] for k in wanted}
 
 
-def dispatch(inv: Invocation, world: WorldService) -> Outcome:
+def dispatch(inv: Invocation, world: WorldPort) -> Outcome:
     """Invoke one admitted capability through its contract; unknown ids are DENIED."""
     contract = CAPABILITIES.get(inv.capability)
     if contract is None:

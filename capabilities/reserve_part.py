@@ -8,6 +8,7 @@ lost or malformed answer as ambiguous so the run reconciles before anything else
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,11 +26,25 @@ from capabilities.contracts import (
     Provenance,
     TimeoutStage,
 )
+from capabilities.ports import ServiceFault, WorldPort
 from kernel import clock
 from kernel.canonical import digest
 from runs.domain.effects import Found
-from sim.world import service as world_service
-from sim.world.service import ServiceFault, WorldService
+
+# The fields whose values make two reservation requests "the same intent": the adapter
+# derives the idempotency key from exactly these, and the ledger compares exactly these.
+SEMANTIC_INTENT_FIELDS: tuple[str, ...] = (
+    "tenant",
+    "principal_ref",
+    "task_id",
+    "run_id",
+    "proposal_hash",
+    "part_id",
+    "slot_id",
+    "quantity",
+)
+# How long the reservation service honours a key (its duplicate window).
+LEDGER_RETENTION = dt.timedelta(days=30)
 
 CONTRACT = Contract(
     id="reserve_part",
@@ -219,9 +234,9 @@ CONTRACT = Contract(
     ),
     idempotency={
         "supported": True,
-        "key_fields": list(world_service.SEMANTIC_INTENT_FIELDS),
+        "key_fields": list(SEMANTIC_INTENT_FIELDS),
         "key_owner": "adapter (never the model)",
-        "retention_s": int(world_service.LEDGER_RETENTION.total_seconds()),
+        "retention_s": int(LEDGER_RETENTION.total_seconds()),
         "duplicate_response": "the original effect record",
         "same_key_different_intent": "SAME_KEY_DIFFERENT_INTENT (never overwritten)",
         "in_flight": "at most one attempt per semantic intent",
@@ -298,7 +313,7 @@ def semantic_intent(
 
 def semantic_key(intent: Mapping[str, Any]) -> str:
     """The idempotency key: a hash of exactly the semantic intent fields."""
-    return digest({f: intent[f] for f in world_service.SEMANTIC_INTENT_FIELDS})
+    return digest({f: intent[f] for f in SEMANTIC_INTENT_FIELDS})
 
 
 def intent_for(inv: Invocation) -> dict[str, Any]:
@@ -347,7 +362,7 @@ def dispatch_problem(inv: Invocation) -> tuple[ErrorCode, str] | None:
 
 
 def handle(
-    inv: Invocation, request: Mapping[str, Any], world: WorldService, call_index: int
+    inv: Invocation, request: Mapping[str, Any], world: WorldPort, call_index: int
 ) -> Outcome:
     problem = dispatch_problem(inv)
     if problem:
@@ -395,7 +410,7 @@ class Reconciliation:
 
 
 def reconcile(
-    *, key: str, intent: Mapping[str, Any], world: WorldService, fence: int
+    *, key: str, intent: Mapping[str, Any], world: WorldPort, fence: int
 ) -> Reconciliation:
     """Query the authoritative ledger by the same key, fencing it at ``fence``; never
     dispatch anything. "absent" is proof: no dispatch with a lower token can commit now."""

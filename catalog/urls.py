@@ -7,7 +7,6 @@ urlpatterns = [
     path("import/", views.catalog_import, name="catalog-import"),
     path("diff/", views.catalog_diff, name="catalog-diff"),
     path("rejections/", views.catalog_rejections, name="catalog-rejections"),
-    path("routing/", views.catalog_routing, name="catalog-routing"),
     path("servers/", views.catalog_servers, name="catalog-servers"),
     path("servers/<int:server_id>/", views.catalog_server, name="catalog-server"),
     path(

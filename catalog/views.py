@@ -103,22 +103,6 @@ def catalog_rejections(request: HttpRequest) -> HttpResponse:
     return render(request, "catalog/rejections.html", selectors.rejection_log())
 
 
-@require_GET
-@login_required
-def catalog_routing(request: HttpRequest) -> HttpResponse:
-    from sim import routing_eval
-
-    try:
-        k = int(request.GET.get("k", routing_eval.DEFAULT_K))
-    except ValueError:
-        k = routing_eval.DEFAULT_K
-    k = min(max(k, 1), 10)
-    context = selectors.routing_report(k)
-    if _htmx_target(request) == "routing-report":
-        return render(request, "catalog/routing.html#routing-report", context)
-    return render(request, "catalog/routing.html", context)
-
-
 # -- import ----------------------------------------------------------------------------
 @login_required
 def catalog_import(request: HttpRequest) -> HttpResponse:

@@ -11,6 +11,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("runs/<uuid:run_id>/replay/", include("runs.urls_replay")),
     path("", include("runs.urls")),
+    path("", include("sim.urls")),
     path("approvals/", include("approvals.urls")),
     path("catalog/", include("catalog.urls")),
 ]

@@ -98,18 +98,6 @@ def invariant_sheet() -> str:
     return "\n".join(f"- `{name}`" for name, _ in INVARIANTS) + "\n"
 
 
-def fault_sheet() -> str:
-    from sim.faultlab import FIXTURES
-
-    lines = ["| fixture | group | injects | must reach |", "|---|---|---|---|"]
-    for f in FIXTURES:
-        lines.append(
-            f"| `{f.name}` | {f.group} | {f.injects} | "
-            f"{f.expect_state} {('`' + f.expect_reason + '`') if f.expect_reason else ''} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
 def capability_sheet() -> str:
     lines = [
         "| capability | version | effect class | requires approval | digest |",
@@ -259,19 +247,9 @@ def effects_md() -> str:
     )
 
 
-def faultlab_md() -> str:
-    return (
-        HEADER + "# Fault lab\n\nEach fixture is an automated test "
-        "(`tests/runs/test_faultlab.py`), runs from `manage.py faultlab`, and from the "
-        "console's fault lab page. Fixtures run in the `faultlab` world namespace: the "
-        "live ledger and inventory are never touched.\n\n" + fault_sheet()
-    )
-
-
 def generated_files() -> dict[str, str]:
     return {
         "docs/engine.md": engine_md(),
-        "docs/faultlab.md": faultlab_md(),
         "docs/effects.md": effects_md(),
         "docs/state-machine.svg": render.state_diagram_svg(title="FieldOps run state machine")
         + "\n",

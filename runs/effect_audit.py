@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+from capabilities import ports
 from runs import selectors
-from runs.audit import audit_replay
 from runs.domain import effects
 from runs.domain.budgets import Budget
 from runs.domain.effects import AttemptStatus
 from runs.domain.states import EventType, is_terminal
 from runs.models import EffectAttempt, Event, Run
-from sim.world.models import LedgerEntry
+from runs.replay.audit import audit_replay
 
 RECORDING_TYPES = (
     EventType.EFFECT_RECORDED.value,
@@ -43,7 +43,7 @@ def effect_violations(run: Run, *, swept: bool = True) -> list[str]:
     """
     run.refresh_from_db()
     problems: list[str] = []
-    ledger = list(LedgerEntry.objects.filter(namespace=run.namespace, run_id=str(run.pk)))
+    ledger = ports.world().ledger(namespace=run.namespace, run_id=str(run.pk))
     if len(ledger) > 1:
         problems.append(f"{len(ledger)} ledger effects for one run")
     per_key = Counter(e.idempotency_key for e in ledger)

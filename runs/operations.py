@@ -11,11 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kernel import clock
 from runs import executor, services
 from runs.domain.states import State, is_terminal
-from runs.models import EffectAttempt, FaultLabResult, Run
-from sim import faultlab
+from runs.models import EffectAttempt, Run
 
 BULK_CANCEL_LIMIT = 100
 
@@ -77,30 +75,6 @@ def _valid_uuids(values: Iterable[str]) -> list[str]:
         except ValueError:
             continue
     return out
-
-
-def faultlab_fixture_run(*, name: str, by_ref: str) -> FaultLabResult:
-    """Run one fault fixture (real runs in the faultlab namespace) and keep its result.
-
-    Raise KeyError for an unknown fixture name.
-    """
-    fixture = faultlab.BY_NAME[name]
-    result = faultlab.run_fixture(fixture)
-    row, _ = FaultLabResult.objects.update_or_create(
-        fixture=fixture.name,
-        defaults={
-            "injects": result.injects[:300],
-            "expected": result.expected,
-            "actual": result.actual,
-            "passed": result.passed,
-            "run_id": result.run_id,
-            "failed_checks": list(result.failed_checks),
-            "notes": list(result.notes),
-            "ran_by": by_ref,
-            "ran_at": clock.now(),
-        },
-    )
-    return row
 
 
 @dataclass(frozen=True)

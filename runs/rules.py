@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from approvals.models import Checkpoint, Decision
-from capabilities import reserve_part
+from capabilities import ports, reserve_part
 from capabilities.contracts import Provenance
 from capabilities.registry import ALL_CONTRACTS
 from capabilities.rejected import REJECTED
@@ -25,8 +25,6 @@ from runs.domain.effects import AttemptStatus
 from runs.domain.proposals import Proposal
 from runs.domain.states import EventType, State
 from runs.models import EffectAttempt, Event, Run
-from sim.world import fixtures
-from sim.world.models import LedgerEntry
 
 
 def pinned_ref(version: str, digest: str) -> str:
@@ -179,7 +177,7 @@ def validation_context(run: Run) -> validation.ValidationContext:
         scope=frozenset(run.scope),
         observations=observations,
         now=clock.now(),
-        parts=fixtures.PARTS,
+        parts=ports.world().reference.parts,
         canonical_proposal=proposal,
         canonical_hash=proposal_hash,
         approval=approval_view(run, proposal_hash),
@@ -226,7 +224,7 @@ def completion_inputs(run: Run) -> CompletionInputs:
             status=e.status,
             committed_at=clock.iso(e.committed_at),
         )
-        for e in LedgerEntry.objects.filter(namespace=run.namespace, run_id=str(run.pk))
+        for e in ports.world().ledger(namespace=run.namespace, run_id=str(run.pk))
     ]
     recorded = (
         Event.objects.filter(
@@ -249,5 +247,5 @@ def completion_inputs(run: Run) -> CompletionInputs:
         unresolved_attempts=EffectAttempt.objects.filter(
             run=run, status__in=effects.UNRESOLVED
         ).count(),
-        parts=fixtures.PARTS,
+        parts=ports.world().reference.parts,
     )

@@ -274,3 +274,26 @@ BLOCK_TITLES: Mapping[str, str] = {
     "ledger_outage": "Reconciliations the ledger could not answer (ledger_unavailable)",
     "tool_drift": "Tool definition drift (open)",
 }
+
+
+@dataclass(frozen=True)
+class FixtureInfo:
+    """A fault-lab fixture a runbook points to, as the fault lab describes it."""
+
+    name: str
+    injects: str = ""
+    expect_state: str = ""
+    expect_reason: str = ""
+
+
+# Filled by the fault lab when its app is ready (sim.apps); a name it never described is
+# shown by name only.
+_FIXTURES: dict[str, FixtureInfo] = {}
+
+
+def register_fixture(info: FixtureInfo) -> None:
+    _FIXTURES[info.name] = info
+
+
+def fixture_info(name: str) -> FixtureInfo:
+    return _FIXTURES.get(name, FixtureInfo(name))

@@ -14,28 +14,27 @@ import datetime as dt
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import OperationalError, transaction
 
 from approvals.models import Checkpoint, Decision
-from capabilities import registry, reserve_part, visibility
+from capabilities import ports, registry, reserve_part, visibility
 from capabilities.base import Invocation, Outcome
+from capabilities.ports import WorldPort
 from fieldops import points
 from fieldops.db import lock_wait_failed
 from kernel import clock
 from runs import attempts, authority, context, evidence, ownership, rules
 from runs.authority import Result, new_id
-from runs.domain import completion, effects, validation
+from runs.domain import completion, effects, safepoints, validation
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.effects import AttemptStatus
 from runs.domain.proposals import ActionIntent, ObserveIntent, Proposal, to_dict
 from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
 from runs.models import Correlation, EffectAttempt, Evidence, Run
-from sim.world import faults
-from sim.world.service import WorldService
 
 log = logging.getLogger("fieldops.runner")
 
@@ -51,7 +50,9 @@ class Owner:
     """The claim this runner holds, plus the hooks the fault lab and tests may set."""
 
     claim: ownership.Claim
-    plan: tuple[faults.Fault, ...]
+    # The run's fault plan (part of its configuration): the cancellations it schedules at
+    # safe points fire once per advance.
+    plan: tuple[Mapping[str, Any], ...]
     fired: set[str]
     # Set when an append found the run held by another transaction past the lock
     # timeout: the owner stops and the sweeper re-drives the run.
@@ -88,7 +89,7 @@ def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEP
         run = Run.objects.filter(pk=run_id).only("state").first()
         return run.state if run else "MISSING"
     run = Run.objects.get(pk=run_id)
-    owner = Owner(claim=claim, plan=faults.parse_plan(run.fault_plan), fired=set())
+    owner = Owner(claim=claim, plan=tuple(run.fault_plan), fired=set())
     try:
         _point(owner, "after_claim")
         _loop(owner, max_steps)
@@ -149,7 +150,7 @@ def _append(
 
 def _inject_cancel(owner: Owner, point: str) -> None:
     """Fire a cancellation the fault plan scheduled at ``point`` (once per advance)."""
-    if point in owner.fired or not any(f.point == point for f in owner.plan):
+    if point in owner.fired or not safepoints.cancellation_scheduled(owner.plan, point):
         return
     owner.fired.add(point)
     from runs import services
@@ -168,10 +169,8 @@ def _safe_point(owner: Owner, point: str) -> Run | None:
     return run
 
 
-def _world(run: Run) -> WorldService:
-    return WorldService(
-        namespace=run.namespace, run_id=str(run.pk), fault_plan=faults.parse_plan(run.fault_plan)
-    )
+def _world(run: Run) -> WorldPort:
+    return ports.for_run(run.namespace, str(run.pk), run.fault_plan)
 
 
 def _observation(capability: str, args: dict[str, Any], outcome: Outcome) -> dict[str, Any]:

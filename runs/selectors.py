@@ -16,6 +16,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from approvals.models import Checkpoint, Decision, DecisionRefusal
+from capabilities import ports
+from capabilities.ports import LedgerRecord
 from capabilities.registry import ALL_CONTRACTS
 from catalog.models import CapabilityVersion
 from kernel import clock
@@ -24,8 +26,7 @@ from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, EventType, State
 from runs.models import EffectAttempt, Event, Evidence, FaultLabResult, Run, TerminalRecord
 from runs.policies import MODEL_SCENARIO, scenario_names
-from sim.double import SCENARIOS
-from sim.world.models import LedgerEntry
+from runs.policies import registry as policy_registry
 
 PAGE_SIZE = 50
 TIMELINE_LIMIT = 1000
@@ -208,7 +209,9 @@ def run_filter_choices() -> dict[str, Any]:
     return {
         "states": [s.value for s in State],
         "dispositions": DISPOSITIONS,
-        "scenarios": [(name, s.description) for name, s in SCENARIOS.items()]
+        "scenarios": [
+            (name, s.description) for name, s in sorted(policy_registry.scenarios().items())
+        ]
         + [(MODEL_SCENARIO, "the configured OpenAI-compatible model endpoint")],
         "ages": [(key, label) for key, (label, _, _) in AGES.items()],
         "worlds": list(WORLDS.items()),
@@ -547,7 +550,7 @@ def recovery_attempts(*, tenant: str, limit: int = 200) -> list[EffectAttempt]:
 class LedgerLookup:
     query: str
     keys: tuple[str, ...]
-    entries: list[LedgerEntry]
+    entries: list[LedgerRecord]
     attempts: list[EffectAttempt]
 
 
@@ -572,11 +575,7 @@ def ledger_lookup(*, tenant: str, query: str) -> LedgerLookup:
     ]
     seen = {a.pk for a in attempts}
     attempts += [a for a in more if a.pk not in seen]
-    entries = list(
-        LedgerEntry.objects.filter(tenant=tenant)
-        .filter(Q(idempotency_key__in=keys) | Q(effect_id=query))
-        .order_by("committed_at")[:50]
-    )
+    entries = ports.world().ledger(tenant=tenant, keys=keys, effect_id=query, limit=50)
     return LedgerLookup(query, keys, entries, attempts)
 
 
@@ -591,11 +590,11 @@ class IntentRow:
     run: Run
     attempts: tuple[EffectAttempt, ...]
     classification: str
-    ledger: LedgerEntry | None
+    ledger: LedgerRecord | None
 
 
 def classify_intents(
-    attempts: Iterable[EffectAttempt], ledger: Iterable[LedgerEntry]
+    attempts: Iterable[EffectAttempt], ledger: Iterable[LedgerRecord]
 ) -> list[IntentRow]:
     """Group attempts by semantic intent (idempotency key) and classify each intent.
 
@@ -623,7 +622,7 @@ def in_flight_intents(*, tenant: str, limit: int = 200) -> dict[str, Any]:
         .order_by("-created_at", "-id")[:limit]
     )
     keys = {a.idempotency_key for a in attempts}
-    ledger = list(LedgerEntry.objects.filter(tenant=tenant, idempotency_key__in=keys))
+    ledger = ports.world().ledger(tenant=tenant, keys=keys)
     rows = classify_intents(attempts, ledger)
     counts = {c: 0 for c in INTENT_CLASS_ORDER}
     for row in rows:
@@ -686,7 +685,7 @@ def runbook_blocks(
     *, tenant: str, keys: Iterable[str], fixtures: Iterable[str] = ()
 ) -> dict[str, Any]:
     """The live data each named runbook block needs (one or two queries per block)."""
-    from sim.faultlab import BY_NAME
+    from runs.runbooks import fixture_info
 
     fixtures = list(fixtures)
     results = {r.fixture: r for r in FaultLabResult.objects.filter(fixture__in=fixtures)}
@@ -719,7 +718,7 @@ def runbook_blocks(
             reasons=["ledger_unavailable"],
             types=event_type_values(EventType.RECONCILIATION_UNRESOLVED),
         ),
-        "fixtures": lambda: [(BY_NAME[name], results.get(name)) for name in fixtures],
+        "fixtures": lambda: [(fixture_info(name), results.get(name)) for name in fixtures],
         "tool_drift": _open_tool_drift,
     }
     return {key: producers[key]() for key in keys}

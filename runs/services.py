@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import OperationalError, transaction
 
-from capabilities import reserve_part
+from capabilities import ports, reserve_part
 from capabilities.registry import ALL_CONTRACTS
 from catalog.models import CapabilityVersion, Lifecycle
 from fieldops.db import lock_wait_failed
@@ -27,9 +27,6 @@ from runs.domain.states import Actor, EventType, State, is_terminal
 from runs.models import EffectAttempt, Evidence, Outbox, Run
 from runs.policies import vocabularies
 from runs.rules import pinned_ref
-from sim.world import faults
-from sim.world.fixtures import EQUIPMENT, LIVE_NAMESPACE, LOCATIONS
-from sim.world.service import WorldService
 
 CONTRACT_VERSION = "fieldops-reservation@1.0.0"
 POLICY_VERSION = "fieldops-policy@1.0.0"
@@ -73,7 +70,7 @@ def run_create(
     scope: Sequence[str] | None = None,
     limits: Mapping[str, int] | None = None,
     fault_plan: Sequence[Mapping[str, Any]] | None = None,
-    namespace: str = LIVE_NAMESPACE,
+    namespace: str | None = None,
     vocabulary: str = "openai",
     components: Mapping[str, str] | None = None,
     follows_run: Run | None = None,
@@ -87,13 +84,15 @@ def run_create(
     scenario_problem = policies.scenario_problem(scenario, vocabulary)
     if scenario_problem:
         raise RunInputError("scenario", scenario_problem)
-    if tenant not in {loc["tenant"] for loc in LOCATIONS.values()}:
+    reference = ports.world().reference
+    namespace = namespace or reference.live_namespace
+    if tenant not in reference.tenants:
         raise RunInputError("tenant", f"unknown tenant {tenant!r}")
-    if equipment_id not in EQUIPMENT:
+    if equipment_id not in reference.equipment:
         raise RunInputError("equipment_id", f"unknown equipment {equipment_id!r}")
-    tenant_locations = sorted(k for k, v in LOCATIONS.items() if v["tenant"] == tenant)
+    tenant_locations = reference.locations_of(tenant)
     location_id = location_id or tenant_locations[0]
-    if location_id not in LOCATIONS:
+    if location_id not in reference.locations:
         raise RunInputError("location_id", f"unknown location {location_id!r}")
     if not isinstance(quantity, int) or isinstance(quantity, bool) or not 1 <= quantity <= 50:
         raise RunInputError("quantity", "quantity must be a whole number from 1 to 50")
@@ -102,8 +101,8 @@ def run_create(
     if problem:
         raise RunInputError("limits", problem)
     try:
-        plan = faults.parse_plan(fault_plan)
-    except faults.FaultPlanError as exc:
+        plan = ports.world().parse_fault_plan(fault_plan)
+    except ports.FaultPlanError as exc:
         raise RunInputError("fault_plan", str(exc)) from exc
     try:
         adapter_version = vocabularies.get(vocabulary).adapter_version
@@ -152,7 +151,7 @@ def run_create(
             deadline=deadline,
             created_at=now,
             updated_at=now,
-            fault_plan=faults.plan_as_data(plan),
+            fault_plan=plan,
             namespace=namespace,
             follows_run=follows_run,
             requested_by=requested_by,
@@ -423,9 +422,7 @@ def effect_obligation_reconcile(*, attempt_id: str, by_ref: str = "harness") -> 
     run = attempt.run
     if not is_terminal(run.state) or AttemptStatus(attempt.status) not in effects.RECONCILABLE:
         return attempt
-    world = WorldService(
-        namespace=run.namespace, run_id=str(run.pk), fault_plan=faults.parse_plan(run.fault_plan)
-    )
+    world = ports.for_run(run.namespace, str(run.pk), run.fault_plan)
     found = reserve_part.reconcile(
         key=attempt.idempotency_key,
         intent=_intent_for_attempt(attempt),

@@ -22,7 +22,4 @@ urlpatterns = [
     path("runbooks/", views.runbooks, name="runbooks"),
     path("runbooks/<slug:slug>/", views.runbooks_detail, name="runbooks-detail"),
     path("runbooks/<slug:slug>/gate/", views.runbooks_gate, name="runbooks-gate"),
-    path("faultlab/", views.faultlab, name="faultlab"),
-    path("faultlab/run/", views.faultlab_run, name="faultlab-run"),
-    path("packet/", views.review_packet, name="review-packet"),
 ]

@@ -1,7 +1,7 @@
 """Replay modes of one run, mounted at ``runs/<uuid:run_id>/replay/``.
 
-Audit replay lives on the run pages (``runs-replay-audit``); these are the two modes that
-ask a policy: decision replay and execution simulation.
+Audit replay lives on the run pages (``runs-replay-audit``); decision replay is here, and
+execution simulation with the doubles (``sim.urls``).
 """
 
 from django.urls import path
@@ -10,5 +10,4 @@ from runs import views_replay
 
 urlpatterns = [
     path("decision/", views_replay.replay_decision, name="runs-replay-decision"),
-    path("simulation/", views_replay.replay_simulation, name="runs-replay-simulation"),
 ]

@@ -13,7 +13,6 @@ from uuid import UUID
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -21,23 +20,17 @@ from django.views.decorators.http import require_GET, require_POST
 
 from access.objects import get_run_for_user
 from access.roles import OPERATOR, principal_ref_of, require_role, tenant_of
+from capabilities import ports
 from catalog import services as catalog_services
 from catalog.models import CapabilityVersion
-from runs import docs, operations, selectors, services
-from runs.audit import audit_replay
+from runs import operations, selectors, services
 from runs.authority import IntegrityConflict
 from runs.domain import render as diagram
 from runs.domain.budgets import Budget
-from runs.domain.invariants import INVARIANTS
-from runs.domain.states import STATE_MACHINE_VERSION, State
-from runs.domain.transitions import STATE_INFO, TRANSITION_LIST
-from runs.domain.validation import STEPS
 from runs.models import EffectAttempt
+from runs.policies import registry as policy_registry
+from runs.replay.audit import audit_replay
 from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS
-from sim.double import SCENARIOS
-from sim.faultlab import BY_NAME, FIXTURES
-from sim.faultlab import TENANT as FAULTLAB_TENANT
-from sim.world.fixtures import EQUIPMENT, LOCATIONS
 
 
 def conflict(request: HttpRequest, message: str, *, back: str = "") -> HttpResponse:
@@ -60,16 +53,18 @@ class StartRunForm(forms.Form):
 
     def __init__(self, *args: Any, tenant: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        reference = ports.world().reference
         self.fields["scenario"].choices = [
-            (name, f"{name} — {s.description}") for name, s in SCENARIOS.items()
+            (name, f"{name} — {s.description}")
+            for name, s in sorted(policy_registry.scenarios().items())
         ]
         self.fields["equipment_id"].choices = [
             (k, f"{k} ({v['family']} {v['revision']}, {v['site']})")
-            for k, v in EQUIPMENT.items()
+            for k, v in reference.equipment.items()
             if v["tenant"] == tenant
         ]
         self.fields["location_id"].choices = [
-            (k, f"{k} ({v['name']})") for k, v in LOCATIONS.items() if v["tenant"] == tenant
+            (k, f"{k} ({reference.locations[k]['name']})") for k in reference.locations_of(tenant)
         ]
 
 
@@ -374,77 +369,3 @@ def runbooks_gate(request: HttpRequest, slug: str) -> HttpResponse:
     state = "open: new dispatch allowed" if row.effect_gate_open else "closed: new dispatch stopped"
     messages.success(request, f"Effect gate of {row.ref} is {state}.")
     return redirect(back)
-
-
-# -- fault lab -------------------------------------------------------------------------
-@require_GET
-@login_required
-def faultlab(request: HttpRequest) -> HttpResponse:
-    require_role(request.user, OPERATOR)
-    results = selectors.faultlab_results()
-    return render(
-        request,
-        "runs/faultlab.html",
-        {"rows": [(f, results.get(f.name)) for f in FIXTURES], "first": FIXTURES[0].name},
-    )
-
-
-@require_POST
-@login_required
-def faultlab_run(request: HttpRequest) -> HttpResponse:
-    """Run one fixture (or, without HTMX, all of them) and keep the result.
-
-    With ``chain=1`` the returned row asks for the next fixture when it loads, so the
-    page fills in fixture by fixture.
-    """
-    require_role(request.user, OPERATOR)
-    if tenant_of(request.user) != FAULTLAB_TENANT:
-        # Fixtures create runs of the fault lab's tenant: another tenant's operator may not.
-        raise PermissionDenied(f"runs fixtures as tenant {FAULTLAB_TENANT}, not yours")
-    name = request.POST.get("fixture", "")
-    by_ref = principal_ref_of(request.user)
-    if name == "all" and not getattr(request, "htmx", False):
-        for fixture in FIXTURES:
-            operations.faultlab_fixture_run(name=fixture.name, by_ref=by_ref)
-        messages.success(request, f"Ran all {len(FIXTURES)} fixtures.")
-        return redirect("faultlab")
-    if name not in BY_NAME:
-        raise Http404("No such fixture")
-    result = operations.faultlab_fixture_run(name=name, by_ref=by_ref)
-    if not getattr(request, "htmx", False):
-        messages.success(request, f"{name}: {'PASS' if result.passed else 'FAIL'}.")
-        return redirect("faultlab")
-    names = [f.name for f in FIXTURES]
-    chain = request.POST.get("chain") == "1"
-    position = names.index(name)
-    next_name = names[position + 1] if chain and position + 1 < len(names) else ""
-    return render(
-        request,
-        "runs/faultlab.html#fixture-row",
-        {"fixture": BY_NAME[name], "result": result, "next_name": next_name},
-    )
-
-
-# -- review packet ---------------------------------------------------------------------
-@require_GET
-@login_required
-def review_packet(request: HttpRequest) -> HttpResponse:
-    results = selectors.faultlab_results()
-    return render(
-        request,
-        "runs/packet.html",
-        {
-            "diagram": diagram.state_diagram_svg(title="FieldOps run state machine"),
-            "states": [(s, STATE_INFO[s]) for s in State],
-            "transitions": TRANSITION_LIST,
-            "events": docs.event_rows(),
-            "invariants": [(name, (check.__doc__ or "").strip()) for name, check in INVARIANTS],
-            "steps": STEPS,
-            "budgets": docs.budget_rows(),
-            "predicates": docs.completion_rows(),
-            "fixtures": [(f, results.get(f.name)) for f in FIXTURES],
-            "state_machine_version": STATE_MACHINE_VERSION,
-            "passed": sum(1 for r in results.values() if r.passed),
-            "ran": len(results),
-        },
-    )

@@ -435,3 +435,17 @@ def render(step: Step, vocabulary: str, call_id: str) -> dict[str, Any]:
             {"final": {"artifact": dict(step.artifact), "claimed_evidence_refs": list(step.refs)}}
         )
     )
+
+
+def register() -> None:
+    """Offer every scripted scenario to governed code (``runs.policies.registry``)."""
+    from runs.policies import registry
+
+    for scenario in SCENARIOS.values():
+        registry.register(
+            registry.Scenario(
+                scenario.name,
+                scenario.description,
+                lambda vocabulary, name=scenario.name: PolicyDouble(name, vocabulary),
+            )
+        )

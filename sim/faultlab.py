@@ -22,11 +22,11 @@ from approvals.models import Checkpoint, Decision
 from capabilities import registry
 from kernel import clock
 from runs import authority, callbacks, ownership, runner, services, sweeper
-from runs.audit import audit_replay
 from runs.authority import config_of, record_of
 from runs.domain.replay import replay
 from runs.domain.states import Actor, EventType
-from runs.models import Correlation, EffectAttempt, Event, Evidence, Run
+from runs.models import Correlation, EffectAttempt, Event, Evidence, FaultLabResult, Run
+from runs.replay.audit import audit_replay
 from sim.setup import FAULTLAB_NAMESPACE
 from sim.world.models import LedgerEntry, ServiceRequest
 
@@ -1050,3 +1050,27 @@ def run_fixture(fixture: Fixture) -> FixtureResult:
 def run_all(names: Iterable[str] | None = None) -> list[FixtureResult]:
     wanted = list(names) if names else [f.name for f in FIXTURES]
     return [run_fixture(BY_NAME[name]) for name in wanted]
+
+
+def fixture_run_recorded(*, name: str, by_ref: str) -> FaultLabResult:
+    """Run one fault fixture (real runs in the faultlab namespace) and keep its result.
+
+    Raise KeyError for an unknown fixture name.
+    """
+    fixture = BY_NAME[name]
+    result = run_fixture(fixture)
+    row, _ = FaultLabResult.objects.update_or_create(
+        fixture=fixture.name,
+        defaults={
+            "injects": result.injects[:300],
+            "expected": result.expected,
+            "actual": result.actual,
+            "passed": result.passed,
+            "run_id": result.run_id,
+            "failed_checks": list(result.failed_checks),
+            "notes": list(result.notes),
+            "ran_by": by_ref,
+            "ran_at": clock.now(),
+        },
+    )
+    return row

@@ -1,5 +1,6 @@
-"""Policies a run can be driven by. The deterministic double is the default; a run created
-with the scenario ``model`` asks the configured model API instead (``FIELDOPS_MODEL_API``:
+"""Policies a run can be driven by: the scenarios registered in ``runs.policies.registry``
+(the deterministic double's, by the ``sim`` app) and ``model``; a run created with
+the scenario ``model`` asks the configured model API instead (``FIELDOPS_MODEL_API``:
 Chat Completions, Responses or Anthropic Messages, through the official SDKs)."""
 
 from __future__ import annotations
@@ -8,10 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from runs.models import Run
-from runs.policies import model_client, parsing, vocabularies
+from runs.policies import model_client, parsing, registry, vocabularies
 from runs.policies.base import Policy, PolicyOutput
 from runs.policies.parsing import Reading
-from sim.double import SCENARIOS, PolicyDouble
 
 MODEL_SCENARIO = model_client.SCENARIO
 
@@ -25,7 +25,7 @@ def vocabulary_for(adapter_version: str) -> vocabularies.Vocabulary:
 
 def scenario_names() -> list[str]:
     """Every scenario a run can be created with: the double's scenarios, then the model."""
-    return [*sorted(SCENARIOS), MODEL_SCENARIO]
+    return [*sorted(registry.scenarios()), MODEL_SCENARIO]
 
 
 def scenario_problem(scenario: str, vocabulary: str) -> str | None:
@@ -39,7 +39,7 @@ def scenario_problem(scenario: str, vocabulary: str) -> str | None:
                 f"create the run with vocabulary {spoken!r}"
             )
         return None
-    if scenario not in SCENARIOS:
+    if registry.get(scenario) is None:
         return f"unknown scenario {scenario!r}"
     return None
 
@@ -56,7 +56,10 @@ def policy_for(scenario: str, vocabulary: str) -> Policy:
         if policy.vocabulary != vocabulary:
             return _Mismatch(policy, vocabulary)
         return policy
-    return PolicyDouble(scenario, vocabulary)
+    registered = registry.get(scenario)
+    if registered is None:
+        raise ValueError(f"unknown scenario {scenario!r}")
+    return registered.policy(vocabulary)
 
 
 def resolve(run: Run) -> tuple[Policy, vocabularies.Vocabulary]:

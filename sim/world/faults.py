@@ -11,6 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from capabilities.ports import FaultPlanError
+from runs.domain.safepoints import SAFE_POINTS
+
 # Boundaries of a capability call, in the order a request crosses them (SPEC §3).
 WORLD_POINTS: Mapping[str, str] = {
     "before_validation": "the service fails before it validates the request (nothing sent)",
@@ -31,16 +34,8 @@ WORLD_POINTS: Mapping[str, str] = {
     "key_conflict": "the ledger already holds the key with a different intent",
 }
 
-# Cancellations injected by the fault lab at the runner's safe points.
-CANCEL_POINTS: Mapping[str, str] = {
-    "before_model_dispatch": "cancellation arrives just before a policy call",
-    "after_model_response": "cancellation arrives while the policy is answering",
-    "before_capability_admission": "cancellation arrives before validation admits an action",
-    "before_effect_dispatch": "cancellation arrives after the dispatch record, just before "
-    "the effect is sent",
-    "after_effect_dispatch": "cancellation arrives after the effect may have committed",
-    "while_waiting_approval": "cancellation arrives while the run waits for approval",
-}
+# Cancellations a plan may schedule at the engine's safe points (the engine's vocabulary).
+CANCEL_POINTS: Mapping[str, str] = SAFE_POINTS
 
 
 @dataclass(frozen=True)
@@ -55,10 +50,6 @@ class Fault:
             and self.capability in ("*", capability)
             and (self.on_call == 0 or self.on_call == call_index)
         )
-
-
-class FaultPlanError(ValueError):
-    pass
 
 
 def parse_plan(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Fault, ...]:
@@ -86,3 +77,10 @@ def plan_as_data(plan: Iterable[Fault]) -> list[dict[str, Any]]:
 
 def fires(plan: Iterable[Fault], point: str, capability: str, call_index: int) -> bool:
     return any(f.matches(point, capability, call_index) for f in plan)
+
+
+def normalise(raw: Any) -> list[dict[str, Any]]:
+    """The fault plan as stored on a run; raise FaultPlanError on anything unknown."""
+    if raw is not None and not isinstance(raw, (list, tuple)):
+        raise FaultPlanError("a fault plan is a list of faults")
+    return plan_as_data(parse_plan(raw))

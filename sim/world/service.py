@@ -11,64 +11,43 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 
+from capabilities.ports import LedgerLookup, LedgerRecord, ServiceFault
+from capabilities.reserve_part import LEDGER_RETENTION
 from fieldops import db, points
 from fieldops.db import lock_wait_failed
 from kernel import clock
 from kernel.canonical import digest
 from sim.world import fixtures
-from sim.world.faults import Fault, fires
+from sim.world.faults import Fault, fires, parse_plan
 from sim.world.models import InventorySlot, LedgerEntry, LedgerFence, ServiceRequest
 
-LEDGER_RETENTION = dt.timedelta(days=30)
-
-# The fields whose values make two reservation requests "the same intent". The ledger's
-# idempotency compares exactly these; the reserve_part adapter derives its key from them.
-SEMANTIC_INTENT_FIELDS: tuple[str, ...] = (
-    "tenant",
-    "principal_ref",
-    "task_id",
-    "run_id",
-    "proposal_hash",
-    "part_id",
-    "slot_id",
-    "quantity",
-)
 STALE_READ_AGE = dt.timedelta(minutes=15)
 STOCK_ATTEMPTS = 5
 
 
-class ServiceFault(Exception):
-    """A typed failure of the double. ``stage`` says how far the request got."""
-
-    def __init__(self, code: str, stage: str, detail: str = "", *, point: str = "") -> None:
-        self.code = code
-        self.stage = stage  # pre_dispatch | definite | ambiguous
-        self.detail = detail
-        self.point = point  # the fault-schedule point that caused it, if any
-        super().__init__(f"{code} ({stage}) {detail}".strip())
-
-
-@dataclass(frozen=True)
-class LedgerLookup:
-    found: bool
-    entry: LedgerEntry | None
-
-
 class WorldService:
-    """One run's view of the world: a namespace, the run's fault plan, its request log."""
+    """One run's view of the world: a namespace, the run's fault plan, its request log.
+    Implements ``capabilities.ports.WorldPort``."""
 
-    def __init__(self, *, namespace: str, run_id: str, fault_plan: Iterable[Fault] = ()):
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        run_id: str,
+        fault_plan: Iterable[Fault | Mapping[str, Any]] = (),
+    ):
         self.namespace = namespace
         self.run_id = run_id
-        self.plan = tuple(fault_plan)
+        self.plan = parse_plan(f for f in fault_plan if not isinstance(f, Fault)) + tuple(
+            f for f in fault_plan if isinstance(f, Fault)
+        )
 
     # -- fault schedule and request log -------------------------------------------------
     def next_call_index(self, capability: str) -> int:
@@ -483,7 +462,7 @@ class WorldService:
             raise ServiceFault("UNAVAILABLE", "definite", "ledger unavailable")
         if outcome == "BUSY":
             raise ServiceFault("BUSY", "definite", "a commit of this key is in progress")
-        return LedgerLookup(found=entry is not None, entry=entry)
+        return LedgerLookup(found=entry is not None, entry=record_of(entry) if entry else None)
 
 
 def take_stock(slot: InventorySlot, quantity: int) -> bool:
@@ -527,3 +506,45 @@ def seed_world(namespace: str = fixtures.LIVE_NAMESPACE) -> int:
         )
         made += int(created)
     return made
+
+
+def record_of(entry: LedgerEntry) -> LedgerRecord:
+    return LedgerRecord(
+        namespace=entry.namespace,
+        idempotency_key=entry.idempotency_key,
+        intent_hash=entry.intent_hash,
+        effect_id=entry.effect_id,
+        tenant=entry.tenant,
+        principal_ref=entry.principal_ref,
+        task_id=entry.task_id,
+        run_id=entry.run_id,
+        proposal_hash=entry.proposal_hash,
+        part_id=entry.part_id,
+        slot_id=entry.slot_id,
+        quantity=entry.quantity,
+        status=entry.status,
+        committed_at=entry.committed_at,
+    )
+
+
+def ledger_entries(
+    *,
+    namespace: str | None = None,
+    run_id: str | None = None,
+    tenant: str | None = None,
+    keys: Iterable[str] = (),
+    effect_id: str = "",
+    limit: int = 200,
+) -> list[LedgerRecord]:
+    """Ledger entries matching every given filter (keys or effect id: either matches)."""
+    rows = LedgerEntry.objects.all()
+    if namespace is not None:
+        rows = rows.filter(namespace=namespace)
+    if run_id is not None:
+        rows = rows.filter(run_id=run_id)
+    if tenant is not None:
+        rows = rows.filter(tenant=tenant)
+    wanted = list(keys)
+    if wanted or effect_id:
+        rows = rows.filter(Q(idempotency_key__in=wanted) | Q(effect_id=effect_id or None))
+    return [record_of(e) for e in rows.order_by("committed_at", "id")[:limit]]

@@ -14,7 +14,6 @@ from capabilities.contracts import (
     model_projection,
     projection_parity,
 )
-from sim.world import service as world_service
 
 CONTRACTS = list(registry.ALL_CONTRACTS.values())
 REQUIRED_FIELDS = (
@@ -107,7 +106,7 @@ def test_only_reserve_part_is_consequential_and_requires_approval():
 
 def test_the_idempotency_key_fields_are_the_ledgers_semantic_intent():
     assert tuple(reserve_part.CONTRACT.idempotency["key_fields"]) == (
-        world_service.SEMANTIC_INTENT_FIELDS
+        reserve_part.SEMANTIC_INTENT_FIELDS
     )
     assert reserve_part.CONTRACT.fields_by(Provenance.ADAPTER) == (
         "credential_ref",

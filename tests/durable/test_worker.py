@@ -11,8 +11,8 @@ import redis
 from approvals import services as approvals
 from approvals.models import Checkpoint
 from runs import services
-from runs.audit import audit_replay
 from runs.models import Event, Evidence, Run
+from runs.replay.audit import audit_replay
 from sim.world.models import LedgerEntry
 from tests.durable.conftest import REDIS_URL
 from tests.durable.helpers import wait_for

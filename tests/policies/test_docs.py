@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runs.management.commands.replay import MODES
+from sim.management.commands.replay import MODES
 from runs.policies import provider_errors, vocabularies
 from runs.policies.parsing import UNKNOWN_TOOL, Reject
 

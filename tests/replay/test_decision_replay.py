@@ -8,9 +8,9 @@ import json
 import pytest
 from django.core.management import call_command
 
-from runs import replay_modes
 from runs.models import Event, Evidence
-from runs.replay_modes import ReplayError, decision_replay
+from runs.replay import decision as replay_modes
+from runs.replay.decision import ReplayError, decision_replay
 from sim.world.models import ServiceRequest
 from tests.helpers import approve, make_run
 from tests.replay.helpers import run_snapshot, world_snapshot
@@ -133,8 +133,17 @@ def test_a_candidate_that_cannot_read_a_recorded_context_is_reported(world, monk
     def broken(ctx):
         return double.Call("read_equipment", {"equipment_id": ctx["no-such-key"]})
 
+    from runs.policies import registry
+
     monkeypatch.setitem(
         double.SCENARIOS, "broken", double.Scenario("broken", "reads a missing key", broken)
+    )
+    monkeypatch.setitem(
+        registry._SCENARIOS,
+        "broken",
+        registry.Scenario(
+            "broken", "reads a missing key", lambda v: double.PolicyDouble("broken", v)
+        ),
     )
     replay = decision_replay(run, "broken")
     assert {r.candidate_class for r in replay.rows} == {"candidate_error"}

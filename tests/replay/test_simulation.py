@@ -13,9 +13,10 @@ from django.core.management import call_command
 from approvals import services as approvals
 from approvals.models import Checkpoint
 from kernel import clock
-from runs import replay_modes, runner, services, sweeper
+from runs import runner, services, sweeper
 from runs.models import Event, Run
-from runs.replay_modes import ReplayError, simulate
+from sim import simulation as replay_modes
+from sim.simulation import ReplayError, simulate
 from sim.world.models import LedgerEntry
 from tests.helpers import approve, decline, make_run
 from tests.replay.helpers import run_snapshot, world_snapshot

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from runs import replay_modes
 from runs.models import Evidence, Run
+from sim import simulation as replay_modes
 from sim.world.models import LedgerEntry
 from tests.conftest import make_user
 from tests.helpers import approve, make_run

@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 
 from runs import authority, ownership
-from runs.audit import audit_replay
 from runs.domain.states import Actor, EventType
 from runs.models import Event, TerminalRecord
+from runs.replay.audit import audit_replay
 from tests.helpers import make_run, types
 
 

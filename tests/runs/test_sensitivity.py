@@ -50,9 +50,9 @@ def test_quantity_dropped_from_the_key_lets_changed_intent_slip_through(world, m
     changed_intent_is_never_answered_with_the_original_effect()
     LedgerEntry.objects.all().delete()
     monkeypatch.setattr(
-        world_service,
+        reserve_part,
         "SEMANTIC_INTENT_FIELDS",
-        tuple(f for f in world_service.SEMANTIC_INTENT_FIELDS if f != "quantity"),
+        tuple(f for f in reserve_part.SEMANTIC_INTENT_FIELDS if f != "quantity"),
     )
     with pytest.raises(AssertionError, match="answered as a duplicate"):
         changed_intent_is_never_answered_with_the_original_effect()

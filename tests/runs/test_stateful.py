@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from runs import authority, ownership
-from runs.audit import audit_replay
 from runs.domain.states import CONTROL_EVENTS, Actor, EventType, is_terminal
 from runs.models import Event, Run, TerminalRecord
+from runs.replay.audit import audit_replay
 from tests.helpers import make_run
 
 EVENTS = st.sampled_from(list(EventType))

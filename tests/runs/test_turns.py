@@ -9,8 +9,8 @@ import pytest
 
 from fieldops import points
 from runs import runner
-from runs.audit import audit_replay
 from runs.models import Evidence, Run
+from runs.replay.audit import audit_replay
 from tests.helpers import events, make_run
 
 

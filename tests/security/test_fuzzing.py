@@ -32,8 +32,8 @@ from access import signin
 from approvals.models import Checkpoint
 from runs import runner
 from runs.api import MAX_CALLBACK_BYTES, sign
-from runs.audit import audit_replay
 from runs.models import Correlation, Run
+from runs.replay.audit import audit_replay
 from tests.security.world import World
 
 # Modest by default (the suite runs twice in CI); FIELDOPS_FUZZ_EXAMPLES=500 fuzzes deeper.

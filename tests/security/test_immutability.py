@@ -7,8 +7,8 @@ import pytest
 from django.db import connection, transaction
 from django.db.utils import DatabaseError
 
-from runs.audit import audit_replay
 from runs.models import Event
+from runs.replay.audit import audit_replay
 from tests.helpers import make_run
 
 

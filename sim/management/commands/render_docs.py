@@ -8,7 +8,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from runs.docs import generated_files
+from runs import docs as run_docs
+from sim import docs as sim_docs
 
 
 class Command(BaseCommand):
@@ -23,7 +24,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         stale = []
-        for relative, text in generated_files().items():
+        for relative, text in {**run_docs.generated_files(), **sim_docs.generated_files()}.items():
             path = Path(settings.BASE_DIR) / relative
             current = path.read_text() if path.exists() else None
             if current == text:

@@ -29,10 +29,11 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from fieldops.logs import report_verbosity
-from runs import replay_modes
-from runs.audit import audit_replay
 from runs.management.commands.timeline import _get_run
 from runs.models import Run
+from runs.replay import decision as replay_modes
+from runs.replay.audit import audit_replay
+from sim import simulation
 
 MODES = ("audit", "decision", "simulation")
 
@@ -166,7 +167,7 @@ class Command(BaseCommand):
             sys.exit(1)
 
     def simulation(self, run, options):  # type: ignore[no-untyped-def]
-        result = replay_modes.simulate(run, candidate=options["candidate"], allow_model=True)
+        result = simulation.simulate(run, candidate=options["candidate"], allow_model=True)
         if options["json"]:
             self.stdout.write(json.dumps({"mode": "simulation", **result.as_dict()}, indent=2))
         else:

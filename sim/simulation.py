@@ -1,20 +1,14 @@
-"""The two replay modes beside audit replay (SPEC §6): decision replay and execution
-simulation. Audit replay (``runs.audit``) folds stored events; these two ask policies.
+"""Execution simulation (SPEC §6): re-run a recorded run's request against the doubles in
+an isolated world namespace, and compare dispositions.
 
-**Decision replay** feeds each context projection a recorded run stored at DECIDING to a
-candidate policy and diffs the candidate's local proposal against the recorded one, per
-decision. It reads only: no capability is called, nothing is appended to any run, no
-evidence is written. After the first divergence the candidate is answering contexts it
-would never have reached itself; those rows are marked ``after_divergence``.
-
-**Execution simulation** re-runs the recorded run's request (same scenario or a candidate
-scenario, same vocabulary, limits, scope, pinned components and fault plan) as a new run in
-an isolated world namespace ``sim-<recorded id>-<nonce>`` seeded with ``seed_world``, and
-compares dispositions. It may create synthetic effects in that namespace and nowhere else.
-Human inputs come from scripted principals that replay the recorded run's decisions in
-order (approvals and declines, clarification answers, external callbacks, an operator's
-cancellation); they act on the simulated run only. A simulation that needs an input the
-recording does not have stops there, and is cancelled so no human queue ever shows it.
+The simulated run has the recorded run's request (same scenario or a candidate scenario,
+same vocabulary, limits, scope, pinned components and fault plan), in a namespace
+``sim-<recorded id>-<nonce>`` seeded with ``seed_world``. It may create synthetic effects
+there and nowhere else. Human inputs come from scripted principals that replay the
+recorded run's decisions in order (approvals and declines, clarification answers,
+external callbacks, an operator's cancellation); they act on the simulated run only. A
+simulation that needs an input the recording does not have stops there, and is cancelled
+so no human queue ever shows it.
 """
 
 from __future__ import annotations
@@ -34,19 +28,17 @@ from access.models import Membership
 from access.roles import APPROVER, OPERATOR, ensure_groups, principal_ref_of
 from approvals import services as approvals
 from approvals.models import Checkpoint, Decision
-from capabilities import registry
 from kernel import clock
-from runs import callbacks, policies, runner, services, sweeper
-from runs.domain.proposals import InvalidProposal, Proposal, from_dict, summary, to_dict
+from runs import callbacks, runner, services, sweeper
+from runs.domain.proposals import from_dict, summary
 from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
 from runs.models import Correlation, Event, Evidence, Run
-from runs.policies import model_client, parsing, vocabularies
-from runs.policies.base import Policy
+from runs.policies import model_client
+from runs.replay.decision import ReplayError, run_vocabulary
 from sim import double
 from sim.world.models import LedgerEntry
 from sim.world.service import seed_world
 
-RECORDED = "recorded"
 SIM_PREFIX = "sim-"
 SIM_STOP_BY = "simulation:scripted-operator"
 SIM_STOP_REASON = "simulation stopped: the recording has no further human input"
@@ -55,227 +47,9 @@ SIM_REPLAYED_BUDGET = "simulation: replays a recorded operator budget change"
 EXPIRIES = (EventType.APPROVAL_EXPIRED.value, EventType.EXTERNAL_EXPIRED.value)
 ONE_TICK = dt.timedelta(microseconds=1)
 MAX_SCRIPTED_INPUTS = 20
-# Evidence ids differ between a run and its simulation; decisions compare without them.
 EVIDENCE_REF = re.compile(r"\b(?:ev|rq)-[0-9a-f]{20}\b")
 
 
-class ReplayError(ValueError):
-    """A replay that cannot be performed (unknown candidate, a simulation of a simulation)."""
-
-
-def kinds() -> dict[str, str]:
-    """Capability id -> proposal kind, the same map the runner gives the adapter."""
-    return {cid: c.kind.value for cid, c in registry.ALL_CONTRACTS.items()}
-
-
-def candidates(*, allow_model: bool = False) -> list[str]:
-    """Candidate names decision replay accepts: recorded outputs, then every scenario."""
-    names = [RECORDED, *sorted(double.SCENARIOS)]
-    return [*names, model_client.SCENARIO] if allow_model else names
-
-
-def run_vocabulary(run: Run) -> vocabularies.Vocabulary | None:
-    try:
-        return policies.vocabulary_for(run.model_adapter_version)
-    except ValueError:
-        return None
-
-
-# -- decision replay ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DecisionRow:
-    index: int
-    sequence: int
-    turn: int
-    context_hash: str
-    recorded: dict[str, Any]
-    candidate: dict[str, Any] | None
-    recorded_summary: str
-    candidate_summary: str
-    recorded_outcome: str
-    candidate_class: str
-    differences: tuple[str, ...]
-    same: bool
-    after_divergence: bool
-    missing: str = ""  # why this decision could not be replayed ("" when it was)
-
-
-@dataclass(frozen=True)
-class DecisionReplay:
-    run_id: str
-    candidate: str
-    candidate_label: str
-    vocabulary: str
-    rows: tuple[DecisionRow, ...]
-    first_divergence: int | None  # the index of the first differing decision
-
-    @property
-    def matched(self) -> int:
-        return sum(1 for r in self.rows if r.same)
-
-    @property
-    def diverged(self) -> int:
-        return sum(1 for r in self.rows if not r.same and not r.missing)
-
-    @property
-    def skipped(self) -> int:
-        return sum(1 for r in self.rows if r.missing)
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.update(matched=self.matched, diverged=self.diverged, skipped=self.skipped)
-        return data
-
-
-class _Candidate:
-    """How a candidate answers one recorded decision."""
-
-    def __init__(self, name: str, run: Run, *, allow_model: bool) -> None:
-        vocab = run_vocabulary(run)
-        self.name = name
-        self.policy: Policy | None = None
-        if name == RECORDED:
-            self.vocabulary = vocab.name if vocab else "recorded"
-            self.label = "recorded raw outputs, parsed again by the current adapter"
-        elif name in double.SCENARIOS:
-            self.vocabulary = vocab.name if vocab else "openai"
-            self.policy = double.PolicyDouble(name, self.vocabulary)
-            self.label = f"policy double {name!r} speaking {self.vocabulary}"
-        elif name == model_client.SCENARIO and allow_model:
-            self.vocabulary = model_client.VOCABULARY
-            self.policy = model_client.ModelClientPolicy()
-            self.label = f"model client ({self.policy.name})"
-        else:
-            raise ReplayError(f"unknown candidate {name!r}; choose one of {candidates()}")
-        self.kinds = kinds()
-
-    def answer(self, projection: Mapping[str, Any], raw: Mapping[str, Any] | None) -> Proposal:
-        if self.policy is None:
-            assert raw is not None
-            if raw.get("error"):
-                return parsing.provider_error(str(raw["error"]))
-            provider = str(raw.get("provider", self.vocabulary))
-            if provider not in vocabularies.VOCABULARIES:
-                return InvalidProposal("adapter_unavailable", f"no {provider!r} adapter")
-            return vocabularies.get(provider).parse(raw.get("raw", {}), self.kinds)
-        try:
-            output = self.policy.decide(projection)
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-            # A candidate that cannot read a recorded context is a finding, not a crash.
-            return InvalidProposal("candidate_error", f"{type(exc).__name__}: {exc}")
-        if output.error:
-            return parsing.provider_error(output.error)
-        return vocabularies.get(self.vocabulary).parse(output.raw, self.kinds)
-
-
-def decision_replay(run: Run, candidate: str, *, allow_model: bool = False) -> DecisionReplay:
-    """Replay every recorded decision of ``run`` through ``candidate``; write nothing.
-
-    ``candidate`` is ``"recorded"`` (the stored raw outputs through today's adapter: shows
-    mapping drift), a policy-double scenario, or (``allow_model``) the model client.
-    Raise ReplayError for an unknown candidate.
-    """
-    chosen = _Candidate(candidate, run, allow_model=allow_model)
-    events = list(Event.objects.filter(run=run).order_by("sequence"))
-    by_sequence = {e.sequence: e for e in events}
-    emitted = [e for e in events if e.type == EventType.PROPOSAL_EMITTED.value]
-    wanted = [e.refs.get(k, "") for e in emitted for k in ("proposal", "observation", "raw_output")]
-    stored = dict(
-        Evidence.objects.filter(pk__in=[w for w in wanted if w]).values_list("pk", "content")
-    )
-    rows: list[DecisionRow] = []
-    first: int | None = None
-    for index, event in enumerate(emitted, start=1):
-        recorded = stored.get(event.refs.get("proposal", ""))
-        projection = stored.get(event.refs.get("observation", ""))
-        raw = stored.get(event.refs.get("raw_output", ""))
-        missing = ""
-        if recorded is None:
-            missing = "the recorded proposal evidence is missing"
-        elif projection is None:
-            missing = "the context projection of this decision was not stored"
-        elif chosen.policy is None and raw is None:
-            missing = "the raw output of this decision was not stored"
-        recorded_proposal = from_dict(recorded or {})
-        after = first is not None
-        if missing:
-            rows.append(
-                DecisionRow(
-                    index=index,
-                    sequence=event.sequence,
-                    turn=int(event.budget.get("turns", 0)),
-                    context_hash=str(event.payload.get("context_hash", "")),
-                    recorded=dict(recorded or {}),
-                    candidate=None,
-                    recorded_summary=summary(recorded_proposal) if recorded else "-",
-                    candidate_summary="-",
-                    recorded_outcome=_outcome_after(by_sequence, event.sequence),
-                    candidate_class="",
-                    differences=(),
-                    same=False,
-                    after_divergence=after,
-                    missing=missing,
-                )
-            )
-            continue
-        assert recorded is not None and projection is not None
-        proposal = chosen.answer(projection, raw)
-        answered = to_dict(proposal)
-        differences = tuple(_differences(dict(recorded), answered))
-        same = not differences
-        if not same and first is None:
-            first = index
-        rows.append(
-            DecisionRow(
-                index=index,
-                sequence=event.sequence,
-                turn=int(projection.get("turn", 0)),
-                context_hash=str(event.payload.get("context_hash", "")),
-                recorded=dict(recorded),
-                candidate=answered,
-                recorded_summary=summary(recorded_proposal),
-                candidate_summary=summary(proposal),
-                recorded_outcome=_outcome_after(by_sequence, event.sequence),
-                candidate_class=parsing.classify(proposal, chosen.kinds),
-                differences=differences,
-                same=same,
-                after_divergence=after,
-            )
-        )
-    return DecisionReplay(
-        run_id=str(run.pk),
-        candidate=candidate,
-        candidate_label=chosen.label,
-        vocabulary=chosen.vocabulary,
-        rows=tuple(rows),
-        first_divergence=first,
-    )
-
-
-def _outcome_after(by_sequence: Mapping[int, Event], sequence: int) -> str:
-    """What the recorded run made of the proposal emitted at ``sequence``."""
-    following = by_sequence.get(sequence + 1)
-    if following is None:
-        return "-"
-    reason = f" {following.reason_code}" if following.reason_code else ""
-    return f"{following.type}{reason}"
-
-
-def _differences(recorded: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
-    """Field paths where two stored proposals differ (one level into args/artifact)."""
-    found: list[str] = []
-    for key in sorted(set(recorded) | set(candidate)):
-        a, b = recorded.get(key), candidate.get(key)
-        if a == b:
-            continue
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
-            found.extend(f"{key}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
-        else:
-            found.append(key)
-    return found
-
-
-# -- execution simulation --------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunOutcome:
     run_id: str

@@ -1,0 +1,29 @@
+"""Documents of the simulated world generated from its code (the fault lab's fixtures)."""
+
+from __future__ import annotations
+
+from runs.docs import HEADER
+from sim.faultlab import FIXTURES
+
+
+def fault_sheet() -> str:
+    lines = ["| fixture | group | injects | must reach |", "|---|---|---|---|"]
+    for f in FIXTURES:
+        lines.append(
+            f"| `{f.name}` | {f.group} | {f.injects} | "
+            f"{f.expect_state} {('`' + f.expect_reason + '`') if f.expect_reason else ''} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def faultlab_md() -> str:
+    return (
+        HEADER + "# Fault lab\n\nEach fixture is an automated test "
+        "(`tests/runs/test_faultlab.py`), runs from `manage.py faultlab`, and from the "
+        "console's fault lab page. Fixtures run in the `faultlab` world namespace: the "
+        "live ledger and inventory are never touched.\n\n" + fault_sheet()
+    )
+
+
+def generated_files() -> dict[str, str]:
+    return {"docs/faultlab.md": faultlab_md()}

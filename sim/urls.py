@@ -1,0 +1,15 @@
+from django.urls import path
+
+from sim import views
+
+urlpatterns = [
+    path("faultlab/", views.faultlab, name="faultlab"),
+    path("faultlab/run/", views.faultlab_run, name="faultlab-run"),
+    path("packet/", views.review_packet, name="review-packet"),
+    path("catalog/routing/", views.catalog_routing, name="catalog-routing"),
+    path(
+        "runs/<uuid:run_id>/replay/simulation/",
+        views.replay_simulation,
+        name="runs-replay-simulation",
+    ),
+]
