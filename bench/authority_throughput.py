@@ -59,7 +59,8 @@ def payload(i: int) -> dict[str, Any]:
 
 def new_run() -> tuple[str, int]:
     """A fresh run in CREATED, claimed by this process: (run id, owner epoch)."""
-    from runs import ownership, services
+    from runs import services
+    from runs.engine import ownership
 
     run = services.run_create(
         scenario="reservation",

@@ -117,7 +117,8 @@ def fieldops_round(count: int, approver: Any) -> tuple[float, list[float]]:
     from approvals import services as approvals
     from approvals.models import Checkpoint, Decision
     from kernel import clock
-    from runs import services, sweeper
+    from runs import services
+    from runs.engine import sweeper
     from runs.models import Run, TerminalRecord
 
     started = clock.now()

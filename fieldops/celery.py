@@ -11,7 +11,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fieldops.settings")
 
 app = Celery("fieldops")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["runs", "catalog"])
+app.autodiscover_tasks(["runs.engine", "catalog"])
 app.conf.beat_schedule = {
     "sweep": {
         "task": "runs.tasks.sweep",

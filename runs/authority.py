@@ -901,6 +901,6 @@ def _close_run(run: Run, event: EventRecord) -> None:
 
 
 def _kick(run_id: str) -> None:
-    from runs import executor
+    from runs.engine import executor
 
     executor.kick(run_id)  # never raises: the committed outbox row is the delivery

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
-from runs import executor
+from runs.engine import executor
 
 UNDELIVERED_NOTE = (
     "Saved. The work queue is unreachable right now; the sweeper will hand this run to a "

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from runs import executor, services
+from runs import services
 from runs.domain.states import State, is_terminal
+from runs.engine import effects as effect_steps
+from runs.engine import executor
 from runs.models import EffectAttempt, Run
 
 BULK_CANCEL_LIMIT = 100
@@ -97,7 +99,7 @@ def effect_attempt_reconcile(*, attempt_id: str, tenant: str, by_ref: str) -> Re
     if is_terminal(run.state):
         if not attempt.unresolved:
             return ReconcileOutcome(attempt, "refused", f"already resolved: {attempt.status}")
-        resolved = services.effect_obligation_reconcile(attempt_id=attempt.pk, by_ref=by_ref)
+        resolved = effect_steps.obligation_reconcile(attempt_id=attempt.pk, by_ref=by_ref)
         return ReconcileOutcome(resolved, "reconciled", resolved.detail or resolved.status)
     if run.state == State.RECOVERING.value:
         executor.enqueue_advance(str(run.pk))

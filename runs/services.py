@@ -12,21 +12,22 @@ from typing import Any
 
 from django.db import OperationalError, transaction
 
-from capabilities import ports, reserve_part
+from capabilities import ports
 from capabilities.registry import ALL_CONTRACTS
 from catalog.models import CapabilityVersion, Lifecycle
 from fieldops.db import lock_wait_failed
 from kernel import clock
 from kernel.canonical import digest
-from runs import attempts, authority, executor, policies, selectors
+from runs import authority, policies, selectors
 from runs.domain import effects
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
 from runs.domain.effects import AttemptStatus
 from runs.domain.events import RunConfig
 from runs.domain.states import Actor, EventType, State, is_terminal
+from runs.engine import executor
+from runs.engine.inputs import pinned_ref
 from runs.models import EffectAttempt, Evidence, Outbox, Run
 from runs.policies import vocabularies
-from runs.rules import pinned_ref
 
 CONTRACT_VERSION = "fieldops-reservation@1.0.0"
 POLICY_VERSION = "fieldops-policy@1.0.0"
@@ -367,106 +368,3 @@ def run_follow_up(
 
 
 # -- effect obligations after a run ended --------------------------------------------------
-def effect_obligation_record(
-    *,
-    attempt: EffectAttempt,
-    resolution: effects.Resolution,
-    effect: Mapping[str, Any] | None,
-    detail: str,
-    by_ref: str = "harness",
-) -> bool:
-    """Append an ended run's obligation outcome as ``effect.reconciled`` and move the
-    attempt with it, in one transaction; False when nothing was recorded (the attempt was
-    settled by someone else meanwhile, or the run kept changing)."""
-    source = AttemptStatus(attempt.status)
-    refs = {"attempt": attempt.pk}
-    effect_id = str((effect or {}).get("effect_id", ""))
-    if effect_id and resolution.effect:
-        refs["effect"] = effect_id
-
-    def within(run: Run, event: Any) -> None:
-        attempts.attempt_move(
-            attempt_id=attempt.pk,
-            source=source,
-            target=resolution.status,
-            detail=detail,
-            effect_id=refs.get("effect", ""),
-        )
-
-    recorded = authority.append_control(
-        run_id=str(attempt.run_id),
-        type=EventType.EFFECT_RECONCILED,
-        actor=Actor.OPERATOR if by_ref != "harness" else Actor.HARNESS,
-        reason_code=f"obligation_{resolution.reconciled}",
-        refs=refs,
-        payload={
-            "detail": detail[:300],
-            "by": by_ref,
-            "outcome": resolution.reconciled,
-            "key": attempt.idempotency_key,
-        },
-        within=within,
-    )
-    return recorded is not None
-
-
-def effect_obligation_reconcile(*, attempt_id: str, by_ref: str = "harness") -> EffectAttempt:
-    """Query the ledger by the attempt's key and record what it proves (never dispatch).
-
-    Only for an ended run: the read fences the key at the run's revision, above the token
-    of every dispatch the run ever recorded, so "absent" is final. A busy ledger (a commit
-    of the key in progress) or a ledger still unavailable records nothing new; the sweeper
-    asks again.
-    """
-    attempt = EffectAttempt.objects.select_related("run").get(pk=attempt_id)
-    run = attempt.run
-    if not is_terminal(run.state) or AttemptStatus(attempt.status) not in effects.RECONCILABLE:
-        return attempt
-    world = ports.for_run(run.namespace, str(run.pk), run.fault_plan)
-    found = reserve_part.reconcile(
-        key=attempt.idempotency_key,
-        intent=_intent_for_attempt(attempt),
-        world=world,
-        fence=run.revision,
-    )
-    resolution = effects.resolve_reconciliation(found.outcome)
-    if resolution is None or resolution.status.value == attempt.status:
-        return attempt
-    effect_obligation_record(
-        attempt=attempt,
-        resolution=resolution,
-        effect=found.effect,
-        detail=found.detail,
-        by_ref=by_ref,
-    )
-    attempt.refresh_from_db()
-    return attempt
-
-
-def _intent_for_attempt(attempt: EffectAttempt) -> dict[str, Any]:
-    from runs import evidence
-    from runs.rules import canonical_proposal
-
-    run = attempt.run
-    observations = evidence.admitted_observations(str(run.pk))
-    for obs in reversed(list(observations.values())):
-        data = obs.get("data") or {}
-        if (
-            obs.get("capability") == "propose_reservation"
-            and data.get("proposal_hash") == attempt.proposal_hash
-        ):
-            proposal = data["proposal"]
-            break
-    else:
-        proposal, _ = canonical_proposal(observations)
-        proposal = proposal or {"part_id": "", "slot_id": "", "quantity": 0}
-    return reserve_part.semantic_intent(
-        tenant=run.tenant,
-        principal_ref=run.principal_ref,
-        task_id=run.task_id,
-        run_id=str(run.pk),
-        proposal_hash=attempt.proposal_hash,
-        part_id=proposal["part_id"],
-        slot_id=proposal["slot_id"],
-        quantity=proposal["quantity"],
-    )

@@ -42,9 +42,11 @@ from approvals import services as approvals
 from approvals.models import Checkpoint
 from fieldops import points
 from kernel import clock
-from runs import effect_audit, runner, services, sweeper
+from runs import services
 from runs.domain.states import is_terminal, is_waiting
+from runs.engine import runner, sweeper
 from runs.models import Run
+from runs.replay import effect_audit
 from sim.world import fixtures
 from sim.world.models import InventorySlot
 from sim.world.service import seed_world

@@ -19,12 +19,14 @@ from django.contrib.auth import get_user_model
 
 from approvals import services as approvals
 from approvals.models import Checkpoint, Decision
-from capabilities import registry
+from capabilities import ports, registry
 from kernel import clock
-from runs import authority, callbacks, ownership, runner, services, sweeper
+from runs import authority, callbacks, services
 from runs.authority import config_of, record_of
 from runs.domain.replay import replay
 from runs.domain.states import Actor, EventType
+from runs.engine import effects as effect_steps
+from runs.engine import ownership, runner, sweeper
 from runs.models import Correlation, EffectAttempt, Event, Evidence, FaultLabResult, Run
 from runs.replay.audit import audit_replay
 from sim.setup import FAULTLAB_NAMESPACE
@@ -230,8 +232,10 @@ def fx_repeated_effect(lab: Lab) -> Outcome:
         reason_code="action",
     )
     # The same dispatch is delivered again with the same key: the ledger dedupes it.
-    inv = runner._invocation(run, _last_reserve(run), fencing_token=attempt.dispatch_sequence)
-    again = registry.dispatch(inv, runner._world(run))
+    inv = effect_steps.invocation_for(
+        run, _last_reserve(run), fencing_token=attempt.dispatch_sequence
+    )
+    again = registry.dispatch(inv, ports.for_run(run.namespace, str(run.pk), run.fault_plan))
     return lab.outcome(
         run,
         **{

@@ -54,7 +54,8 @@ def demo_runs() -> list[str]:
     """
     from approvals import services as approvals
     from approvals.models import Checkpoint
-    from runs import runner, services
+    from runs import services
+    from runs.engine import runner
 
     user_model = get_user_model()
     operator = user_model.objects.get(username="operator")

@@ -29,9 +29,10 @@ from access.roles import APPROVER, OPERATOR, ensure_groups, principal_ref_of
 from approvals import services as approvals
 from approvals.models import Checkpoint, Decision
 from kernel import clock
-from runs import callbacks, runner, services, sweeper
+from runs import callbacks, services
 from runs.domain.proposals import from_dict, summary
 from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
+from runs.engine import runner, steps, sweeper
 from runs.models import Correlation, Event, Evidence, Run
 from runs.policies import model_client
 from runs.replay.decision import ReplayError, run_vocabulary
@@ -243,7 +244,7 @@ def simulate(run: Run, *, candidate: str | None = None, allow_model: bool = Fals
     vocab = run_vocabulary(run)
     if vocab is None:
         raise ReplayError(f"the run's adapter {run.model_adapter_version} is not installed")
-    request = Evidence.objects.get(pk=runner.request_evidence_id(run)).content["data"]
+    request = Evidence.objects.get(pk=steps.request_evidence_id(run)).content["data"]
     namespace = f"{simulation_namespace_prefix(run)}{secrets.token_hex(3)}"
     seed_world(namespace)
     requester, approver = scripted_users(run.tenant)

@@ -6,7 +6,8 @@ from typing import Any
 
 from approvals import services as approvals
 from approvals.models import Checkpoint
-from runs import runner, services
+from runs import services
+from runs.engine import runner
 from runs.models import Event, Run
 
 

@@ -8,7 +8,7 @@ import pytest
 from approvals import services
 from approvals.models import Checkpoint, Decision, DecisionRefusal
 from kernel import clock
-from runs import sweeper
+from runs.engine import sweeper
 from runs.models import Event
 from tests.conftest import make_user
 from tests.helpers import approve, decline, make_run, types
@@ -133,7 +133,7 @@ def test_the_same_declined_proposal_is_not_re_requested(world, approver):
     services.approval_decide(
         checkpoint_id=cp.pk, user=approver, approve=False, seen_hash=cp.proposal_hash, reason="no"
     )
-    from runs import runner
+    from runs.engine import runner
 
     runner.advance(str(run.pk), worker="test")
     # With no requested change the double proposes the same reservation again: the

@@ -17,6 +17,7 @@ from catalog.domain.discovery import MAX_TOOLS, ImportRefused
 from catalog.domain.lifecycle import Refusal
 from catalog.models import CapabilityVersion, Lifecycle, LifecycleDecision, Source
 from runs import services as run_services
+from runs.engine import effects as effect_steps
 from runs.models import EffectAttempt, Event
 from sim.world.models import LedgerEntry
 from tests.catalog.conftest import tool, tool_list
@@ -359,7 +360,7 @@ def test_retiring_a_version_with_unknown_effects_keeps_them_owned_and_reconcilab
     assert "reserve_part" not in run_services.pinned_components()
     # ... while the unknown effect stays visible and is reconciled from the ledger.
     assert EffectAttempt.objects.get(pk=attempt.pk).unresolved
-    reconciled = run_services.effect_obligation_reconcile(attempt_id=attempt.pk, by_ref="user:op")
+    reconciled = effect_steps.obligation_reconcile(attempt_id=attempt.pk, by_ref="user:op")
     assert reconciled.status == EffectAttempt.Status.CONFIRMED
     assert Event.objects.filter(run=run, type="effect.reconciled").exists()
     assert LedgerEntry.objects.filter(run_id=str(run.pk)).count() == 1

@@ -13,7 +13,8 @@ from django.urls import reverse
 
 from approvals.models import Checkpoint, Decision, DecisionRefusal
 from kernel import clock
-from runs import runner, services
+from runs import services
+from runs.engine import runner
 from runs.models import Run
 from tests.console.conftest import checkpoint_of, client_for
 from tests.helpers import make_run, types

@@ -11,9 +11,9 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from catalog.models import CapabilityVersion, LifecycleDecision
-from runs import runner
 from runs.domain.states import EventType, State
 from runs.domain.transitions import TRANSITION_LIST
+from runs.engine import runner
 from runs.models import EffectAttempt, Event, FaultLabResult, Run
 from runs.runbooks import RUNBOOKS
 from sim import faultlab

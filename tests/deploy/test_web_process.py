@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runs import sweeper
+from runs.engine import sweeper
 from runs.middleware import UNDELIVERED_NOTE
 from runs.models import Outbox, Run
 from tests.deploy.conftest import broker_at

@@ -3,7 +3,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from runs import sweeper
+from runs.engine import sweeper
 from runs.models import Run
 
 

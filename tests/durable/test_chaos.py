@@ -48,8 +48,8 @@ from access.roles import principal_ref_of
 from runs import services
 from runs.domain import effects
 from runs.domain.states import TERMINAL_STATES, EventType
-from runs.effect_audit import effect_violations
 from runs.models import EffectAttempt, Event, Run
+from runs.replay.effect_audit import effect_violations
 from sim.world.models import LedgerEntry
 from tests.conftest import make_user
 from tests.deploy.servers import ROOT, gunicorn

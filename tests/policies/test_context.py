@@ -8,7 +8,7 @@ from typing import Any
 
 from django.test import override_settings
 
-from runs import context
+from runs.engine import context
 from runs.models import Event, Evidence, Run
 from tests.helpers import decline, make_run
 

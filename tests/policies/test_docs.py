@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.management.commands.replay import MODES
 from runs.policies import provider_errors, vocabularies
 from runs.policies.parsing import UNKNOWN_TOOL, Reject
+from sim.management.commands.replay import MODES
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "replay-and-adapters.md").read_text()
 

@@ -18,8 +18,8 @@ import pytest
 from django.test import override_settings
 
 from capabilities.registry import ALL_CONTRACTS
-from runs import context, runner
 from runs.domain.proposals import ActionIntent, InvalidProposal
+from runs.engine import context, runner
 from runs.models import Event, Evidence, Run
 from runs.policies import model_client, policy_for, provider_errors, vocabularies
 from runs.policies.model_client import APIS, ModelClientPolicy, ModelConfig

@@ -13,7 +13,7 @@ import pytest
 
 from approvals import services as approvals
 from approvals.models import Checkpoint
-from runs import runner
+from runs.engine import runner
 from runs.models import Event, Evidence, Run
 from runs.policies import anthropic_adapter, openai_adapter, openai_responses_adapter
 from tests.helpers import approve, make_run

@@ -13,7 +13,8 @@ from django.core.management import call_command
 from approvals import services as approvals
 from approvals.models import Checkpoint
 from kernel import clock
-from runs import runner, services, sweeper
+from runs import services
+from runs.engine import runner, sweeper
 from runs.models import Event, Run
 from sim import simulation as replay_modes
 from sim.simulation import ReplayError, simulate

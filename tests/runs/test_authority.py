@@ -8,8 +8,9 @@ import uuid
 import pytest
 from django.db import connection
 
-from runs import authority, ownership
+from runs import authority
 from runs.domain.states import Actor, EventType
+from runs.engine import ownership
 from runs.models import Event, TerminalRecord
 from runs.replay.audit import audit_replay
 from tests.helpers import make_run, types

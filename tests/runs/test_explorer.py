@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runs import effect_audit
 from runs.domain import effects
 from runs.domain.effects import AttemptStatus
+from runs.replay import effect_audit
 from sim import explorer
 from sim.world.models import LedgerEntry
 from tests.helpers import make_run

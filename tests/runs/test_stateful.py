@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from runs import authority, ownership
+from runs import authority
 from runs.domain.states import CONTROL_EVENTS, Actor, EventType, is_terminal
+from runs.engine import ownership
 from runs.models import Event, Run, TerminalRecord
 from runs.replay.audit import audit_replay
 from tests.helpers import make_run

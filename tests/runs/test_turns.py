@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fieldops import points
-from runs import runner
+from runs.engine import runner, steps
 from runs.models import Evidence, Run
 from runs.replay.audit import audit_replay
 from tests.helpers import events, make_run
@@ -36,7 +36,7 @@ def _die_during_the_first_call(run: Run) -> Run:
         runner.advance(str(run.pk), worker="doomed")
     run.refresh_from_db()
     assert run.state == "DECIDING" and run.counters.get("turns", 0) == 0
-    assert runner.uncharged_turns(run) == 1  # the call happened; nothing charged it yet
+    assert steps.uncharged_turns(run) == 1  # the call happened; nothing charged it yet
     return run
 
 
@@ -55,7 +55,7 @@ def test_the_next_proposal_charges_the_call_whose_worker_died(
     assert context.content["turn"] == 2
     assert [e.budget["turns"] for e in emitted] == list(range(2, len(emitted) + 2))
     assert all("uncharged_turns" not in e.payload for e in emitted[1:])
-    assert runner.uncharged_turns(run) == 0
+    assert steps.uncharged_turns(run) == 0
     assert audit_replay(run)[1] == []
 
 

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 from access import signin
 from approvals.models import Checkpoint
-from runs import runner
 from runs.api import MAX_CALLBACK_BYTES, sign
+from runs.engine import runner
 from runs.models import Correlation, Run
 from runs.replay.audit import audit_replay
 from tests.security.world import World

@@ -350,7 +350,7 @@ def celery_flow(collected: Collected, settings: Any) -> None:
     from kombu.transport import memory
 
     from fieldops.celery import app
-    from runs import tasks
+    from runs.engine import tasks
 
     published: list[str] = []
 

@@ -11,7 +11,8 @@ from django.urls import reverse
 
 from approvals.models import Checkpoint, Decision, DecisionRefusal
 from catalog.models import CapabilityVersion, Lifecycle, LifecycleDecision
-from runs import runner, services
+from runs import services
+from runs.engine import runner
 from runs.models import Run
 from tests.helpers import make_run
 from tests.security.world import World, changed, snapshot

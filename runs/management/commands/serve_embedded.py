@@ -35,7 +35,7 @@ def listen_host(addrport: str) -> str:
 
 
 def _sweep_forever(stop: threading.Event, interval: float) -> None:
-    from runs import sweeper
+    from runs.engine import sweeper
 
     while not stop.wait(interval):
         try:

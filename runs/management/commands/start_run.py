@@ -6,7 +6,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs import runner, services
+from runs import services
+from runs.engine import runner
 from runs.policies import scenario_names
 from runs.policies.vocabularies import VOCABULARIES
 

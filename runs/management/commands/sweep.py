@@ -6,7 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from runs import sweeper
+from runs.engine import sweeper
 
 
 class Command(BaseCommand):

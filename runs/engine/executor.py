@@ -93,7 +93,7 @@ def _publish(run_id: str) -> bool:
     ``CELERY_BROKER_CONNECTION_TIMEOUT``, the transport's socket timeouts), so a broker
     that is down costs a bounded fraction of a second, not the request.
     """
-    from runs import tasks
+    from runs.engine import tasks
 
     try:
         tasks.run_advance.apply_async(args=[run_id])
@@ -124,7 +124,7 @@ def _tell_listeners(run_id: str) -> None:
 
 def _advance_inline(run_id: str) -> None:
     """Advance now in this thread; a nested request (a step that enqueues) runs after."""
-    from runs import runner
+    from runs.engine import runner
 
     pending = getattr(_local, "pending", None)
     if pending is not None:

@@ -10,7 +10,7 @@ from celery import shared_task
 
 from fieldops import points
 from kernel import clock
-from runs import runner, sweeper
+from runs.engine import runner, sweeper
 from runs.models import WorkerHeartbeat
 
 

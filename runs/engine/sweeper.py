@@ -21,10 +21,12 @@ from approvals import services as approvals
 from approvals.models import Checkpoint
 from fieldops.db import lock_wait_failed
 from kernel import clock
-from runs import authority, executor, services
+from runs import authority
 from runs.domain import effects
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import TERMINAL_STATES, WAITING_STATES, Actor, EventType, State
+from runs.engine import effects as effect_steps
+from runs.engine import executor
 from runs.models import Correlation, EffectAttempt, Outbox, Run, WorkerHeartbeat
 
 log = logging.getLogger("fieldops.sweeper")
@@ -159,7 +161,7 @@ def _reconcile_obligations(limit: int, report: SweepReport) -> None:
     ).values_list("pk", flat=True)
     for attempt_id in attempts[:limit]:
         resolved = _bounded(
-            report, attempt_id, services.effect_obligation_reconcile, attempt_id=attempt_id
+            report, attempt_id, effect_steps.obligation_reconcile, attempt_id=attempt_id
         )
         if resolved is not None and resolved.status not in effects.SWEEPER_PICKUP:
             report.obligations.append(attempt_id)

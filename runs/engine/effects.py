@@ -1,0 +1,444 @@
+"""The effect path: the dispatch record, the send gate, the dispatch, the recording of its
+outcome, and reconciliation by the same key (RECOVERING), as the effect attempt lifecycle
+of ``runs/domain/effects.py`` says. Every status an attempt takes commits with the run
+event that records it; an outcome that arrives after the run ended is settled from the
+ledger as ``effect.reconciled``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import OperationalError, transaction
+
+from approvals.models import Checkpoint, Decision
+from capabilities import ports, registry, reserve_part
+from capabilities.base import Invocation, Outcome
+from fieldops.db import lock_wait_failed
+from kernel import clock
+from runs import authority, evidence
+from runs.authority import Result, new_id
+from runs.domain import effects, validation
+from runs.domain.budgets import Budget
+from runs.domain.effects import AttemptStatus
+from runs.domain.proposals import ActionIntent, ObserveIntent
+from runs.domain.states import Actor, EventType, State, is_terminal
+from runs.engine import attempts, inputs
+from runs.engine.owner import (
+    PAUSE,
+    Owner,
+    append,
+    append_fact,
+    inject_cancel,
+    log,
+    observation_content,
+    reach_point,
+    world_of,
+)
+from runs.models import EffectAttempt, Run
+
+
+def record_dispatch(
+    owner: Owner, ctx: validation.ValidationContext, attempt_id: str
+) -> authority.Within:
+    """The dispatch record and the approval's consumption, in the proposal.allowed txn."""
+
+    def within(run: Run, event: Any) -> None:
+        proposal = ctx.canonical_proposal or {}
+        key = reserve_part.semantic_key(
+            reserve_part.semantic_intent(
+                tenant=run.tenant,
+                principal_ref=run.principal_ref,
+                task_id=run.task_id,
+                run_id=str(run.pk),
+                proposal_hash=ctx.canonical_hash,
+                part_id=proposal["part_id"],
+                slot_id=proposal["slot_id"],
+                quantity=proposal["quantity"],
+            )
+        )
+        checkpoint = (
+            Checkpoint.objects.select_for_update()
+            .filter(run=run, kind=Checkpoint.Kind.APPROVAL, proposal_hash=ctx.canonical_hash)
+            .order_by("-created_at")
+            .first()
+        )
+        assert checkpoint is not None, "effect admitted without a checkpoint"
+        if checkpoint.status == Checkpoint.Status.APPROVED:
+            consumed = Decision.objects.filter(
+                checkpoint=checkpoint, verdict=Decision.Verdict.APPROVE, consumed_at__isnull=True
+            ).update(consumed_at=clock.now(), consumed_by_attempt=attempt_id)
+            if consumed != 1:
+                raise RuntimeError("approval already consumed")
+            Checkpoint.objects.filter(pk=checkpoint.pk).update(status=Checkpoint.Status.USED)
+        EffectAttempt.objects.create(
+            id=attempt_id,
+            run=run,
+            idempotency_key=key,
+            proposal_hash=ctx.canonical_hash,
+            checkpoint_id=checkpoint.pk,
+            attempt=run.attempt,
+            owner_epoch=owner.epoch,
+            dispatch_sequence=event.sequence,
+            status=EffectAttempt.Status.DISPATCH_RECORDED,
+            created_at=clock.now(),
+        )
+
+    return within
+
+
+def invocation_for(
+    run: Run,
+    proposal: ObserveIntent | ActionIntent,
+    observations: dict[str, Any] | None = None,
+    *,
+    fencing_token: int = 0,
+) -> Invocation:
+    observations = (
+        observations if observations is not None else (evidence.admitted_observations(str(run.pk)))
+    )
+    canonical, canonical_hash = inputs.canonical_proposal(observations)
+    return Invocation(
+        capability=proposal.capability,
+        args=dict(proposal.args),
+        run_id=str(run.pk),
+        task_id=run.task_id,
+        tenant=run.tenant,
+        principal_ref=run.principal_ref,
+        scope=tuple(s for s in run.scope if not s.startswith("effect:")),
+        request_id=new_id("rq"),
+        deadline=registry.default_deadline(),
+        proposal_hash=canonical_hash,
+        observations=observations,
+        canonical_proposal=canonical,
+        fencing_token=fencing_token,
+    )
+
+
+def execute_effect(owner: Owner, run: Run, proposal: ActionIntent) -> str | None:
+    attempt = (
+        EffectAttempt.objects.filter(run=run).order_by("-dispatch_sequence", "-created_at").first()
+    )
+    status = AttemptStatus(attempt.status) if attempt is not None else None
+    if attempt is None or status not in effects.RECONCILABLE:
+        # The dispatch record is written with proposal.allowed, and every later status
+        # commits with the event that leaves EXECUTING: this is an integrity failure.
+        append(
+            owner,
+            run,
+            EventType.RUN_FAILED,
+            Actor.HARNESS,
+            "dispatch_record_missing",
+            payload={"attempt": attempt.pk if attempt else "", "status": status or ""},
+        )
+        return None
+    if attempt.owner_epoch != owner.epoch or status is not AttemptStatus.DISPATCH_RECORDED:
+        # A previous owner recorded this dispatch and may have sent it: never resend
+        # blindly, reconcile by the same key.
+        resolution = effects.Resolution(
+            AttemptStatus.AMBIGUOUS,
+            EventType.EFFECT_AMBIGUOUS,
+            "owner_changed_after_dispatch_record",
+        )
+        record_resolution(owner, attempt, resolution, refs={"attempt": attempt.pk})
+        return None
+    reach_point(owner, "after_dispatch_record")
+    inject_cancel(owner, "before_effect_dispatch")
+    live = send_gate(owner, attempt)
+    if live is None:
+        return None
+    reach_point(owner, "after_send_gate")
+    invocation = invocation_for(live, proposal, fencing_token=attempt.dispatch_sequence)
+    outcome = registry.dispatch(invocation, world_of(live))
+    reach_point(owner, "after_effect_committed")
+    inject_cancel(owner, "after_effect_dispatch")
+    record_effect_outcome(owner, attempt, proposal, outcome)
+    return None
+
+
+def send_gate(owner: Owner, attempt: EffectAttempt) -> Run | None:
+    """The last cancellation check before the effect leaves: mark the attempt SENDING.
+
+    It locks the dispatch record, as ``run_cancel`` does, so a cancellation either commits
+    first (the attempt is then NOT_SENT and nothing is sent) or sees SENDING and qualifies
+    itself as ``cancelled_effect_unknown``.
+    """
+    try:
+        with transaction.atomic():
+            locked = (
+                EffectAttempt.objects.select_for_update()
+                .filter(pk=attempt.pk, status=AttemptStatus.DISPATCH_RECORDED)
+                .first()
+            )
+            run = Run.objects.get(pk=owner.run_id)
+            if locked is None or is_terminal(run.state) or run.owner_epoch != owner.epoch:
+                return None
+            EffectAttempt.objects.filter(pk=attempt.pk).update(status=AttemptStatus.SENDING)
+    except OperationalError as exc:
+        if not lock_wait_failed(exc):
+            raise
+        # Someone else holds the dispatch record (a takeover settling it): send nothing.
+        owner.busy = True
+        return None
+    attempt.status = AttemptStatus.SENDING
+    return run
+
+
+def record_effect_outcome(
+    owner: Owner, attempt: EffectAttempt, proposal: ActionIntent, outcome: Outcome
+) -> None:
+    """Record what the dispatch answered, as the effect table says (runs/domain/effects.py).
+
+    The attempt's new status commits with the run event that records it. If the run ended
+    meanwhile (a cancellation won), the event is refused and the outcome is settled from
+    the ledger as ``effect.reconciled`` instead: an effect is never left off the record.
+    """
+    rule = registry.ALL_CONTRACTS[proposal.capability].error(outcome.error)
+    resolution = effects.resolve_dispatch(
+        ok=outcome.ok,
+        stage=outcome.stage,
+        error=outcome.error,
+        declared=rule.transition if rule is not None else None,
+    )
+    run_id = owner.run_id
+    refs: dict[str, str] = {"attempt": attempt.pk}
+    if resolution.effect:
+        refs["effect"] = str(outcome.data["effect_id"])
+    if resolution.event is not EventType.EFFECT_AMBIGUOUS:
+        content = observation_content(proposal.capability, dict(proposal.args), outcome)
+        content["proposal_hash"] = attempt.proposal_hash
+        refs["observation"] = evidence.store(run_id=run_id, kind="observation", content=content)
+    if outcome.quarantined:
+        refs["validation"] = evidence.store(
+            run_id=run_id,
+            kind="quarantine",
+            content=dict(outcome.quarantined),
+            redaction_class="quarantined",
+        )
+    result = record_resolution(
+        owner,
+        attempt,
+        resolution,
+        refs=refs,
+        payload={"stage": outcome.stage, "detail": outcome.detail[:300]},
+        detail=outcome.detail,
+        error=outcome.error,
+        answer=outcome.error if outcome.stage == "definite" else "",
+        effect_id=refs.get("effect", ""),
+    )
+    if result is not None and not result.applied and result.snapshot.terminal:
+        record_after_terminal(attempt)
+
+
+def record_resolution(
+    owner: Owner,
+    attempt: EffectAttempt,
+    resolution: effects.Resolution,
+    *,
+    refs: dict[str, str],
+    payload: dict[str, Any] | None = None,
+    expected_state: State = State.EXECUTING,
+    detail: str = "",
+    error: str = "",
+    answer: str = "",
+    effect_id: str = "",
+) -> Result | None:
+    """Append ``resolution.event`` and move the attempt to ``resolution.status`` in the same
+    transaction; refused (nothing written) if the attempt moved meanwhile."""
+    assert resolution.event is not None
+    source = AttemptStatus(attempt.status)
+
+    def within(run: Run, event: Any) -> None:
+        attempts.attempt_move(
+            attempt_id=attempt.pk,
+            source=source,
+            target=resolution.status,
+            detail=detail or resolution.reason,
+            error=error,
+            answer=answer,
+            effect_id=effect_id,
+        )
+
+    result = append_fact(
+        owner,
+        resolution.event,
+        Actor.CAPABILITY_ADAPTER if expected_state is State.EXECUTING else Actor.HARNESS,
+        resolution.reason,
+        expected_state=expected_state,
+        refs=refs,
+        payload=payload or {},
+        counters_delta={Budget.EFFECTS: 1} if resolution.effect else None,
+        within=within,
+    )
+    if result is not None and result.applied:
+        attempt.status = resolution.status
+    return result
+
+
+def record_after_terminal(attempt: EffectAttempt) -> None:
+    """The run ended (cancelled) while the effect was in flight: the obligation stays, so
+    reconcile it against the ledger now and append what the ledger proves."""
+    obligation_reconcile(attempt_id=attempt.pk)
+
+
+def step_recovering(owner: Owner, run: Run) -> str | None:
+    attempt = (
+        EffectAttempt.objects.filter(run=run, status__in=effects.RECONCILABLE)
+        .order_by("-dispatch_sequence", "-created_at")
+        .first()
+    )
+    if attempt is None:
+        append(
+            owner,
+            run,
+            EventType.RECONCILIATION_UNRESOLVED,
+            Actor.HARNESS,
+            "no_attempt_to_reconcile",
+            payload={"owner": "operator"},
+        )
+        return None
+    proposal = inputs.proposal_of(run)
+    assert isinstance(proposal, ActionIntent)
+    inv = invocation_for(run, proposal)
+    found = reserve_part.reconcile(
+        key=attempt.idempotency_key,
+        intent=reserve_part.intent_for(inv),
+        world=world_of(run),
+        fence=run.revision,
+    )
+    reach_point(owner, "after_reconciliation_read")
+    resolution = effects.resolve_reconciliation(found.outcome)
+    if resolution is None:
+        # A commit of this key is still in progress elsewhere (an older owner inside the
+        # ledger's transaction): nothing is known yet, so nothing is recorded. Stop; the
+        # sweeper re-drives the run and the read is repeated.
+        log.info("reconciliation busy: %s", found.detail, extra={"run_id": owner.run_id})
+        return PAUSE
+    refs = {"attempt": attempt.pk}
+    payload: dict[str, Any] = {
+        "detail": found.detail,
+        "key": attempt.idempotency_key,
+        "fence": run.revision,
+    }
+    if found.effect is not None and resolution.effect:
+        refs["effect"] = str(found.effect["effect_id"])
+    if resolution.status in effects.UNRESOLVED:
+        payload["owner"] = "operator"
+    record_resolution(
+        owner,
+        attempt,
+        resolution,
+        refs=refs,
+        payload=payload,
+        expected_state=State.RECOVERING,
+        detail=found.detail,
+        effect_id=refs.get("effect", ""),
+    )
+    return None
+
+
+# -- effect obligations after a run ended --------------------------------------------------
+def obligation_record(
+    *,
+    attempt: EffectAttempt,
+    resolution: effects.Resolution,
+    effect: Mapping[str, Any] | None,
+    detail: str,
+    by_ref: str = "harness",
+) -> bool:
+    """Append an ended run's obligation outcome as ``effect.reconciled`` and move the
+    attempt with it, in one transaction; False when nothing was recorded (the attempt was
+    settled by someone else meanwhile, or the run kept changing)."""
+    source = AttemptStatus(attempt.status)
+    refs = {"attempt": attempt.pk}
+    effect_id = str((effect or {}).get("effect_id", ""))
+    if effect_id and resolution.effect:
+        refs["effect"] = effect_id
+
+    def within(run: Run, event: Any) -> None:
+        attempts.attempt_move(
+            attempt_id=attempt.pk,
+            source=source,
+            target=resolution.status,
+            detail=detail,
+            effect_id=refs.get("effect", ""),
+        )
+
+    recorded = authority.append_control(
+        run_id=str(attempt.run_id),
+        type=EventType.EFFECT_RECONCILED,
+        actor=Actor.OPERATOR if by_ref != "harness" else Actor.HARNESS,
+        reason_code=f"obligation_{resolution.reconciled}",
+        refs=refs,
+        payload={
+            "detail": detail[:300],
+            "by": by_ref,
+            "outcome": resolution.reconciled,
+            "key": attempt.idempotency_key,
+        },
+        within=within,
+    )
+    return recorded is not None
+
+
+def obligation_reconcile(*, attempt_id: str, by_ref: str = "harness") -> EffectAttempt:
+    """Query the ledger by the attempt's key and record what it proves (never dispatch).
+
+    Only for an ended run: the read fences the key at the run's revision, above the token
+    of every dispatch the run ever recorded, so "absent" is final. A busy ledger (a commit
+    of the key in progress) or a ledger still unavailable records nothing new; the sweeper
+    asks again.
+    """
+    attempt = EffectAttempt.objects.select_related("run").get(pk=attempt_id)
+    run = attempt.run
+    if not is_terminal(run.state) or AttemptStatus(attempt.status) not in effects.RECONCILABLE:
+        return attempt
+    world = ports.for_run(run.namespace, str(run.pk), run.fault_plan)
+    found = reserve_part.reconcile(
+        key=attempt.idempotency_key,
+        intent=_intent_for_attempt(attempt),
+        world=world,
+        fence=run.revision,
+    )
+    resolution = effects.resolve_reconciliation(found.outcome)
+    if resolution is None or resolution.status.value == attempt.status:
+        return attempt
+    obligation_record(
+        attempt=attempt,
+        resolution=resolution,
+        effect=found.effect,
+        detail=found.detail,
+        by_ref=by_ref,
+    )
+    attempt.refresh_from_db()
+    return attempt
+
+
+def _intent_for_attempt(attempt: EffectAttempt) -> dict[str, Any]:
+    from runs import evidence
+    from runs.engine.inputs import canonical_proposal
+
+    run = attempt.run
+    observations = evidence.admitted_observations(str(run.pk))
+    for obs in reversed(list(observations.values())):
+        data = obs.get("data") or {}
+        if (
+            obs.get("capability") == "propose_reservation"
+            and data.get("proposal_hash") == attempt.proposal_hash
+        ):
+            proposal = data["proposal"]
+            break
+    else:
+        proposal, _ = canonical_proposal(observations)
+        proposal = proposal or {"part_id": "", "slot_id": "", "quantity": 0}
+    return reserve_part.semantic_intent(
+        tenant=run.tenant,
+        principal_ref=run.principal_ref,
+        task_id=run.task_id,
+        run_id=str(run.pk),
+        proposal_hash=attempt.proposal_hash,
+        part_id=proposal["part_id"],
+        slot_id=proposal["slot_id"],
+        quantity=proposal["quantity"],
+    )

@@ -1,0 +1,142 @@
+"""What every step of one owner shares: the claim it holds, and the one way it appends.
+
+A step does its I/O first (policy call, capability call, ledger read), outside any
+database transaction, and then appends exactly one event through ``append`` with the
+revision and owner epoch it started from. Safe points re-check cancellation (SPEC §1).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from capabilities import ports
+from capabilities.base import Outcome
+from capabilities.ports import WorldPort
+from fieldops import points
+from kernel import clock
+from runs import authority
+from runs.authority import Result
+from runs.domain import safepoints
+from runs.domain.states import Actor, EventType, State, is_terminal
+from runs.engine import ownership
+from runs.models import Run
+
+log = logging.getLogger("fieldops.runner")
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class Owner:
+    """The claim this runner holds, plus the hooks the fault lab and tests may set."""
+
+    claim: ownership.Claim
+    # The run's fault plan (part of its configuration): the cancellations it schedules at
+    # safe points fire once per advance.
+    plan: tuple[Mapping[str, Any], ...]
+    fired: set[str]
+    # Set when an append found the run held by another transaction past the lock
+    # timeout: the owner stops and the sweeper re-drives the run.
+    busy: bool = False
+
+    @property
+    def run_id(self) -> str:
+        return self.claim.run_id
+
+    @property
+    def epoch(self) -> int:
+        return self.claim.epoch
+
+
+def reach_point(owner: Owner, name: str) -> None:
+    points.reach(name, owner.run_id)
+
+
+# A step returns PAUSE when the run must wait for something outside it before it can move
+# (a commit of its effect still in progress elsewhere): the owner stops and releases the
+# run, and the sweeper re-drives it later.
+PAUSE = "pause"
+
+
+def append(
+    owner: Owner, run: Run, type: EventType, actor: Actor, reason: str = "", **kw: Any
+) -> Result:
+    result = authority.append(
+        run_id=str(run.pk),
+        expected_revision=run.revision,
+        expected_epoch=owner.epoch,
+        type=type,
+        actor=actor,
+        reason_code=reason,
+        run=run,  # the row this step read: the authority's CAS proves it current
+        **kw,
+    )
+    if result.busy:
+        owner.busy = True
+    return result
+
+
+def append_fact(
+    owner: Owner,
+    type: EventType,
+    actor: Actor,
+    reason: str,
+    *,
+    expected_state: State = State.EXECUTING,
+    **kw: Any,
+) -> Result | None:
+    """Append the result of I/O that already happened, riding out unrelated races."""
+    for _ in range(20):
+        run = Run.objects.get(pk=owner.run_id)
+        if run.owner_epoch != owner.epoch or run.state != expected_state.value:
+            return append(owner, run, type, actor, reason, **kw)
+        result = append(owner, run, type, actor, reason, **kw)
+        if not result.conflict:
+            return result
+    return None
+
+
+def inject_cancel(owner: Owner, point: str) -> None:
+    """Fire a cancellation the fault plan scheduled at ``point`` (once per advance)."""
+    if point in owner.fired or not safepoints.cancellation_scheduled(owner.plan, point):
+        return
+    owner.fired.add(point)
+    from runs import services
+
+    services.run_cancel(
+        run_id=owner.run_id, by_ref="faultlab:scheduled", reason=f"fault lab: cancellation {point}"
+    )
+
+
+def safe_point(owner: Owner, point: str) -> Run | None:
+    """Inject a scheduled cancellation at ``point``, then re-read: None if we must stop."""
+    inject_cancel(owner, point)
+    run = Run.objects.get(pk=owner.run_id)
+    if is_terminal(run.state) or run.owner_epoch != owner.epoch:
+        return None
+    return run
+
+
+def world_of(run: Run) -> WorldPort:
+    return ports.for_run(run.namespace, str(run.pk), run.fault_plan)
+
+
+def observation_content(capability: str, args: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
+    return {
+        "capability": capability,
+        "args": args,
+        "ok": outcome.ok,
+        "data": dict(outcome.data),
+        "error": outcome.error,
+        "stage": outcome.stage,
+        "detail": outcome.detail[:500],
+        "attempts": outcome.attempts,
+        "observed_at": clock.iso(clock.now()),
+    }

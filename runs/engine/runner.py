@@ -1,0 +1,88 @@
+"""One owner advancing one run: claim it, then one step per state until it waits or ends.
+
+``advance`` claims the run (new owner epoch), then runs the step of its current state
+(``steps.py``; the effect and its reconciliation in ``effects.py``) until the run waits,
+ends, pauses, becomes busy or ownership is lost. The lease is renewed as it goes and
+released at the end, except when the worker "dies" (a drill), exactly as after SIGKILL.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from fieldops import points
+from kernel import clock
+from runs.domain.budgets import Budget, exhausted_reason
+from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
+from runs.engine import effects as effect_steps
+from runs.engine import ownership, steps
+from runs.engine.owner import PAUSE, Owner, append, reach_point, worker_name
+from runs.models import Run
+
+log = logging.getLogger("fieldops.runner")
+
+MAX_STEPS = 400
+
+
+def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEPS) -> str:
+    """Advance ``run_id`` until it waits, ends, pauses or ownership is lost; return its state.
+
+    A run that cannot be claimed (owned, waiting, ended, or locked by a stalled
+    transaction) is left alone: the refusal is logged and the run's state returned.
+    """
+    claim = ownership.claim(run_id, worker or worker_name())
+    if not isinstance(claim, ownership.Claim):
+        log.info("claim refused: %s", claim.reason, extra={"run_id": run_id})
+        run = Run.objects.filter(pk=run_id).only("state").first()
+        return run.state if run else "MISSING"
+    run = Run.objects.get(pk=run_id)
+    owner = Owner(claim=claim, plan=tuple(run.fault_plan), fired=set())
+    try:
+        reach_point(owner, "after_claim")
+        _loop(owner, max_steps)
+    except points.WorkerKilled:
+        # The process "died" (a drill): its lease stays until it expires, like after SIGKILL.
+        raise
+    except BaseException:
+        ownership.release(owner.claim)
+        raise
+    ownership.release(owner.claim)
+    return Run.objects.get(pk=run_id).state
+
+
+def _loop(owner: Owner, max_steps: int) -> None:
+    renewed_at = clock.now()
+    for _ in range(max_steps):
+        run = Run.objects.get(pk=owner.run_id)
+        if run.owner_epoch != owner.epoch or is_terminal(run.state) or is_waiting(run.state):
+            return
+        if clock.now() > run.deadline:
+            append(
+                owner,
+                run,
+                EventType.RUN_FAILED,
+                Actor.CLOCK,
+                exhausted_reason(Budget.ELAPSED_MS),
+            )
+            continue
+        if STEPS[State(run.state)](owner, run) == PAUSE or owner.busy:
+            return
+        # Renew once a third of the lease has passed, not after every step (a commit
+        # each). Ownership is still checked every step: the re-read above stops at an
+        # epoch change, and nobody can claim while the lease is unexpired.
+        if clock.now() - renewed_at >= ownership.lease_length() / 3:
+            if not ownership.renew(owner.claim):
+                return
+            renewed_at = clock.now()
+
+
+STEPS: dict[State, Callable[[Owner, Run], str | None]] = {
+    State.CREATED: steps.step_created,
+    State.OBSERVING: steps.step_observing,
+    State.DECIDING: steps.step_deciding,
+    State.VALIDATING: steps.step_validating,
+    State.EXECUTING: steps.step_executing,
+    State.RECOVERING: effect_steps.step_recovering,
+    State.VERIFYING: steps.step_verifying,
+}
