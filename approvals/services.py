@@ -343,3 +343,20 @@ def checkpoint_expire(*, checkpoint_id: str) -> bool:
         payload={"expired_at": clock.iso(checkpoint.expires_at), "owner": "approver"},
     )
     return result.applied
+
+
+def checkpoints_close(run: Run, event: Any) -> list[dict[str, str]]:
+    """Close the run's pending checkpoints with its terminal event (same transaction): an
+    expiry expires them, anything else cancels them. Return them as unresolved items."""
+    pending = list(
+        Checkpoint.objects.filter(run=run, status=Checkpoint.Status.PENDING).values_list(
+            "id", flat=True
+        )
+    )
+    Checkpoint.objects.filter(pk__in=pending).update(
+        status=Checkpoint.Status.EXPIRED
+        if event.type is EventType.APPROVAL_EXPIRED
+        else Checkpoint.Status.CANCELLED,
+        closed_at=clock.now(),
+    )
+    return [{"checkpoint": c} for c in pending]

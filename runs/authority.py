@@ -23,24 +23,21 @@ import psycopg
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, connection, transaction
 
-from approvals.models import Checkpoint
 from fieldops import points
 from fieldops.db import lock_wait_failed
 from kernel import clock
-from runs.domain import effects, invariants
-from runs.domain.budgets import Budget
+from runs import outbox, terminal
+from runs.domain import guards, invariants
 from runs.domain.events import EventRecord, RunConfig, RunSnapshot, build_event
 from runs.domain.states import (
     CONTROL_EVENTS,
-    POST_TERMINAL_CONTROL_EVENTS,
     Actor,
-    Disposition,
     EventType,
     State,
     is_terminal,
 )
 from runs.domain.transitions import edge
-from runs.models import Correlation, EffectAttempt, Event, Outbox, Run, TerminalRecord
+from runs.models import Event, Run
 
 log = logging.getLogger("fieldops.authority")
 
@@ -341,7 +338,7 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
         return _Write(control, applied=False, refusal="stale_owner")
     if run.revision != ask.expected_revision:
         return Result(False, snapshot, refusal="revision_conflict")
-    refusal = _refusal(run, type, actor, refs, counters_delta)
+    refusal = guards.refusal(snapshot, type, actor, refs, counters_delta)
     if refusal is not None:
         control_type, reason = refusal
         control = _control(
@@ -360,7 +357,12 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
         if control is None:
             return Result(False, snapshot, refusal=reason, control=None)
         return _Write(control, applied=False, refusal=reason)
-    size_reason = _history_refusal(run, type, payload)
+    limits = _limits()
+    size_reason = guards.history_refusal(snapshot, type, event_bytes=run.event_bytes, limits=limits)
+    if size_reason is None and guards.history_large(
+        snapshot, event_bytes=run.event_bytes, limits=limits
+    ):
+        log.warning("run history is large", extra={"run_id": str(run.pk), "sequence": run.revision})
     if size_reason is not None:
         type, actor, reason_code, refs, payload = (
             EventType.RUN_FAILED,
@@ -410,13 +412,11 @@ def _write(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
             False, snapshot_of(run, config=snapshot.config), refusal=decision.refusal, control=event
         )
     if decision.closes_run(snapshot):
-        _close_run(run, event)
+        terminal.close(run, event)
     if decision.within is not None:
         decision.within(run, event)
     if decision.follow_up:
-        Outbox.objects.create(run=run, kind="advance", created_at=clock.now())
-        run_id = str(run.pk)
-        transaction.on_commit(lambda: _kick(run_id))
+        outbox.put(run_id=str(run.pk))
     if connection.in_atomic_block:
         # Everything of this event is written and holds the run's row lock until commit.
         points.reach(f"authority.in_transaction:{event.type}", str(run.pk))
@@ -440,7 +440,7 @@ def _integrity_stop(run: Run, event_id: str) -> None:
         )
         invariants.assert_invariants(snapshot, event)
         _store(run, snapshot, event, snapshot.revision)
-        _close_run(run, event)
+        terminal.close(run, event)
 
 
 def append_control(
@@ -485,69 +485,13 @@ def append_control(
 CONTROL_RETRIES = 20
 
 
-# -- guards ------------------------------------------------------------------------------
-_REQUIRED_REFS: Mapping[EventType, tuple[str, ...]] = {
-    EventType.APPROVAL_GRANTED: ("approval",),
-    EventType.EFFECT_RECORDED: ("effect", "attempt"),
-    EventType.RECONCILIATION_MATCHED: ("effect", "attempt"),
-    EventType.COMPLETION_VERIFIED: ("completion",),
-}
-
-
-def _refusal(
-    run: Run,
-    type: EventType,
-    actor: Actor,
-    refs: Mapping[str, str] | None,
-    delta: Mapping[str, int] | None,
-) -> tuple[EventType, str] | None:
-    if type in CONTROL_EVENTS:
-        if is_terminal(run.state) and type not in POST_TERMINAL_CONTROL_EVENTS:
-            # A budget change or a recovery cannot touch a closed run; the request is recorded.
-            return EventType.TRANSITION_REJECTED, "run_terminal"
-        return None
-    if is_terminal(run.state):
-        if type is EventType.PROPOSAL_EMITTED and run.state == State.CANCELLED:
-            return EventType.PROPOSAL_REJECTED_AFTER_CANCEL, "run_cancelled"
-        if type in (
-            EventType.APPROVAL_GRANTED,
-            EventType.APPROVAL_DECLINED,
-            EventType.CLARIFICATION_ANSWERED,
-        ):
-            return EventType.LATE_APPROVAL_REJECTED, "run_terminal"
-        if type is EventType.EXTERNAL_OBSERVED:
-            return EventType.TRANSITION_REJECTED, "post_terminal_callback"
-        return EventType.TRANSITION_REJECTED, "run_terminal"
-    declared = edge(run.state, type)
-    if declared is None:
-        return EventType.TRANSITION_REJECTED, "illegal_transition"
-    if actor not in declared.actors:
-        # proposal.not_authority: an actor without standing for this edge is refused.
-        return EventType.TRANSITION_REJECTED, "actor_not_authorized"
-    missing = [k for k in _REQUIRED_REFS.get(type, ()) if not (refs or {}).get(k)]
-    if missing:
-        return EventType.TRANSITION_REJECTED, "evidence_required"
-    for key, amount in (delta or {}).items():
-        if key == Budget.ELAPSED_MS:
-            continue
-        if run.counters.get(key, 0) + amount > run.budget_limits.get(key, 0):
-            return EventType.TRANSITION_REJECTED, f"{key}_budget_exceeded"
-    return None
-
-
-def _history_refusal(run: Run, type: EventType, payload: Mapping[str, Any] | None) -> str | None:
-    """Refuse growth past the hard history limit: the run fails with a precise reason."""
-    if is_terminal(run.state) or type is EventType.RUN_FAILED:
-        return None
-    if run.revision + 2 > settings.FIELDOPS_HISTORY_MAX_EVENTS:
-        return "history_event_limit_exceeded"
-    if run.event_bytes + 4096 > settings.FIELDOPS_HISTORY_MAX_BYTES:
-        return "history_size_limit_exceeded"
-    if run.revision + 1 == settings.FIELDOPS_HISTORY_WARN_EVENTS or (
-        run.event_bytes > settings.FIELDOPS_HISTORY_WARN_BYTES
-    ):
-        log.warning("run history is large", extra={"run_id": str(run.pk), "sequence": run.revision})
-    return None
+def _limits() -> guards.HistoryLimits:
+    return guards.HistoryLimits(
+        max_events=settings.FIELDOPS_HISTORY_MAX_EVENTS,
+        max_bytes=settings.FIELDOPS_HISTORY_MAX_BYTES,
+        warn_events=settings.FIELDOPS_HISTORY_WARN_EVENTS,
+        warn_bytes=settings.FIELDOPS_HISTORY_WARN_BYTES,
+    )
 
 
 def _check_request(
@@ -609,9 +553,7 @@ def _control(
 ) -> EventRecord | None:
     """The control event recording a refusal at the run's current revision (None when the
     history is full: the refusal then stands unrecorded)."""
-    if _history_refusal(run, type, payload) is not None or run.revision + 1 > (
-        settings.FIELDOPS_HISTORY_MAX_EVENTS
-    ):
+    if not guards.control_fits(snapshot, type, event_bytes=run.event_bytes, limits=_limits()):
         log.warning("control event dropped: history full", extra={"run_id": str(run.pk)})
         return None
     event = build_event(
@@ -835,72 +777,3 @@ def record_of(row: Event) -> EventRecord:
         content_hash=row.content_hash,
         hash=row.hash,
     )
-
-
-# -- terminal bookkeeping ----------------------------------------------------------------
-_OWNERS = {
-    Disposition.COMPLETED: "none",
-    Disposition.FAILED: "operator",
-    Disposition.CANCELLED: "operator",
-    Disposition.ESCALATED: "operator",
-}
-
-
-def _close_run(run: Run, event: EventRecord) -> None:
-    """Write the terminal record and close open waits, in the terminal event's transaction."""
-    now = clock.now()
-    unresolved_attempts = list(
-        EffectAttempt.objects.filter(run=run, status__in=effects.UNRESOLVED).values_list(
-            "id", flat=True
-        )
-    )
-    open_checkpoints = list(
-        Checkpoint.objects.filter(run=run, status=Checkpoint.Status.PENDING).values_list(
-            "id", flat=True
-        )
-    )
-    Checkpoint.objects.filter(pk__in=open_checkpoints).update(
-        status=Checkpoint.Status.EXPIRED
-        if event.type is EventType.APPROVAL_EXPIRED
-        else Checkpoint.Status.CANCELLED,
-        closed_at=now,
-    )
-    Correlation.objects.filter(run=run, status="OPEN").update(
-        status="EXPIRED" if event.type is EventType.EXTERNAL_EXPIRED else "CLOSED"
-    )
-    disposition = Disposition(event.next_state.value)
-    account = effects.EffectAccount(
-        counted_at_end=int(event.budget.get(Budget.EFFECTS, 0)),
-        reconciled_after_end=0,
-        unresolved=len(unresolved_attempts),
-    )
-    follow_up = effects.follow_up(completed=disposition is Disposition.COMPLETED, account=account)
-    TerminalRecord.objects.create(
-        run=run,
-        disposition=disposition.value,
-        reason_code=event.reason_code,
-        deciding_sequence=event.sequence,
-        versions={
-            "contract": run.contract_version,
-            "policy": run.policy_version,
-            "model_adapter": run.model_adapter_version,
-            "component_set": run.component_set,
-            "components": run.components,
-        },
-        final_counters=dict(event.budget),
-        cancel_revision=event.cancel_revision,
-        unresolved=[{"attempt": a} for a in unresolved_attempts]
-        + [{"checkpoint": c} for c in open_checkpoints],
-        evidence_complete=True,
-        owner=str(event.payload.get("owner") or _OWNERS[disposition]),
-        allowed_follow_up=list(follow_up),
-        artifact_id=event.refs.get("artifact", ""),
-        created_at=now,
-    )
-    Run.objects.filter(pk=run.pk).update(lease_owner="", lease_expires_at=None)
-
-
-def _kick(run_id: str) -> None:
-    from runs.engine import executor
-
-    executor.kick(run_id)  # never raises: the committed outbox row is the delivery

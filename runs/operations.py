@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from runs import services
+from runs import outbox, services
 from runs.domain.states import State, is_terminal
 from runs.engine import effects as effect_steps
-from runs.engine import executor
 from runs.models import EffectAttempt, Run
 
 BULK_CANCEL_LIMIT = 100
@@ -102,7 +101,7 @@ def effect_attempt_reconcile(*, attempt_id: str, tenant: str, by_ref: str) -> Re
         resolved = effect_steps.obligation_reconcile(attempt_id=attempt.pk, by_ref=by_ref)
         return ReconcileOutcome(resolved, "reconciled", resolved.detail or resolved.status)
     if run.state == State.RECOVERING.value:
-        executor.enqueue_advance(str(run.pk))
+        outbox.rearm(str(run.pk))
         attempt.refresh_from_db()
         run.refresh_from_db()
         return ReconcileOutcome(

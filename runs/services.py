@@ -18,15 +18,14 @@ from catalog.models import CapabilityVersion, Lifecycle
 from fieldops.db import lock_wait_failed
 from kernel import clock
 from kernel.canonical import digest
-from runs import authority, policies, selectors
+from runs import authority, outbox, policies, selectors
 from runs.domain import effects
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
 from runs.domain.effects import AttemptStatus
 from runs.domain.events import RunConfig
 from runs.domain.states import Actor, EventType, State, is_terminal
-from runs.engine import executor
 from runs.engine.inputs import pinned_ref
-from runs.models import EffectAttempt, Evidence, Outbox, Run
+from runs.models import EffectAttempt, Evidence, Run
 from runs.policies import vocabularies
 
 CONTRACT_VERSION = "fieldops-reservation@1.0.0"
@@ -183,8 +182,7 @@ def run_create(
             created_at=now,
         )
         if start:
-            Outbox.objects.create(run=run, kind="advance", created_at=now)
-            executor.kick_on_commit(str(run.pk))
+            outbox.put(run_id=str(run.pk))
     return run
 
 

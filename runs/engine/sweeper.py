@@ -21,13 +21,12 @@ from approvals import services as approvals
 from approvals.models import Checkpoint
 from fieldops.db import lock_wait_failed
 from kernel import clock
-from runs import authority
+from runs import authority, outbox
 from runs.domain import effects
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import TERMINAL_STATES, WAITING_STATES, Actor, EventType, State
 from runs.engine import effects as effect_steps
-from runs.engine import executor
-from runs.models import Correlation, EffectAttempt, Outbox, Run, WorkerHeartbeat
+from runs.models import Correlation, EffectAttempt, Run, WorkerHeartbeat
 
 log = logging.getLogger("fieldops.sweeper")
 
@@ -168,11 +167,7 @@ def _reconcile_obligations(limit: int, report: SweepReport) -> None:
 
 
 def _redrive(now: dt.datetime, limit: int, report: SweepReport) -> None:
-    candidates: set[str] = set()
-    for run_id in Outbox.objects.filter(
-        Q(dispatched_at__isnull=True, created_at__lt=now - stuck_after() / 2)
-    ).values_list("run_id", flat=True)[:limit]:
-        candidates.add(str(run_id))
+    candidates = set(outbox.pending_run_ids(created_before=now - stuck_after() / 2, limit=limit))
     movable = Run.objects.exclude(state__in=[s.value for s in TERMINAL_STATES | WAITING_STATES])
     expired = movable.filter(lease_expires_at__lt=now)
     idle = movable.filter(lease_expires_at__isnull=True, updated_at__lt=now - stuck_after())
@@ -181,5 +176,5 @@ def _redrive(now: dt.datetime, limit: int, report: SweepReport) -> None:
     ):
         candidates.add(str(run_id))
     for run_id in sorted(candidates):
-        executor.enqueue_advance(run_id)
+        outbox.rearm(run_id)
         report.redriven.append(run_id)

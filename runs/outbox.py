@@ -1,0 +1,61 @@
+"""The durable outbox: work committed with the transition that needs it, relayed after commit.
+
+A writer (the authority, ``run_create``) calls ``put`` inside its transaction: the row is
+committed with the event, and once the transaction commits the relay hands the run over.
+The relay is registered by the engine when the app is ready (``runs.apps``); writers know
+nothing about who executes runs. A relay that could not hand a run over leaves its row
+pending, and the sweeper re-arms pending rows (``rearm``), so a lost hand-over costs a
+delay, never the work.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.db import transaction
+
+from kernel import clock
+from runs.models import Outbox
+
+log = logging.getLogger("fieldops.outbox")
+
+Relay = Callable[[str], object]
+_relay: Relay | None = None
+
+
+def register_relay(relay: Relay) -> None:
+    """The one function that hands a run over after commit (the engine's executor)."""
+    global _relay
+    _relay = relay
+
+
+def put(*, run_id: str, kind: str = "advance") -> None:
+    """Record that ``run_id`` needs ``kind`` and relay it when the transaction commits."""
+    Outbox.objects.create(run_id=run_id, kind=kind, created_at=clock.now())
+    transaction.on_commit(lambda: relay(run_id))
+
+
+def relay(run_id: str) -> None:
+    """Hand ``run_id`` over now; never raises (the row stays pending if nothing took it)."""
+    if _relay is None:
+        log.warning("no outbox relay registered; the sweeper will re-arm", extra={"run_id": run_id})
+        return
+    try:
+        _relay(run_id)
+    except Exception:
+        log.exception("relay failed; the sweeper re-arms the run", extra={"run_id": run_id})
+
+
+def rearm(run_id: str) -> None:
+    """The sweeper's hand-over of a run that should move (its message was lost, or its
+    owner died): make sure a pending row says so, then relay it now."""
+    if not Outbox.objects.filter(run_id=run_id, dispatched_at__isnull=True).exists():
+        Outbox.objects.create(run_id=run_id, kind="advance", created_at=clock.now())
+    relay(run_id)
+
+
+def pending_run_ids(*, created_before: object, limit: int) -> list[str]:
+    """Runs with a row no relay has delivered, created before ``created_before``."""
+    rows = Outbox.objects.filter(dispatched_at__isnull=True, created_at__lt=created_before)
+    return [str(r) for r in rows.values_list("run_id", flat=True)[:limit]]
