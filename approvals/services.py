@@ -360,3 +360,34 @@ def checkpoints_close(run: Run, event: Any) -> list[dict[str, str]]:
         closed_at=clock.now(),
     )
     return [{"checkpoint": c} for c in pending]
+
+
+def approval_consume(*, run: Run, proposal_hash: str, attempt_id: str) -> str:
+    """Consume the approval of ``proposal_hash`` for the dispatch ``attempt_id``; return the
+    checkpoint's id. Call inside the transaction that records the dispatch (proposal.allowed).
+
+    A live approval is used exactly once (SPEC §4): its decision is marked consumed by the
+    attempt and the checkpoint becomes USED. A checkpoint already USED (a same-key
+    redispatch after a proven absence) is returned as it is. Raise ApprovalNotConsumable
+    when no checkpoint binds the hash or the approval was consumed meanwhile.
+    """
+    checkpoint = (
+        Checkpoint.objects.select_for_update()
+        .filter(run=run, kind=Checkpoint.Kind.APPROVAL, proposal_hash=proposal_hash)
+        .order_by("-created_at")
+        .first()
+    )
+    if checkpoint is None:
+        raise ApprovalNotConsumable("effect admitted without a checkpoint for its hash")
+    if checkpoint.status == Checkpoint.Status.APPROVED:
+        consumed = Decision.objects.filter(
+            checkpoint=checkpoint, verdict=Decision.Verdict.APPROVE, consumed_at__isnull=True
+        ).update(consumed_at=clock.now(), consumed_by_attempt=attempt_id)
+        if consumed != 1:
+            raise ApprovalNotConsumable("the approval was already consumed")
+        Checkpoint.objects.filter(pk=checkpoint.pk).update(status=Checkpoint.Status.USED)
+    return str(checkpoint.pk)
+
+
+class ApprovalNotConsumable(RuntimeError):
+    """The dispatch record cannot consume an approval: an integrity failure, never routine."""

@@ -20,12 +20,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from access.objects import get_checkpoint_for_user
 from access.roles import APPROVER, has_role, principal_ref_of, require_role, tenant_of
-from approvals import services
+from approvals import selectors, services
 from approvals.domain import CHANGEABLE_FIELDS
 from approvals.models import Checkpoint
 from kernel import clock
 from kernel.canonical import digest
-from runs import selectors
+from runs.console import filters
 
 FORBIDDEN_REFUSALS = frozenset({"not_an_approver", "self_approval", "not_requester"})
 CONFLICT_REFUSALS = frozenset(
@@ -73,15 +73,15 @@ def approvals_queue(request: HttpRequest) -> HttpResponse:
     require_role(request.user, APPROVER)
     kind = request.GET.get("kind", "")
     q = request.GET.get("q", "").strip()[:64]
-    world = selectors.world_from_query(request.GET.get("world"))
+    world = filters.world_from_query(request.GET.get("world"))
     error, bounds = "", None
     if kind and kind not in Checkpoint.Kind.values:
         error = f"There is no checkpoint kind {kind[:40]!r}: choose approval or clarification."
         kind = ""
     if q and not error:
-        bounds = selectors.id_range(q)
+        bounds = filters.id_range(q)
         if bounds is None:
-            error = selectors.ID_SEARCH_ERROR
+            error = filters.ID_SEARCH_ERROR
     tenant = _tenant(request)
     pending = (
         []
@@ -89,14 +89,14 @@ def approvals_queue(request: HttpRequest) -> HttpResponse:
         else selectors.checkpoint_queue(tenant=tenant, kind=kind, run_ids=bounds, world=world)
     )
     now = clock.now()
-    shown_world = "" if world == selectors.DEFAULT_WORLD else world
-    filters = {k: v for k, v in (("kind", kind), ("q", q), ("world", shown_world)) if v}
+    shown_world = "" if world == filters.DEFAULT_WORLD else world
+    active = {k: v for k, v in (("kind", kind), ("q", q), ("world", shown_world)) if v}
     context = {
         "rows": [(c, (c.expires_at - now).total_seconds()) for c in pending],
         "kinds": Checkpoint.Kind.values,
-        "worlds": list(selectors.WORLDS.items()),
+        "worlds": list(filters.WORLDS.items()),
         "filters": {"kind": kind, "q": q, "world": world},
-        "filter_query": urlencode(filters),
+        "filter_query": urlencode(active),
         "error": error,
         "capped": len(pending) == selectors.QUEUE_LIMIT,
         "limit": selectors.QUEUE_LIMIT,

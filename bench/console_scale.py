@@ -169,8 +169,8 @@ def page_urls(long_run_id: str) -> dict[str, str]:
     """The pages to time; list cursors are the ones the list itself would link."""
     from django.urls import reverse
 
+    from runs.console.runs_selectors import encode_cursor
     from runs.models import Run
-    from runs.selectors import encode_cursor
 
     rows = Run.objects.filter(tenant="north", state=FILTER_STATE).order_by("-created_at", "-id")
     total = rows.count()
@@ -208,7 +208,8 @@ def _check_page(name: str, url: str) -> None:
     a timeline (checked through the selectors the views call, with the same arguments)."""
     from urllib.parse import parse_qs, urlparse
 
-    from runs import selectors
+    from approvals import selectors as approval_selectors
+    from runs.console import runs_selectors as selectors
     from runs.models import Run
 
     if name.startswith("runs_list"):
@@ -224,7 +225,7 @@ def _check_page(name: str, url: str) -> None:
         if name == "runs_list_last" and (shown == 0 or page.next_cursor):
             raise RuntimeError(f"{name} is not the last page")
     elif name == "approvals_queue":
-        shown = len(selectors.checkpoint_queue(tenant="north"))
+        shown = len(approval_selectors.checkpoint_queue(tenant="north"))
         if shown != 200:
             raise RuntimeError(f"the approval queue shows {shown} rows, not 200")
     elif name.startswith("run_page"):

@@ -1,7 +1,8 @@
 """Incident runbooks of the capability chapter ("Operate a capability failure"), as data.
 
-Each step names the live data blocks it needs (computed by ``runs.selectors.runbook_blocks``)
-and the actions it allows; the console renders them. The procedures come from the
+Each step names the live data blocks it needs (computed by
+``runs.console.runbook_selectors.runbook_blocks``) and the actions it allows; the console
+renders them. The procedures come from the
 capability chapter's response procedure and its worked diagnoses.
 """
 

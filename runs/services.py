@@ -18,7 +18,7 @@ from catalog.models import CapabilityVersion, Lifecycle
 from fieldops.db import lock_wait_failed
 from kernel import clock
 from kernel.canonical import digest
-from runs import authority, outbox, policies, selectors
+from runs import authority, outbox, policies, terminal
 from runs.domain import effects
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
 from runs.domain.effects import AttemptStatus
@@ -341,7 +341,7 @@ def run_follow_up(
     """
     if not is_terminal(run.state):
         raise RunInputError("run", "only an ended run can be followed up")
-    account = selectors.effect_account(run)
+    account = terminal.effect_account(run)
     allowed = effects.follow_up(completed=run.state == State.COMPLETED.value, account=account)
     if "start_follow_up_run" not in allowed:
         if account.unresolved:

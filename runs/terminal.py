@@ -14,7 +14,7 @@ from runs.domain import effects
 from runs.domain.budgets import Budget
 from runs.domain.events import EventRecord
 from runs.domain.states import Disposition, EventType
-from runs.models import Correlation, EffectAttempt, Run, TerminalRecord
+from runs.models import Correlation, EffectAttempt, Event, Run, TerminalRecord
 
 # (run, terminal event) -> what that app leaves unresolved, e.g. [{"checkpoint": "cp-..."}]
 Closer = Callable[[Run, EventRecord], list[dict[str, str]]]
@@ -79,3 +79,20 @@ def close(run: Run, event: EventRecord) -> None:
         created_at=now,
     )
     Run.objects.filter(pk=run.pk).update(lease_owner="", lease_expires_at=None)
+
+
+def effect_account(run: Run) -> effects.EffectAccount:
+    """The effects of an ended run: counted by its terminal record, reconciled since, and
+    still unknown (SPEC §7: terminal records are never edited; corrections are appended)."""
+    record = TerminalRecord.objects.filter(run=run).first()
+    counted = int((record.final_counters if record else run.counters).get(Budget.EFFECTS, 0))
+    after = record.deciding_sequence if record else run.revision
+    reconciled = sum(
+        1
+        for payload in Event.objects.filter(
+            run=run, type=EventType.EFFECT_RECONCILED.value, sequence__gt=after
+        ).values_list("payload", flat=True)
+        if effects.records_effect(EventType.EFFECT_RECONCILED, payload.get("outcome", ""))
+    )
+    unresolved = EffectAttempt.objects.filter(run=run, status__in=effects.UNRESOLVED).count()
+    return effects.EffectAccount(counted, reconciled, unresolved)

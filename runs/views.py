@@ -23,8 +23,10 @@ from access.roles import OPERATOR, principal_ref_of, require_role, tenant_of
 from capabilities import ports
 from catalog import services as catalog_services
 from catalog.models import CapabilityVersion
-from runs import operations, selectors, services
+from runs import operations, services
 from runs.authority import IntegrityConflict
+from runs.console import recovery_selectors, runbook_selectors
+from runs.console import runs_selectors as run_selectors
 from runs.domain import render as diagram
 from runs.domain.budgets import Budget
 from runs.models import EffectAttempt
@@ -69,8 +71,8 @@ class StartRunForm(forms.Form):
 
 
 def _list_context(request: HttpRequest, tenant: str, **extra: Any) -> dict[str, Any]:
-    filters = selectors.RunFilters.from_query(request.GET)
-    page = selectors.run_list_for_tenant(
+    filters = run_selectors.RunFilters.from_query(request.GET)
+    page = run_selectors.run_list_for_tenant(
         tenant=tenant, filters=filters, cursor=request.GET.get("after", "")
     )
     query = filters.as_query()
@@ -79,7 +81,7 @@ def _list_context(request: HttpRequest, tenant: str, **extra: Any) -> dict[str, 
         "filters": filters,
         "filter_query": "&".join(f"{k}={v}" for k, v in query.items()),
         "is_first_page": not request.GET.get("after"),
-        "choices": selectors.run_filter_choices(),
+        "choices": run_selectors.run_filter_choices(),
         "start_form": extra.pop("start_form", None) or StartRunForm(tenant=tenant),
         **extra,
     }
@@ -145,13 +147,13 @@ def runs_bulk_cancel(request: HttpRequest) -> HttpResponse:
 # -- one run ---------------------------------------------------------------------------
 def _detail_context(request: HttpRequest, run: Any, **extra: Any) -> dict[str, Any]:
     kind = request.GET.get("kind", "all")
-    kind = kind if kind in selectors.TIMELINE_KINDS else "all"
+    kind = kind if kind in run_selectors.TIMELINE_KINDS else "all"
     return {
         "run": run,
-        "detail": selectors.run_detail(run),
-        "timeline": selectors.run_timeline(run=run, kind=kind),
+        "detail": run_selectors.run_detail(run),
+        "timeline": run_selectors.run_timeline(run=run, kind=kind),
         "kind": kind,
-        "kinds": selectors.TIMELINE_KINDS,
+        "kinds": run_selectors.TIMELINE_KINDS,
         "diagram": diagram.state_diagram_svg(run.state, title=f"Run state: {run.state}"),
         "budgets": [b.value for b in Budget],
         **extra,
@@ -253,7 +255,7 @@ def runs_budget(request: HttpRequest, run_id: UUID) -> HttpResponse:
 @login_required
 def runs_export(request: HttpRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    response = JsonResponse(selectors.run_export(run), json_dumps_params={"indent": 2})
+    response = JsonResponse(run_selectors.run_export(run), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.json"'
     return response
 
@@ -262,7 +264,7 @@ def runs_export(request: HttpRequest, run_id: UUID) -> HttpResponse:
 @login_required
 def runs_evidence(request: HttpRequest, run_id: UUID, evidence_id: str) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    item = selectors.run_evidence(run=run, evidence_id=evidence_id)
+    item = run_selectors.run_evidence(run=run, evidence_id=evidence_id)
     if item is None:
         raise Http404("No such evidence for this run")
     return render(request, "runs/evidence.html", {"run": run, "item": item})
@@ -291,9 +293,11 @@ def recovery(request: HttpRequest) -> HttpResponse:
         request,
         "runs/recovery.html",
         {
-            "attempts": selectors.recovery_attempts(tenant=tenant),
+            "attempts": recovery_selectors.recovery_attempts(tenant=tenant),
             "query": query,
-            "lookup": selectors.ledger_lookup(tenant=tenant, query=query) if query else None,
+            "lookup": recovery_selectors.ledger_lookup(tenant=tenant, query=query)
+            if query
+            else None,
         },
     )
 
@@ -336,7 +340,7 @@ def runbooks_detail(request: HttpRequest, slug: str) -> HttpResponse:
     book = BY_SLUG.get(slug)
     if book is None:
         raise Http404("No such runbook")
-    data = selectors.runbook_blocks(
+    data = runbook_selectors.runbook_blocks(
         tenant=_tenant(request), keys=book.blocks, fixtures=book.fixtures
     )
     return render(

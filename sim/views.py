@@ -15,7 +15,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from access.objects import get_run_for_user
 from access.roles import OPERATOR, has_role, principal_ref_of, require_role, tenant_of
-from runs import docs, selectors
+from runs import docs
+from runs.console import runbook_selectors
 from runs.domain import render as diagram
 from runs.domain.invariants import INVARIANTS
 from runs.domain.states import STATE_MACHINE_VERSION, State
@@ -33,7 +34,7 @@ from sim.faultlab import TENANT as FAULTLAB_TENANT
 @login_required
 def faultlab(request: HttpRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
-    results = selectors.faultlab_results()
+    results = runbook_selectors.faultlab_results()
     return render(
         request,
         "sim/faultlab.html",
@@ -81,7 +82,7 @@ def faultlab_run(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def review_packet(request: HttpRequest) -> HttpResponse:
-    results = selectors.faultlab_results()
+    results = runbook_selectors.faultlab_results()
     return render(
         request,
         "sim/packet.html",

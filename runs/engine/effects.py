@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import OperationalError, transaction
 
-from approvals.models import Checkpoint, Decision
+from approvals import services as approvals
 from capabilities import ports, registry, reserve_part
 from capabilities.base import Invocation, Outcome
 from fieldops.db import lock_wait_failed
@@ -58,26 +58,15 @@ def record_dispatch(
                 quantity=proposal["quantity"],
             )
         )
-        checkpoint = (
-            Checkpoint.objects.select_for_update()
-            .filter(run=run, kind=Checkpoint.Kind.APPROVAL, proposal_hash=ctx.canonical_hash)
-            .order_by("-created_at")
-            .first()
+        checkpoint_id = approvals.approval_consume(
+            run=run, proposal_hash=ctx.canonical_hash, attempt_id=attempt_id
         )
-        assert checkpoint is not None, "effect admitted without a checkpoint"
-        if checkpoint.status == Checkpoint.Status.APPROVED:
-            consumed = Decision.objects.filter(
-                checkpoint=checkpoint, verdict=Decision.Verdict.APPROVE, consumed_at__isnull=True
-            ).update(consumed_at=clock.now(), consumed_by_attempt=attempt_id)
-            if consumed != 1:
-                raise RuntimeError("approval already consumed")
-            Checkpoint.objects.filter(pk=checkpoint.pk).update(status=Checkpoint.Status.USED)
         EffectAttempt.objects.create(
             id=attempt_id,
             run=run,
             idempotency_key=key,
             proposal_hash=ctx.canonical_hash,
-            checkpoint_id=checkpoint.pk,
+            checkpoint_id=checkpoint_id,
             attempt=run.attempt,
             owner_epoch=owner.epoch,
             dispatch_sequence=event.sequence,

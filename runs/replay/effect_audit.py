@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 
 from capabilities import ports
-from runs import selectors
+from runs import terminal
 from runs.domain import effects
 from runs.domain.budgets import Budget
 from runs.domain.effects import AttemptStatus
@@ -66,7 +66,7 @@ def effect_violations(run: Run, *, swept: bool = True) -> list[str]:
         problems.append(f"the run records effect {effect_id}, which the ledger does not hold")
 
     if is_terminal(run.state):
-        account = selectors.effect_account(run)
+        account = terminal.effect_account(run)
         if account.total != len(ledger):
             problems.append(
                 f"terminal record counts {account.counted_at_end} effect(s) and "

@@ -80,7 +80,7 @@ def get_item(mapping: Any, key: Any) -> Any:
 
 @register.filter(name="ref_links")
 def ref_links_filter(refs: Any) -> tuple[Any, ...]:
-    """An event's refs as typed links (see ``runs.selectors.ref_links``)."""
-    from runs.selectors import ref_links
+    """An event's refs as typed links (see ``runs.console.runs_selectors.ref_links``)."""
+    from runs.console.runs_selectors import ref_links
 
     return ref_links(refs or {})

@@ -12,7 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from approvals.models import Checkpoint, Decision
-from runs import selectors, services
+from runs import services
+from runs.console import runs_selectors as run_selectors
 from runs.models import Event, Evidence, Run
 from tests.console.conftest import client_for
 from tests.helpers import make_run, types
@@ -116,8 +117,8 @@ def test_keyset_pages_cover_every_run_exactly_once(world: None) -> None:
     seen: list[str] = []
     cursor = ""
     for _ in range(10):
-        page = selectors.run_list_for_tenant(
-            tenant="north", filters=selectors.RunFilters(), cursor=cursor, page_size=3
+        page = run_selectors.run_list_for_tenant(
+            tenant="north", filters=run_selectors.RunFilters(), cursor=cursor, page_size=3
         )
         seen += [str(r.pk) for r in page.runs]
         cursor = page.next_cursor
@@ -128,10 +129,10 @@ def test_keyset_pages_cover_every_run_exactly_once(world: None) -> None:
 
 
 def test_the_list_links_the_next_page_with_its_cursor(as_operator: Client, world: None) -> None:
-    _bulk_runs(selectors.PAGE_SIZE + 2)
+    _bulk_runs(run_selectors.PAGE_SIZE + 2)
     first = as_operator.get(reverse("runs-list"))
     page = first.context["page"]
-    assert len(page.runs) == selectors.PAGE_SIZE and page.next_cursor
+    assert len(page.runs) == run_selectors.PAGE_SIZE and page.next_cursor
     assert f"after={page.next_cursor}" in first.content.decode()
     second = as_operator.get(reverse("runs-list"), {"after": page.next_cursor})
     rest = second.context["page"].runs
@@ -490,9 +491,9 @@ def test_the_world_filter_separates_live_runs_from_fault_lab_and_simulations(as_
 
 
 # -- console polish (issue 20) -----------------------------------------------------------
-def _gauge(run: Run, budget: str) -> selectors.Gauge:
+def _gauge(run: Run, budget: str) -> run_selectors.Gauge:
     run.refresh_from_db()
-    return next(g for g in selectors.run_gauges(run) if g.budget == budget)
+    return next(g for g in run_selectors.run_gauges(run) if g.budget == budget)
 
 
 def test_the_effects_gauge_of_a_successful_run_is_not_an_alarm(
@@ -506,7 +507,7 @@ def test_the_effects_gauge_of_a_successful_run_is_not_an_alarm(
     effects = _gauge(run, "effects")
     assert (effects.used, effects.limit) == (1, 1)
     assert effects.level == "done" and effects.meaning == "the run's effect happened"
-    assert all(g.level != "alarm" for g in selectors.run_gauges(run))
+    assert all(g.level != "alarm" for g in run_selectors.run_gauges(run))
     page = as_operator.get(reverse("runs-detail", args=[run.pk])).content.decode()
     assert 'aria-label="effects used"' in page and 'data-level="done"' in page
     assert 'data-level="alarm"' not in page
@@ -516,7 +517,7 @@ def test_the_effects_gauge_of_a_successful_run_is_not_an_alarm(
 def test_the_gauge_of_the_budget_that_ended_a_run_is_the_alarm(as_operator: Client) -> None:
     run = make_run("unavailable_tool")
     assert run.terminal_reason == "action_budget_exhausted"
-    levels = {g.budget: g.level for g in selectors.run_gauges(run)}
+    levels = {g.budget: g.level for g in run_selectors.run_gauges(run)}
     assert levels["actions"] == "alarm"
     assert [b for b, level in levels.items() if level == "alarm"] == ["actions"]
     page = as_operator.get(reverse("runs-detail", args=[run.pk])).content.decode()
@@ -537,7 +538,7 @@ def test_the_gauge_of_the_budget_that_ended_a_run_is_the_alarm(as_operator: Clie
     ],
 )
 def test_a_gauge_is_coloured_by_what_it_means(budget, used, limit, exhausted, active, level):
-    gauge = selectors.Gauge(budget, used, limit, limit, exhausted=exhausted, active=active)
+    gauge = run_selectors.Gauge(budget, used, limit, limit, exhausted=exhausted, active=active)
     assert gauge.level == level
 
 

@@ -77,7 +77,7 @@ def test_every_kind_of_response_carries_the_policy(sworld: World, settings: Any)
 
 
 def test_a_server_error_page_carries_the_policy(sworld: World, monkeypatch: Any):
-    from runs import selectors
+    from runs.console import runs_selectors as selectors
 
     def broken(run: Any) -> Any:
         raise RuntimeError("forced failure")

@@ -467,7 +467,7 @@ def error_reports(collected: Collected, world: World, monkeypatch: Any, settings
             collected.reports.append((f"{where} html", reporter.get_traceback_html()))
 
     # A forced 500 in a view (DEBUG False): the page, the log line and the report.
-    from runs import selectors
+    from runs.console import runs_selectors as selectors
 
     def broken(run: Any) -> Any:
         raise RuntimeError(f"forced failure exporting {run.pk}")

@@ -1,0 +1,60 @@
+"""Filters the console's lists share: the world a run lives in, id search, ages and dispositions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from django.db.models import QuerySet
+
+AGES: Mapping[str, tuple[str, dt.timedelta, bool]] = {
+    # key: (label, span, newer-than (True) or older-than (False))
+    "1h": ("last hour", dt.timedelta(hours=1), True),
+    "24h": ("last 24 hours", dt.timedelta(days=1), True),
+    "7d": ("last 7 days", dt.timedelta(days=7), True),
+    "older-7d": ("older than 7 days", dt.timedelta(days=7), False),
+}
+
+
+DISPOSITIONS = ("COMPLETED", "FAILED", "CANCELLED", "ESCALATED")
+
+
+# The synthetic world a run acts in: the console's live world, the fault lab's, or an
+# isolated execution simulation (namespace "sim-..."). Lists and the approval queue show
+# the live world unless asked for another (or for every world).
+WORLDS: Mapping[str, str] = {
+    "live": "live world",
+    "faultlab": "fault lab",
+    "simulation": "execution simulations",
+    "all": "every world",
+}
+
+
+DEFAULT_WORLD = "live"
+
+
+def world_from_query(value: str | None) -> str:
+    """The world a list shows for the query value ``value`` (unknown or empty: live)."""
+    return value if value in WORLDS else DEFAULT_WORLD
+
+
+def in_world(qs: QuerySet[Any], world: str, *, field: str = "namespace") -> QuerySet[Any]:
+    """Narrow ``qs`` to rows whose ``field`` (a run namespace) belongs to ``world``."""
+    if world == "all":
+        return qs
+    if world == "simulation":
+        return qs.filter(**{f"{field}__startswith": "sim-"})
+    return qs.filter(**{field: world})
+
+
+ID_SEARCH_ERROR = "A run id is hexadecimal (a full id or a prefix)."
+
+
+def id_range(text: str) -> tuple[uuid.UUID, uuid.UUID] | None:
+    """Return the UUID range a full id or hex prefix covers, or None if it is not hex."""
+    digits = text.replace("-", "").lower()
+    if not digits or len(digits) > 32 or any(c not in "0123456789abcdef" for c in digits):
+        return None
+    return uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))

@@ -1,0 +1,413 @@
+"""Reads for the runs pages: the keyset-paged list, the run page (identity, gauges, timeline,
+terminal record) and its export.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q
+
+from approvals.models import Checkpoint
+from kernel import clock
+from runs.console.filters import (
+    AGES,
+    DEFAULT_WORLD,
+    DISPOSITIONS,
+    ID_SEARCH_ERROR,
+    WORLDS,
+    id_range,
+    in_world,
+    world_from_query,
+)
+from runs.domain import effects
+from runs.domain.budgets import Budget, exhausted_reason
+from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, State
+from runs.models import EffectAttempt, Event, Evidence, Run, TerminalRecord
+from runs.policies import MODEL_SCENARIO, scenario_names
+from runs.policies import registry as policy_registry
+from runs.terminal import effect_account
+
+PAGE_SIZE = 50
+
+
+TIMELINE_LIMIT = 1000
+
+
+TIMELINE_KINDS = ("all", "transitions", "control", "rejected")
+
+
+# Event refs that name an evidence row (openable); the rest name other records.
+EVIDENCE_REFS = frozenset(
+    {
+        "observation",
+        "proposal",
+        "raw_output",
+        "commentary",
+        "validation",
+        "completion",
+        "artifact",
+    }
+)
+
+
+# -- runs list -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunFilters:
+    state: str = ""
+    disposition: str = ""
+    scenario: str = ""
+    age: str = ""
+    world: str = DEFAULT_WORLD
+    q: str = ""
+
+    @classmethod
+    def from_query(cls, data: Mapping[str, str]) -> RunFilters:
+        """Keep only values the list understands; anything else is ignored, not an error."""
+        state = data.get("state", "")
+        disposition = data.get("disposition", "")
+        scenario = data.get("scenario", "")
+        age = data.get("age", "")
+        world = data.get("world", "")
+        return cls(
+            state=state if state in State.__members__ else "",
+            disposition=disposition if disposition in DISPOSITIONS else "",
+            scenario=scenario if scenario in scenario_names() else "",
+            age=age if age in AGES else "",
+            world=world_from_query(world),
+            q=(data.get("q") or "").strip()[:36],
+        )
+
+    @property
+    def world_label(self) -> str:
+        return WORLDS[self.world]
+
+    def as_query(self) -> dict[str, str]:
+        """The filters that differ from the defaults (the live world is the default)."""
+        defaults = vars(RunFilters())
+        return {k: v for k, v in vars(self).items() if v and v != defaults[k]}
+
+
+@dataclass(frozen=True)
+class RunPage:
+    runs: list[Run]
+    next_cursor: str
+    filters: RunFilters
+    search_error: str = ""
+
+
+def encode_cursor(run: Run) -> str:
+    raw = f"{clock.iso(run.created_at)}|{run.pk}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID] | None:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, _, run_id = raw.partition("|")
+        return clock.parse(stamp), uuid.UUID(run_id)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def run_list_for_tenant(
+    *, tenant: str, filters: RunFilters, cursor: str = "", page_size: int = PAGE_SIZE
+) -> RunPage:
+    """Return one page of the tenant's runs, newest first, after ``cursor``.
+
+    One query: filters map onto the (tenant, <field>, -created_at, -id) indexes and the
+    page is a keyset seek, so the cost does not grow with the number of runs.
+    """
+    qs = Run.objects.filter(tenant=tenant)
+    if filters.state:
+        qs = qs.filter(state=filters.state)
+    if filters.disposition:
+        qs = qs.filter(disposition=filters.disposition)
+    if filters.scenario:
+        qs = qs.filter(scenario=filters.scenario)
+    qs = in_world(qs, filters.world)
+    if filters.age:
+        _, span, newer = AGES[filters.age]
+        since = clock.now() - span
+        qs = qs.filter(created_at__gte=since) if newer else qs.filter(created_at__lt=since)
+    if filters.q:
+        bounds = id_range(filters.q)
+        if bounds is None:
+            return RunPage([], "", filters, ID_SEARCH_ERROR)
+        qs = qs.filter(pk__gte=bounds[0], pk__lte=bounds[1])
+    position = decode_cursor(cursor) if cursor else None
+    if position is not None:
+        created, run_id = position
+        # The redundant ``created_at <= created`` bound is what the index range starts
+        # from; without it PostgreSQL walks (and filters) every row before the cursor.
+        qs = qs.filter(created_at__lte=created).filter(
+            Q(created_at__lt=created) | Q(created_at=created, pk__lt=run_id)
+        )
+    rows = list(
+        qs.order_by("-created_at", "-id").only(
+            "id",
+            "scenario",
+            "namespace",
+            "state",
+            "disposition",
+            "terminal_reason",
+            "revision",
+            "attempt",
+            "owner_epoch",
+            "created_at",
+            "updated_at",
+            "principal_ref",
+            "counters",
+            "budget_limits",
+        )[: page_size + 1]
+    )
+    next_cursor = encode_cursor(rows[page_size - 1]) if len(rows) > page_size else ""
+    return RunPage(rows[:page_size], next_cursor, filters)
+
+
+def run_filter_choices() -> dict[str, Any]:
+    return {
+        "states": [s.value for s in State],
+        "dispositions": DISPOSITIONS,
+        "scenarios": [
+            (name, s.description) for name, s in sorted(policy_registry.scenarios().items())
+        ]
+        + [(MODEL_SCENARIO, "the configured OpenAI-compatible model endpoint")],
+        "ages": [(key, label) for key, (label, _, _) in AGES.items()],
+        "worlds": list(WORLDS.items()),
+    }
+
+
+# -- one run ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RefLink:
+    name: str
+    value: str
+    kind: str  # "evidence" | "checkpoint" | "attempt" | "effect" | "other"
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    event: Event
+    refs: tuple[RefLink, ...]
+    is_control: bool
+    is_rejected: bool
+    changes_state: bool
+
+
+def ref_links(refs: Mapping[str, str]) -> tuple[RefLink, ...]:
+    out = []
+    for name, value in sorted(refs.items()):
+        if not value:
+            continue
+        if name in EVIDENCE_REFS:
+            kind = "evidence"
+        elif name in ("checkpoint", "approval"):
+            kind = "checkpoint"
+        elif name in ("attempt", "effect"):
+            kind = name
+        else:
+            kind = "other"
+        out.append(RefLink(name, str(value), kind))
+    return tuple(out)
+
+
+def _kind_filter(kind: str) -> Q:
+    control = [e.value for e in CONTROL_EVENTS]
+    if kind == "transitions":
+        return ~Q(type__in=control)
+    if kind == "control":
+        return Q(type__in=control)
+    if kind == "rejected":
+        return Q(type__in=[e.value for e in REJECTION_EVENTS])
+    return Q()
+
+
+def run_timeline(
+    *, run: Run, kind: str = "all", limit: int = TIMELINE_LIMIT
+) -> list[TimelineEntry]:
+    """The run's events in order (the latest ``limit`` of them), filtered by kind."""
+    rows = list(
+        Event.objects.filter(run=run)
+        .filter(_kind_filter(kind if kind in TIMELINE_KINDS else "all"))
+        .order_by("-sequence")[:limit]
+    )
+    rows.reverse()
+    control = {e.value for e in CONTROL_EVENTS}
+    rejected = {e.value for e in REJECTION_EVENTS}
+    return [
+        TimelineEntry(
+            event=e,
+            refs=ref_links(e.refs),
+            is_control=e.type in control,
+            is_rejected=e.type in rejected,
+            changes_state=e.prev_state != e.next_state,
+        )
+        for e in rows
+    ]
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """One budget of a run as the run page shows it, coloured by what it means.
+
+    ``level`` is "alarm" only when this budget's exhaustion ended the run; "done" for the
+    effects budget once an effect happened (the run exists for it: 1/1 is success, not an
+    alarm); "near" for another budget of an active run at 75 % or more (its next charge
+    may be refused); "" otherwise."""
+
+    budget: str
+    used: int
+    limit: int
+    initial: int
+    exhausted: bool = False  # the run ended with this budget's exhaustion reason
+    active: bool = True  # the run has not ended
+
+    @property
+    def percent(self) -> int:
+        if self.limit <= 0:
+            return 100 if self.used else 0
+        return min(100, round(100 * self.used / self.limit))
+
+    @property
+    def level(self) -> str:
+        if self.exhausted:
+            return "alarm"
+        if self.budget == Budget.EFFECTS:
+            return "done" if self.used else ""
+        return "near" if self.active and self.percent >= 75 else ""
+
+    @property
+    def meaning(self) -> str:
+        """The level in words (shown next to the gauge and read out with it)."""
+        return {
+            "alarm": "exhausted: this ended the run",
+            "done": "the run's effect happened" if self.used == 1 else "effects happened",
+            "near": "close to the limit: the next charge may be refused",
+        }.get(self.level, "")
+
+    @property
+    def changed(self) -> bool:
+        return self.limit != self.initial
+
+
+def run_gauges(run: Run) -> list[Gauge]:
+    return [
+        Gauge(
+            budget=b.value,
+            used=int(run.counters.get(b.value, 0)),
+            limit=int(run.budget_limits.get(b.value, 0)),
+            initial=int(run.limits.get(b.value, 0)),
+            exhausted=run.is_terminal and run.terminal_reason == exhausted_reason(b),
+            active=not run.is_terminal,
+        )
+        for b in Budget
+    ]
+
+
+@dataclass
+class RunDetail:
+    run: Run
+    terminal: TerminalRecord | None
+    checkpoints: list[Checkpoint]
+    attempts: list[EffectAttempt]
+    follow_ups: list[Run]
+    waiting: Checkpoint | None = None
+    gauges: list[Gauge] = field(default_factory=list)
+    # For an ended run: its effects (counted at the end + reconciled since) and what may
+    # follow it now.
+    effect_account: effects.EffectAccount | None = None
+    follow_up: tuple[str, ...] = ()
+
+
+def run_detail(run: Run) -> RunDetail:
+    """Everything the run page shows besides the timeline, in a fixed number of queries."""
+    terminal = TerminalRecord.objects.filter(run=run).first() if run.is_terminal else None
+    checkpoints = list(Checkpoint.objects.filter(run=run).order_by("created_at"))
+    attempts = list(EffectAttempt.objects.filter(run=run).order_by("created_at"))
+    follow_ups = list(Run.objects.filter(follows_run=run).only("id", "state", "created_at"))
+    waiting = next((c for c in checkpoints if c.pk == run.waiting_checkpoint), None)
+    account = effect_account(run) if terminal is not None else None
+    return RunDetail(
+        run=run,
+        terminal=terminal,
+        checkpoints=checkpoints,
+        attempts=attempts,
+        follow_ups=follow_ups,
+        waiting=waiting,
+        gauges=run_gauges(run),
+        effect_account=account,
+        follow_up=effects.follow_up(completed=run.state == State.COMPLETED.value, account=account)
+        if account is not None
+        else (),
+    )
+
+
+def run_evidence(*, run: Run, evidence_id: str) -> Evidence | None:
+    return Evidence.objects.filter(run=run, pk=evidence_id).first()
+
+
+def run_export(run: Run) -> dict[str, Any]:
+    """The run's identity, events and the evidence references they carry (not payloads)."""
+    events = list(Event.objects.filter(run=run).order_by("sequence"))
+    evidence = list(
+        Evidence.objects.filter(run=run)
+        .order_by("created_at", "id")
+        .values("id", "kind", "content_hash", "redaction_class", "size", "created_at")
+    )
+    return {
+        "format": "fieldops-run-export@1",
+        "exported_at": clock.iso(clock.now()),
+        "run": {
+            "run_id": str(run.pk),
+            "task_id": run.task_id,
+            "tenant": run.tenant,
+            "principal_ref": run.principal_ref,
+            "scenario": run.scenario,
+            "state": run.state,
+            "revision": run.revision,
+            "attempt": run.attempt,
+            "owner_epoch": run.owner_epoch,
+            "contract_version": run.contract_version,
+            "policy_version": run.policy_version,
+            "model_adapter_version": run.model_adapter_version,
+            "component_set": run.component_set,
+            "components": run.components,
+            "limits": run.limits,
+            "budget_limits": run.budget_limits,
+            "counters": run.counters,
+            "cancel_revision": run.cancel_revision,
+            "disposition": run.disposition,
+            "terminal_reason": run.terminal_reason,
+            "created_at": clock.iso(run.created_at),
+        },
+        "events": [
+            {
+                "event_id": str(e.event_id),
+                "sequence": e.sequence,
+                "attempt": e.attempt,
+                "owner_epoch": e.owner_epoch,
+                "type": e.type,
+                "actor": e.actor,
+                "prev_state": e.prev_state,
+                "next_state": e.next_state,
+                "reason_code": e.reason_code,
+                "refs": e.refs,
+                "payload": e.payload,
+                "budget": e.budget,
+                "cancel_revision": e.cancel_revision,
+                "occurred_at": e.occurred_at,
+                "schema_version": e.schema_version,
+                "prev_hash": e.prev_hash,
+                "content_hash": e.content_hash,
+                "hash": e.hash,
+            }
+            for e in events
+        ],
+        "evidence_refs": [{**row, "created_at": clock.iso(row["created_at"])} for row in evidence],
+    }
