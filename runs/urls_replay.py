@@ -6,7 +6,7 @@ execution simulation with the doubles (``sim.urls``).
 
 from django.urls import path
 
-from runs import views_replay
+from runs.console import replay_views as views_replay
 
 urlpatterns = [
     path("decision/", views_replay.replay_decision, name="runs-replay-decision"),

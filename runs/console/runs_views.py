@@ -1,8 +1,5 @@
-"""Console views for runs, recovery, runbooks, the fault lab and the review packet.
-
-Each view: an access check (``access.objects`` / ``access.roles``: another tenant's object
-is 404, a missing role 403), one service or selector call, then the page or its HTMX
-partial. Writes are POST with CSRF and go through services; GET never changes anything.
+"""The runs pages: the list (filters, search, keyset pages, start, bulk cancel) and the run
+page (timeline, gauges, cancel, budget change, follow-up, export, evidence, audit replay).
 """
 
 from __future__ import annotations
@@ -19,32 +16,16 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from access.objects import get_run_for_user
-from access.roles import OPERATOR, principal_ref_of, require_role, tenant_of
+from access.roles import OPERATOR, principal_ref_of, require_role
 from capabilities import ports
-from catalog import services as catalog_services
-from catalog.models import CapabilityVersion
-from runs import operations, services
-from runs.authority import IntegrityConflict
-from runs.console import recovery_selectors, runbook_selectors
+from runs import services
+from runs.console import operations
 from runs.console import runs_selectors as run_selectors
+from runs.console.http import conflict, request_tenant
 from runs.domain import render as diagram
 from runs.domain.budgets import Budget
-from runs.models import EffectAttempt
 from runs.policies import registry as policy_registry
 from runs.replay.audit import audit_replay
-from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS
-
-
-def conflict(request: HttpRequest, message: str, *, back: str = "") -> HttpResponse:
-    """The 409 page: the object changed or the request conflicts with its current state."""
-    return render(request, "409.html", {"message": message, "back": back}, status=409)
-
-
-def _tenant(request: HttpRequest) -> str:
-    tenant = tenant_of(request.user)
-    if not tenant:
-        raise Http404("No tenant")
-    return tenant
 
 
 # -- runs list, start, bulk cancel ---------------------------------------------------------
@@ -90,7 +71,7 @@ def _list_context(request: HttpRequest, tenant: str, **extra: Any) -> dict[str, 
 @require_GET
 @login_required
 def runs_list(request: HttpRequest) -> HttpResponse:
-    tenant = _tenant(request)
+    tenant = request_tenant(request)
     context = _list_context(request, tenant)
     if getattr(request, "htmx", False) and request.htmx.target == "run-table":
         return render(request, "runs/list.html#run-table", context)
@@ -101,7 +82,7 @@ def runs_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def runs_start(request: HttpRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
-    tenant = _tenant(request)
+    tenant = request_tenant(request)
     form = StartRunForm(request.POST, tenant=tenant)
     if form.is_valid():
         try:
@@ -126,7 +107,7 @@ def runs_start(request: HttpRequest) -> HttpResponse:
 @login_required
 def runs_bulk_cancel(request: HttpRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
-    tenant = _tenant(request)
+    tenant = request_tenant(request)
     try:
         rows = operations.run_cancel_many(
             tenant=tenant,
@@ -280,96 +261,3 @@ def runs_replay_audit(request: HttpRequest, run_id: UUID) -> HttpResponse:
         "runs/audit.html",
         {"run": run, "result": result, "findings": findings},
     )
-
-
-# -- recovery --------------------------------------------------------------------------
-@require_GET
-@login_required
-def recovery(request: HttpRequest) -> HttpResponse:
-    require_role(request.user, OPERATOR)
-    tenant = _tenant(request)
-    query = request.GET.get("q", "").strip()
-    return render(
-        request,
-        "runs/recovery.html",
-        {
-            "attempts": recovery_selectors.recovery_attempts(tenant=tenant),
-            "query": query,
-            "lookup": recovery_selectors.ledger_lookup(tenant=tenant, query=query)
-            if query
-            else None,
-        },
-    )
-
-
-@require_POST
-@login_required
-def recovery_reconcile(request: HttpRequest) -> HttpResponse:
-    require_role(request.user, OPERATOR)
-    tenant = _tenant(request)
-    try:
-        outcome = operations.effect_attempt_reconcile(
-            attempt_id=request.POST.get("attempt_id", ""),
-            tenant=tenant,
-            by_ref=principal_ref_of(request.user),
-        )
-    except EffectAttempt.DoesNotExist as exc:
-        raise Http404("No such attempt") from exc
-    except IntegrityConflict as exc:
-        return conflict(request, str(exc), back=reverse("recovery"))
-    attempt = outcome.attempt
-    text = f"{attempt.pk}: {outcome.action} — {attempt.status}. {outcome.detail}"
-    if outcome.action == "refused":
-        return conflict(request, text, back=reverse("recovery"))
-    messages.success(request, text)
-    return redirect(f"{reverse('recovery')}?q={attempt.idempotency_key}")
-
-
-# -- runbooks --------------------------------------------------------------------------
-@require_GET
-@login_required
-def runbooks(request: HttpRequest) -> HttpResponse:
-    require_role(request.user, OPERATOR)
-    return render(request, "runs/runbooks.html", {"runbooks": RUNBOOKS})
-
-
-@require_GET
-@login_required
-def runbooks_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    require_role(request.user, OPERATOR)
-    book = BY_SLUG.get(slug)
-    if book is None:
-        raise Http404("No such runbook")
-    data = runbook_selectors.runbook_blocks(
-        tenant=_tenant(request), keys=book.blocks, fixtures=book.fixtures
-    )
-    return render(
-        request,
-        "runs/runbook_detail.html",
-        {"book": book, "data": data, "actions": ACTIONS, "titles": BLOCK_TITLES},
-    )
-
-
-@require_POST
-@login_required
-def runbooks_gate(request: HttpRequest, slug: str) -> HttpResponse:
-    require_role(request.user, OPERATOR)
-    if slug not in BY_SLUG:
-        raise Http404("No such runbook")
-    back = reverse("runbooks-detail", args=[slug])
-    try:
-        row = catalog_services.capability_gate_set(
-            capability_id=request.POST.get("capability_id", ""),
-            version=request.POST.get("version", ""),
-            open_gate=request.POST.get("open") == "1",
-            reviewer=request.user,
-            reason=request.POST.get("reason", ""),
-        )
-    except CapabilityVersion.DoesNotExist as exc:
-        raise Http404("No such capability version") from exc
-    except ValueError as exc:
-        messages.error(request, str(exc))
-        return redirect(back)
-    state = "open: new dispatch allowed" if row.effect_gate_open else "closed: new dispatch stopped"
-    messages.success(request, f"Effect gate of {row.ref} is {state}.")
-    return redirect(back)

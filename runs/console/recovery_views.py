@@ -1,0 +1,59 @@
+"""The recovery page: unknown effects, the ledger lookup and reconciliation by key."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from access.roles import OPERATOR, principal_ref_of, require_role
+from runs.authority import IntegrityConflict
+from runs.console import operations, recovery_selectors
+from runs.console.http import conflict, request_tenant
+from runs.models import EffectAttempt
+
+
+# -- recovery --------------------------------------------------------------------------
+@require_GET
+@login_required
+def recovery(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    tenant = request_tenant(request)
+    query = request.GET.get("q", "").strip()
+    return render(
+        request,
+        "runs/recovery.html",
+        {
+            "attempts": recovery_selectors.recovery_attempts(tenant=tenant),
+            "query": query,
+            "lookup": recovery_selectors.ledger_lookup(tenant=tenant, query=query)
+            if query
+            else None,
+        },
+    )
+
+
+@require_POST
+@login_required
+def recovery_reconcile(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    tenant = request_tenant(request)
+    try:
+        outcome = operations.effect_attempt_reconcile(
+            attempt_id=request.POST.get("attempt_id", ""),
+            tenant=tenant,
+            by_ref=principal_ref_of(request.user),
+        )
+    except EffectAttempt.DoesNotExist as exc:
+        raise Http404("No such attempt") from exc
+    except IntegrityConflict as exc:
+        return conflict(request, str(exc), back=reverse("recovery"))
+    attempt = outcome.attempt
+    text = f"{attempt.pk}: {outcome.action} — {attempt.status}. {outcome.detail}"
+    if outcome.action == "refused":
+        return conflict(request, text, back=reverse("recovery"))
+    messages.success(request, text)
+    return redirect(f"{reverse('recovery')}?q={attempt.idempotency_key}")

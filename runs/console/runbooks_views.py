@@ -1,0 +1,67 @@
+"""Incident runbooks with their live data and the actions each step allows."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from access.roles import OPERATOR, require_role
+from catalog import services as catalog_services
+from catalog.models import CapabilityVersion
+from runs.console import runbook_selectors
+from runs.console.http import request_tenant
+from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS
+
+
+# -- runbooks --------------------------------------------------------------------------
+@require_GET
+@login_required
+def runbooks(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    return render(request, "runs/runbooks.html", {"runbooks": RUNBOOKS})
+
+
+@require_GET
+@login_required
+def runbooks_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    book = BY_SLUG.get(slug)
+    if book is None:
+        raise Http404("No such runbook")
+    data = runbook_selectors.runbook_blocks(
+        tenant=request_tenant(request), keys=book.blocks, fixtures=book.fixtures
+    )
+    return render(
+        request,
+        "runs/runbook_detail.html",
+        {"book": book, "data": data, "actions": ACTIONS, "titles": BLOCK_TITLES},
+    )
+
+
+@require_POST
+@login_required
+def runbooks_gate(request: HttpRequest, slug: str) -> HttpResponse:
+    require_role(request.user, OPERATOR)
+    if slug not in BY_SLUG:
+        raise Http404("No such runbook")
+    back = reverse("runbooks-detail", args=[slug])
+    try:
+        row = catalog_services.capability_gate_set(
+            capability_id=request.POST.get("capability_id", ""),
+            version=request.POST.get("version", ""),
+            open_gate=request.POST.get("open") == "1",
+            reviewer=request.user,
+            reason=request.POST.get("reason", ""),
+        )
+    except CapabilityVersion.DoesNotExist as exc:
+        raise Http404("No such capability version") from exc
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        return redirect(back)
+    state = "open: new dispatch allowed" if row.effect_gate_open else "closed: new dispatch stopped"
+    messages.success(request, f"Effect gate of {row.ref} is {state}.")
+    return redirect(back)
