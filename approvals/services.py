@@ -20,7 +20,7 @@ from approvals import domain
 from approvals.models import Checkpoint, Decision, DecisionRefusal
 from capabilities import evidence as ev
 from capabilities.reserve_part import CONTRACT as RESERVE_CONTRACT
-from kernel import clock
+from kernel import clock, retry
 from runs import authority, evidence
 from runs.domain.states import Actor, EventType, State
 from runs.models import Run
@@ -183,7 +183,8 @@ def approval_decide(
     seen_hash = (seen_hash or "").strip()
     reason = (reason or "").strip()
     change = {k: v for k, v in (requested_change or {}).items() if v not in (None, "")}
-    for _ in range(10):
+
+    def attempt() -> DecisionResult | None:
         checkpoint = Checkpoint.objects.select_related("run").get(pk=checkpoint_id)
         if checkpoint.kind != Checkpoint.Kind.APPROVAL:
             return DecisionResult.refused("not_an_approval", checkpoint)
@@ -248,13 +249,19 @@ def approval_decide(
             return DecisionResult.refused("busy", checkpoint)
         if not result.conflict:
             return DecisionResult.refused("run_not_waiting", checkpoint)
-    return DecisionResult.refused("run_not_waiting", None)
+        return None
+
+    outcome = retry.until_settled(attempt, what=f"decide checkpoint {checkpoint_id}")
+    if isinstance(outcome, DecisionResult):
+        return outcome
+    return DecisionResult.refused("busy", None)
 
 
 def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> DecisionResult:
     """Record the requester's trusted answer; the run returns to OBSERVING."""
     answer = (answer or "").strip()
-    for _ in range(10):
+
+    def attempt() -> DecisionResult | None:
         checkpoint = Checkpoint.objects.select_related("run").get(pk=checkpoint_id)
         run = checkpoint.run
         if checkpoint.kind != Checkpoint.Kind.CLARIFICATION:
@@ -317,7 +324,12 @@ def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> Decis
             return DecisionResult.refused("busy", checkpoint)
         if not result.conflict:
             return DecisionResult.refused("run_not_waiting", checkpoint)
-    return DecisionResult.refused("run_not_waiting", None)
+        return None
+
+    outcome = retry.until_settled(attempt, what=f"answer checkpoint {checkpoint_id}")
+    if isinstance(outcome, DecisionResult):
+        return outcome
+    return DecisionResult.refused("busy", None)
 
 
 @transaction.atomic

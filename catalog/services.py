@@ -35,6 +35,7 @@ from catalog.models import (
     ToolServer,
     ToolSighting,
 )
+from runs import pins
 
 SYSTEM_REVIEWER = "system:reviewed-source"
 TRUSTED_CONTROLS = frozenset(c.id for c in CONTROL_CONTRACTS)
@@ -768,23 +769,9 @@ def capability_decide(*, version_id: int, user: Any, action: str, reason: str) -
 
 def retirement_inventory(row: CapabilityVersion) -> dict[str, Any]:
     """Runs pinned to ``row`` that have not ended, and unknown effects under it."""
-    from runs.domain import effects
-    from runs.models import EffectAttempt, Run
 
-    pin_prefix = f"{row.version}#"
-    active = [
-        str(r.pk)
-        for r in Run.objects.filter(disposition="").only("id", "components")
-        if str(r.components.get(row.capability_id, "")).startswith(pin_prefix)
-    ]
-    unknown = []
-    for attempt in EffectAttempt.objects.filter(status__in=effects.UNRESOLVED).select_related(
-        "run"
-    ):
-        if str(attempt.run.components.get(row.capability_id, "")).startswith(pin_prefix):
-            unknown.append(
-                {"attempt": attempt.pk, "run": str(attempt.run_id), "status": attempt.status}
-            )
+    use = pins.version_use(capability_id=row.capability_id, version=row.version)
+    active, unknown = use.active_runs, use.unknown_effects
     return {
         "active_runs": active[:200],
         "active_run_count": len(active),

@@ -25,7 +25,7 @@ from django.db import IntegrityError, OperationalError, connection, transaction
 
 from fieldops import points
 from fieldops.db import lock_wait_failed
-from kernel import clock
+from kernel import clock, retry
 from runs import outbox, terminal
 from runs.domain import guards, invariants
 from runs.domain.events import EventRecord, RunConfig, RunSnapshot, build_event
@@ -455,11 +455,13 @@ def append_control(
 ) -> EventRecord | None:
     """Append a control event at whatever revision the run is now, riding out races.
 
-    Return the event, or None when it was not recorded: ``within`` refused, or the run kept
-    changing for ``CONTROL_RETRIES`` attempts in a row (logged; the caller decides).
+    Return the event, or None when it was not recorded: refused (``within`` refused, or the
+    run is busy), or the run kept changing for ``retry.RACE_RETRIES`` attempts in a row
+    (logged; the caller decides).
     """
     assert type in CONTROL_EVENTS
-    for _ in range(CONTROL_RETRIES):
+
+    def attempt() -> EventRecord | Result | None:
         run = Run.objects.get(pk=run_id)
         result = append(
             run_id=run_id,
@@ -474,15 +476,14 @@ def append_control(
         )
         if result.applied and result.event is not None:
             return result.event
-        if not result.conflict:
-            log.info("control event refused: %s", result.refusal, extra={"run_id": run_id})
-            return None
-    log.warning("control event not recorded: the run kept changing", extra={"run_id": run_id})
+        return None if result.conflict else result
+
+    outcome = retry.until_settled(attempt, what=f"record {type} on {run_id}")
+    if isinstance(outcome, EventRecord):
+        return outcome
+    if isinstance(outcome, Result):
+        log.info("control event refused: %s", outcome.refusal, extra={"run_id": run_id})
     return None
-
-
-# How many revision races a control event rides out before it gives up.
-CONTROL_RETRIES = 20
 
 
 def _limits() -> guards.HistoryLimits:

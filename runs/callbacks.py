@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from kernel import clock
+from kernel import clock, retry
 from kernel.canonical import digest
 from runs import authority, evidence
 from runs.domain.states import Actor, EventType, State, is_terminal
@@ -161,7 +161,9 @@ def _admit(
             "observed_at": clock.iso(clock.now()),
         },
     )
-    for _ in range(10):
+
+    def attempt() -> CallbackOutcome | None:
+        run.refresh_from_db()
         try:
             with transaction.atomic():
                 CallbackReceipt.objects.create(
@@ -204,6 +206,11 @@ def _admit(
                 response_type=response_type,
                 payload=payload,
             )
+        return None
+
+    outcome = retry.until_settled(attempt, what=f"accept callback {delivery_id}")
+    if isinstance(outcome, CallbackOutcome):
+        return outcome
     return CallbackOutcome("wrong_state", str(run.pk), "the run kept changing")
 
 

@@ -16,7 +16,7 @@ from capabilities import ports
 from capabilities.registry import ALL_CONTRACTS
 from catalog.models import CapabilityVersion, Lifecycle
 from fieldops.db import lock_wait_failed
-from kernel import clock
+from kernel import clock, retry
 from kernel.canonical import digest
 from runs import authority, outbox, policies, terminal
 from runs.domain import effects
@@ -24,12 +24,11 @@ from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
 from runs.domain.effects import AttemptStatus
 from runs.domain.events import RunConfig
 from runs.domain.states import Actor, EventType, State, is_terminal
+from runs.domain.task import CONTRACT_VERSION, POLICY_VERSION
 from runs.engine.inputs import pinned_ref
 from runs.models import EffectAttempt, Evidence, Run
 from runs.policies import vocabularies
 
-CONTRACT_VERSION = "fieldops-reservation@1.0.0"
-POLICY_VERSION = "fieldops-policy@1.0.0"
 DEFAULT_OBJECTIVE = (
     "Diagnose the seal weep on {equipment} and reserve one compatible spare part at {location}."
 )
@@ -228,9 +227,10 @@ def run_cancel(
     reason = (reason or "").strip()
     if not reason:
         raise RunInputError("reason", "a cancellation needs a reason")
-    for _ in range(CANCEL_RETRIES):
+
+    def attempt() -> CancelResult | None:
         try:
-            outcome = _cancel_once(
+            return _cancel_once(
                 run_id=run_id,
                 by_ref=by_ref,
                 reason=reason,
@@ -242,13 +242,11 @@ def run_cancel(
                 raise
             # A stalled transaction holds the run: nothing was written; say so.
             return CancelResult(False, Run.objects.get(pk=run_id), "", "busy")
-        if outcome is not None:
-            return outcome
+
+    outcome = retry.until_settled(attempt, what=f"cancel {run_id}")
+    if isinstance(outcome, CancelResult):
+        return outcome
     return CancelResult(False, Run.objects.get(pk=run_id), "", "busy")
-
-
-# How many revision races a cancellation rides out before it reports the run as busy.
-CANCEL_RETRIES = 20
 
 
 def _cancel_once(
@@ -305,7 +303,8 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
         raise RunInputError("budget", f"unknown budget {budget!r}")
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
         raise RunInputError("limit", "limit must be a non-negative whole number")
-    for _ in range(20):
+
+    def attempt() -> Run | None:
         run = Run.objects.get(pk=run_id)
         if is_terminal(run.state):
             raise RunInputError("run", "the run has ended; start a follow-up run instead")
@@ -328,7 +327,14 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
         if result.applied:
             run.refresh_from_db()
             return run
-    raise RuntimeError("could not change the budget: the run keeps changing")
+        if result.busy:
+            raise RunInputError("run", "the run is busy (another transaction holds it); try again")
+        return None
+
+    outcome = retry.until_settled(attempt, what=f"change a budget of {run_id}")
+    if isinstance(outcome, Run):
+        return outcome
+    raise RunInputError("run", "the run kept changing; nothing was recorded, try again")
 
 
 def run_follow_up(

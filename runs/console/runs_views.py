@@ -226,8 +226,6 @@ def runs_budget(request: HttpRequest, run_id: UUID) -> HttpResponse:
             return conflict(request, str(exc), back=back)
         context = _detail_context(request, run, budget_error=str(exc))
         return render(request, "runs/detail.html", context, status=400)
-    except RuntimeError as exc:
-        return conflict(request, str(exc), back=back)
     messages.success(request, "Budget change recorded as budget.changed.")
     return redirect("runs-detail", run.pk)
 

@@ -220,7 +220,7 @@ def visible_capabilities(run: Run) -> list[dict[str, Any]]:
     Only admitted, non-retired versions the run pinned, narrowed by the exposure policy of
     the run's phase and top-k retrieval; trusted controls always (catalog.visibility).
     """
-    from capabilities import visibility
+    from runs.engine import visibility
 
     return visibility.visible_projections(run)
 

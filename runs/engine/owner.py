@@ -18,7 +18,7 @@ from capabilities import ports
 from capabilities.base import Outcome
 from capabilities.ports import WorldPort
 from fieldops import points
-from kernel import clock
+from kernel import clock, retry
 from runs import authority
 from runs.authority import Result
 from runs.domain import safepoints
@@ -92,15 +92,19 @@ def append_fact(
     expected_state: State = State.EXECUTING,
     **kw: Any,
 ) -> Result | None:
-    """Append the result of I/O that already happened, riding out unrelated races."""
-    for _ in range(20):
+    """Append the result of I/O that already happened, riding out unrelated races; None
+    when the run kept changing for ``retry.RACE_RETRIES`` attempts (logged)."""
+
+    def attempt() -> Result | None:
         run = Run.objects.get(pk=owner.run_id)
         if run.owner_epoch != owner.epoch or run.state != expected_state.value:
+            # Not ours any more, or not where the fact belongs: the authority records why.
             return append(owner, run, type, actor, reason, **kw)
         result = append(owner, run, type, actor, reason, **kw)
-        if not result.conflict:
-            return result
-    return None
+        return None if result.conflict else result
+
+    outcome = retry.until_settled(attempt, what=f"record {type} on {owner.run_id}")
+    return outcome if isinstance(outcome, Result) else None
 
 
 def inject_cancel(owner: Owner, point: str) -> None:

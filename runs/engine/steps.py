@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from capabilities import registry, visibility
+from capabilities import registry
 from kernel import clock
 from runs import authority, evidence
 from runs.authority import new_id
@@ -15,7 +15,8 @@ from runs.domain import completion, validation
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.proposals import ActionIntent, ObserveIntent, Proposal, to_dict
 from runs.domain.states import Actor, EventType, State
-from runs.engine import context, inputs
+from runs.domain.task import CONTRACT_VERSION
+from runs.engine import context, inputs, visibility
 from runs.engine import effects as effect_steps
 from runs.engine.owner import (
     Owner,
@@ -32,7 +33,6 @@ from runs.models import Correlation, Evidence, Run
 
 def step_created(owner: Owner, run: Run) -> None:
     from runs.domain.budgets import validate_limits
-    from runs.services import CONTRACT_VERSION
 
     problem = validate_limits(run.limits)
     if run.contract_version != CONTRACT_VERSION:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from capabilities import visibility
 from catalog import services
 from catalog.models import CapabilityVersion
-from runs.engine import context
+from runs.engine import context, visibility
 from runs.models import Event
 from tests.catalog.conftest import tool, tool_list
 from tests.helpers import make_run
