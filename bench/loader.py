@@ -127,7 +127,7 @@ def long_history(run: Any, count: int, template: Template) -> Any:
         snapshot = apply(snapshot, event)
         rows.append(_event_row(event))
     with connection.cursor() as cursor:
-        copy_rows(cursor, "runs_event", EVENT_COLUMNS, rows)
+        copy_rows(cursor, "runs_event", event_columns(), rows)
     Run.objects.filter(pk=run.pk).update(
         state=snapshot.state.value,
         revision=snapshot.revision,
@@ -142,57 +142,16 @@ def long_history(run: Any, count: int, template: Template) -> Any:
     return run
 
 
-EVENT_COLUMNS = (
-    "event_id",
-    "run_id",
-    "sequence",
-    "attempt",
-    "owner_epoch",
-    "type",
-    "actor",
-    "prev_state",
-    "next_state",
-    "contract_version",
-    "policy_version",
-    "component_set",
-    "budget",
-    "cancel_revision",
-    "reason_code",
-    "refs",
-    "payload",
-    "occurred_at",
-    "schema_version",
-    "prev_hash",
-    "content_hash",
-    "hash",
-)
+def event_columns() -> tuple[str, ...]:
+    from runs import event_rows
+
+    return event_rows.COLUMNS
 
 
-def _event_row(event: Any) -> tuple[Any, ...]:
-    return (
-        event.event_id,
-        event.run_id,
-        event.sequence,
-        event.attempt,
-        event.owner_epoch,
-        event.type.value,
-        event.actor,
-        event.prev_state.value,
-        event.next_state.value,
-        event.contract_version,
-        event.policy_version,
-        event.component_set,
-        json.dumps(dict(event.budget)),
-        event.cancel_revision,
-        event.reason_code,
-        json.dumps(dict(event.refs)),
-        json.dumps(dict(event.payload)),
-        event.occurred_at,
-        event.schema_version,
-        event.prev_hash,
-        event.content_hash,
-        event.hash,
-    )
+def _event_row(event: Any) -> list[Any]:
+    from runs import event_rows
+
+    return event_rows.values(event, json_text=True)
 
 
 # -- COPY ----------------------------------------------------------------------------------
@@ -390,7 +349,7 @@ def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str,
     shown = [*template.events[: plan.events_per_run - 1], template.events[-1]]
     event_rows = [
         _Row(
-            EVENT_COLUMNS,
+            event_columns(),
             {**e, "owner_epoch": 1, "prev_hash": "0" * 64, "content_hash": "1" * 64},
             _EVENT_VARIABLE,
         )
@@ -508,7 +467,7 @@ class _CopyWriter:
                 with self.raw.cursor() as cursor:
                     for table, columns, lines, key in (
                         ("runs_run", RUN_COLUMNS, batch[0], "runs"),
-                        ("runs_event", EVENT_COLUMNS, batch[1], "events"),
+                        ("runs_event", event_columns(), batch[1], "events"),
                         ("approvals_checkpoint", CHECKPOINT_COLUMNS, batch[2], "checkpoints"),
                     ):
                         if lines:

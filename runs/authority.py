@@ -26,7 +26,7 @@ from django.db import IntegrityError, OperationalError, connection, transaction
 from fieldops import points
 from fieldops.db import lock_wait_failed
 from kernel import clock, retry
-from runs import outbox, terminal
+from runs import event_rows, outbox, terminal
 from runs.domain import guards, invariants
 from runs.domain.events import EventRecord, RunConfig, RunSnapshot, build_event
 from runs.domain.states import (
@@ -582,113 +582,72 @@ def _store(run: Run, snapshot: RunSnapshot, event: EventRecord, expected_revisio
     from runs.domain.events import apply
 
     after = apply(snapshot, event)
-    payload_json = json.dumps(event.payload, default=str)
-    refs_json = json.dumps(event.refs)
-    size = len(payload_json) + len(refs_json) + 600
+    texts = event_rows.values(event, json_text=True)
+    size = len(texts[_PAYLOAD]) + len(texts[_REFS]) + 600
     now = clock.now()
     if connection.vendor == "postgresql":
-        stored = _store_postgresql(
-            run, after, event, expected_revision, size, now, payload_json, refs_json
-        )
+        stored = _store_postgresql(run, after, texts, expected_revision, size, now)
     else:
         stored = _store_orm(run, after, event, expected_revision, size, now)
     if not stored:
         raise _LostRace()
-    for field in _ROW_FIELDS:
-        value = getattr(after, field if field != "budget_limits" else "limits")
-        setattr(run, field, value.value if isinstance(value, State) else value)
+    event_rows.apply_to_row(run, after)
     run.event_bytes += size
     run.updated_at = now
 
 
-_ROW_FIELDS = (
-    "state",
-    "revision",
-    "counters",
-    "budget_limits",
-    "cancel_revision",
-    "last_hash",
-    "disposition",
-    "terminal_reason",
-    "waiting_checkpoint",
-    "waiting_correlation",
-    "current_proposal",
-    "pending_observation",
-)
 # The compare-and-set and the event insert as one statement: the INSERT selects from the
 # UPDATE's RETURNING, so it inserts nothing unless the CAS matched the row, and a unique
-# violation on the insert fails the whole statement (the UPDATE with it).
-_CAS_INSERT_SQL = """
-WITH cas AS (
-    UPDATE runs_run SET
-        state = %s, revision = %s, counters = %s::jsonb, budget_limits = %s::jsonb,
-        cancel_revision = %s, last_hash = %s, disposition = %s, terminal_reason = %s,
-        waiting_checkpoint = %s, waiting_correlation = %s, current_proposal = %s,
-        pending_observation = %s, event_bytes = %s, updated_at = %s
-    WHERE id = %s AND revision = %s AND owner_epoch = %s
-    RETURNING id
-)
-INSERT INTO runs_event (
-    event_id, run_id, sequence, attempt, owner_epoch, type, actor, prev_state, next_state,
-    contract_version, policy_version, component_set, budget, cancel_revision, reason_code,
-    refs, payload, occurred_at, schema_version, prev_hash, content_hash, hash
-)
-SELECT %s::uuid, cas.id, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s,
-    %s::jsonb, %s::jsonb, %s, %s, %s, %s, %s
-FROM cas
-"""
+# violation on the insert fails the whole statement (the UPDATE with it). Both column lists
+# come from runs/event_rows.py.
+def _cas_insert_sql() -> str:
+    def placeholder(column: str, json_columns: frozenset[str]) -> str:
+        return "%s::jsonb" if column in json_columns else "%s"
+
+    sets = ", ".join(
+        f"{column} = {placeholder(column, event_rows.RUN_JSON_COLUMNS)}"
+        for column, _ in event_rows.RUN_STATE
+    )
+    selects = ", ".join(
+        "cas.id"
+        if column == "run_id"
+        else "%s::uuid"
+        if column == "event_id"
+        else placeholder(column, event_rows.JSON_COLUMNS)
+        for column in event_rows.COLUMNS
+    )
+    # Column names are this module's constants, never input.
+    return (  # nosec B608
+        f"WITH cas AS (UPDATE runs_run SET {sets}, event_bytes = %s, updated_at = %s "  # noqa: S608
+        "WHERE id = %s AND revision = %s AND owner_epoch = %s RETURNING id) "
+        f"INSERT INTO runs_event ({', '.join(event_rows.COLUMNS)}) SELECT {selects} FROM cas"
+    )
+
+
+_CAS_INSERT_SQL = _cas_insert_sql()
+_RUN_ID = event_rows.COLUMNS.index("run_id")
+_PAYLOAD = event_rows.COLUMNS.index("payload")
+_REFS = event_rows.COLUMNS.index("refs")
 
 
 def _store_postgresql(
     run: Run,
     after: RunSnapshot,
-    event: EventRecord,
+    texts: list[Any],
     expected: int,
     size: int,
     now: Any,
-    payload_json: str,
-    refs_json: str,
 ) -> bool:
-    budget_json = json.dumps(dict(event.budget))  # the run's counters are the event's budget
+    """The compare-and-set and insert as one prepared statement; ``texts`` is the event's
+    row in ``event_rows.COLUMNS`` order with JSON as text."""
     params: list[Any] = [
-        after.state.value,
-        after.revision,
-        budget_json,
-        json.dumps(dict(after.limits)),
-        after.cancel_revision,
-        after.last_hash,
-        after.disposition,
-        after.terminal_reason,
-        after.waiting_checkpoint,
-        after.waiting_correlation,
-        after.current_proposal,
-        after.pending_observation,
+        *event_rows.run_state(after, json_text=True).values(),
         run.event_bytes + size,
         now,
         run.pk,
         expected,
         run.owner_epoch,
-        str(event.event_id),
-        event.sequence,
-        event.attempt,
-        event.owner_epoch,
-        event.type.value,
-        event.actor,
-        event.prev_state.value,
-        event.next_state.value,
-        event.contract_version,
-        event.policy_version,
-        event.component_set,
-        budget_json,
-        event.cancel_revision,
-        event.reason_code,
-        refs_json,
-        payload_json,
-        event.occurred_at,
-        event.schema_version,
-        event.prev_hash,
-        event.content_hash,
-        event.hash,
+        *(value for i, value in enumerate(texts) if i != _RUN_ID),
     ]
     connection.ensure_connection()
     try:
@@ -706,75 +665,16 @@ def _store_orm(
     run: Run, after: RunSnapshot, event: EventRecord, expected: int, size: int, now: Any
 ) -> bool:
     updated = Run.objects.filter(pk=run.pk, revision=expected, owner_epoch=run.owner_epoch).update(
-        state=after.state.value,
-        revision=after.revision,
-        counters=dict(after.counters),
-        budget_limits=dict(after.limits),
-        cancel_revision=after.cancel_revision,
-        last_hash=after.last_hash,
-        disposition=after.disposition,
-        terminal_reason=after.terminal_reason,
-        waiting_checkpoint=after.waiting_checkpoint,
-        waiting_correlation=after.waiting_correlation,
-        current_proposal=after.current_proposal,
-        pending_observation=after.pending_observation,
-        event_bytes=run.event_bytes + size,
-        updated_at=now,
+        **event_rows.run_state(after), event_bytes=run.event_bytes + size, updated_at=now
     )
     if updated != 1:
         return False
     try:
-        Event.objects.create(
-            event_id=event.event_id,
-            run_id=run.pk,
-            sequence=event.sequence,
-            attempt=event.attempt,
-            owner_epoch=event.owner_epoch,
-            type=event.type.value,
-            actor=event.actor,
-            prev_state=event.prev_state.value,
-            next_state=event.next_state.value,
-            contract_version=event.contract_version,
-            policy_version=event.policy_version,
-            component_set=event.component_set,
-            budget=dict(event.budget),
-            cancel_revision=event.cancel_revision,
-            reason_code=event.reason_code,
-            refs=dict(event.refs),
-            payload=dict(event.payload),
-            occurred_at=event.occurred_at,
-            schema_version=event.schema_version,
-            prev_hash=event.prev_hash,
-            content_hash=event.content_hash,
-            hash=event.hash,
-        )
+        Event.objects.create(**event_rows.model_fields(event))
     except IntegrityError:
         return False
     return True
 
 
 def record_of(row: Event) -> EventRecord:
-    return EventRecord(
-        event_id=str(row.event_id),
-        run_id=str(row.run_id),
-        sequence=row.sequence,
-        attempt=row.attempt,
-        owner_epoch=row.owner_epoch,
-        type=EventType(row.type),
-        actor=row.actor,
-        prev_state=State(row.prev_state),
-        next_state=State(row.next_state),
-        contract_version=row.contract_version,
-        policy_version=row.policy_version,
-        component_set=row.component_set,
-        budget=row.budget,
-        cancel_revision=row.cancel_revision,
-        reason_code=row.reason_code,
-        refs=row.refs,
-        payload=row.payload,
-        occurred_at=row.occurred_at,
-        schema_version=row.schema_version,
-        prev_hash=row.prev_hash,
-        content_hash=row.content_hash,
-        hash=row.hash,
-    )
+    return event_rows.from_model(row)

@@ -11,18 +11,24 @@ from typing import Any
 
 from django.db import connection
 
+from runs import event_rows
 from runs.authority import config_of
 from runs.domain.events import EventRecord
 from runs.domain.replay import Finding, ReplayResult, compare_with_stored, replay
 from runs.domain.states import EventType, State
 from runs.models import Event, Evidence, Run
 
-# Every column but run_id (the caller knows it), in EventRecord's order; a fixed text.
-_ROWS_SQL = (
-    "SELECT event_id, sequence, attempt, owner_epoch, type, actor, prev_state, next_state, "
-    "contract_version, policy_version, component_set, budget, cancel_revision, reason_code, "
-    "refs, payload, occurred_at, schema_version, prev_hash, content_hash, hash "
-    "FROM runs_event WHERE run_id = %s ORDER BY sequence, id"
+# Every column but run_id (the caller knows it), in EventRecord's order (event_rows.COLUMNS).
+_READ_COLUMNS = tuple(c for c in event_rows.COLUMNS if c != "run_id")
+_ROWS_SQL = (  # nosec B608 - column names are constants of event_rows, never input
+    f"SELECT {', '.join(_READ_COLUMNS)} FROM runs_event "  # noqa: S608
+    "WHERE run_id = %s ORDER BY sequence, id"
+)
+_RUN_ID = event_rows.COLUMNS.index("run_id")
+_JSON = tuple(event_rows.COLUMNS.index(c) for c in sorted(event_rows.JSON_COLUMNS))
+_TYPE, _PREV, _NEXT, _EVENT_ID, _SEQUENCE = (
+    event_rows.COLUMNS.index(c)
+    for c in ("type", "prev_state", "next_state", "event_id", "sequence")
 )
 
 
@@ -53,66 +59,27 @@ _STATES = {s.value: s for s in State}
 
 
 def _record(run_id: str, row: tuple[Any, ...]) -> EventRecord:
-    (
-        event_id,
-        sequence,
-        attempt,
-        owner_epoch,
-        type_,
-        actor,
-        prev_state,
-        next_state,
-        contract_version,
-        policy_version,
-        component_set,
-        budget,
-        cancel_revision,
-        reason_code,
-        refs,
-        payload,
-        occurred_at,
-        schema_version,
-        prev_hash,
-        content_hash,
-        hash_,
-    ) = row
+    """The record of one stored row (every column but run_id, in ``_READ_COLUMNS`` order)."""
+    fields = list(row)
+    fields.insert(_RUN_ID, run_id)
+    sequence = fields[_SEQUENCE]
     try:
         # Vocabulary by plain dict lookup (the enum constructor costs more, per event).
-        event_type = _EVENT_TYPES[type_]
-        before, after = _STATES[prev_state], _STATES[next_state]
+        fields[_TYPE] = _EVENT_TYPES[fields[_TYPE]]
+        fields[_PREV], fields[_NEXT] = _STATES[fields[_PREV]], _STATES[fields[_NEXT]]
+        event_id = fields[_EVENT_ID]
         if type(event_id) is not str:  # PostgreSQL returns a UUID
-            event_id = str(event_id)
+            fields[_EVENT_ID] = str(event_id)
         elif len(event_id) != 36:  # SQLite stores 32 hex digits
-            event_id = str(uuid.UUID(event_id))
+            fields[_EVENT_ID] = str(uuid.UUID(event_id))
     except (KeyError, ValueError) as exc:  # a stored value outside the vocabulary: corruption
         raise UndecodableEvent(sequence, f"not a known value: {str(exc)[:200]}") from exc
     try:
-        return EventRecord(
-            event_id=event_id,
-            run_id=run_id,
-            sequence=sequence,
-            attempt=attempt,
-            owner_epoch=owner_epoch,
-            type=event_type,
-            actor=actor,
-            prev_state=before,
-            next_state=after,
-            contract_version=contract_version,
-            policy_version=policy_version,
-            component_set=component_set,
-            budget=_json(budget),
-            cancel_revision=cancel_revision,
-            reason_code=reason_code,
-            refs=_json(refs),
-            payload=_json(payload),
-            occurred_at=occurred_at,
-            schema_version=schema_version,
-            prev_hash=prev_hash,
-            content_hash=content_hash,
-            hash=hash_,
-        )
+        for i in _JSON:
+            fields[i] = _json(fields[i])
     except ValueError as exc:  # undecodable JSON: corruption
         raise UndecodableEvent(sequence, str(exc)[:200]) from exc
+    return EventRecord(*fields)
 
 
 # The C scanner behind json.loads, called directly: the stored text of a JSON column has no
