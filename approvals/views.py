@@ -23,6 +23,7 @@ from access.roles import APPROVER, has_role, principal_ref_of, require_role, ten
 from approvals import selectors, services
 from approvals.domain import CHANGEABLE_FIELDS
 from approvals.models import Checkpoint
+from fieldops.http import AuthedHtmxRequest
 from kernel import clock
 from kernel.canonical import digest
 from runs.console import filters
@@ -33,14 +34,14 @@ CONFLICT_REFUSALS = frozenset(
 )
 
 
-def _tenant(request: HttpRequest) -> str:
+def _tenant(request: AuthedHtmxRequest) -> str:
     tenant = tenant_of(request.user)
     if not tenant:
         raise Http404("No tenant")
     return tenant
 
 
-def _readable_checkpoint(request: HttpRequest, checkpoint_id: str) -> Checkpoint:
+def _readable_checkpoint(request: AuthedHtmxRequest, checkpoint_id: str) -> Checkpoint:
     """Approvers read approval checkpoints; a clarification is also the requester's."""
     checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
     is_requester = principal_ref_of(request.user) == checkpoint.requested_by_ref
@@ -49,7 +50,9 @@ def _readable_checkpoint(request: HttpRequest, checkpoint_id: str) -> Checkpoint
     return checkpoint
 
 
-def _detail_context(request: HttpRequest, checkpoint: Checkpoint, **extra: Any) -> dict[str, Any]:
+def _detail_context(
+    request: AuthedHtmxRequest, checkpoint: Checkpoint, **extra: Any
+) -> dict[str, Any]:
     run = checkpoint.run
     return {
         "checkpoint": checkpoint,
@@ -69,7 +72,7 @@ def _detail_context(request: HttpRequest, checkpoint: Checkpoint, **extra: Any) 
 
 @require_GET
 @login_required
-def approvals_queue(request: HttpRequest) -> HttpResponse:
+def approvals_queue(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, APPROVER)
     kind = request.GET.get("kind", "")
     q = request.GET.get("q", "").strip()[:64]
@@ -101,14 +104,14 @@ def approvals_queue(request: HttpRequest) -> HttpResponse:
         "capped": len(pending) == selectors.QUEUE_LIMIT,
         "limit": selectors.QUEUE_LIMIT,
     }
-    if getattr(request, "htmx", False) and request.htmx.target == "queue":
+    if request.htmx.target == "queue":
         return render(request, "approvals/queue.html#queue", context)
     return render(request, "approvals/queue.html", context)
 
 
 @require_GET
 @login_required
-def approvals_history(request: HttpRequest) -> HttpResponse:
+def approvals_history(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, APPROVER)
     decisions, refusals = selectors.decision_history(tenant=_tenant(request))
     return render(request, "approvals/history.html", {"decisions": decisions, "refusals": refusals})
@@ -116,7 +119,7 @@ def approvals_history(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def approvals_detail(request: HttpRequest, checkpoint_id: str) -> HttpResponse:
+def approvals_detail(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResponse:
     checkpoint = _readable_checkpoint(request, checkpoint_id)
     return render(request, "approvals/detail.html", _detail_context(request, checkpoint))
 
@@ -141,7 +144,7 @@ def _refusal_response(
 
 @require_POST
 @login_required
-def approvals_decide(request: HttpRequest, checkpoint_id: str) -> HttpResponse:
+def approvals_decide(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResponse:
     """Approve or decline exactly the proposal whose hash the form carried."""
     checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
     verdict = request.POST.get("verdict", "")
@@ -173,7 +176,7 @@ def approvals_decide(request: HttpRequest, checkpoint_id: str) -> HttpResponse:
 
 @require_POST
 @login_required
-def approvals_answer(request: HttpRequest, checkpoint_id: str) -> HttpResponse:
+def approvals_answer(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResponse:
     """The requester answers a clarification checkpoint."""
     checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
     result = services.clarification_answer(

@@ -24,16 +24,12 @@ from catalog import selectors, servers, services
 from catalog.domain import discovery
 from catalog.domain.lifecycle import Refusal
 from catalog.models import CapabilityVersion, Discovery, Lifecycle, ToolDrift, ToolServer
+from fieldops.http import AuthedHtmxRequest
 
 BAD_REQUEST_CODES = frozenset({"reason_required", "admission_incomplete", "unknown_action"})
 MAX_UPLOAD_BYTES = discovery.MAX_BYTES
 # The whole import request: the list, the server name and the multipart framing.
 MAX_IMPORT_REQUEST_BYTES = MAX_UPLOAD_BYTES + 64 * 1024
-
-
-def _htmx_target(request: HttpRequest) -> str:
-    htmx = getattr(request, "htmx", None)
-    return str(htmx.target or "") if htmx else ""
 
 
 def _version_url(row: CapabilityVersion) -> str:
@@ -45,7 +41,7 @@ def _version_url(row: CapabilityVersion) -> str:
 # -- reading ---------------------------------------------------------------------------
 @require_GET
 @login_required
-def catalog_index(request: HttpRequest) -> HttpResponse:
+def catalog_index(request: AuthedHtmxRequest) -> HttpResponse:
     filters = selectors.VersionFilters.from_query(request.GET)
     context = {
         "rows": selectors.version_list(filters),
@@ -56,14 +52,14 @@ def catalog_index(request: HttpRequest) -> HttpResponse:
         "servers": selectors.tool_servers(),
         "drifts": selectors.open_drifts(),
     }
-    if _htmx_target(request) == "catalog-table":
+    if request.htmx.target == "catalog-table":
         return render(request, "catalog/index.html#catalog-table", context)
     return render(request, "catalog/index.html", context)
 
 
 @require_GET
 @login_required
-def catalog_contract(request: HttpRequest, capability_id: str, version: str) -> HttpResponse:
+def catalog_contract(request: AuthedHtmxRequest, capability_id: str, version: str) -> HttpResponse:
     row = get_object_or_404(CapabilityVersion, capability_id=capability_id, version=version)
     if row.discovered:
         return redirect("catalog-candidate", row.pk)
@@ -72,16 +68,19 @@ def catalog_contract(request: HttpRequest, capability_id: str, version: str) -> 
 
 @require_GET
 @login_required
-def catalog_candidate(request: HttpRequest, version_id: int) -> HttpResponse:
+def catalog_candidate(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
     row = get_object_or_404(CapabilityVersion, pk=version_id)
     if not row.discovered:
         return redirect("catalog-contract", row.capability_id, row.version)
-    return render(request, "catalog/candidate.html", selectors.candidate_view(row))
+    context = selectors.candidate_view(row)
+    # The two-person rule, decided here for the page: the importer may not admit.
+    context["imported_by_you"] = row.imported_by_id == request.user.pk
+    return render(request, "catalog/candidate.html", context)
 
 
 @require_GET
 @login_required
-def catalog_diff(request: HttpRequest) -> HttpResponse:
+def catalog_diff(request: AuthedHtmxRequest) -> HttpResponse:
     default_a, default_b = selectors.default_diff_pair()
     a_ref = request.GET.get("a") or default_a
     b_ref = request.GET.get("b") or default_b
@@ -99,13 +98,13 @@ def catalog_diff(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def catalog_rejections(request: HttpRequest) -> HttpResponse:
+def catalog_rejections(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "catalog/rejections.html", selectors.rejection_log())
 
 
 # -- import ----------------------------------------------------------------------------
 @login_required
-def catalog_import(request: HttpRequest) -> HttpResponse:
+def catalog_import(request: AuthedHtmxRequest) -> HttpResponse:
     if request.method not in ("GET", "POST"):
         return HttpResponse(status=405, headers={"Allow": "GET, POST"})
     context: dict[str, Any] = {"limits": discovery}
@@ -143,7 +142,7 @@ def catalog_import(request: HttpRequest) -> HttpResponse:
 
 # -- tool servers and live discovery -----------------------------------------------------
 @login_required
-def catalog_servers(request: HttpRequest) -> HttpResponse:
+def catalog_servers(request: AuthedHtmxRequest) -> HttpResponse:
     """GET: registered servers and the registration form. POST: register one."""
     if request.method not in ("GET", "POST"):
         return HttpResponse(status=405, headers={"Allow": "GET, POST"})
@@ -180,14 +179,14 @@ def catalog_servers(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def catalog_server(request: HttpRequest, server_id: int) -> HttpResponse:
+def catalog_server(request: AuthedHtmxRequest, server_id: int) -> HttpResponse:
     server = get_object_or_404(ToolServer, pk=server_id)
     return render(request, "catalog/server.html", selectors.server_view(server))
 
 
 @require_POST
 @login_required
-def catalog_server_discover(request: HttpRequest, server_id: int) -> HttpResponse:
+def catalog_server_discover(request: AuthedHtmxRequest, server_id: int) -> HttpResponse:
     """Discover now: connect, list every page, record; then show the outcome."""
     require_role(request.user, CATALOG_ADMIN)
     server = get_object_or_404(ToolServer, pk=server_id)
@@ -201,14 +200,14 @@ def catalog_server_discover(request: HttpRequest, server_id: int) -> HttpRespons
 
 @require_GET
 @login_required
-def catalog_discovery(request: HttpRequest, discovery_id: int) -> HttpResponse:
+def catalog_discovery(request: AuthedHtmxRequest, discovery_id: int) -> HttpResponse:
     run = get_object_or_404(Discovery.objects.select_related("server"), pk=discovery_id)
     return render(request, "catalog/discovery.html", selectors.discovery_view(run))
 
 
 @require_POST
 @login_required
-def catalog_drift_resolve(request: HttpRequest, drift_id: int) -> HttpResponse:
+def catalog_drift_resolve(request: AuthedHtmxRequest, drift_id: int) -> HttpResponse:
     require_role(request.user, CATALOG_ADMIN)
     drift = get_object_or_404(ToolDrift, pk=drift_id)
     back = request.POST.get("next", "")
@@ -231,7 +230,7 @@ def _import_refused(
     return render(request, "catalog/import.html", context, status=400)
 
 
-def catalog_import_too_large(request: HttpRequest, size: int | None) -> HttpResponse:
+def catalog_import_too_large(request: AuthedHtmxRequest, size: int | None) -> HttpResponse:
     """The import page's own refusal of a request body over the limit (nothing was read).
 
     Called by ``catalog.middleware.ImportBodyLimitMiddleware`` before anything parses the
@@ -264,7 +263,7 @@ def _refused(
 
 @require_POST
 @login_required
-def catalog_admit(request: HttpRequest, version_id: int) -> HttpResponse:
+def catalog_admit(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
     require_role(request.user, CATALOG_ADMIN)
     row = get_object_or_404(CapabilityVersion, pk=version_id)
     form = {
@@ -294,7 +293,7 @@ def catalog_admit(request: HttpRequest, version_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def catalog_decide(request: HttpRequest, version_id: int) -> HttpResponse:
+def catalog_decide(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
     require_role(request.user, CATALOG_ADMIN)
     row = get_object_or_404(CapabilityVersion, pk=version_id)
     action = request.POST.get("action", "")
@@ -311,7 +310,7 @@ def catalog_decide(request: HttpRequest, version_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def catalog_gate(request: HttpRequest, version_id: int) -> HttpResponse:
+def catalog_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
     require_role(request.user, CATALOG_ADMIN, OPERATOR)
     row = get_object_or_404(CapabilityVersion, pk=version_id)
     form = {"reason": request.POST.get("reason", "")}

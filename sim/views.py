@@ -8,13 +8,14 @@ from uuid import UUID
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from access.objects import get_run_for_user
 from access.roles import OPERATOR, has_role, principal_ref_of, require_role, tenant_of
+from fieldops.http import AuthedHtmxRequest
 from runs import docs
 from runs.console import runbook_selectors
 from runs.domain import render as diagram
@@ -32,7 +33,7 @@ from sim.faultlab import TENANT as FAULTLAB_TENANT
 # -- fault lab -------------------------------------------------------------------------
 @require_GET
 @login_required
-def faultlab(request: HttpRequest) -> HttpResponse:
+def faultlab(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
     results = runbook_selectors.faultlab_results()
     return render(
@@ -44,7 +45,7 @@ def faultlab(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
-def faultlab_run(request: HttpRequest) -> HttpResponse:
+def faultlab_run(request: AuthedHtmxRequest) -> HttpResponse:
     """Run one fixture (or, without HTMX, all of them) and keep the result.
 
     With ``chain=1`` the returned row asks for the next fixture when it loads, so the
@@ -56,7 +57,7 @@ def faultlab_run(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied(f"runs fixtures as tenant {FAULTLAB_TENANT}, not yours")
     name = request.POST.get("fixture", "")
     by_ref = principal_ref_of(request.user)
-    if name == "all" and not getattr(request, "htmx", False):
+    if name == "all" and not request.htmx:
         for fixture in FIXTURES:
             lab.fixture_run_recorded(name=fixture.name, by_ref=by_ref)
         messages.success(request, f"Ran all {len(FIXTURES)} fixtures.")
@@ -64,7 +65,7 @@ def faultlab_run(request: HttpRequest) -> HttpResponse:
     if name not in BY_NAME:
         raise Http404("No such fixture")
     result = lab.fixture_run_recorded(name=name, by_ref=by_ref)
-    if not getattr(request, "htmx", False):
+    if not request.htmx:
         messages.success(request, f"{name}: {'PASS' if result.passed else 'FAIL'}.")
         return redirect("faultlab")
     names = [f.name for f in FIXTURES]
@@ -81,7 +82,7 @@ def faultlab_run(request: HttpRequest) -> HttpResponse:
 # -- review packet ---------------------------------------------------------------------
 @require_GET
 @login_required
-def review_packet(request: HttpRequest) -> HttpResponse:
+def review_packet(request: AuthedHtmxRequest) -> HttpResponse:
     results = runbook_selectors.faultlab_results()
     return render(
         request,
@@ -105,21 +106,21 @@ def review_packet(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def catalog_routing(request: HttpRequest) -> HttpResponse:
+def catalog_routing(request: AuthedHtmxRequest) -> HttpResponse:
     try:
         k = int(request.GET.get("k", routing_eval.DEFAULT_K))
     except ValueError:
         k = routing_eval.DEFAULT_K
     k = min(max(k, 1), 10)
     context = routing_selectors.routing_report(k)
-    if request.htmx and request.htmx.target == "routing-report":
+    if request.htmx.target == "routing-report":
         return render(request, "catalog/routing.html#routing-report", context)
     return render(request, "catalog/routing.html", context)
 
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def replay_simulation(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def replay_simulation(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     roles = (OPERATOR,) if request.method == "POST" else ()
     run = get_run_for_user(request.user, run_id, *roles)
     scenarios = sorted(double.SCENARIOS)

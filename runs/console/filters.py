@@ -40,6 +40,15 @@ def world_from_query(value: str | None) -> str:
     return value if value in WORLDS else DEFAULT_WORLD
 
 
+def world_label(namespace: str) -> str:
+    """The world a run namespace belongs to, as the lists label it ("" for the live world)."""
+    if namespace == DEFAULT_WORLD:
+        return ""
+    if namespace.startswith("sim-"):
+        return "simulation"
+    return WORLDS.get(namespace, namespace)
+
+
 def in_world(qs: QuerySet[Any], world: str, *, field: str = "namespace") -> QuerySet[Any]:
     """Narrow ``qs`` to rows whose ``field`` (a run namespace) belongs to ``world``."""
     if world == "all":

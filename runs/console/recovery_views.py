@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from access.roles import OPERATOR, principal_ref_of, require_role
+from fieldops.http import AuthedHtmxRequest
 from runs.authority import IntegrityConflict
 from runs.console import operations, recovery_selectors
 from runs.console.http import conflict, request_tenant
@@ -19,7 +20,7 @@ from runs.models import EffectAttempt
 # -- recovery --------------------------------------------------------------------------
 @require_GET
 @login_required
-def recovery(request: HttpRequest) -> HttpResponse:
+def recovery(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
     tenant = request_tenant(request)
     query = request.GET.get("q", "").strip()
@@ -38,7 +39,7 @@ def recovery(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
-def recovery_reconcile(request: HttpRequest) -> HttpResponse:
+def recovery_reconcile(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
     tenant = request_tenant(request)
     try:

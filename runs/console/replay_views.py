@@ -9,18 +9,19 @@ from __future__ import annotations
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from access.objects import get_run_for_user
+from fieldops.http import AuthedHtmxRequest
 from runs.policies import registry as scenario_registry
 from runs.replay import decision as replay_modes
 
 
 @require_GET
 @login_required
-def replay_decision(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def replay_decision(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
     choices = replay_modes.candidates()
     candidate = request.GET.get("candidate") or replay_modes.RECORDED

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from access.roles import OPERATOR, require_role
 from catalog import services as catalog_services
 from catalog.models import CapabilityVersion
+from fieldops.http import AuthedHtmxRequest
 from runs.console import runbook_selectors
 from runs.console.http import request_tenant
 from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS
@@ -20,14 +21,14 @@ from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS
 # -- runbooks --------------------------------------------------------------------------
 @require_GET
 @login_required
-def runbooks(request: HttpRequest) -> HttpResponse:
+def runbooks(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
     return render(request, "runs/runbooks.html", {"runbooks": RUNBOOKS})
 
 
 @require_GET
 @login_required
-def runbooks_detail(request: HttpRequest, slug: str) -> HttpResponse:
+def runbooks_detail(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     require_role(request.user, OPERATOR)
     book = BY_SLUG.get(slug)
     if book is None:
@@ -44,7 +45,7 @@ def runbooks_detail(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_POST
 @login_required
-def runbooks_gate(request: HttpRequest, slug: str) -> HttpResponse:
+def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     require_role(request.user, OPERATOR)
     if slug not in BY_SLUG:
         raise Http404("No such runbook")

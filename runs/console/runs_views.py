@@ -10,7 +10,7 @@ from uuid import UUID
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from access.objects import get_run_for_user
 from access.roles import OPERATOR, principal_ref_of, require_role
 from capabilities import ports
+from fieldops.http import AuthedHtmxRequest
 from runs import services
 from runs.console import operations
 from runs.console import runs_selectors as run_selectors
@@ -51,7 +52,7 @@ class StartRunForm(forms.Form):
         ]
 
 
-def _list_context(request: HttpRequest, tenant: str, **extra: Any) -> dict[str, Any]:
+def _list_context(request: AuthedHtmxRequest, tenant: str, **extra: Any) -> dict[str, Any]:
     filters = run_selectors.RunFilters.from_query(request.GET)
     page = run_selectors.run_list_for_tenant(
         tenant=tenant, filters=filters, cursor=request.GET.get("after", "")
@@ -70,17 +71,17 @@ def _list_context(request: HttpRequest, tenant: str, **extra: Any) -> dict[str, 
 
 @require_GET
 @login_required
-def runs_list(request: HttpRequest) -> HttpResponse:
+def runs_list(request: AuthedHtmxRequest) -> HttpResponse:
     tenant = request_tenant(request)
     context = _list_context(request, tenant)
-    if getattr(request, "htmx", False) and request.htmx.target == "run-table":
+    if request.htmx.target == "run-table":
         return render(request, "runs/list.html#run-table", context)
     return render(request, "runs/list.html", context)
 
 
 @require_POST
 @login_required
-def runs_start(request: HttpRequest) -> HttpResponse:
+def runs_start(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
     tenant = request_tenant(request)
     form = StartRunForm(request.POST, tenant=tenant)
@@ -105,7 +106,7 @@ def runs_start(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
-def runs_bulk_cancel(request: HttpRequest) -> HttpResponse:
+def runs_bulk_cancel(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
     tenant = request_tenant(request)
     try:
@@ -126,7 +127,7 @@ def runs_bulk_cancel(request: HttpRequest) -> HttpResponse:
 
 
 # -- one run ---------------------------------------------------------------------------
-def _detail_context(request: HttpRequest, run: Any, **extra: Any) -> dict[str, Any]:
+def _detail_context(request: AuthedHtmxRequest, run: Any, **extra: Any) -> dict[str, Any]:
     kind = request.GET.get("kind", "all")
     kind = kind if kind in run_selectors.TIMELINE_KINDS else "all"
     return {
@@ -143,10 +144,9 @@ def _detail_context(request: HttpRequest, run: Any, **extra: Any) -> dict[str, A
 
 @require_GET
 @login_required
-def runs_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def runs_detail(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    partial = request.GET.get("partial", "")
-    if getattr(request, "htmx", False) and partial == "live":
+    if request.htmx.target == "run-live":
         # The poller says which revision it shows: nothing changed, nothing to swap.
         if request.GET.get("since") == str(run.revision):
             return HttpResponse(status=204)
@@ -159,7 +159,7 @@ def runs_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
 
 @require_POST
 @login_required
-def runs_cancel(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def runs_cancel(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id, OPERATOR)
     back = reverse("runs-detail", args=[run.pk])
     try:
@@ -191,7 +191,7 @@ def runs_cancel(request: HttpRequest, run_id: UUID) -> HttpResponse:
 
 @require_POST
 @login_required
-def runs_follow_up(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def runs_follow_up(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id, OPERATOR)
     try:
         new = services.run_follow_up(
@@ -205,7 +205,7 @@ def runs_follow_up(request: HttpRequest, run_id: UUID) -> HttpResponse:
 
 @require_POST
 @login_required
-def runs_budget(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def runs_budget(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id, OPERATOR)
     back = reverse("runs-detail", args=[run.pk])
     raw_limit = request.POST.get("limit", "").strip()
@@ -232,7 +232,7 @@ def runs_budget(request: HttpRequest, run_id: UUID) -> HttpResponse:
 
 @require_GET
 @login_required
-def runs_export(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def runs_export(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
     response = JsonResponse(run_selectors.run_export(run), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.json"'
@@ -241,7 +241,7 @@ def runs_export(request: HttpRequest, run_id: UUID) -> HttpResponse:
 
 @require_GET
 @login_required
-def runs_evidence(request: HttpRequest, run_id: UUID, evidence_id: str) -> HttpResponse:
+def runs_evidence(request: AuthedHtmxRequest, run_id: UUID, evidence_id: str) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
     item = run_selectors.run_evidence(run=run, evidence_id=evidence_id)
     if item is None:
@@ -251,7 +251,7 @@ def runs_evidence(request: HttpRequest, run_id: UUID, evidence_id: str) -> HttpR
 
 @require_GET
 @login_required
-def runs_replay_audit(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def runs_replay_audit(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
     result, findings = audit_replay(run)
     return render(

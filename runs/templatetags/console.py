@@ -1,4 +1,4 @@
-"""Small template helpers for the console: optional links, durations, refs, JSON."""
+"""Small template helpers for the console: world labels, durations, refs, JSON."""
 
 from __future__ import annotations
 
@@ -7,20 +7,18 @@ import json
 from typing import Any
 
 from django import template
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 
 from kernel.canonical import canonical_json
+from runs.console import filters
 
 register = template.Library()
 
 
-@register.simple_tag
-def optional_url(name: str, *args: Any) -> str:
-    """Reverse ``name`` if that route exists (pages built by other modules), else ''."""
-    try:
-        return reverse(name, args=args)
-    except NoReverseMatch:
-        return ""
+@register.filter
+def world_label(namespace: str) -> str:
+    """How the runs list names a run's world: nothing for the live world."""
+    return filters.world_label(namespace)
 
 
 @register.simple_tag

@@ -232,10 +232,10 @@ def test_the_live_partial_is_empty_until_the_revision_changes(
     as_operator: Client, waiting_run: Run
 ) -> None:
     url = reverse("runs-detail", args=[waiting_run.pk])
-    headers = {"HTTP_HX_REQUEST": "true"}
-    same = as_operator.get(url, {"partial": "live", "since": waiting_run.revision}, **headers)
+    headers = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "run-live"}
+    same = as_operator.get(url, {"since": waiting_run.revision}, **headers)
     assert same.status_code == 204
-    changed = as_operator.get(url, {"partial": "live", "since": 0}, **headers)
+    changed = as_operator.get(url, {"since": 0}, **headers)
     body = changed.content.decode()
     assert changed.status_code == 200 and body.lstrip().startswith('<section id="run-live"')
     assert 'hx-trigger="every 2s"' in body
@@ -253,7 +253,7 @@ def test_the_live_partial_is_empty_until_the_revision_changes(
 def test_polling_stops_once_the_run_has_ended(as_operator: Client, waiting_run: Run) -> None:
     services.run_cancel(run_id=str(waiting_run.pk), by_ref="user:operator", reason="stop")
     url = reverse("runs-detail", args=[waiting_run.pk])
-    live = as_operator.get(url, {"partial": "live", "since": 1}, HTTP_HX_REQUEST="true")
+    live = as_operator.get(url, {"since": 1}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="run-live")
     body = live.content.decode()
     assert "every 2s" not in body
     # The actions region is swapped out of band: the cancel form gives way to follow-up.

@@ -177,7 +177,7 @@ POLICY: Mapping[str, Rule] = {
         objects="run",
         variants=(
             PAGE,
-            htmx("run-live", partial="live", since="0"),
+            htmx("run-live", since="0"),
             Variant("kind", {"kind": "effects"}),
         ),
     ),

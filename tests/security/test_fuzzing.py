@@ -346,7 +346,7 @@ def test_fuzz_query_strings(sworld: World, clients: dict[str, Client], data: Any
     run_id = sworld.runs[data.draw(run_labels)]
     pages = [
         (reverse("runs-list"), ["state", "disposition", "scenario", "age", "q", "after"]),
-        (reverse("runs-detail", args=[run_id]), ["kind", "partial", "since"]),
+        (reverse("runs-detail", args=[run_id]), ["kind", "since"]),
         (reverse("runs-replay-decision", args=[run_id]), ["candidate"]),
         (reverse("runs-replay-simulation", args=[run_id]), ["sim"]),
         (reverse("recovery"), ["q"]),
