@@ -240,7 +240,7 @@ def approval_decide(
                 "requested_change": change if not approve else {},
             },
             within=within,
-            follow_up=True,
+            advance_after=True,
         )
         if result.applied:
             checkpoint.refresh_from_db()
@@ -316,7 +316,7 @@ def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> Decis
             reason_code="answered",
             refs={"checkpoint": checkpoint.pk, "observation": answer_id},
             within=within,
-            follow_up=True,
+            advance_after=True,
         )
         if result.applied:
             return DecisionResult(True, checkpoint=checkpoint)

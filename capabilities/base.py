@@ -3,7 +3,7 @@
 An adapter joins model-proposed arguments with trusted harness and adapter fields,
 validates the whole request against the contract's input schema, enforces scope, calls
 the double, validates the answer against the output schema as untrusted input, and
-returns a typed ``Outcome``. It never chooses the next state: the runner does.
+returns a typed ``CallOutcome``. It never chooses the next state: the runner does.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Invocation:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CallOutcome:
     """A typed result. ``stage``: pre_dispatch (nothing sent), definite, or ambiguous."""
 
     ok: bool
@@ -57,7 +57,7 @@ class Outcome:
     quarantined: Mapping[str, Any] | None = None
 
     @classmethod
-    def fail(cls, code: ErrorCode | str, stage: str, detail: str = "", **kw: Any) -> Outcome:
+    def fail(cls, code: ErrorCode | str, stage: str, detail: str = "", **kw: Any) -> CallOutcome:
         return cls(ok=False, error=str(code), stage=stage, detail=detail, **kw)
 
 
@@ -94,7 +94,7 @@ def trusted_fields_supplied(contract: Contract, args: Mapping[str, Any]) -> list
     )
 
 
-Handler = Callable[[Invocation, Mapping[str, Any], WorldPort, int], Outcome]
+Handler = Callable[[Invocation, Mapping[str, Any], WorldPort, int], CallOutcome]
 
 
 def invoke(
@@ -103,14 +103,14 @@ def invoke(
     inv: Invocation,
     world: WorldPort,
     trusted: Mapping[str, Any],
-) -> Outcome:
+) -> CallOutcome:
     """Validate and dispatch one call through ``handler``, retrying only within budget.
 
     ``trusted`` holds the harness- and adapter-derived fields for this invocation.
     """
     forged = trusted_fields_supplied(contract, inv.args)
     if forged:
-        return Outcome.fail(
+        return CallOutcome.fail(
             ErrorCode.INVALID_ARGUMENT,
             "pre_dispatch",
             f"trusted fields supplied by the model: {', '.join(forged)}",
@@ -118,7 +118,7 @@ def invoke(
     request = {**dict(inv.args), **dict(trusted)}
     problems = schema_errors(contract.input_schema, request)
     if problems:
-        return Outcome.fail(ErrorCode.INVALID_ARGUMENT, "pre_dispatch", "; ".join(problems))
+        return CallOutcome.fail(ErrorCode.INVALID_ARGUMENT, "pre_dispatch", "; ".join(problems))
     attempts = 0
     while True:
         attempts += 1
@@ -131,7 +131,7 @@ def invoke(
                 outcome="UNAVAILABLE",
                 fault="after_validation_before_dispatch",
             )
-            outcome = Outcome.fail(
+            outcome = CallOutcome.fail(
                 ErrorCode.UNAVAILABLE,
                 "pre_dispatch",
                 "transport failed before the request was sent",
@@ -140,14 +140,14 @@ def invoke(
             try:
                 outcome = handler(inv, request, world, call_index)
             except ServiceFault as fault:
-                outcome = Outcome.fail(fault.code, fault.stage, fault.detail)
+                outcome = CallOutcome.fail(fault.code, fault.stage, fault.detail)
         outcome = _with_attempts(outcome, attempts)
         if outcome.ok or not _may_retry(contract, outcome, attempts):
             return outcome
 
 
-def _with_attempts(outcome: Outcome, attempts: int) -> Outcome:
-    return Outcome(
+def _with_attempts(outcome: CallOutcome, attempts: int) -> CallOutcome:
+    return CallOutcome(
         ok=outcome.ok,
         data=outcome.data,
         error=outcome.error,
@@ -158,7 +158,7 @@ def _with_attempts(outcome: Outcome, attempts: int) -> Outcome:
     )
 
 
-def _may_retry(contract: Contract, outcome: Outcome, attempts: int) -> bool:
+def _may_retry(contract: Contract, outcome: CallOutcome, attempts: int) -> bool:
     """Retry only what the contract declares retryable, and never after possible dispatch."""
     if outcome.stage == "ambiguous":
         return False
@@ -166,18 +166,18 @@ def _may_retry(contract: Contract, outcome: Outcome, attempts: int) -> bool:
     return rule is not None and rule.retry_owner == "adapter" and attempts <= rule.retry_budget
 
 
-def check_output(contract: Contract, body: Any, *, tenant: str) -> Outcome | None:
-    """Validate a service answer as untrusted input; return a failure Outcome or None."""
+def check_output(contract: Contract, body: Any, *, tenant: str) -> CallOutcome | None:
+    """Validate a service answer as untrusted input; return a failure CallOutcome or None."""
     problems = schema_errors(contract.output_schema, body)
     if problems:
-        return Outcome.fail(
+        return CallOutcome.fail(
             ErrorCode.MALFORMED_RESULT,
             "definite",
             "; ".join(problems),
             quarantined={"digest": digest(body), "problems": problems},
         )
     if isinstance(body, Mapping) and "tenant" in body and body["tenant"] != tenant:
-        return Outcome.fail(
+        return CallOutcome.fail(
             ErrorCode.MALFORMED_RESULT,
             "definite",
             "result belongs to another tenant (scope); quarantined",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from capabilities import common, evidence, ports
-from capabilities.base import Invocation, Outcome, check_output
+from capabilities.base import CallOutcome, Invocation, check_output
 from capabilities.contracts import (
     Contract,
     EffectClass,
@@ -124,7 +124,7 @@ CONTRACT = Contract(
 
 def handle(
     inv: Invocation, request: Mapping[str, Any], world: WorldPort, call_index: int
-) -> Outcome:
+) -> CallOutcome:
     location_id = request["location_id"]
     # Scope is enforced before any service data is returned.
     if location_id not in inv.scope:
@@ -134,7 +134,7 @@ def handle(
             if location and location["tenant"] != inv.tenant
             else "location is not delegated to this run"
         )
-        return Outcome.fail(ErrorCode.DENIED, "pre_dispatch", reason)
+        return CallOutcome.fail(ErrorCode.DENIED, "pre_dispatch", reason)
     body = world.check_inventory(
         call_index=call_index,
         part_id=request["part_id"],
@@ -146,9 +146,9 @@ def handle(
         return failure
     age = (clock.now() - clock.parse(body["observed_at"])).total_seconds()
     if age > FRESHNESS_MAX_AGE_S:
-        return Outcome.fail(
+        return CallOutcome.fail(
             ErrorCode.STALE,
             "definite",
             f"observation is {int(age)} s old (limit {FRESHNESS_MAX_AGE_S} s)",
         )
-    return Outcome(ok=True, data=body)
+    return CallOutcome(ok=True, data=body)

@@ -9,7 +9,7 @@ from typing import Any
 
 from approvals.domain import ProposalError, canonical_quantity, canonicalize
 from capabilities import common, evidence, ports
-from capabilities.base import Invocation, Outcome
+from capabilities.base import CallOutcome, Invocation
 from capabilities.contracts import (
     Contract,
     EffectClass,
@@ -159,14 +159,14 @@ CONTRACT = Contract(
 
 def handle(
     inv: Invocation, request: Mapping[str, Any], world: WorldPort, call_index: int
-) -> Outcome:
+) -> CallOutcome:
     now = clock.now()
     part_id = str(request["part_id"]).upper()
     part = ports.world().reference.parts.get(part_id)
     try:
         quantity = canonical_quantity(request["quantity"])
     except ProposalError as exc:
-        return Outcome.fail(ErrorCode.INVALID_ARGUMENT, "pre_dispatch", exc.detail)
+        return CallOutcome.fail(ErrorCode.INVALID_ARGUMENT, "pre_dispatch", exc.detail)
     found = evidence.reservation_evidence(
         refs=request["evidence_refs"],
         observations=inv.observations,
@@ -177,11 +177,11 @@ def handle(
         now=now,
     )
     if found.missing:
-        return Outcome.fail(
+        return CallOutcome.fail(
             ErrorCode.PRECONDITION_EVIDENCE_INCOMPLETE, "pre_dispatch", "; ".join(found.missing)
         )
     if found.stale:
-        return Outcome.fail(ErrorCode.STALE, "pre_dispatch", "; ".join(found.stale))
+        return CallOutcome.fail(ErrorCode.STALE, "pre_dispatch", "; ".join(found.stale))
     assert part is not None and found.location_id is not None
     try:
         proposal = canonicalize(
@@ -200,7 +200,7 @@ def handle(
             expires_at=clock.iso(now + PROPOSAL_TTL),
         )
     except ProposalError as exc:
-        return Outcome.fail(ErrorCode.INVALID_ARGUMENT, "pre_dispatch", exc.detail)
+        return CallOutcome.fail(ErrorCode.INVALID_ARGUMENT, "pre_dispatch", exc.detail)
     content = proposal.content
     summary = (
         f"Reserve {content['quantity']} {content['unit']} of {part_id} "
@@ -217,7 +217,7 @@ def handle(
         }
         for ref in content["evidence_refs"]
     ]
-    return Outcome(
+    return CallOutcome(
         ok=True,
         data={
             "proposal": dict(content),

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from capabilities import common
-from capabilities.base import Invocation, Outcome, check_output
+from capabilities.base import CallOutcome, Invocation, check_output
 from capabilities.contracts import Contract, EffectClass, Precondition, ProposalKind, Provenance
 from capabilities.ports import WorldPort
 
@@ -82,11 +82,11 @@ CONTRACT = Contract(
 
 def handle(
     inv: Invocation, request: Mapping[str, Any], world: WorldPort, call_index: int
-) -> Outcome:
+) -> CallOutcome:
     body = world.read_equipment(
         call_index=call_index, equipment_id=request["equipment_id"], tenant=inv.tenant
     )
     # The adapter projects a minimal view: owner contact never enters the run.
     view = {k: v for k, v in body.items() if k != "owner_contact"}
     failure = check_output(CONTRACT, view, tenant=inv.tenant)
-    return failure or Outcome(ok=True, data=view)
+    return failure or CallOutcome(ok=True, data=view)

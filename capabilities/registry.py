@@ -15,7 +15,7 @@ from capabilities import (
     reserve_part,
     search_manual,
 )
-from capabilities.base import Handler, Invocation, Outcome, invoke
+from capabilities.base import CallOutcome, Handler, Invocation, invoke
 from capabilities.contracts import Contract, ErrorCode, Provenance
 from capabilities.controls import CONTROL_CONTRACTS
 from capabilities.ports import WorldPort
@@ -53,11 +53,11 @@ def trusted_fields(contract: Contract, inv: Invocation) -> dict[str, object]:
     return {k: available[k] for k in wanted}
 
 
-def dispatch(inv: Invocation, world: WorldPort) -> Outcome:
+def dispatch(inv: Invocation, world: WorldPort) -> CallOutcome:
     """Invoke one admitted capability through its contract; unknown ids are DENIED."""
     contract = CAPABILITIES.get(inv.capability)
     if contract is None:
-        return Outcome.fail(ErrorCode.DENIED, "pre_dispatch", "not an admitted capability")
+        return CallOutcome.fail(ErrorCode.DENIED, "pre_dispatch", "not an admitted capability")
     return invoke(contract, HANDLERS[contract.id], inv, world, trusted_fields(contract, inv))
 
 

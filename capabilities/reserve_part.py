@@ -15,7 +15,7 @@ from typing import Any
 
 from approvals.domain import ProposalError, canonical_quantity, proposal_hash
 from capabilities import common, evidence
-from capabilities.base import Invocation, Outcome, schema_errors
+from capabilities.base import CallOutcome, Invocation, schema_errors
 from capabilities.contracts import (
     Contract,
     EffectClass,
@@ -363,10 +363,10 @@ def dispatch_problem(inv: Invocation) -> tuple[ErrorCode, str] | None:
 
 def handle(
     inv: Invocation, request: Mapping[str, Any], world: WorldPort, call_index: int
-) -> Outcome:
+) -> CallOutcome:
     problem = dispatch_problem(inv)
     if problem:
-        return Outcome.fail(problem[0], "pre_dispatch", problem[1])
+        return CallOutcome.fail(problem[0], "pre_dispatch", problem[1])
     intent = intent_for(inv)
     key = request["idempotency_key"]
     try:
@@ -381,7 +381,7 @@ def handle(
         stage = fault.stage
         if fault.code in ("TIMEOUT_AMBIGUOUS", "RATE_LIMITED"):
             stage = "ambiguous"
-        return Outcome.fail(fault.code, stage, fault.detail)
+        return CallOutcome.fail(fault.code, stage, fault.detail)
     problems = schema_errors(CONTRACT.output_schema, body)
     if not problems and (
         body["idempotency_key"] != key
@@ -393,13 +393,13 @@ def handle(
         problems = ["answer does not describe the requested intent"]
     if problems:
         # Dispatch happened and the answer cannot be interpreted: the outcome is unknown.
-        return Outcome.fail(
+        return CallOutcome.fail(
             ErrorCode.MALFORMED_RESULT,
             "ambiguous",
             "; ".join(problems),
             quarantined={"digest": digest(body), "problems": problems},
         )
-    return Outcome(ok=True, data=body)
+    return CallOutcome(ok=True, data=body)
 
 
 @dataclass(frozen=True)

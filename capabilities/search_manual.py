@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from capabilities import common
-from capabilities.base import Invocation, Outcome, check_output
+from capabilities.base import CallOutcome, Invocation, check_output
 from capabilities.contracts import Contract, EffectClass, Precondition, ProposalKind, Provenance
 from capabilities.ports import WorldPort
 
@@ -120,7 +120,7 @@ CONTRACT = Contract(
 
 def handle(
     inv: Invocation, request: Mapping[str, Any], world: WorldPort, call_index: int
-) -> Outcome:
+) -> CallOutcome:
     body = world.search_manual(
         call_index=call_index,
         query=request["query"],
@@ -129,4 +129,4 @@ def handle(
         tenant=inv.tenant,
     )
     failure = check_output(CONTRACT, body, tenant=inv.tenant)
-    return failure or Outcome(ok=True, data=body)
+    return failure or CallOutcome(ok=True, data=body)

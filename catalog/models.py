@@ -148,7 +148,7 @@ class ToolServer(models.Model):
         return self.url
 
 
-class Outcome(models.TextChoices):
+class DiscoveryOutcome(models.TextChoices):
     RUNNING = "running"
     OK = "ok"
     FAILED = "failed"
@@ -170,7 +170,9 @@ class Discovery(models.Model):
     requested_ref = models.CharField(max_length=64)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    outcome = models.CharField(max_length=8, choices=Outcome.choices, default=Outcome.RUNNING)
+    outcome = models.CharField(
+        max_length=8, choices=DiscoveryOutcome.choices, default=DiscoveryOutcome.RUNNING
+    )
     code = models.CharField(max_length=32, blank=True, default="")
     message = models.CharField(max_length=2000, blank=True, default="")
     stderr = models.CharField(max_length=1000, blank=True, default="")
@@ -189,7 +191,7 @@ class Discovery(models.Model):
 
     @property
     def ok(self) -> bool:
-        return self.outcome == Outcome.OK
+        return self.outcome == DiscoveryOutcome.OK
 
 
 class ToolSighting(models.Model):

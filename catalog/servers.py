@@ -34,7 +34,7 @@ from django.utils import timezone
 from catalog import mcp_client
 from catalog.domain import discovery
 from catalog.domain.lifecycle import Refusal
-from catalog.models import Discovery, Outcome, ToolServer, Transport
+from catalog.models import Discovery, DiscoveryOutcome, ToolServer, Transport
 from catalog.services import candidates_record, reviewer_ref
 from fieldops.secrets import redact
 
@@ -208,7 +208,7 @@ def _failed(
         requested_by=user,
         requested_ref=reviewer_ref(user) if user is not None else f"system:{trigger}",
         finished_at=timezone.now(),
-        outcome=Outcome.FAILED,
+        outcome=DiscoveryOutcome.FAILED,
         code=code,
         message=clean(message, 2000),
         stderr=clean(stderr, 1000),
@@ -281,7 +281,7 @@ def tool_server_discover(
             trigger=trigger,
             requested_by=user,
             requested_ref=reviewer_ref(user) if user is not None else f"system:{trigger}",
-            outcome=Outcome.OK,
+            outcome=DiscoveryOutcome.OK,
             identity=identity,
             pages=fetched.pages,
             tools_listed=len(fetched.tools),

@@ -150,15 +150,15 @@ def append(
     counters_delta: Mapping[str, int] | None = None,
     event_id: str | None = None,
     within: Within | None = None,
-    follow_up: bool = False,
+    advance_after: bool = False,
     run: Run | None = None,
 ) -> Result:
     """Append one event to a run under compare-and-set; see the module docstring.
 
     ``expected_epoch`` is the caller's ownership epoch (None for non-owner writers such as
     approvers, operators and the clock). ``within`` runs inside the same transaction after
-    the event is stored (checkpoints, dispatch records, ...). ``follow_up`` enqueues the run
-    for advancement through the outbox, committed with the event.
+    the event is stored (checkpoints, dispatch records, ...). ``advance_after`` puts the
+    run in the outbox, committed with the event, to be advanced after commit.
 
     ``run`` is the caller's copy of the run row, read at ``expected_revision``: the
     authority decides from it instead of reading the row again. The compare-and-set on
@@ -182,7 +182,7 @@ def append(
         counters_delta=counters_delta,
         event_id=event_id or str(uuid.uuid4()),
         within=within,
-        follow_up=follow_up,
+        advance_after=advance_after,
     )
     _check_request(type, actor, counters_delta, payload)
     result: Result | None = None
@@ -231,7 +231,7 @@ class _Ask:
     counters_delta: Mapping[str, int] | None
     event_id: str
     within: Within | None
-    follow_up: bool
+    advance_after: bool
 
 
 @dataclass(frozen=True)
@@ -242,7 +242,7 @@ class _Write:
     applied: bool
     refusal: str = ""
     within: Within | None = None
-    follow_up: bool = False
+    advance_after: bool = False
 
     def closes_run(self, snapshot: RunSnapshot) -> bool:
         return self.event.next_state is not snapshot.state and is_terminal(self.event.next_state)
@@ -300,7 +300,7 @@ def _decide_from_copy(ask: _Ask, run: Run) -> Result | None:
         and connection.get_autocommit()
         and not connection.in_atomic_block
         and decision.within is None
-        and not decision.follow_up
+        and not decision.advance_after
         and not decision.closes_run(snapshot)
     )
     try:
@@ -318,7 +318,7 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
     """The authority's decision for ``ask`` on ``run`` as read: what to store, if anything."""
     type, actor, reason_code = ask.type, ask.actor, ask.reason_code
     refs, payload, counters_delta = ask.refs, ask.payload, ask.counters_delta
-    within, follow_up = ask.within, ask.follow_up
+    within, advance_after = ask.within, ask.advance_after
     if ask.expected_epoch is not None and run.owner_epoch != ask.expected_epoch:
         control = _control(
             run,
@@ -387,7 +387,7 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
         payload=payload,
     )
     invariants.assert_invariants(snapshot, event)
-    return _Write(event, applied=True, within=within, follow_up=follow_up)
+    return _Write(event, applied=True, within=within, advance_after=advance_after)
 
 
 def _write(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
@@ -415,7 +415,7 @@ def _write(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
         terminal.close(run, event)
     if decision.within is not None:
         decision.within(run, event)
-    if decision.follow_up:
+    if decision.advance_after:
         outbox.put(run_id=str(run.pk))
     if connection.in_atomic_block:
         # Everything of this event is written and holds the run's row lock until commit.

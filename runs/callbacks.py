@@ -188,7 +188,7 @@ def _admit(
                     refs={"correlation": correlation.pk, "observation": observation},
                     payload={"delivery_id": delivery_id},
                     within=within,
-                    follow_up=True,
+                    advance_after=True,
                 )
                 if not result.applied:
                     transaction.set_rollback(True)

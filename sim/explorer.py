@@ -95,7 +95,7 @@ class Schedule:
 
 
 @dataclass
-class Outcome:
+class ScheduleOutcome:
     schedule: Schedule
     run_id: str = ""
     state: str = ""
@@ -107,16 +107,16 @@ class Outcome:
 
 @dataclass
 class Report:
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: list[ScheduleOutcome] = field(default_factory=list)
     skipped: int = 0  # schedules that need concurrent transactions (not on SQLite)
     traces: dict[str, list[str]] = field(default_factory=dict)
 
     @property
-    def explored(self) -> list[Outcome]:
+    def explored(self) -> list[ScheduleOutcome]:
         return [o for o in self.outcomes if o.reached]
 
     @property
-    def failures(self) -> list[Outcome]:
+    def failures(self) -> list[ScheduleOutcome]:
         return [o for o in self.explored if o.violations]
 
     def counts(self) -> Counter[str]:
@@ -345,9 +345,9 @@ def _play(schedule: Schedule, run: Run, workers: list[Worker]) -> bool:
     return True
 
 
-def run_schedule(schedule: Schedule) -> Outcome:
+def run_schedule(schedule: Schedule) -> ScheduleOutcome:
     run = _approved_run(schedule.variant)
-    outcome = Outcome(schedule, run_id=str(run.pk))
+    outcome = ScheduleOutcome(schedule, run_id=str(run.pk))
     workers: list[Worker] = []
     try:
         outcome.reached = _play(schedule, run, workers)
@@ -402,7 +402,7 @@ def schedules(traces: Mapping[str, list[str]]) -> Iterator[Schedule]:
                 yield Schedule(variant, kind, point)
 
 
-def takeover_orders(outcome: Outcome) -> Iterator[Schedule]:
+def takeover_orders(outcome: ScheduleOutcome) -> Iterator[Schedule]:
     """From a takeover schedule, every two-owner schedule it opens: the new owner B pauses
     at each point of the path it really took, and the two resume in either order."""
     first = outcome.schedule
@@ -415,14 +415,14 @@ def explore(
     *,
     variants: Iterable[str] | None = None,
     kinds: Iterable[str] | None = None,
-    progress: Callable[[Outcome], None] | None = None,
+    progress: Callable[[ScheduleOutcome], None] | None = None,
 ) -> Report:
     """Explore every schedule of ``variants`` x ``kinds``; return what happened in each."""
     wanted = set(kinds or KINDS)
     report = Report()
     concurrent = connection.vendor == "postgresql"
 
-    def play(schedule: Schedule) -> Outcome | None:
+    def play(schedule: Schedule) -> ScheduleOutcome | None:
         if schedule.needs_concurrent_transactions and not concurrent:
             report.skipped += 1
             return None

@@ -39,7 +39,7 @@ APPROVER = "faultlab-approver"
 
 
 @dataclass
-class Outcome:
+class FixtureOutcome:
     run: Run | None
     state: str
     reason: str
@@ -53,7 +53,7 @@ class Fixture:
     injects: str
     expect_state: str
     expect_reason: str
-    script: Callable[[Lab], Outcome]
+    script: Callable[[Lab], FixtureOutcome]
     group: str = "engine"
 
 
@@ -130,11 +130,11 @@ class Lab:
         run.refresh_from_db()
         return run
 
-    def outcome(self, run: Run, **checks: bool) -> Outcome:
+    def outcome(self, run: Run, **checks: bool) -> FixtureOutcome:
         run.refresh_from_db()
         _, findings = audit_replay(run)
         checks.setdefault("audit replay has no findings", not findings)
-        return Outcome(
+        return FixtureOutcome(
             run,
             run.state,
             run.terminal_reason,
@@ -169,8 +169,33 @@ def _fault(point: str, capability: str = "*", on_call: int = 1) -> dict[str, Any
     return {"point": point, "capability": capability, "on_call": on_call}
 
 
+# -- the registry: each fixture is declared by the decorator on its script ----------------
+FIXTURES: list[Fixture] = []
+
+
+def fixture(
+    name: str, *, injects: str, expect: tuple[str, str], group: str = "engine"
+) -> Callable[[Callable[[Lab], FixtureOutcome]], Callable[[Lab], FixtureOutcome]]:
+    """Declare a fixture: what it injects and the disposition it must reach, next to the
+    script that runs it. Fixtures run (and are listed) in the order they are declared."""
+
+    def register(script: Callable[[Lab], FixtureOutcome]) -> Callable[[Lab], FixtureOutcome]:
+        if any(f.name == name for f in FIXTURES):
+            raise ValueError(f"fault fixture {name!r} declared twice")
+        FIXTURES.append(Fixture(name, injects, expect[0], expect[1], script, group))
+        return script
+
+    return register
+
+
 # -- the frozen six --------------------------------------------------------------------------
-def fx_unavailable_tool_loop(lab: Lab) -> Outcome:
+@fixture(
+    "unavailable_tool_loop",
+    injects="policy keeps requesting lookup_stock",
+    expect=("FAILED", "action_budget_exhausted"),
+    group="frozen six",
+)
+def fx_unavailable_tool_loop(lab: Lab) -> FixtureOutcome:
     run = lab.start("unavailable_tool")
     return lab.outcome(
         run,
@@ -182,7 +207,13 @@ def fx_unavailable_tool_loop(lab: Lab) -> Outcome:
     )
 
 
-def fx_early_success(lab: Lab) -> Outcome:
+@fixture(
+    "early_success",
+    injects="final claim right after reading the manual",
+    expect=("FAILED", "completion_evidence_missing"),
+    group="frozen six",
+)
+def fx_early_success(lab: Lab) -> FixtureOutcome:
     run = lab.start("early_success")
     rejected = Event.objects.filter(run=run, type=EventType.COMPLETION_REJECTED.value)
     reasons_text = " ".join(" ".join(e.payload.get("reasons", [])) for e in rejected)
@@ -196,7 +227,13 @@ def fx_early_success(lab: Lab) -> Outcome:
     )
 
 
-def fx_invalid_arguments(lab: Lab) -> Outcome:
+@fixture(
+    "invalid_arguments",
+    injects="check_inventory without part_id",
+    expect=("FAILED", "correction_budget_exhausted"),
+    group="frozen six",
+)
+def fx_invalid_arguments(lab: Lab) -> FixtureOutcome:
     run = lab.start("invalid_arguments")
     return lab.outcome(
         run,
@@ -207,7 +244,13 @@ def fx_invalid_arguments(lab: Lab) -> Outcome:
     )
 
 
-def fx_ignored_cancellation(lab: Lab) -> Outcome:
+@fixture(
+    "ignored_cancellation",
+    injects="cancellation while the policy answers",
+    expect=("CANCELLED", "cancelled_no_dispatch"),
+    group="frozen six",
+)
+def fx_ignored_cancellation(lab: Lab) -> FixtureOutcome:
     run = lab.start(faults=[_fault("after_model_response")])
     rejected_after_cancel = EventType.PROPOSAL_REJECTED_AFTER_CANCEL.value in types(run)
     return lab.outcome(
@@ -219,7 +262,13 @@ def fx_ignored_cancellation(lab: Lab) -> Outcome:
     )
 
 
-def fx_repeated_effect(lab: Lab) -> Outcome:
+@fixture(
+    "repeated_effect",
+    injects="duplicate proposal and duplicate dispatch after the effect",
+    expect=("COMPLETED", "all_predicates_pass"),
+    group="frozen six",
+)
+def fx_repeated_effect(lab: Lab) -> FixtureOutcome:
     run = lab.approve_until_done(lab.start())
     attempt = EffectAttempt.objects.get(run=run, status=EffectAttempt.Status.CONFIRMED)
     # A duplicate model proposal arrives late (transport replay): the run has ended.
@@ -261,7 +310,13 @@ def _last_reserve(run: Run) -> Any:
     raise LookupError("no reserve_part proposal")
 
 
-def fx_illegal_transition(lab: Lab) -> Outcome:
+@fixture(
+    "illegal_transition",
+    injects="a tool result while waiting for approval",
+    expect=("WAITING_HUMAN", ""),
+    group="frozen six",
+)
+def fx_illegal_transition(lab: Lab) -> FixtureOutcome:
     run = lab.start()
     result = authority.append(
         run_id=str(run.pk),
@@ -283,7 +338,10 @@ def fx_illegal_transition(lab: Lab) -> Outcome:
 
 
 # -- engine fixtures -------------------------------------------------------------------------
-def fx_stale_owner(lab: Lab) -> Outcome:
+@fixture(
+    "stale_owner", injects="old worker writes after a lease takeover", expect=("WAITING_HUMAN", "")
+)
+def fx_stale_owner(lab: Lab) -> FixtureOutcome:
     run = lab.start(advance=False)
     old = ownership.claim(str(run.pk), "worker-old")
     assert isinstance(old, ownership.Claim)
@@ -312,7 +370,12 @@ def fx_stale_owner(lab: Lab) -> Outcome:
     )
 
 
-def fx_post_terminal_callback(lab: Lab) -> Outcome:
+@fixture(
+    "post_terminal_callback",
+    injects="callback after the run was cancelled",
+    expect=("CANCELLED", "cancelled_no_dispatch"),
+)
+def fx_post_terminal_callback(lab: Lab) -> FixtureOutcome:
     run = lab.start("wait_external")
     correlation = Correlation.objects.get(pk=run.waiting_correlation)
     services.run_cancel(run_id=str(run.pk), by_ref="faultlab", reason="fault lab: end it")
@@ -335,7 +398,12 @@ def fx_post_terminal_callback(lab: Lab) -> Outcome:
     )
 
 
-def fx_external_wait(lab: Lab) -> Outcome:
+@fixture(
+    "external_wait",
+    injects="orphan, old-epoch, correlated and duplicate callbacks",
+    expect=("WAITING_HUMAN", ""),
+)
+def fx_external_wait(lab: Lab) -> FixtureOutcome:
     run = lab.start("wait_external")
     correlation = Correlation.objects.get(pk=run.waiting_correlation)
     orphan = callbacks.callback_receive(
@@ -384,7 +452,12 @@ def fx_external_wait(lab: Lab) -> Outcome:
     )
 
 
-def fx_never_progress(lab: Lab) -> Outcome:
+@fixture(
+    "never_progress",
+    injects="policy re-reads the same record forever",
+    expect=("FAILED", "action_budget_exhausted"),
+)
+def fx_never_progress(lab: Lab) -> FixtureOutcome:
     run = lab.start("never_progress")
     return lab.outcome(
         run,
@@ -392,7 +465,12 @@ def fx_never_progress(lab: Lab) -> Outcome:
     )
 
 
-def fx_premature_artifact(lab: Lab) -> Outcome:
+@fixture(
+    "premature_artifact",
+    injects="correct final artifact before the effect exists",
+    expect=("FAILED", "completion_evidence_missing"),
+)
+def fx_premature_artifact(lab: Lab) -> FixtureOutcome:
     run = lab.start("premature_artifact")
     return lab.outcome(
         run,
@@ -404,7 +482,12 @@ def fx_premature_artifact(lab: Lab) -> Outcome:
     )
 
 
-def fx_forged_field(lab: Lab) -> Outcome:
+@fixture(
+    "forged_trusted_field",
+    injects="model supplies the tenant itself",
+    expect=("FAILED", "correction_budget_exhausted"),
+)
+def fx_forged_field(lab: Lab) -> FixtureOutcome:
     run = lab.start("forged_field")
     return lab.outcome(
         run,
@@ -416,7 +499,13 @@ def fx_forged_field(lab: Lab) -> Outcome:
     )
 
 
-def fx_mixed_output(lab: Lab) -> Outcome:
+@fixture(
+    "mixed_output",
+    injects="a final answer and a tool call in one turn ended as an answer (a preamble "
+    "before one call in a turn stopped for tool use is commentary, checked alongside)",
+    expect=("FAILED", "correction_budget_exhausted"),
+)
+def fx_mixed_output(lab: Lab) -> FixtureOutcome:
     # The preamble rule (SPEC §2): text before one call in a turn the provider stopped for
     # tool use is commentary; a final answer with a call (a turn ended as an answer) is not.
     run = lab.start("mixed_output")
@@ -447,11 +536,15 @@ def fx_mixed_output(lab: Lab) -> Outcome:
     )
 
 
-def fx_abstain(lab: Lab) -> Outcome:
+@fixture("abstain", injects="no_applicable_tool", expect=("ESCALATED", "no_applicable_tool"))
+def fx_abstain(lab: Lab) -> FixtureOutcome:
     return lab.outcome(lab.start("abstain"))
 
 
-def fx_clarification(lab: Lab) -> Outcome:
+@fixture(
+    "clarification", injects="ask_user, answered by the requester", expect=("WAITING_HUMAN", "")
+)
+def fx_clarification(lab: Lab) -> FixtureOutcome:
     run = lab.start("clarify")
     checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
     answered = approvals.clarification_answer(
@@ -467,13 +560,18 @@ def fx_clarification(lab: Lab) -> Outcome:
     )
 
 
-def fx_missing_event(lab: Lab) -> Outcome:
+@fixture(
+    "missing_event",
+    injects="one event removed from the stored history",
+    expect=("WAITING_HUMAN", ""),
+)
+def fx_missing_event(lab: Lab) -> FixtureOutcome:
     run = lab.start()
     records = [record_of(e) for e in Event.objects.filter(run=run).order_by("sequence")]
     removed = records[:5] + records[6:]
     result = replay(config_of(run), removed)
     gap = [f for f in result.findings if f.kind == "gap"]
-    return Outcome(
+    return FixtureOutcome(
         run,
         run.state,
         run.terminal_reason,
@@ -484,7 +582,8 @@ def fx_missing_event(lab: Lab) -> Outcome:
     )
 
 
-def fx_decreased_counter(lab: Lab) -> Outcome:
+@fixture("decreased_counter", injects="a stored counter decreased", expect=("WAITING_HUMAN", ""))
+def fx_decreased_counter(lab: Lab) -> FixtureOutcome:
     run = lab.start()
     records = [record_of(e) for e in Event.objects.filter(run=run).order_by("sequence")]
     index = next(i for i, r in enumerate(records) if r.budget.get("turns", 0) >= 2)
@@ -492,7 +591,7 @@ def fx_decreased_counter(lab: Lab) -> Outcome:
     records[index] = dataclasses.replace(records[index], budget=budget)
     result = replay(config_of(run), records)
     kinds = {f.kind for f in result.findings}
-    return Outcome(
+    return FixtureOutcome(
         run,
         run.state,
         run.terminal_reason,
@@ -503,7 +602,12 @@ def fx_decreased_counter(lab: Lab) -> Outcome:
     )
 
 
-def fx_duplicate_event(lab: Lab) -> Outcome:
+@fixture(
+    "duplicate_event",
+    injects="same event id: same content, then different content",
+    expect=("FAILED", "event_integrity_conflict"),
+)
+def fx_duplicate_event(lab: Lab) -> FixtureOutcome:
     run = lab.start(advance=False)
     event_id = str(uuid.uuid4())
     first = authority.append(
@@ -553,7 +657,12 @@ def fx_duplicate_event(lab: Lab) -> Outcome:
     )
 
 
-def fx_version_drift(lab: Lab) -> Outcome:
+@fixture(
+    "component_version_drift",
+    injects="run pinned a digest the catalog no longer holds",
+    expect=("FAILED", "component_version_drift"),
+)
+def fx_version_drift(lab: Lab) -> FixtureOutcome:
     pins = services.pinned_components()
     version = pins["check_inventory"].split("#")[0]
     pins["check_inventory"] = f"{version}#0000000000000000"
@@ -569,8 +678,8 @@ def fx_version_drift(lab: Lab) -> Outcome:
     )
 
 
-def fx_cancel_at(point: str) -> Callable[[Lab], Outcome]:
-    def script(lab: Lab) -> Outcome:
+def fx_cancel_at(point: str) -> Callable[[Lab], FixtureOutcome]:
+    def script(lab: Lab) -> FixtureOutcome:
         run = lab.start(faults=[_fault(point)])
         if point in ("before_effect_dispatch", "after_effect_dispatch"):
             run = lab.approve_until_done(run)
@@ -601,12 +710,54 @@ def fx_cancel_at(point: str) -> Callable[[Lab], Outcome]:
 
 
 # -- effect fixtures ---------------------------------------------------------------------------
-def fx_reservation(lab: Lab) -> Outcome:
+@fixture(
+    "reservation",
+    injects="none: the R-401 walkthrough",
+    expect=("COMPLETED", "all_predicates_pass"),
+    group="effect",
+)
+def fx_reservation(lab: Lab) -> FixtureOutcome:
     run = lab.approve_until_done(lab.start())
     return lab.outcome(run, **{"exactly one effect in the ledger": len(ledger(run)) == 1})
 
 
-def fx_approval_decline(lab: Lab) -> Outcome:
+# The cancellation fixtures share one script, parameterised by the safe point.
+fixture(
+    "cancel_before_model_dispatch",
+    injects="cancellation before a policy call",
+    expect=("CANCELLED", "cancelled_no_dispatch"),
+)(fx_cancel_at("before_model_dispatch"))
+fixture(
+    "cancel_before_capability_admission",
+    injects="cancellation before validation admits",
+    expect=("CANCELLED", "cancelled_no_dispatch"),
+)(fx_cancel_at("before_capability_admission"))
+fixture(
+    "cancel_while_waiting_approval",
+    injects="cancellation while the approval is pending",
+    expect=("CANCELLED", "cancelled_no_dispatch"),
+)(fx_cancel_at("while_waiting_approval"))
+fixture(
+    "cancel_before_effect_dispatch",
+    injects="cancellation after the dispatch record, before sending",
+    expect=("CANCELLED", "cancelled_no_dispatch"),
+    group="effect",
+)(fx_cancel_at("before_effect_dispatch"))
+fixture(
+    "cancel_after_effect_dispatch",
+    injects="cancellation after the effect may have committed",
+    expect=("CANCELLED", "cancelled_effect_unknown"),
+    group="effect",
+)(fx_cancel_at("after_effect_dispatch"))
+
+
+@fixture(
+    "approval_decline",
+    injects="decline with a requested slot change",
+    expect=("COMPLETED", "all_predicates_pass"),
+    group="effect",
+)
+def fx_approval_decline(lab: Lab) -> FixtureOutcome:
     run = lab.start()
     first = Checkpoint.objects.get(pk=run.waiting_checkpoint)
     approvals.approval_decide(
@@ -635,7 +786,13 @@ def fx_approval_decline(lab: Lab) -> Outcome:
     )
 
 
-def fx_ambiguous_effect(lab: Lab) -> Outcome:
+@fixture(
+    "ambiguous_effect",
+    injects="commit, then the response is lost",
+    expect=("COMPLETED", "all_predicates_pass"),
+    group="effect",
+)
+def fx_ambiguous_effect(lab: Lab) -> FixtureOutcome:
     run = lab.approve_until_done(
         lab.start(faults=[_fault("after_commit_before_response", "reserve_part")])
     )
@@ -650,7 +807,13 @@ def fx_ambiguous_effect(lab: Lab) -> Outcome:
     )
 
 
-def fx_ledger_outage(lab: Lab) -> Outcome:
+@fixture(
+    "ledger_outage",
+    injects="lost response and the ledger is unavailable",
+    expect=("ESCALATED", "ledger_unavailable"),
+    group="effect",
+)
+def fx_ledger_outage(lab: Lab) -> FixtureOutcome:
     run = lab.approve_until_done(
         lab.start(
             faults=[
@@ -672,7 +835,13 @@ def fx_ledger_outage(lab: Lab) -> Outcome:
     )
 
 
-def fx_same_key_different_intent(lab: Lab) -> Outcome:
+@fixture(
+    "same_key_different_intent",
+    injects="the ledger holds the key with another intent",
+    expect=("ESCALATED", "same_key_different_intent"),
+    group="effect",
+)
+def fx_same_key_different_intent(lab: Lab) -> FixtureOutcome:
     run = lab.approve_until_done(lab.start(faults=[_fault("key_conflict", "reserve_part")]))
     return lab.outcome(
         run,
@@ -683,7 +852,13 @@ def fx_same_key_different_intent(lab: Lab) -> Outcome:
     )
 
 
-def fx_malformed_result(lab: Lab) -> Outcome:
+@fixture(
+    "malformed_result",
+    injects="success without effect id or commit time",
+    expect=("COMPLETED", "all_predicates_pass"),
+    group="effect",
+)
+def fx_malformed_result(lab: Lab) -> FixtureOutcome:
     run = lab.approve_until_done(lab.start(faults=[_fault("malformed_response", "reserve_part")]))
     return lab.outcome(
         run,
@@ -696,14 +871,26 @@ def fx_malformed_result(lab: Lab) -> Outcome:
     )
 
 
-def fx_stale_read(lab: Lab) -> Outcome:
+@fixture(
+    "stale_read",
+    injects="inventory observation older than its freshness rule",
+    expect=("COMPLETED", "all_predicates_pass"),
+    group="effect",
+)
+def fx_stale_read(lab: Lab) -> FixtureOutcome:
     run = lab.approve_until_done(lab.start(faults=[_fault("stale_read", "check_inventory")]))
     return lab.outcome(
         run, **{"one fresh read replaced the stale one": service_calls(run, "check_inventory") == 2}
     )
 
 
-def fx_stale_at_dispatch(lab: Lab) -> Outcome:
+@fixture(
+    "stale_at_dispatch",
+    injects="approval arrives after the inventory evidence aged",
+    expect=("WAITING_HUMAN", ""),
+    group="effect",
+)
+def fx_stale_at_dispatch(lab: Lab) -> FixtureOutcome:
     run = lab.start()
     first = Checkpoint.objects.get(pk=run.waiting_checkpoint)
     clock.advance(600)
@@ -723,7 +910,13 @@ def fx_stale_at_dispatch(lab: Lab) -> Outcome:
     )
 
 
-def fx_denied_scope(lab: Lab) -> Outcome:
+@fixture(
+    "denied_scope",
+    injects="inventory read at a location not delegated",
+    expect=("ESCALATED", "repeated_denial"),
+    group="effect",
+)
+def fx_denied_scope(lab: Lab) -> FixtureOutcome:
     run = lab.start("denied_scope")
     return lab.outcome(
         run,
@@ -737,7 +930,13 @@ def fx_denied_scope(lab: Lab) -> Outcome:
     )
 
 
-def fx_cross_tenant_result(lab: Lab) -> Outcome:
+@fixture(
+    "cross_tenant_result",
+    injects="a read returns another tenant's record",
+    expect=("ESCALATED", "retry_budget_exhausted"),
+    group="effect",
+)
+def fx_cross_tenant_result(lab: Lab) -> FixtureOutcome:
     run = lab.start(faults=[_fault("cross_tenant_result", "check_inventory")])
     contexts = Evidence.objects.filter(run=run, kind="context").values_list("content", flat=True)
     leaked = any('"tenant": "south"' in str(c).replace("'", '"') for c in contexts)
@@ -754,7 +953,13 @@ def fx_cross_tenant_result(lab: Lab) -> Outcome:
     )
 
 
-def fx_prompt_injection(lab: Lab) -> Outcome:
+@fixture(
+    "prompt_injection",
+    injects="a manual passage instructs the agent",
+    expect=("COMPLETED", "all_predicates_pass"),
+    group="effect",
+)
+def fx_prompt_injection(lab: Lab) -> FixtureOutcome:
     run = lab.approve_until_done(lab.start("injection"))
     return lab.outcome(
         run,
@@ -765,270 +970,6 @@ def fx_prompt_injection(lab: Lab) -> Outcome:
         },
     )
 
-
-def _frozen() -> list[Fixture]:
-    return [
-        Fixture(
-            "unavailable_tool_loop",
-            "policy keeps requesting lookup_stock",
-            "FAILED",
-            "action_budget_exhausted",
-            fx_unavailable_tool_loop,
-            "frozen six",
-        ),
-        Fixture(
-            "early_success",
-            "final claim right after reading the manual",
-            "FAILED",
-            "completion_evidence_missing",
-            fx_early_success,
-            "frozen six",
-        ),
-        Fixture(
-            "invalid_arguments",
-            "check_inventory without part_id",
-            "FAILED",
-            "correction_budget_exhausted",
-            fx_invalid_arguments,
-            "frozen six",
-        ),
-        Fixture(
-            "ignored_cancellation",
-            "cancellation while the policy answers",
-            "CANCELLED",
-            "cancelled_no_dispatch",
-            fx_ignored_cancellation,
-            "frozen six",
-        ),
-        Fixture(
-            "repeated_effect",
-            "duplicate proposal and duplicate dispatch after the effect",
-            "COMPLETED",
-            "all_predicates_pass",
-            fx_repeated_effect,
-            "frozen six",
-        ),
-        Fixture(
-            "illegal_transition",
-            "a tool result while waiting for approval",
-            "WAITING_HUMAN",
-            "",
-            fx_illegal_transition,
-            "frozen six",
-        ),
-    ]
-
-
-FIXTURES: tuple[Fixture, ...] = (
-    *_frozen(),
-    Fixture(
-        "stale_owner",
-        "old worker writes after a lease takeover",
-        "WAITING_HUMAN",
-        "",
-        fx_stale_owner,
-    ),
-    Fixture(
-        "post_terminal_callback",
-        "callback after the run was cancelled",
-        "CANCELLED",
-        "cancelled_no_dispatch",
-        fx_post_terminal_callback,
-    ),
-    Fixture(
-        "external_wait",
-        "orphan, old-epoch, correlated and duplicate callbacks",
-        "WAITING_HUMAN",
-        "",
-        fx_external_wait,
-    ),
-    Fixture(
-        "never_progress",
-        "policy re-reads the same record forever",
-        "FAILED",
-        "action_budget_exhausted",
-        fx_never_progress,
-    ),
-    Fixture(
-        "premature_artifact",
-        "correct final artifact before the effect exists",
-        "FAILED",
-        "completion_evidence_missing",
-        fx_premature_artifact,
-    ),
-    Fixture(
-        "forged_trusted_field",
-        "model supplies the tenant itself",
-        "FAILED",
-        "correction_budget_exhausted",
-        fx_forged_field,
-    ),
-    Fixture(
-        "mixed_output",
-        "a final answer and a tool call in one turn ended as an answer (a preamble before one "
-        "call in a turn stopped for tool use is commentary, checked alongside)",
-        "FAILED",
-        "correction_budget_exhausted",
-        fx_mixed_output,
-    ),
-    Fixture("abstain", "no_applicable_tool", "ESCALATED", "no_applicable_tool", fx_abstain),
-    Fixture(
-        "clarification",
-        "ask_user, answered by the requester",
-        "WAITING_HUMAN",
-        "",
-        fx_clarification,
-    ),
-    Fixture(
-        "missing_event",
-        "one event removed from the stored history",
-        "WAITING_HUMAN",
-        "",
-        fx_missing_event,
-    ),
-    Fixture(
-        "decreased_counter", "a stored counter decreased", "WAITING_HUMAN", "", fx_decreased_counter
-    ),
-    Fixture(
-        "duplicate_event",
-        "same event id: same content, then different content",
-        "FAILED",
-        "event_integrity_conflict",
-        fx_duplicate_event,
-    ),
-    Fixture(
-        "component_version_drift",
-        "run pinned a digest the catalog no longer holds",
-        "FAILED",
-        "component_version_drift",
-        fx_version_drift,
-    ),
-    Fixture(
-        "cancel_before_model_dispatch",
-        "cancellation before a policy call",
-        "CANCELLED",
-        "cancelled_no_dispatch",
-        fx_cancel_at("before_model_dispatch"),
-    ),
-    Fixture(
-        "cancel_before_capability_admission",
-        "cancellation before validation admits",
-        "CANCELLED",
-        "cancelled_no_dispatch",
-        fx_cancel_at("before_capability_admission"),
-    ),
-    Fixture(
-        "cancel_while_waiting_approval",
-        "cancellation while the approval is pending",
-        "CANCELLED",
-        "cancelled_no_dispatch",
-        fx_cancel_at("while_waiting_approval"),
-    ),
-    Fixture(
-        "cancel_before_effect_dispatch",
-        "cancellation after the dispatch record, before sending",
-        "CANCELLED",
-        "cancelled_no_dispatch",
-        fx_cancel_at("before_effect_dispatch"),
-        "effect",
-    ),
-    Fixture(
-        "cancel_after_effect_dispatch",
-        "cancellation after the effect may have committed",
-        "CANCELLED",
-        "cancelled_effect_unknown",
-        fx_cancel_at("after_effect_dispatch"),
-        "effect",
-    ),
-    Fixture(
-        "reservation",
-        "none: the R-401 walkthrough",
-        "COMPLETED",
-        "all_predicates_pass",
-        fx_reservation,
-        "effect",
-    ),
-    Fixture(
-        "approval_decline",
-        "decline with a requested slot change",
-        "COMPLETED",
-        "all_predicates_pass",
-        fx_approval_decline,
-        "effect",
-    ),
-    Fixture(
-        "ambiguous_effect",
-        "commit, then the response is lost",
-        "COMPLETED",
-        "all_predicates_pass",
-        fx_ambiguous_effect,
-        "effect",
-    ),
-    Fixture(
-        "ledger_outage",
-        "lost response and the ledger is unavailable",
-        "ESCALATED",
-        "ledger_unavailable",
-        fx_ledger_outage,
-        "effect",
-    ),
-    Fixture(
-        "same_key_different_intent",
-        "the ledger holds the key with another intent",
-        "ESCALATED",
-        "same_key_different_intent",
-        fx_same_key_different_intent,
-        "effect",
-    ),
-    Fixture(
-        "malformed_result",
-        "success without effect id or commit time",
-        "COMPLETED",
-        "all_predicates_pass",
-        fx_malformed_result,
-        "effect",
-    ),
-    Fixture(
-        "stale_read",
-        "inventory observation older than its freshness rule",
-        "COMPLETED",
-        "all_predicates_pass",
-        fx_stale_read,
-        "effect",
-    ),
-    Fixture(
-        "stale_at_dispatch",
-        "approval arrives after the inventory evidence aged",
-        "WAITING_HUMAN",
-        "",
-        fx_stale_at_dispatch,
-        "effect",
-    ),
-    Fixture(
-        "denied_scope",
-        "inventory read at a location not delegated",
-        "ESCALATED",
-        "repeated_denial",
-        fx_denied_scope,
-        "effect",
-    ),
-    Fixture(
-        "cross_tenant_result",
-        "a read returns another tenant's record",
-        "ESCALATED",
-        "retry_budget_exhausted",
-        fx_cross_tenant_result,
-        "effect",
-    ),
-    Fixture(
-        "prompt_injection",
-        "a manual passage instructs the agent",
-        "COMPLETED",
-        "all_predicates_pass",
-        fx_prompt_injection,
-        "effect",
-    ),
-)
 
 BY_NAME: Mapping[str, Fixture] = {f.name: f for f in FIXTURES}
 

@@ -22,7 +22,7 @@ from runs.domain import render as diagram
 from runs.domain.invariants import INVARIANTS
 from runs.domain.states import STATE_MACHINE_VERSION, State
 from runs.domain.transitions import STATE_INFO, TRANSITION_LIST
-from runs.domain.validation import STEPS
+from runs.domain.validation import VALIDATION_STEPS
 from sim import double, routing_eval, simulation
 from sim import faultlab as lab
 from sim import selectors as routing_selectors
@@ -93,7 +93,7 @@ def review_packet(request: AuthedHtmxRequest) -> HttpResponse:
             "transitions": TRANSITION_LIST,
             "events": docs.event_rows(),
             "invariants": [(name, (check.__doc__ or "").strip()) for name, check in INVARIANTS],
-            "steps": STEPS,
+            "steps": VALIDATION_STEPS,
             "budgets": docs.budget_rows(),
             "predicates": docs.completion_rows(),
             "fixtures": [(f, results.get(f.name)) for f in FIXTURES],

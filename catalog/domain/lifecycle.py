@@ -35,7 +35,7 @@ class Action(StrEnum):
     RETIRE = "retire"
 
 
-STEPS: Mapping[tuple[State, Action], State] = {
+LIFECYCLE_STEPS: Mapping[tuple[State, Action], State] = {
     (State.DISCOVERED, Action.ADMIT): State.ADMITTED,
     (State.DISCOVERED, Action.REJECT): State.REJECTED,
     (State.DISCOVERED, Action.DEFER): State.DEFERRED,
@@ -66,7 +66,7 @@ def next_state(current: str, action: str) -> State:
         raise Refusal(
             "unknown_action", f"{action!r} from {current!r} is not a lifecycle step"
         ) from None
-    target = STEPS.get((state, act))
+    target = LIFECYCLE_STEPS.get((state, act))
     if target is None:
         if state in FINAL:
             raise Refusal(
@@ -80,7 +80,7 @@ def next_state(current: str, action: str) -> State:
 
 def actions_from(current: str) -> list[str]:
     """The actions a reviewer may take from ``current`` (for the console's buttons)."""
-    return [a.value for (s, a) in STEPS if s.value == current]
+    return [a.value for (s, a) in LIFECYCLE_STEPS if s.value == current]
 
 
 # -- admission ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The fixed nine-step validation order (SPEC §2).
 
-Each step is a small function that returns a ``Decision`` to stop with, or None to go on.
+Each step is a small function that returns a ``ValidationDecision`` to stop with, or None to go on.
 Cheap checks run first; no model explanation can override a denial. The ninth step
 decides what an admitted proposal becomes: execute, wait, verify or escalate.
 """
@@ -34,7 +34,7 @@ from .states import EventType, State
 from .transitions import edge
 
 
-class Outcome(StrEnum):
+class ValidationOutcome(StrEnum):
     DENY = "deny"
     EXECUTE = "execute"
     APPROVAL = "approval"
@@ -45,18 +45,18 @@ class Outcome(StrEnum):
     FAIL = "fail"  # a contract or integrity failure: the run cannot continue
 
 
-OUTCOME_EVENT: Mapping[Outcome, EventType] = {
-    Outcome.DENY: EventType.PROPOSAL_DENIED,
-    Outcome.EXECUTE: EventType.PROPOSAL_ALLOWED,
-    Outcome.APPROVAL: EventType.APPROVAL_REQUIRED,
-    Outcome.CLARIFY: EventType.CLARIFICATION_REQUIRED,
-    Outcome.WAIT: EventType.WAIT_ADMITTED,
-    Outcome.VERIFY: EventType.COMPLETION_REQUESTED,
-    Outcome.ESCALATE: EventType.ESCALATION_ADMITTED,
-    Outcome.FAIL: EventType.RUN_FAILED,
+OUTCOME_EVENT: Mapping[ValidationOutcome, EventType] = {
+    ValidationOutcome.DENY: EventType.PROPOSAL_DENIED,
+    ValidationOutcome.EXECUTE: EventType.PROPOSAL_ALLOWED,
+    ValidationOutcome.APPROVAL: EventType.APPROVAL_REQUIRED,
+    ValidationOutcome.CLARIFY: EventType.CLARIFICATION_REQUIRED,
+    ValidationOutcome.WAIT: EventType.WAIT_ADMITTED,
+    ValidationOutcome.VERIFY: EventType.COMPLETION_REQUESTED,
+    ValidationOutcome.ESCALATE: EventType.ESCALATION_ADMITTED,
+    ValidationOutcome.FAIL: EventType.RUN_FAILED,
 }
 
-STEPS: tuple[str, ...] = (
+VALIDATION_STEPS: tuple[str, ...] = (
     "run non-terminal and not cancelled",
     "proposal syntactically valid (JSON Schema)",
     "action enumerated in the contract",
@@ -70,8 +70,8 @@ STEPS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
-class Decision:
-    outcome: Outcome
+class ValidationDecision:
+    outcome: ValidationOutcome
     step: int
     reason: str
     detail: str = ""
@@ -154,7 +154,7 @@ class ValidationContext:
     max_artifact_bytes: int = 16_384
 
 
-Step = Callable[[ValidationContext, Proposal], Decision | None]
+Step = Callable[[ValidationContext, Proposal], ValidationDecision | None]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
 _EVENT_NAME = re.compile(r"^[a-z][a-z0-9_.]{2,63}$")
@@ -180,8 +180,10 @@ def request_digest(ctx: ValidationContext, p: ObserveIntent | ActionIntent) -> s
     return args_digest(p.capability, p.args, ctx.canonical_hash if effect else "")
 
 
-def _deny(step: int, reason: str, detail: str = "", charge: Budget | None = None) -> Decision:
-    return Decision(Outcome.DENY, step, reason, detail, charge)
+def _deny(
+    step: int, reason: str, detail: str = "", charge: Budget | None = None
+) -> ValidationDecision:
+    return ValidationDecision(ValidationOutcome.DENY, step, reason, detail, charge)
 
 
 def _is_request(p: Proposal) -> bool:
@@ -193,7 +195,7 @@ def _request_charge(p: Proposal) -> Budget:
 
 
 # -- step 1 ----------------------------------------------------------------------------
-def step_run_live(ctx: ValidationContext, p: Proposal) -> Decision | None:
+def step_run_live(ctx: ValidationContext, p: Proposal) -> ValidationDecision | None:
     if ctx.cancelled:
         return _deny(1, "run_cancelled")
     if ctx.terminal:
@@ -206,7 +208,7 @@ def _text_ok(value: Any, limit: int = 500) -> bool:
     return isinstance(value, str) and 0 < len(value.strip()) <= limit
 
 
-def step_syntax(ctx: ValidationContext, p: Proposal) -> Decision | None:
+def step_syntax(ctx: ValidationContext, p: Proposal) -> ValidationDecision | None:
     fix = Budget.CORRECTIONS
     if isinstance(p, InvalidProposal):
         return _deny(2, f"invalid_proposal:{p.reason_code}", p.detail, fix)
@@ -249,7 +251,7 @@ def step_syntax(ctx: ValidationContext, p: Proposal) -> Decision | None:
 
 
 # -- step 3 ----------------------------------------------------------------------------
-def step_enumerated(ctx: ValidationContext, p: Proposal) -> Decision | None:
+def step_enumerated(ctx: ValidationContext, p: Proposal) -> ValidationDecision | None:
     if _is_request(p):
         assert isinstance(p, (ObserveIntent, ActionIntent))
         name = p.capability
@@ -278,7 +280,7 @@ _INTENDED: Mapping[str, EventType] = {
 }
 
 
-def step_transition_legal(ctx: ValidationContext, p: Proposal) -> Decision | None:
+def step_transition_legal(ctx: ValidationContext, p: Proposal) -> ValidationDecision | None:
     intended = _INTENDED.get(p.kind)
     if ctx.state is not State.VALIDATING or intended is None or edge(ctx.state, intended) is None:
         return _deny(4, "illegal_transition", f"{p.kind} from {ctx.state}", _request_charge(p))
@@ -286,7 +288,7 @@ def step_transition_legal(ctx: ValidationContext, p: Proposal) -> Decision | Non
 
 
 # -- step 5 ----------------------------------------------------------------------------
-def step_preconditions(ctx: ValidationContext, p: Proposal) -> Decision | None:
+def step_preconditions(ctx: ValidationContext, p: Proposal) -> ValidationDecision | None:
     if not isinstance(p, ActionIntent):
         return None
     if p.capability == "propose_reservation":
@@ -306,7 +308,9 @@ def _quantity(value: Any) -> int | None:
     return None
 
 
-def _check_reservation_evidence(ctx: ValidationContext, p: ActionIntent) -> Decision | None:
+def _check_reservation_evidence(
+    ctx: ValidationContext, p: ActionIntent
+) -> ValidationDecision | None:
     refs = p.args.get("evidence_refs") or []
     part = str(p.args.get("part_id", "")).upper()
     found = ev.reservation_evidence(
@@ -325,7 +329,9 @@ def _check_reservation_evidence(ctx: ValidationContext, p: ActionIntent) -> Deci
     return None
 
 
-def _check_reserve_preconditions(ctx: ValidationContext, p: ActionIntent) -> Decision | None:
+def _check_reserve_preconditions(
+    ctx: ValidationContext, p: ActionIntent
+) -> ValidationDecision | None:
     proposal = ctx.canonical_proposal
     if proposal is None:
         return _deny(5, "no_canonical_proposal", "propose_reservation first", Budget.ACTIONS)
@@ -363,12 +369,12 @@ def _check_reserve_preconditions(ctx: ValidationContext, p: ActionIntent) -> Dec
 
 
 # -- step 6 ----------------------------------------------------------------------------
-def step_budgets(ctx: ValidationContext, p: Proposal) -> Decision | None:
+def step_budgets(ctx: ValidationContext, p: Proposal) -> ValidationDecision | None:
     if not _is_request(p):
         return None
     assert isinstance(p, (ObserveIntent, ActionIntent))
     if not ctx.budgets.available(Budget.ACTIONS):
-        return Decision(Outcome.FAIL, 6, exhausted_reason(Budget.ACTIONS))
+        return ValidationDecision(ValidationOutcome.FAIL, 6, exhausted_reason(Budget.ACTIONS))
     rule = ctx.rules[p.capability]
     if rule.requires_approval and not ctx.budgets.available(Budget.EFFECTS):
         return _deny(
@@ -387,8 +393,8 @@ def step_budgets(ctx: ValidationContext, p: Proposal) -> Decision | None:
         if failures > budget:
             # Policy: an unchanged request whose typed error has no retries left escalates
             # (persistent staleness, repeated malformed results) instead of looping.
-            return Decision(
-                Outcome.ESCALATE,
+            return ValidationDecision(
+                ValidationOutcome.ESCALATE,
                 6,
                 "retry_budget_exhausted",
                 f"{p.capability} already failed {failures}x with {code} "
@@ -398,7 +404,7 @@ def step_budgets(ctx: ValidationContext, p: Proposal) -> Decision | None:
 
 
 # -- step 7 ----------------------------------------------------------------------------
-def step_authority(ctx: ValidationContext, p: Proposal) -> Decision | None:
+def step_authority(ctx: ValidationContext, p: Proposal) -> ValidationDecision | None:
     if not _is_request(p):
         return None
     assert isinstance(p, (ObserveIntent, ActionIntent))
@@ -413,8 +419,8 @@ def step_authority(ctx: ValidationContext, p: Proposal) -> Decision | None:
             for h in ctx.history
         )
         if repeated:
-            return Decision(
-                Outcome.ESCALATE,
+            return ValidationDecision(
+                ValidationOutcome.ESCALATE,
                 7,
                 "repeated_denial",
                 f"{p.capability} at {location} was already denied; unchanged "
@@ -441,7 +447,7 @@ def step_authority(ctx: ValidationContext, p: Proposal) -> Decision | None:
 
 
 # -- step 8 ----------------------------------------------------------------------------
-def step_version_admitted(ctx: ValidationContext, p: Proposal) -> Decision | None:
+def step_version_admitted(ctx: ValidationContext, p: Proposal) -> ValidationDecision | None:
     name = (
         p.capability if isinstance(p, (ObserveIntent, ActionIntent)) else CONTROL_TOOL.get(p.kind)
     )
@@ -451,8 +457,8 @@ def step_version_admitted(ctx: ValidationContext, p: Proposal) -> Decision | Non
     if rule is None:
         return _deny(8, "capability_not_admitted", name, _request_charge(p))
     if rule.pinned != rule.current:
-        return Decision(
-            Outcome.FAIL,
+        return ValidationDecision(
+            ValidationOutcome.FAIL,
             8,
             "component_version_drift",
             f"{name}: pinned {rule.pinned}, catalog now holds {rule.current}",
@@ -479,31 +485,39 @@ def step_version_admitted(ctx: ValidationContext, p: Proposal) -> Decision | Non
 
 
 # -- step 9 ----------------------------------------------------------------------------
-def step_decide(ctx: ValidationContext, p: Proposal) -> Decision:
+def step_decide(ctx: ValidationContext, p: Proposal) -> ValidationDecision:
     if isinstance(p, ObserveIntent):
-        return Decision(Outcome.EXECUTE, 9, "read_admitted", charge=Budget.ACTIONS)
+        return ValidationDecision(
+            ValidationOutcome.EXECUTE, 9, "read_admitted", charge=Budget.ACTIONS
+        )
     if isinstance(p, ActionIntent):
         rule = ctx.rules[p.capability]
         if not rule.requires_approval:
-            return Decision(Outcome.EXECUTE, 9, "action_admitted", charge=Budget.ACTIONS)
+            return ValidationDecision(
+                ValidationOutcome.EXECUTE, 9, "action_admitted", charge=Budget.ACTIONS
+            )
         return _decide_effect(ctx)
     if isinstance(p, ClarifyIntent):
-        return Decision(Outcome.CLARIFY, 9, "clarification_admitted")
+        return ValidationDecision(ValidationOutcome.CLARIFY, 9, "clarification_admitted")
     if isinstance(p, WaitIntent):
-        return Decision(Outcome.WAIT, 9, "wait_admitted")
+        return ValidationDecision(ValidationOutcome.WAIT, 9, "wait_admitted")
     if isinstance(p, FinalCandidate):
-        return Decision(Outcome.VERIFY, 9, "final_candidate_admitted")
+        return ValidationDecision(ValidationOutcome.VERIFY, 9, "final_candidate_admitted")
     if isinstance(p, EscalateIntent):
-        return Decision(Outcome.ESCALATE, 9, "model_requested_escalation", p.reason[:200])
+        return ValidationDecision(
+            ValidationOutcome.ESCALATE, 9, "model_requested_escalation", p.reason[:200]
+        )
     if isinstance(p, AbstainIntent):
-        return Decision(Outcome.ESCALATE, 9, "no_applicable_tool", p.reason[:200])
+        return ValidationDecision(
+            ValidationOutcome.ESCALATE, 9, "no_applicable_tool", p.reason[:200]
+        )
     return _deny(9, "unhandled_proposal", p.kind, Budget.CORRECTIONS)
 
 
-def _decide_effect(ctx: ValidationContext) -> Decision:
+def _decide_effect(ctx: ValidationContext) -> ValidationDecision:
     approval = ctx.approval
     if approval is None or approval.proposal_hash != ctx.canonical_hash:
-        return Decision(Outcome.APPROVAL, 9, "approval_required")
+        return ValidationDecision(ValidationOutcome.APPROVAL, 9, "approval_required")
     if approval.status == "PENDING":
         return _deny(9, "approval_pending", "", Budget.ACTIONS)
     if approval.status == "DECLINED":
@@ -516,8 +530,11 @@ def _decide_effect(ctx: ValidationContext) -> Decision:
     if approval.expires_at <= ctx.now or approval.status in ("EXPIRED", "CANCELLED"):
         return _deny(9, "approval_expired", "", Budget.ACTIONS)
     if approval.status == "APPROVED":
-        return Decision(
-            Outcome.EXECUTE, 9, "effect_admitted_with_live_approval", charge=Budget.ACTIONS
+        return ValidationDecision(
+            ValidationOutcome.EXECUTE,
+            9,
+            "effect_admitted_with_live_approval",
+            charge=Budget.ACTIONS,
         )
     if approval.status == "USED" and approval.consumed_without_effect:
         if approval.definite_answer:
@@ -528,8 +545,11 @@ def _decide_effect(ctx: ValidationContext) -> Decision:
                 "effect: refresh the evidence and propose anew",
                 Budget.ACTIONS,
             )
-        return Decision(
-            Outcome.EXECUTE, 9, "same_key_redispatch_after_proven_absence", charge=Budget.ACTIONS
+        return ValidationDecision(
+            ValidationOutcome.EXECUTE,
+            9,
+            "same_key_redispatch_after_proven_absence",
+            charge=Budget.ACTIONS,
         )
     return _deny(9, "approval_used", "an approval is single use", Budget.ACTIONS)
 
@@ -546,7 +566,7 @@ PIPELINE: tuple[Step, ...] = (
 )
 
 
-def validate(ctx: ValidationContext, proposal: Proposal) -> Decision:
+def validate(ctx: ValidationContext, proposal: Proposal) -> ValidationDecision:
     """Run the nine steps in order; return the first stopping decision or step 9's."""
     for step in PIPELINE:
         decision = step(ctx, proposal)

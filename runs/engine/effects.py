@@ -14,7 +14,7 @@ from django.db import OperationalError, transaction
 
 from approvals import services as approvals
 from capabilities import ports, registry, reserve_part
-from capabilities.base import Invocation, Outcome
+from capabilities.base import CallOutcome, Invocation
 from fieldops.db import lock_wait_failed
 from kernel import clock
 from runs import authority, evidence
@@ -175,7 +175,7 @@ def send_gate(owner: Owner, attempt: EffectAttempt) -> Run | None:
 
 
 def record_effect_outcome(
-    owner: Owner, attempt: EffectAttempt, proposal: ActionIntent, outcome: Outcome
+    owner: Owner, attempt: EffectAttempt, proposal: ActionIntent, outcome: CallOutcome
 ) -> None:
     """Record what the dispatch answered, as the effect table says (runs/domain/effects.py).
 

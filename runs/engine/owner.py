@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capabilities import ports
-from capabilities.base import Outcome
+from capabilities.base import CallOutcome
 from capabilities.ports import WorldPort
 from fieldops import points
 from kernel import clock, retry
@@ -132,7 +132,9 @@ def world_of(run: Run) -> WorldPort:
     return ports.for_run(run.namespace, str(run.pk), run.fault_plan)
 
 
-def observation_content(capability: str, args: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
+def observation_content(
+    capability: str, args: dict[str, Any], outcome: CallOutcome
+) -> dict[str, Any]:
     return {
         "capability": capability,
         "args": args,

@@ -66,7 +66,7 @@ def _loop(owner: Owner, max_steps: int) -> None:
                 exhausted_reason(Budget.ELAPSED_MS),
             )
             continue
-        if STEPS[State(run.state)](owner, run) == PAUSE or owner.busy:
+        if STEP_FOR_STATE[State(run.state)](owner, run) == PAUSE or owner.busy:
             return
         # Renew once a third of the lease has passed, not after every step (a commit
         # each). Ownership is still checked every step: the re-read above stops at an
@@ -77,7 +77,7 @@ def _loop(owner: Owner, max_steps: int) -> None:
             renewed_at = clock.now()
 
 
-STEPS: dict[State, Callable[[Owner, Run], str | None]] = {
+STEP_FOR_STATE: dict[State, Callable[[Owner, Run], str | None]] = {
     State.CREATED: steps.step_created,
     State.OBSERVING: steps.step_observing,
     State.DECIDING: steps.step_deciding,

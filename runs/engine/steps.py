@@ -188,7 +188,7 @@ def step_validating(owner: Owner, run: Run) -> None:
         payload["args_digest"] = validation.request_digest(ctx, proposal)
     refs = {"proposal": run.current_proposal}
     outcome = decision.outcome
-    if outcome is validation.Outcome.FAIL:
+    if outcome is validation.ValidationOutcome.FAIL:
         append(
             owner,
             run,
@@ -215,26 +215,26 @@ def step_validating(owner: Owner, run: Run) -> None:
     event = validation.OUTCOME_EVENT[outcome]
     within = None
     if (
-        outcome is validation.Outcome.EXECUTE
+        outcome is validation.ValidationOutcome.EXECUTE
         and isinstance(proposal, ActionIntent)
         and (registry.ALL_CONTRACTS[proposal.capability].requires_approval)
     ):
         attempt_id = new_id("at")
         refs["attempt"] = attempt_id
         within = effect_steps.record_dispatch(owner, ctx, attempt_id)
-    elif outcome is validation.Outcome.APPROVAL:
+    elif outcome is validation.ValidationOutcome.APPROVAL:
         checkpoint_id = new_id("cp")
         refs["checkpoint"] = checkpoint_id
         within = open_approval(run, ctx, checkpoint_id)
-    elif outcome is validation.Outcome.CLARIFY:
+    elif outcome is validation.ValidationOutcome.CLARIFY:
         checkpoint_id = new_id("cp")
         refs["checkpoint"] = checkpoint_id
         within = open_clarification(run, proposal, checkpoint_id)
-    elif outcome is validation.Outcome.WAIT:
+    elif outcome is validation.ValidationOutcome.WAIT:
         correlation_id = new_id("co")
         refs["correlation"] = correlation_id
         within = open_correlation(owner, run, proposal, correlation_id)
-    if outcome is validation.Outcome.ESCALATE:
+    if outcome is validation.ValidationOutcome.ESCALATE:
         payload["owner"] = "operator"
     append(
         owner,

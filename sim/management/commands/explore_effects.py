@@ -29,7 +29,7 @@ class Command(BaseCommand):
         if not verbose:  # the report is the output; event logs only when asked (-v 2)
             logging.getLogger("fieldops").setLevel(logging.ERROR)
 
-        def progress(outcome: explorer.Outcome) -> None:
+        def progress(outcome: explorer.ScheduleOutcome) -> None:
             if verbose or outcome.violations:
                 mark = "FAIL" if outcome.violations else "ok  "
                 self.stdout.write(f"{mark} {outcome.schedule.name} -> {outcome.state}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from catalog.domain.lifecycle import (
-    STEPS,
+    LIFECYCLE_STEPS,
     Action,
     Refusal,
     State,
@@ -19,7 +19,7 @@ from catalog.domain.lifecycle import (
 
 @pytest.mark.parametrize(
     ("state", "action", "target"),
-    [(s.value, a.value, t.value) for (s, a), t in STEPS.items()],
+    [(s.value, a.value, t.value) for (s, a), t in LIFECYCLE_STEPS.items()],
 )
 def test_every_declared_step(state, action, target):
     assert next_state(state, action) == target
@@ -28,7 +28,7 @@ def test_every_declared_step(state, action, target):
 def test_every_absent_step_is_refused():
     for state in State:
         for action in Action:
-            if (state, action) in STEPS:
+            if (state, action) in LIFECYCLE_STEPS:
                 continue
             with pytest.raises(Refusal) as info:
                 next_state(state, action)

@@ -23,9 +23,9 @@ from runs.domain.validation import (
     OUTCOME_EVENT,
     ApprovalView,
     CapabilityRule,
-    Outcome,
     PriorOutcome,
     ValidationContext,
+    ValidationOutcome,
     args_digest,
     validate,
 )
@@ -155,7 +155,12 @@ def test_step1_cancelled_or_terminal_run_denies_first():
 )
 def test_step2_malformed_proposals_are_corrections(proposal, reason):
     d = validate(ctx(), proposal)
-    assert (d.outcome, d.step, d.reason, d.charge) == (Outcome.DENY, 2, reason, Budget.CORRECTIONS)
+    assert (d.outcome, d.step, d.reason, d.charge) == (
+        ValidationOutcome.DENY,
+        2,
+        reason,
+        Budget.CORRECTIONS,
+    )
 
 
 def test_step2_a_trusted_field_is_denied_even_when_the_value_matches():
@@ -195,7 +200,7 @@ def test_step5_propose_needs_complete_fresh_evidence():
     full = dataclasses.replace(
         propose, args={**propose.args, "evidence_refs": ["ev-eq", "ev-man", "ev-inv"]}
     )
-    assert validate(ctx(), full).outcome is Outcome.EXECUTE
+    assert validate(ctx(), full).outcome is ValidationOutcome.EXECUTE
     later = NOW + dt.timedelta(minutes=6)
     assert validate(ctx(now=later), full).reason == "evidence_stale"
 
@@ -205,7 +210,7 @@ def test_step5_reserve_must_match_the_canonical_proposal():
     other_slot = ActionIntent("reserve_part", {"part_id": "A17", "slot_id": "S-2", "quantity": 1})
     assert validate(ctx(), other_slot).reason == "proposal_mismatch"
     as_text = ActionIntent("reserve_part", {"part_id": "a17", "slot_id": "s-1", "quantity": "1"})
-    assert validate(ctx(), as_text).outcome is Outcome.APPROVAL  # "1" and 1 are the same
+    assert validate(ctx(), as_text).outcome is ValidationOutcome.APPROVAL  # "1" and 1 are the same
 
 
 def test_step5_stale_inventory_at_dispatch_is_denied():
@@ -221,7 +226,7 @@ def test_step5_expired_proposal_is_denied():
 def test_step6_no_action_budget_fails_the_run():
     used = Budgets(limits=DEFAULT_LIMITS).charged({"actions": DEFAULT_LIMITS["actions"]})
     d = validate(ctx(budgets=used), READ)
-    assert (d.outcome, d.step, d.reason) == (Outcome.FAIL, 6, "action_budget_exhausted")
+    assert (d.outcome, d.step, d.reason) == (ValidationOutcome.FAIL, 6, "action_budget_exhausted")
 
 
 def test_step6_second_effect_is_denied():
@@ -235,8 +240,12 @@ def test_step6_exhausted_retry_budget_escalates():
         PriorOutcome("check_inventory", args_digest("check_inventory", READ.args), "STALE")
     ] * 2
     d = validate(ctx(history=history), READ)
-    assert (d.outcome, d.step, d.reason) == (Outcome.ESCALATE, 6, "retry_budget_exhausted")
-    assert validate(ctx(history=history[:1]), READ).outcome is Outcome.EXECUTE
+    assert (d.outcome, d.step, d.reason) == (
+        ValidationOutcome.ESCALATE,
+        6,
+        "retry_budget_exhausted",
+    )
+    assert validate(ctx(history=history[:1]), READ).outcome is ValidationOutcome.EXECUTE
 
 
 def test_step7_scope_denied_then_repeated_denial_escalates():
@@ -252,7 +261,7 @@ def test_step7_scope_denied_then_repeated_denial_escalates():
         )
     ]
     d = validate(ctx(history=history), far)
-    assert (d.outcome, d.reason) == (Outcome.ESCALATE, "repeated_denial")
+    assert (d.outcome, d.reason) == (ValidationOutcome.ESCALATE, "repeated_denial")
 
 
 def test_step7_effect_needs_delegation():
@@ -263,10 +272,10 @@ def test_step7_effect_needs_delegation():
 @pytest.mark.parametrize(
     ("change", "outcome", "reason"),
     [
-        ({"pinned": "1.0.0#old"}, Outcome.FAIL, "component_version_drift"),
-        ({"lifecycle": "RETIRED"}, Outcome.DENY, "capability_retired"),
-        ({"lifecycle": "DISCOVERED"}, Outcome.DENY, "capability_not_admitted"),
-        ({"effect_gate_open": False}, Outcome.DENY, "effect_gate_closed"),
+        ({"pinned": "1.0.0#old"}, ValidationOutcome.FAIL, "component_version_drift"),
+        ({"lifecycle": "RETIRED"}, ValidationOutcome.DENY, "capability_retired"),
+        ({"lifecycle": "DISCOVERED"}, ValidationOutcome.DENY, "capability_not_admitted"),
+        ({"effect_gate_open": False}, ValidationOutcome.DENY, "effect_gate_closed"),
     ],
 )
 def test_step8_version_must_be_admitted_and_undrifted(change, outcome, reason):
@@ -280,7 +289,7 @@ def test_step8_closed_gate_does_not_stop_reads():
         **RULES,
         "check_inventory": dataclasses.replace(RULES["check_inventory"], effect_gate_open=False),
     }
-    assert validate(ctx(rules=rules), READ).outcome is Outcome.EXECUTE
+    assert validate(ctx(rules=rules), READ).outcome is ValidationOutcome.EXECUTE
 
 
 def _approval(status, **kw):
@@ -292,24 +301,24 @@ def _approval(status, **kw):
 @pytest.mark.parametrize(
     ("approval", "outcome", "reason"),
     [
-        (None, Outcome.APPROVAL, "approval_required"),
-        (_approval("PENDING"), Outcome.DENY, "approval_pending"),
-        (_approval("DECLINED"), Outcome.DENY, "proposal_declined"),
-        (_approval("APPROVED"), Outcome.EXECUTE, "effect_admitted_with_live_approval"),
-        (_approval("USED"), Outcome.DENY, "approval_used"),
+        (None, ValidationOutcome.APPROVAL, "approval_required"),
+        (_approval("PENDING"), ValidationOutcome.DENY, "approval_pending"),
+        (_approval("DECLINED"), ValidationOutcome.DENY, "proposal_declined"),
+        (_approval("APPROVED"), ValidationOutcome.EXECUTE, "effect_admitted_with_live_approval"),
+        (_approval("USED"), ValidationOutcome.DENY, "approval_used"),
         (
             _approval("USED", consumed_without_effect=True),
-            Outcome.EXECUTE,
+            ValidationOutcome.EXECUTE,
             "same_key_redispatch_after_proven_absence",
         ),
         (
             dataclasses.replace(_approval("APPROVED"), expires_at=NOW),
-            Outcome.DENY,
+            ValidationOutcome.DENY,
             "approval_expired",
         ),
         (
             dataclasses.replace(_approval("APPROVED"), proposal_hash="other"),
-            Outcome.APPROVAL,
+            ValidationOutcome.APPROVAL,
             "approval_required",
         ),
     ],
@@ -322,12 +331,12 @@ def test_step9_effect_decision_follows_the_exact_approval(approval, outcome, rea
 @pytest.mark.parametrize(
     ("proposal", "outcome", "reason"),
     [
-        (READ, Outcome.EXECUTE, "read_admitted"),
-        (ClarifyIntent("Which depot?"), Outcome.CLARIFY, "clarification_admitted"),
-        (WaitIntent("delivery", "depot.confirmed"), Outcome.WAIT, "wait_admitted"),
-        (FinalCandidate({"text": "done"}), Outcome.VERIFY, "final_candidate_admitted"),
-        (EscalateIntent("help"), Outcome.ESCALATE, "model_requested_escalation"),
-        (AbstainIntent("nothing fits"), Outcome.ESCALATE, "no_applicable_tool"),
+        (READ, ValidationOutcome.EXECUTE, "read_admitted"),
+        (ClarifyIntent("Which depot?"), ValidationOutcome.CLARIFY, "clarification_admitted"),
+        (WaitIntent("delivery", "depot.confirmed"), ValidationOutcome.WAIT, "wait_admitted"),
+        (FinalCandidate({"text": "done"}), ValidationOutcome.VERIFY, "final_candidate_admitted"),
+        (EscalateIntent("help"), ValidationOutcome.ESCALATE, "model_requested_escalation"),
+        (AbstainIntent("nothing fits"), ValidationOutcome.ESCALATE, "no_applicable_tool"),
     ],
 )
 def test_step9_decides_what_an_admitted_proposal_becomes(proposal, outcome, reason):
@@ -368,4 +377,4 @@ def test_a_fresh_proposal_is_a_new_request_not_a_retry_of_a_refused_effect():
     assert validate(same, RESERVE).reason == "retry_budget_exhausted"
     # A new proposal (new evidence, new hash) with the same part/slot/quantity is new.
     fresh = ctx(rules=rules, history=[refused], approval=approved)
-    assert validate(fresh, RESERVE).outcome is Outcome.EXECUTE
+    assert validate(fresh, RESERVE).outcome is ValidationOutcome.EXECUTE
