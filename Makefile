@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint docs bench bench-quick worker beat clean
+.PHONY: run test test-fast lint docs bench bench-quick worker beat clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -21,6 +21,10 @@ run: $(STAMP)
 ## test: lint, type-check, the whole suite on PostgreSQL, the portable part on SQLite
 test: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" bash scripts/test.sh
+
+## test-fast: the pure tier (no database, no services): the domain, contracts, adapters
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider -q tests/domain
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -233,7 +233,7 @@ def effects_md() -> str:
         "at the end plus those reconciled since, and offers a follow-up run only when the "
         "run did not complete, no effect of it exists and none is unknown.\n\n"
         "## Proof\n\n"
-        "`manage.py explore_effects` (and `tests/runs/test_explorer.py`) runs every crash, "
+        "`manage.py explore_effects` (and `tests/sim/test_explorer.py`) runs every crash, "
         "pause, cancellation and takeover order on the reservation path in-process and "
         "audits each with `runs/effect_audit.py`; `tests/durable/test_chaos.py` does the "
         "same with real worker processes killed and paused at random. "

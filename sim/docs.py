@@ -19,7 +19,7 @@ def fault_sheet() -> str:
 def faultlab_md() -> str:
     return (
         HEADER + "# Fault lab\n\nEach fixture is an automated test "
-        "(`tests/runs/test_faultlab.py`), runs from `manage.py faultlab`, and from the "
+        "(`tests/sim/test_faultlab.py`), runs from `manage.py faultlab`, and from the "
         "console's fault lab page. Fixtures run in the `faultlab` world namespace: the "
         "live ledger and inventory are never touched.\n\n" + fault_sheet()
     )

@@ -1,0 +1,1 @@
+"""Small template helpers of the console (world labels, refs, durations, JSON)."""

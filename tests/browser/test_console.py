@@ -12,8 +12,8 @@ from approvals.models import Decision, DecisionRefusal
 from runs.models import Event, Run
 from sim import faultlab
 from tests.browser_support import login, screenshot
-from tests.console.conftest import checkpoint_of
 from tests.helpers import make_run
+from tests.runs.console.conftest import checkpoint_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

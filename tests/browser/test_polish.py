@@ -14,8 +14,8 @@ from playwright.sync_api import expect
 from fieldops.csp import POLICY
 from runs.models import Run
 from tests.browser_support import SCREENSHOTS, login, screenshot
-from tests.console.conftest import checkpoint_of
 from tests.helpers import approve, make_run
+from tests.runs.console.conftest import checkpoint_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -18,8 +18,8 @@ from django.urls import reverse
 from approvals.models import Checkpoint, Decision
 from runs.middleware import UNDELIVERED_NOTE
 from runs.models import Outbox, Run
-from tests.console.conftest import client_for
 from tests.helpers import make_run, types
+from tests.runs.console.conftest import client_for
 
 
 @pytest.fixture

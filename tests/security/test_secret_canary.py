@@ -55,7 +55,7 @@ from runs.api import sign
 from runs.models import Correlation, Run
 from runs.policies import model_client
 from sim import faultlab
-from tests.policies.fake_model import FakeModel, serve
+from tests.runs.policies.fake_model import FakeModel, serve
 from tests.security.policy import POLICY, crawl_objects, url_kwargs
 from tests.security.routes import send
 from tests.security.test_secrets import read_request

@@ -19,7 +19,7 @@ from fieldops.logs import JsonFormatter
 from runs.models import Event, Evidence
 from runs.policies import model_client
 from tests.helpers import make_run
-from tests.policies.fake_model import FakeModel, serve
+from tests.runs.policies.fake_model import FakeModel, serve
 
 KEY = "sk-canary-0123456789abcdef"
 

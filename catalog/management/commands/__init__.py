@@ -1,0 +1,1 @@
+"""Catalog commands (``catalog_discover``)."""

@@ -20,7 +20,7 @@ from sim import simulation as replay_modes
 from sim.simulation import ReplayError, simulate
 from sim.world.models import LedgerEntry
 from tests.helpers import approve, decline, make_run
-from tests.replay.helpers import run_snapshot, world_snapshot
+from tests.runs.replay.helpers import run_snapshot, world_snapshot
 
 
 def test_it_reaches_the_same_disposition_with_effects_only_in_its_own_world(world, approver):

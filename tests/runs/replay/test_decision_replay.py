@@ -13,7 +13,7 @@ from runs.replay import decision as replay_modes
 from runs.replay.decision import ReplayError, decision_replay
 from sim.world.models import ServiceRequest
 from tests.helpers import approve, make_run
-from tests.replay.helpers import run_snapshot, world_snapshot
+from tests.runs.replay.helpers import run_snapshot, world_snapshot
 
 
 @pytest.fixture

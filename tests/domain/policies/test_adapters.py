@@ -40,7 +40,7 @@ from runs.policies import (
 from runs.policies.parsing import UNKNOWN_TOOL, Reject
 from sim import double
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "provider_outputs"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "provider_outputs"
 # The same map the runner hands to the adapter.
 KINDS = {cid: c.kind.value for cid, c in ALL_CONTRACTS.items()}
 

@@ -19,8 +19,8 @@ from runs.runbooks import RUNBOOKS
 from sim import faultlab
 from sim.setup import demo_runs
 from sim.world.models import LedgerEntry
-from tests.console.conftest import checkpoint_of, client_for
 from tests.helpers import approve, make_run, types
+from tests.runs.console.conftest import checkpoint_of, client_for
 
 pytestmark = pytest.mark.django_db
 

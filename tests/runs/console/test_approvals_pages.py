@@ -16,8 +16,8 @@ from kernel import clock
 from runs import services
 from runs.engine import runner
 from runs.models import Run
-from tests.console.conftest import checkpoint_of, client_for
 from tests.helpers import make_run, types
+from tests.runs.console.conftest import checkpoint_of, client_for
 
 pytestmark = pytest.mark.django_db
 

@@ -35,7 +35,7 @@ from runs.policies import anthropic_adapter, openai_adapter, openai_responses_ad
 from runs.policies.parsing import Reading, Reject
 
 KINDS = {cid: c.kind.value for cid, c in ALL_CONTRACTS.items()}
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "provider_outputs"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "provider_outputs"
 UNGUARDED = {
     "openai": openai_adapter._read,
     "openai-responses": openai_responses_adapter._read,

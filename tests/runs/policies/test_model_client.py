@@ -26,7 +26,7 @@ from runs.policies.model_client import APIS, ModelClientPolicy, ModelConfig
 from runs.services import RunInputError
 from sim import double
 from tests.helpers import approve, make_run
-from tests.policies.replay_server import ReplayServer, Reply, fixture, serve
+from tests.runs.policies.replay_server import ReplayServer, Reply, fixture, serve
 
 KEY = "sk-test-fieldops-0123456789abcdef"
 KINDS = {cid: c.kind.value for cid, c in ALL_CONTRACTS.items()}

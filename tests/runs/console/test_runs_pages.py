@@ -15,8 +15,8 @@ from approvals.models import Checkpoint, Decision
 from runs import services
 from runs.console import runs_selectors as run_selectors
 from runs.models import Event, Evidence, Run
-from tests.console.conftest import client_for
 from tests.helpers import make_run, types
+from tests.runs.console.conftest import client_for
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from runs.policies import provider_errors, vocabularies
 from runs.policies.parsing import UNKNOWN_TOOL, Reject
 from sim.management.commands.replay import MODES
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "replay-and-adapters.md").read_text()
+DOC = (Path(__file__).resolve().parents[3] / "docs" / "replay-and-adapters.md").read_text()
 
 
 def test_the_page_names_everything_the_adapters_and_replay_modes_can_say():

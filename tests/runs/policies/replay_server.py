@@ -25,7 +25,7 @@ from typing import Any
 from runs.policies import model_client
 from sim import double
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "provider_outputs"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "provider_outputs"
 PATHS = {
     "openai-chat": "/v1/chat/completions",
     "openai-responses": "/v1/responses",

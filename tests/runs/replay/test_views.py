@@ -14,7 +14,7 @@ from sim import simulation as replay_modes
 from sim.world.models import LedgerEntry
 from tests.conftest import make_user
 from tests.helpers import approve, make_run
-from tests.replay.helpers import run_snapshot
+from tests.runs.replay.helpers import run_snapshot
 
 
 @pytest.fixture
