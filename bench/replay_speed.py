@@ -1,6 +1,6 @@
 """Benchmark 3: audit replay speed.
 
-FieldOps: ``runs.audit.audit_replay`` of a valid 10,000-event run stored in PostgreSQL:
+FieldOps: ``runs.replay.audit.audit_replay`` of a valid 10,000-event run stored in PostgreSQL:
 load its events, fold them over the initial run record, recompute every content hash and
 integrity link, check every invariant and every evidence reference, compare with the row.
 

@@ -617,8 +617,8 @@ def _cas_insert_sql() -> str:
         for column in event_rows.COLUMNS
     )
     # Column names are this module's constants, never input.
-    return (  # nosec B608
-        f"WITH cas AS (UPDATE runs_run SET {sets}, event_bytes = %s, updated_at = %s "  # noqa: S608
+    return (
+        f"WITH cas AS (UPDATE runs_run SET {sets}, event_bytes = %s, updated_at = %s "  # noqa: S608  # nosec B608
         "WHERE id = %s AND revision = %s AND owner_epoch = %s RETURNING id) "
         f"INSERT INTO runs_event ({', '.join(event_rows.COLUMNS)}) SELECT {selects} FROM cas"
     )

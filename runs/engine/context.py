@@ -218,7 +218,7 @@ def visible_capabilities(run: Run) -> list[dict[str, Any]]:
     """Model projections of the capabilities visible at this decision, sorted by id.
 
     Only admitted, non-retired versions the run pinned, narrowed by the exposure policy of
-    the run's phase and top-k retrieval; trusted controls always (catalog.visibility).
+    the run's phase and top-k retrieval; trusted controls always (runs.engine.visibility).
     """
     from runs.engine import visibility
 

@@ -20,8 +20,9 @@ from runs.models import Event, Evidence, Run
 
 # Every column but run_id (the caller knows it), in EventRecord's order (event_rows.COLUMNS).
 _READ_COLUMNS = tuple(c for c in event_rows.COLUMNS if c != "run_id")
-_ROWS_SQL = (  # nosec B608 - column names are constants of event_rows, never input
-    f"SELECT {', '.join(_READ_COLUMNS)} FROM runs_event "  # noqa: S608
+# Column names are constants of event_rows, never input.
+_ROWS_SQL = (
+    f"SELECT {', '.join(_READ_COLUMNS)} FROM runs_event "  # noqa: S608  # nosec B608
     "WHERE run_id = %s ORDER BY sequence, id"
 )
 _RUN_ID = event_rows.COLUMNS.index("run_id")
