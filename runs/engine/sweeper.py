@@ -150,6 +150,8 @@ def _enforce_deadlines(now: dt.datetime, limit: int, report: SweepReport) -> Non
         )
         if result is not None and result.applied:
             report.deadlines.append(str(run.pk))
+        elif result is not None and result.busy:
+            report.busy.append(str(run.pk))
 
 
 def _reconcile_obligations(limit: int, report: SweepReport) -> None:
