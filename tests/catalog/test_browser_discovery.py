@@ -26,11 +26,12 @@ def test_register_discover_see_untrusted_hints_rediscover_after_a_change_see_the
     catalog_reviewer: Any,
     stdio_commands: list[str],
     changing_server: ChangingServer,
+    csp_violations: list[str],
 ) -> None:
     from playwright.sync_api import expect
 
     base = live_server.url
-    admin = signed_in(browser, base, "catalog-admin")
+    admin = signed_in(browser, base, "catalog-admin", csp_violations)
     admin.get_by_role("link", name="Catalog", exact=True).click()
     admin.locator(".subnav").get_by_role("link", name="Tool servers").click()
     admin.get_by_label("Name").fill("parts")
@@ -58,7 +59,7 @@ def test_register_discover_see_untrusted_hints_rediscover_after_a_change_see_the
     first = CapabilityVersion.objects.get(capability_id="lookup_part")
 
     # A second catalog admin maps the candidate to a reviewed local contract.
-    reviewer = signed_in(browser, base, "catalog-reviewer")
+    reviewer = signed_in(browser, base, "catalog-reviewer", csp_violations)
     reviewer.goto(f"{base}/catalog/candidates/{first.pk}/")
     reviewer.get_by_text("Admit", exact=True).click()
     reviewer.get_by_label("Local reviewed contract this tool maps to").select_option(
