@@ -26,7 +26,9 @@ from catalog.domain.lifecycle import Refusal
 from catalog.models import CapabilityVersion, Discovery, Lifecycle, ToolDrift, ToolServer
 from fieldops.http import AuthedHtmxRequest
 
-BAD_REQUEST_CODES = frozenset({"reason_required", "admission_incomplete", "unknown_action"})
+BAD_REQUEST_CODES = frozenset(
+    {"reason_required", "admission_incomplete", "unknown_action", "acknowledgement_required"}
+)
 MAX_UPLOAD_BYTES = discovery.MAX_BYTES
 # The whole import request: the list, the server name and the multipart framing.
 MAX_IMPORT_REQUEST_BYTES = MAX_UPLOAD_BYTES + 64 * 1024
@@ -300,12 +302,58 @@ def catalog_decide(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
     form = {"action": action, "reason": request.POST.get("reason", "")}
     try:
         row = services.capability_decide(
-            version_id=row.pk, user=request.user, action=action, reason=form["reason"]
+            version_id=row.pk,
+            user=request.user,
+            action=action,
+            reason=form["reason"],
+            acknowledge=request.POST.get("acknowledge") == "1",
         )
     except Refusal as exc:
         return _refused(request, row, exc, form)
-    messages.success(request, f"{row.ref} is now {row.lifecycle}.")
+    _decided_message(request, row)
     return redirect(_version_url(row))
+
+
+def _decided_message(request: HttpRequest, row: CapabilityVersion) -> None:
+    if row.retire_requested_by_id is not None and row.lifecycle != Lifecycle.RETIRED:
+        messages.success(
+            request,
+            f"Retirement of {row.ref} requested; a second catalog admin must confirm it on "
+            "the retire page.",
+        )
+    else:
+        messages.success(request, f"{row.ref} is now {row.lifecycle}.")
+
+
+@login_required
+def catalog_retire(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
+    """GET: the retire page from live data. POST: request or confirm the retirement."""
+    if request.method not in ("GET", "POST"):
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    row = get_object_or_404(
+        CapabilityVersion.objects.select_related("retire_requested_by"), pk=version_id
+    )
+    if request.method == "GET":
+        return render(request, "catalog/retire.html", selectors.retire_view(row))
+    require_role(request.user, CATALOG_ADMIN)
+    form = {"reason": request.POST.get("reason", "")}
+    try:
+        row = services.capability_decide(
+            version_id=row.pk,
+            user=request.user,
+            action="retire",
+            reason=form["reason"],
+            acknowledge=request.POST.get("acknowledge") == "1",
+        )
+    except Refusal as exc:
+        row.refresh_from_db()
+        context = {**selectors.retire_view(row), "refusal": exc, "form": form}
+        status = 400 if exc.code in BAD_REQUEST_CODES else 409
+        return render(request, "catalog/retire.html", context, status=status)
+    _decided_message(request, row)
+    if row.lifecycle == Lifecycle.RETIRED:
+        return redirect(_version_url(row))
+    return redirect("catalog-retire", row.pk)
 
 
 @require_POST

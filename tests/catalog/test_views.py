@@ -325,11 +325,17 @@ def test_an_incomplete_admission_answers_400_and_keeps_the_answers(catalog_admin
     assert 'value="NEED_X -&gt; HAVE_Y"' in page  # the reviewer's answers are kept
 
 
-def test_retire_and_an_illegal_step_through_the_console(catalog_admin):
+def test_retire_and_an_illegal_step_through_the_console(catalog_admin, catalog_reviewer):
     c = client_for(catalog_admin)
     target = row("read_equipment@1.0.0")
     url = reverse("catalog-decide", args=[target.pk])
-    assert c.post(url, {"action": "retire", "reason": "replaced"}).status_code == 302
+    # No admitted successor: an acknowledgement and a second catalog admin (issue 16).
+    assert c.post(url, {"action": "retire", "reason": "replaced"}).status_code == 400
+    ack = {"action": "retire", "reason": "replaced", "acknowledge": "1"}
+    assert c.post(url, ack).status_code == 302
+    target.refresh_from_db()
+    assert target.lifecycle == "ADMITTED" and target.retire_requested_by == catalog_admin
+    assert client_for(catalog_reviewer).post(url, ack).status_code == 302
     target.refresh_from_db()
     assert target.lifecycle == "RETIRED"
     page = c.get(reverse("catalog-contract", args=["read_equipment", "1.0.0"])).content.decode()

@@ -265,6 +265,11 @@ POLICY: Mapping[str, Rule] = {
         objects="version",
         body=_const({"open": "0", "reason": "matrix"}),
     ),
+    "catalog-retire": Rule(
+        {"GET": signed_in, "POST": roles(CATALOG_ADMIN)},
+        objects="version",
+        body=_const({"reason": "matrix", "acknowledge": "1"}),
+    ),
     "catalog-contract": Rule({"GET": signed_in}, objects="contract"),
     "catalog-servers": Rule(
         {"GET": signed_in, "POST": roles(CATALOG_ADMIN)},
