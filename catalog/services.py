@@ -32,6 +32,7 @@ from catalog.models import (
     Lifecycle,
     LifecycleDecision,
     Source,
+    TenantEffectGate,
     ToolDrift,
     ToolServer,
     ToolSighting,
@@ -900,3 +901,50 @@ def capability_gate_set(
             reason=reason[:1000],
         )
     return row
+
+
+def tenant_gate_set(
+    *, capability_id: str, version: str, tenant: str, open_gate: bool, reviewer: Any, reason: str
+) -> TenantEffectGate:
+    """Open or close one tenant's effect gate of a version (that tenant's new effect
+    dispatch only; other tenants and reads continue). The caller has checked that
+    ``reviewer`` operates ``tenant``. Audited as a LifecycleDecision naming the tenant.
+
+    Raise ValueError on an empty reason or a version without an approval-gated effect,
+    CapabilityVersion.DoesNotExist on an unknown version.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValueError("a gate change needs a reason")
+    with transaction.atomic():
+        row = CapabilityVersion.objects.select_for_update().get(
+            capability_id=capability_id, version=version
+        )
+        if not row.is_effect:
+            raise ValueError(
+                f"{row.ref} has no approval-gated effect; its gate would change nothing"
+            )
+        gate, _ = TenantEffectGate.objects.select_for_update().get_or_create(
+            version=row, tenant=tenant
+        )
+        if gate.open == open_gate:
+            return gate
+        gate.open = open_gate
+        gate.changed_by = reviewer
+        gate.reason = reason[:MAX_REASON]
+        gate.save(update_fields=["open", "changed_by", "reason", "changed_at"])
+        _decision(
+            row,
+            action="open_tenant_gate" if open_gate else "close_tenant_gate",
+            from_state=row.lifecycle,
+            to_state=row.lifecycle,
+            user=reviewer,
+            reason=reason[:MAX_REASON],
+            details={"tenant": tenant},
+        )
+    return gate
+
+
+def tenant_gate_open(row: CapabilityVersion, tenant: str) -> bool:
+    """Whether ``tenant``'s gate of ``row`` is open (no row: open)."""
+    return not TenantEffectGate.objects.filter(version=row, tenant=tenant, open=False).exists()

@@ -14,7 +14,7 @@ from approvals.models import Checkpoint, Decision
 from capabilities import ports, registry, reserve_part
 from capabilities.contracts import Contract, Provenance
 from capabilities.rejected import REJECTED
-from catalog.models import CapabilityVersion
+from catalog.models import CapabilityVersion, TenantEffectGate
 from kernel import clock
 from runs import evidence
 from runs.domain import effects, validation
@@ -50,6 +50,11 @@ def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
             capability_id__in=list(run.components), version__in=list(versions)
         )
     }
+    closed_for_tenant = set(
+        TenantEffectGate.objects.filter(
+            version__in=list(rows.values()), tenant=run.tenant, open=False
+        ).values_list("version_id", flat=True)
+    )
     rules = {}
     for cid, pinned in run.components.items():
         version = pinned.split("#")[0]
@@ -86,6 +91,7 @@ def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
             lifecycle=row.lifecycle if row else "DISCOVERED",
             effect_gate_open=row.effect_gate_open if row else False,
             location_bound=bool(contract.scope.get("location_bound")),
+            tenant_gate_open=row is None or row.pk not in closed_for_tenant,
         )
     return rules
 
@@ -178,6 +184,19 @@ def history(
     return out
 
 
+def decision_visible(run: Run) -> frozenset[str] | None:
+    """The capabilities the latest decision's context showed (None: not recorded)."""
+    payload = (
+        Event.objects.filter(run=run, type=EventType.PROPOSAL_EMITTED.value)
+        .order_by("-sequence")
+        .values_list("payload", flat=True)
+        .first()
+    )
+    if not payload or "visible" not in payload:
+        return None
+    return frozenset(str(name) for name in payload["visible"])
+
+
 def validation_context(run: Run) -> validation.ValidationContext:
     observations = evidence.admitted_observations(str(run.pk))
     proposal, proposal_hash = canonical_proposal(observations)
@@ -199,6 +218,7 @@ def validation_context(run: Run) -> validation.ValidationContext:
         canonical_hash=proposal_hash,
         approval=approval_view(run, proposal_hash),
         history=history(run, observations),
+        visible=decision_visible(run),
     )
 
 

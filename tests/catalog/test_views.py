@@ -99,12 +99,18 @@ def test_users_without_the_catalog_admin_role_are_refused(approver):
 
 
 def test_an_operator_may_close_an_effect_gate_but_not_decide_lifecycle(operator):
+    # Issue 16: an operator's gate is their own tenant's; the deployment gate is a catalog
+    # admin's (an operator of one tenant can no longer stop every tenant's effects).
     c = client_for(operator)
     gate = row("reserve_part@1.0.0")
-    response = c.post(reverse("catalog-gate", args=[gate.pk]), {"open": "0", "reason": "incident"})
-    assert response.status_code == 302
+    deployment = c.post(reverse("catalog-gate", args=[gate.pk]), {"open": "0", "reason": "x"})
+    assert deployment.status_code == 403
+    url = reverse("catalog-tenant-gate", args=[gate.pk])
+    assert c.post(url, {"open": "0", "reason": "incident", "tenant": "south"}).status_code == 404
+    assert c.post(url, {"open": "0", "reason": "incident"}).status_code == 302
     gate.refresh_from_db()
-    assert not gate.effect_gate_open
+    assert gate.effect_gate_open
+    assert not services.tenant_gate_open(gate, "north") and services.tenant_gate_open(gate, "south")
     decide = reverse("catalog-decide", args=[gate.pk])
     assert c.post(decide, {"action": "retire", "reason": "x"}).status_code == 403
 
