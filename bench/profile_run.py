@@ -19,6 +19,7 @@ import io
 import pstats
 import re
 import time
+import traceback
 from collections import Counter
 from typing import Any
 
@@ -32,11 +33,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--where", action="store_true", help="also count reads by the project line issuing them"
+    )
     args = parser.parse_args()
     recreate_database(DB)
     django_setup(DB, DJANGO_DEBUG="false", FIELDOPS_EXECUTION="inprocess")
     try:
-        profile(args.runs, args.top)
+        profile(args.runs, args.top, where=args.where)
     finally:
         from django.db import connections
 
@@ -71,7 +75,17 @@ def one_run(approver: Any) -> Any:
 _TABLE = re.compile(r'(?:FROM|INTO|UPDATE)\s+"?(\w+)"?', re.IGNORECASE)
 
 
-def profile(runs: int, top: int) -> None:
+def _caller() -> str:
+    """The innermost project frame (not Django, not this script) issuing a query."""
+    for frame in reversed(traceback.extract_stack()[:-3]):
+        name = frame.filename
+        if "site-packages" in name or name.endswith("profile_run.py") or "/django/" in name:
+            continue
+        return f"{name.rsplit('/work/', 1)[-1].split('/', 1)[-1]}:{frame.lineno} {frame.name}"
+    return "?"
+
+
+def profile(runs: int, top: int, *, where: bool = False) -> None:
     from django.db import connection
 
     from runs import authority
@@ -80,11 +94,15 @@ def profile(runs: int, top: int) -> None:
     for _ in range(3):
         one_run(approver)  # imports, connections, prepared statements: not measured
     queries: Counter[str] = Counter()
+    callers: Counter[str] = Counter()
 
     def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         verb = sql.lstrip().split(None, 1)[0].upper()
         match = _TABLE.search(sql)
-        queries[f"{verb} {match.group(1) if match else ''}".strip()] += 1
+        what = f"{verb} {match.group(1) if match else ''}".strip()
+        queries[what] += 1
+        if where and verb == "SELECT":
+            callers[f"{what:<34} {_caller()}"] += 1
         return execute(sql, params, many, context)
 
     real_store = authority._store_postgresql
@@ -112,6 +130,10 @@ def profile(runs: int, top: int) -> None:
     )
     for what, n in queries.most_common():
         say(f"{n / runs:7.2f} per run  {what}")
+    if where:
+        banner("reads by the line issuing them (per run)")
+        for what, n in callers.most_common():
+            say(f"{n / runs:7.2f}  {what}")
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
     print(out.getvalue())

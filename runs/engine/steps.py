@@ -333,6 +333,7 @@ def step_executing(owner: Owner, run: Run) -> None:
         EventType.OBSERVATION_RECEIVED,
         Actor.CAPABILITY_ADAPTER,
         outcome.error or "ok",
+        run=live,
         refs=refs,
         payload={
             "capability": proposal.capability,
