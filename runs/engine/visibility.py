@@ -8,7 +8,7 @@ capabilities existed, which were eligible, retrieved and visible, and why the re
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from capabilities import registry
@@ -69,12 +69,21 @@ def observed_capabilities(run: Any) -> frozenset[str]:
 
 def run_funnel(run: Any) -> Funnel:
     """Compute the exposure funnel of ``run``'s next decision (and remember it on ``run``)."""
+    funnel = funnel_for(run, observed_capabilities(run))
+    setattr(run, _CACHE_ATTR, funnel)
+    return funnel
+
+
+def funnel_for(run: Any, observed: Iterable[str]) -> Funnel:
+    """The funnel the current catalog and phase policies give ``run`` (its pins, its goal)
+    once the capabilities ``observed`` have produced admitted evidence. Reads only: decision
+    replay asks it for each recorded context."""
     rows = CapabilityVersion.objects.only(
         "capability_id", "version", "digest", "contract", "lifecycle", "source"
     ).order_by("capability_id", "version")
     candidates = [candidate_from(row, run.components) for row in rows]
-    phase = phase_for(observed_capabilities(run))
-    funnel = expose(
+    phase = phase_for(observed)
+    return expose(
         candidates,
         PHASE_POLICIES[phase],
         phase=phase.value,
@@ -82,8 +91,6 @@ def run_funnel(run: Any) -> Funnel:
         k=LIVE_K,
         trusted_controls=TRUSTED_CONTROLS,
     )
-    setattr(run, _CACHE_ATTR, funnel)
-    return funnel
 
 
 def visible_projections(run: Any) -> list[dict[str, Any]]:
