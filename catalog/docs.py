@@ -87,7 +87,10 @@ def versions_md() -> str:
         "`not_exposed` at step 3 and charged as a correction. An unchanged request denied "
         f"{validation.REPEATED_DENIAL_LIMIT} times for the same owner reason ({owner}) "
         "escalates with `repeated_denial` (runbook: Repeated denial; fault lab: "
-        "`repeated_denial_escalates`).\n\n"
+        "`repeated_denial_escalates`). Decision replay (page and `manage.py replay --mode "
+        "decision`) reports, per decision, the capabilities today's catalog and exposure "
+        "policy would add to or remove from the recorded visible set (with why), and the "
+        "run's pins that differ from what a new run pins today: reported, never applied.\n\n"
         "## Implemented versions\n\n" + implementations_sheet()
     )
 

@@ -811,6 +811,42 @@ def _retirement_request(
     return row
 
 
+def capability_retire_withdraw(*, version_id: int, user: Any, reason: str) -> CapabilityVersion:
+    """Withdraw a pending two-person retirement request (the requester or any catalog
+    admin); record ``retire_withdrawn`` with who asked, when, and who withdrew it.
+
+    The version keeps its lifecycle; a later retirement starts again from a new request.
+    Refused (``no_retirement_request``) when no request is pending.
+    """
+    reason = _reason(reason)
+    with transaction.atomic():
+        row = _locked(version_id)
+        if row.retire_requested_by_id is None or row.lifecycle == Lifecycle.RETIRED:
+            raise Refusal(
+                "no_retirement_request",
+                f"no retirement of {row.ref} is waiting for confirmation; nothing to withdraw",
+            )
+        details = {
+            "requested_by": reviewer_ref(row.retire_requested_by),
+            "requested_at": row.retire_requested_at.isoformat() if row.retire_requested_at else "",
+            "withdrawn_by": reviewer_ref(user),
+            "by_requester": row.retire_requested_by_id == getattr(user, "pk", None),
+        }
+        row.retire_requested_by = None
+        row.retire_requested_at = None
+        row.save(update_fields=["retire_requested_by", "retire_requested_at"])
+        _decision(
+            row,
+            action="retire_withdrawn",
+            from_state=row.lifecycle,
+            to_state=row.lifecycle,
+            user=user,
+            reason=reason,
+            details=details,
+        )
+    return row
+
+
 def successor_of(row: CapabilityVersion) -> str:
     """The version new runs would pin once ``row`` is gone ("" when none would)."""
     others = CapabilityVersion.objects.filter(

@@ -28,5 +28,10 @@ urlpatterns = [
         name="catalog-tenant-gate",
     ),
     path("versions/<int:version_id>/retire/", views.catalog_retire, name="catalog-retire"),
+    path(
+        "versions/<int:version_id>/retire/withdraw/",
+        views.catalog_retire_withdraw,
+        name="catalog-retire-withdraw",
+    ),
     path("<str:capability_id>/<str:version>/", views.catalog_contract, name="catalog-contract"),
 ]

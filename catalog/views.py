@@ -370,6 +370,30 @@ def catalog_retire(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
+def catalog_retire_withdraw(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
+    """Withdraw the pending retirement request (its requester or any catalog admin)."""
+    require_role(request.user, CATALOG_ADMIN)
+    row = get_object_or_404(
+        CapabilityVersion.objects.select_related("retire_requested_by"), pk=version_id
+    )
+    form = {"withdraw_reason": request.POST.get("reason", "")}
+    try:
+        row = services.capability_retire_withdraw(
+            version_id=row.pk, user=request.user, reason=form["withdraw_reason"]
+        )
+    except Refusal as exc:
+        row.refresh_from_db()
+        context = {**selectors.retire_view(row), "refusal": exc, "form": form}
+        status = 400 if exc.code in BAD_REQUEST_CODES else 409
+        return render(request, "catalog/retire.html", context, status=status)
+    messages.success(
+        request, f"Retirement request of {row.ref} withdrawn; it stays {row.lifecycle}."
+    )
+    return redirect("catalog-retire", row.pk)
+
+
+@require_POST
+@login_required
 def catalog_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
     """The deployment gate of a version (catalog admins): closed, no tenant's run
     dispatches its effect. Tenants' own gates are ``catalog_tenant_gate``."""

@@ -8,7 +8,7 @@ capabilities existed, which were eligible, retrieved and visible, and why the re
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from capabilities import registry
@@ -70,6 +70,15 @@ def observed_capabilities(run: Any) -> frozenset[str]:
 
 def run_funnel(run: Any) -> Funnel:
     """Compute the exposure funnel of ``run``'s next decision (and remember it on ``run``)."""
+    funnel = funnel_for(run, observed_capabilities(run))
+    setattr(run, _CACHE_ATTR, funnel)
+    return funnel
+
+
+def funnel_for(run: Any, observed: Iterable[str]) -> Funnel:
+    """The funnel the current catalog and phase policies give ``run`` (its pins, its goal)
+    once the capabilities ``observed`` have produced admitted evidence. Reads only: decision
+    replay asks it for each recorded context."""
     # What the model is shown: the catalog read once per advance (runs/readcache.py);
     # validation reads the catalog again at every decision (it enforces).
     rows = readcache.catalog_rows(
@@ -79,8 +88,8 @@ def run_funnel(run: Any) -> Funnel:
         ).order_by("capability_id", "version"),
     )
     candidates = [candidate_from(row, run.components) for row in rows]
-    phase = phase_for(observed_capabilities(run))
-    funnel = expose(
+    phase = phase_for(observed)
+    return expose(
         candidates,
         PHASE_POLICIES[phase],
         phase=phase.value,
@@ -88,8 +97,6 @@ def run_funnel(run: Any) -> Funnel:
         k=LIVE_K,
         trusted_controls=TRUSTED_CONTROLS,
     )
-    setattr(run, _CACHE_ATTR, funnel)
-    return funnel
 
 
 def visible_projections(run: Any) -> list[dict[str, Any]]:

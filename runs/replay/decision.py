@@ -6,6 +6,12 @@ It reads only: no capability is called, nothing is appended to any run, no evide
 written. After the first divergence the candidate is answering contexts it would never
 have reached itself; those rows are marked ``after_divergence``. Candidates are the
 registered scenarios (``runs.policies.registry``) and, where allowed, the model client.
+
+Each decision also reports its exposure difference: the capabilities its context was shown
+(recorded on ``proposal.emitted``) against the ones today's catalog and phase policies
+would show the same context (``runs.engine.visibility.funnel_for``), added and removed,
+with why; and the replay reports the run's pins that differ from what a new run would pin
+today (a run never switches version: reported, never applied).
 """
 
 from __future__ import annotations
@@ -15,13 +21,22 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from capabilities import registry
+from catalog.models import CapabilityVersion, Source
 from runs import policies
+from runs.domain.exposure import (
+    PinDifference,
+    VisibleDifference,
+    pin_differences,
+    visible_difference,
+)
 from runs.domain.proposals import InvalidProposal, Proposal, from_dict, summary, to_dict
 from runs.domain.states import EventType
+from runs.engine import visibility
 from runs.models import Event, Evidence, Run
 from runs.policies import model_client, parsing, vocabularies
 from runs.policies import registry as scenario_registry
 from runs.policies.base import Policy
+from runs.services import pinned_components
 
 RECORDED = "recorded"
 # Evidence ids differ between a run and its simulation; decisions compare without them.
@@ -66,6 +81,8 @@ class DecisionRow:
     same: bool
     after_divergence: bool
     missing: str = ""  # why this decision could not be replayed ("" when it was)
+    # Recorded visible set against today's (None: the context projection was not stored).
+    exposure: VisibleDifference | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +93,13 @@ class DecisionReplay:
     vocabulary: str
     rows: tuple[DecisionRow, ...]
     first_divergence: int | None  # the index of the first differing decision
+    # The run's pins that differ from what a new run would pin today.
+    pin_differences: tuple[PinDifference, ...] = ()
+
+    @property
+    def exposure_changed(self) -> int:
+        """Decisions whose visible set today differs from the recorded one."""
+        return sum(1 for r in self.rows if r.exposure is not None and not r.exposure.same)
 
     @property
     def matched(self) -> int:
@@ -91,7 +115,15 @@ class DecisionReplay:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(matched=self.matched, diverged=self.diverged, skipped=self.skipped)
+        data.update(
+            matched=self.matched,
+            diverged=self.diverged,
+            skipped=self.skipped,
+            exposure_changed=self.exposure_changed,
+            pin_differences=[p.as_dict() for p in self.pin_differences],
+        )
+        for row, out in zip(self.rows, data["rows"], strict=True):
+            out["exposure"] = row.exposure.as_dict() if row.exposure is not None else None
         return data
 
 
@@ -166,6 +198,7 @@ def decision_replay(run: Run, candidate: str, *, allow_model: bool = False) -> D
             missing = "the raw output of this decision was not stored"
         recorded_proposal = from_dict(recorded or {})
         after = first is not None
+        exposure = _exposure_difference(run, event, projection)
         if missing:
             rows.append(
                 DecisionRow(
@@ -183,6 +216,7 @@ def decision_replay(run: Run, candidate: str, *, allow_model: bool = False) -> D
                     same=False,
                     after_divergence=after,
                     missing=missing,
+                    exposure=exposure,
                 )
             )
             continue
@@ -208,6 +242,7 @@ def decision_replay(run: Run, candidate: str, *, allow_model: bool = False) -> D
                 differences=differences,
                 same=same,
                 after_divergence=after,
+                exposure=exposure,
             )
         )
     return DecisionReplay(
@@ -217,6 +252,44 @@ def decision_replay(run: Run, candidate: str, *, allow_model: bool = False) -> D
         vocabulary=chosen.vocabulary,
         rows=tuple(rows),
         first_divergence=first,
+        pin_differences=run_pin_differences(run),
+    )
+
+
+def _exposure_difference(
+    run: Run, event: Event, projection: Mapping[str, Any] | None
+) -> VisibleDifference | None:
+    """The decision's recorded visible set against what today's catalog and exposure policy
+    would show the same context (its admitted observations set the phase)."""
+    if projection is None:
+        return None
+    record = event.payload.get("exposure") or {}
+    recorded = event.payload.get("visible", record.get("visible"))
+    observed = [
+        str(o.get("capability", "")) for o in projection.get("observations", ()) if o.get("ok")
+    ]
+    funnel = visibility.funnel_for(run, observed)
+    return visible_difference(
+        None if recorded is None else [str(c) for c in recorded],
+        funnel.visible,
+        reasons=funnel.reasons,
+        recorded_phase=str(record.get("phase", "")),
+        current_phase=funnel.phase,
+    )
+
+
+def run_pin_differences(run: Run) -> tuple[PinDifference, ...]:
+    """The run's pins (its component set) that differ from what a new run pins today."""
+    lifecycles = {
+        f"{cid}@{version}": state
+        for cid, version, state in CapabilityVersion.objects.filter(
+            source=Source.REVIEWED
+        ).values_list("capability_id", "version", "lifecycle")
+    }
+    return pin_differences(
+        {str(k): str(v) for k, v in run.components.items()},
+        pinned_components(),
+        lifecycles=lifecycles,
     )
 
 

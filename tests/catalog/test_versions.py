@@ -174,3 +174,75 @@ def _client(user: Any) -> Client:
     c = Client()
     c.force_login(user)
     return c
+
+
+# -- withdrawing a retirement request ----------------------------------------------------------
+def _requested(user: Any) -> CapabilityVersion:
+    """search_manual@1.0.0 with a pending retirement (no admitted successor: two people)."""
+    row = retire(version("search_manual@1.0.0"), user)
+    assert row.retire_requested_by == user and row.lifecycle == Lifecycle.ADMITTED
+    return row
+
+
+def test_the_requester_withdraws_a_retirement_request_and_it_is_recorded(
+    catalog_admin: Any, catalog_reviewer: Any
+) -> None:
+    row = _requested(catalog_admin)
+    url = reverse("catalog-retire-withdraw", args=[row.pk])
+    page = _client(catalog_admin).get(reverse("catalog-retire", args=[row.pk])).content.decode()
+    assert 'id="retire-withdraw"' in page and url in page
+
+    response = _client(catalog_admin).post(url, {"reason": "wait for 1.1.0 first"})
+
+    assert response.status_code == 302
+    assert response["Location"] == reverse("catalog-retire", args=[row.pk])
+    row.refresh_from_db()
+    assert row.retire_requested_by is None and row.retire_requested_at is None
+    assert row.lifecycle == Lifecycle.ADMITTED
+    withdrawn = row.decisions.get(action="retire_withdrawn")
+    assert withdrawn.reviewer == catalog_admin and withdrawn.reason == "wait for 1.1.0 first"
+    assert withdrawn.from_state == withdrawn.to_state == Lifecycle.ADMITTED
+    assert withdrawn.details["requested_by"] == "user:catalog-admin"
+    assert withdrawn.details["withdrawn_by"] == "user:catalog-admin"
+    assert withdrawn.details["by_requester"] is True and withdrawn.details["requested_at"]
+    page = _client(catalog_admin).get(reverse("catalog-retire", args=[row.pk])).content.decode()
+    assert 'id="retire-withdraw"' not in page and 'id="retire-pending"' not in page
+    # The second admin's retire is now a new request, not a confirmation.
+    again = retire(row, catalog_reviewer)
+    assert again.lifecycle == Lifecycle.ADMITTED and again.retire_requested_by == catalog_reviewer
+
+
+def test_another_catalog_admin_may_withdraw_the_request(
+    catalog_admin: Any, catalog_reviewer: Any
+) -> None:
+    row = _requested(catalog_admin)
+    withdrawn = services.capability_retire_withdraw(
+        version_id=row.pk, user=catalog_reviewer, reason="not yet"
+    )
+    assert withdrawn.retire_requested_by is None
+    decision = withdrawn.decisions.get(action="retire_withdrawn")
+    assert decision.details["withdrawn_by"] == "user:catalog-reviewer"
+    assert decision.details["requested_by"] == "user:catalog-admin"
+    assert decision.details["by_requester"] is False
+
+
+def test_withdrawing_refuses_bad_input_other_roles_and_a_missing_request_without_a_change(
+    catalog_admin: Any, operator: Any
+) -> None:
+    row = version("search_manual@1.0.0")
+    url = reverse("catalog-retire-withdraw", args=[row.pk])
+    nothing = _client(catalog_admin).post(url, {"reason": "nothing pending"})
+    assert nothing.status_code == 409
+    assert "nothing to withdraw" in nothing.content.decode()
+    row = _requested(catalog_admin)
+    assert _client(catalog_admin).post(url, {"reason": "  "}).status_code == 400
+    assert _client(operator).post(url, {"reason": "not mine"}).status_code == 403
+    assert _client(catalog_admin).get(url).status_code == 405
+    missing = reverse("catalog-retire-withdraw", args=[999_999])
+    assert _client(catalog_admin).post(missing, {"reason": "x"}).status_code == 404
+    row.refresh_from_db()
+    assert row.retire_requested_by == catalog_admin
+    assert not row.decisions.filter(action="retire_withdrawn").exists()
+    with pytest.raises(Refusal) as info:
+        services.capability_retire_withdraw(version_id=row.pk, user=catalog_admin, reason="")
+    assert info.value.code == "reason_required"

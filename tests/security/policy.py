@@ -275,6 +275,11 @@ POLICY: Mapping[str, Rule] = {
         objects="version",
         body=_const({"reason": "matrix", "acknowledge": "1"}),
     ),
+    "catalog-retire-withdraw": Rule(
+        {"POST": roles(CATALOG_ADMIN)},
+        objects="version",
+        body=_const({"reason": "matrix"}),
+    ),
     "catalog-contract": Rule({"GET": signed_in}, objects="contract"),
     "catalog-servers": Rule(
         {"GET": signed_in, "POST": roles(CATALOG_ADMIN)},

@@ -598,7 +598,11 @@ def test_fuzz_lifecycle_and_gate_posts(
     principal = data.draw(
         st.sampled_from(["catalog_admin", "catalog_reviewer", "operator", "approver"])
     )
-    action = data.draw(st.sampled_from(["admit", "decide", "gate", "runbook-gate"]))
+    action = data.draw(
+        st.sampled_from(
+            ["admit", "decide", "gate", "runbook-gate", "retire", "retire-withdraw", "tenant-gate"]
+        )
+    )
     with example(sworld, clients) as ex:
         if action == "admit":
             form = {
@@ -630,6 +634,19 @@ def test_fuzz_lifecycle_and_gate_posts(
                 "reason": data.draw(st.sampled_from(["incident"]) | field_text),
             }
             ex.post(principal, reverse("catalog-gate", args=[version_id]), form)
+        elif action in ("retire", "retire-withdraw"):
+            form = {
+                "reason": data.draw(st.sampled_from(["drained"]) | field_text),
+                "acknowledge": data.draw(st.sampled_from(["1", ""]) | hostile_text),
+            }
+            ex.post(principal, reverse(f"catalog-{action}", args=[version_id]), form)
+        elif action == "tenant-gate":
+            form = {
+                "tenant": data.draw(st.sampled_from(["", "north", "south"]) | hostile_text),
+                "open": data.draw(st.sampled_from(["0", "1"]) | hostile_text),
+                "reason": data.draw(st.sampled_from(["incident"]) | field_text),
+            }
+            ex.post(principal, reverse("catalog-tenant-gate", args=[version_id]), form)
         else:
             form = {
                 "capability_id": data.draw(st.sampled_from(["reserve_part"]) | hostile_text),
@@ -723,6 +740,9 @@ def test_every_route_that_takes_input_is_fuzzed():
         "catalog-admit",
         "catalog-decide",
         "catalog-gate",
+        "catalog-retire",
+        "catalog-retire-withdraw",
+        "catalog-tenant-gate",
         "runbooks-gate",
         "catalog-servers",
         "catalog-server-discover",

@@ -159,6 +159,10 @@ class Command(BaseCommand):
                         f"      candidate {row.candidate_summary}{rejected}"
                         f"  differs in {', '.join(row.differences)}"
                     )
+                if row.exposure is not None and not row.exposure.same:
+                    self.stdout.write(f"      exposure today: {row.exposure.summary()}")
+            for pin in replay.pin_differences:
+                self.stdout.write(f"  pin: {pin.summary()}")
             if replay.first_divergence is None:
                 self.stdout.write("  no divergence")
             else:
