@@ -19,6 +19,7 @@ from capabilities.base import CallOutcome, Handler, Invocation, invoke
 from capabilities.contracts import Contract, ErrorCode, Provenance
 from capabilities.controls import CONTROL_CONTRACTS
 from capabilities.ports import WorldPort
+from fieldops import telemetry
 from kernel import clock
 
 _MODULES = (read_equipment, search_manual, check_inventory, propose_reservation, reserve_part)
@@ -53,6 +54,7 @@ def trusted_fields(contract: Contract, inv: Invocation) -> dict[str, object]:
     return {k: available[k] for k in wanted}
 
 
+@telemetry.traced_tool_call
 def dispatch(inv: Invocation, world: WorldPort) -> CallOutcome:
     """Invoke one admitted capability through its contract; unknown ids are DENIED."""
     contract = CAPABILITIES.get(inv.capability)
