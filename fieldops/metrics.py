@@ -39,6 +39,7 @@ from prometheus_client.registry import Collector
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 if os.environ.get(MULTIPROC_ENV):
+    os.makedirs(os.environ[MULTIPROC_ENV], exist_ok=True)
     # File names carry the process identifier: host and pid, so the containers of one
     # deployment can share a volume without two processes with the same pid colliding.
     values.ValueClass = values.MultiProcessValue(
