@@ -14,6 +14,7 @@ embedded default, where runs advance in the web process). See docs/observability
 
 from __future__ import annotations
 
+import functools
 import hmac
 import os
 import socket
@@ -108,11 +109,17 @@ EFFECT_SETTLING = frozenset(
 
 
 def transition_recorded(*, event_type: str, state: str) -> None:
-    TRANSITIONS.labels(event_type=event_type, state=state).inc()
+    _transition(event_type, state).inc()
     if event_type in EFFECT_SETTLING:
         EFFECT_OUTCOMES.labels(outcome=event_type).inc()
     if event_type == "run.recovered":
         LEASE_TAKEOVERS.inc()
+
+
+@functools.cache
+def _transition(event_type: str, state: str) -> Any:
+    """The labelled counter (looked up once per pair: every append counts here)."""
+    return TRANSITIONS.labels(event_type=event_type, state=state)
 
 
 def transition_refused(*, reason: str, attempted: str) -> None:

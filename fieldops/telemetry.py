@@ -167,6 +167,7 @@ def root_span_id_of(run_id: str) -> int:
     return int.from_bytes(digest[:8], "big") or 1
 
 
+@functools.lru_cache(maxsize=4096)
 def _root_context(run_id: str) -> SpanContext:
     return SpanContext(
         trace_id=trace_id_of(run_id),
@@ -274,6 +275,10 @@ def traced_transition(append: F) -> F:
     @functools.wraps(append)
     def wrapper(**kw: Any) -> Any:
         requested = str(kw.get("type", ""))
+        if _tracer is None:  # the common case: count only
+            result = append(**kw)
+            _count_transition(requested, result)
+            return result
         attributes = {
             "fieldops.run.id": str(kw.get("run_id", "")),
             "fieldops.event.requested_type": requested,
@@ -287,17 +292,20 @@ def traced_transition(append: F) -> F:
     return cast(F, wrapper)
 
 
-def _transition_done(span: trace.Span | None, requested: str, result: Any) -> None:
+def _count_transition(requested: str, result: Any) -> None:
     stored = result.event if result.applied else result.control
-    state = str(result.snapshot.state)
-    if result.applied:
-        metrics.transition_recorded(event_type=str(stored.type), state=state)
-    else:
+    if not result.applied:
         metrics.transition_refused(reason=result.refusal, attempted=requested)
-        if stored is not None:
-            metrics.transition_recorded(event_type=str(stored.type), state=state)
+    if stored is not None:
+        metrics.transition_recorded(event_type=str(stored.type), state=str(result.snapshot.state))
+
+
+def _transition_done(span: trace.Span | None, requested: str, result: Any) -> None:
+    _count_transition(requested, result)
     if span is None:
         return
+    stored = result.event if result.applied else result.control
+    state = str(result.snapshot.state)
     span.set_attributes(
         _clean(
             {
