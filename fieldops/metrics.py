@@ -149,7 +149,7 @@ class DatabaseCollector(Collector):
     some process kept."""
 
     def collect(self) -> Iterator[Metric]:
-        from django.db.models import Count, Max, Min
+        from django.db.models import Count, Max, Min, Q
 
         from approvals.models import Checkpoint
         from kernel import clock
@@ -173,14 +173,24 @@ class DatabaseCollector(Collector):
             "Age of the oldest undelivered outbox row (0 when there is none).",
             value=_age(now, pending["oldest"]),
         )
-        sweeper = WorkerHeartbeat.objects.filter(role="sweeper").aggregate(seen=Max("seen_at"))
+        beats = WorkerHeartbeat.objects.aggregate(
+            sweeper=Max("seen_at", filter=Q(role="sweeper")),
+            worker=Max("seen_at", filter=~Q(role="sweeper")),
+        )
         lag = GaugeMetricFamily(
             "fieldops_sweeper_lag_seconds",
             "Seconds since the sweeper last reported (absent until it first does).",
         )
-        if sweeper["seen"] is not None:
-            lag.add_metric([], _age(now, sweeper["seen"]))
+        if beats["sweeper"] is not None:
+            lag.add_metric([], _age(now, beats["sweeper"]))
         yield lag
+        worker = GaugeMetricFamily(
+            "fieldops_worker_heartbeat_age_seconds",
+            "Seconds since any worker last reported (absent until one has).",
+        )
+        if beats["worker"] is not None:
+            worker.add_metric([], _age(now, beats["worker"]))
+        yield worker
         approvals = Checkpoint.objects.filter(status=Checkpoint.Status.PENDING).aggregate(
             n=Count("id"), oldest=Min("created_at")
         )

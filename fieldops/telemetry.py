@@ -88,13 +88,14 @@ def enabled() -> bool:
 def configure() -> bool:
     """Turn tracing on when an OTLP endpoint is configured; return whether it is on.
 
-    Idempotent. Spans go to ``{endpoint}/v1/traces`` over OTLP/HTTP, or to the endpoint over
-    gRPC when ``OTEL_EXPORTER_OTLP_PROTOCOL=grpc``.
+    Idempotent; ``OTEL_SDK_DISABLED=true`` keeps it off. Spans go to
+    ``{endpoint}/v1/traces`` over OTLP/HTTP, or to the endpoint over gRPC when
+    ``OTEL_EXPORTER_OTLP_PROTOCOL=grpc``.
     """
     if _provider is not None:
         return True
     url = endpoint()
-    if not url:
+    if not url or os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return False
     protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get(
         "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"

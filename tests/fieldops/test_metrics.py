@@ -134,11 +134,14 @@ def test_outbox_depth_and_age_and_sweeper_lag_are_read_from_the_database(world, 
     Outbox.objects.all().delete()
     Outbox.objects.create(run=run, created_at=clock.now())
     WorkerHeartbeat.objects.create(worker="beat", role="sweeper", seen_at=clock.now())
-    clock.advance(42)
+    clock.advance(30)
+    WorkerHeartbeat.objects.create(worker="celery@a", seen_at=clock.now())
+    clock.advance(12)
     samples = _scrape(staff)
     assert _value(samples, "fieldops_outbox_depth") == 1
     assert 42 <= _value(samples, "fieldops_outbox_oldest_age_seconds") < 60
     assert 42 <= _value(samples, "fieldops_sweeper_lag_seconds") < 60
+    assert 12 <= _value(samples, "fieldops_worker_heartbeat_age_seconds") < 30
     assert _value(samples, "fieldops_runs", state="CREATED") == 1
 
 

@@ -199,6 +199,13 @@ def test_tracing_is_off_without_an_endpoint(settings):
     assert not telemetry.enabled()
 
 
+def test_otel_sdk_disabled_keeps_tracing_off_whatever_the_endpoint(settings, monkeypatch):
+    settings.FIELDOPS_OTLP_ENDPOINT = "http://127.0.0.1:4318"
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert telemetry.configure() is False
+    assert not telemetry.enabled()
+
+
 class _Collector(http.server.BaseHTTPRequestHandler):
     received: list[tuple[str, int]] = []
 
