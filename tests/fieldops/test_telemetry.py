@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import http.server
 import json
 import os
@@ -18,7 +19,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from approvals.models import Checkpoint
+from capabilities import registry
+from capabilities.base import Invocation
 from fieldops import telemetry
+from kernel import clock
 from runs.policies import boundary
 from runs.policies.base import PolicyOutput
 from tests.helpers import approve, events, make_run
@@ -191,6 +195,32 @@ def test_model_call_spans_carry_the_token_usage_and_the_error_class(spans: InMem
     }
     assert _attributes(failed)["error.type"] == "unclassified"
     assert failed.status.status_code is trace.StatusCode.ERROR
+
+
+def test_a_refused_tool_call_is_an_error_span_and_a_run_id_that_is_no_uuid_is_tolerated(
+    spans: InMemorySpanExporter,
+):
+    refused = registry.dispatch(
+        Invocation(
+            capability="run_sql",
+            args={"sql": "select 1"},
+            run_id="run-x",
+            task_id="task-x",
+            tenant="north",
+            principal_ref="user:operator",
+            scope=("LOC-N1",),
+            request_id="rq-1",
+            deadline=clock.now() + dt.timedelta(seconds=5),
+        ),
+        None,  # type: ignore[arg-type]  # an unadmitted capability never reaches the world
+    )
+    assert not refused.ok
+    [span] = spans.get_finished_spans()
+    assert span.name == "execute_tool run_sql"
+    assert _attributes(span)["error.type"] == refused.error
+    assert _attributes(span)["fieldops.tool.stage"] == "pre_dispatch"
+    assert span.status.status_code is trace.StatusCode.ERROR
+    assert "select 1" not in str(_attributes(span))
 
 
 def test_tracing_is_off_without_an_endpoint(settings):
