@@ -16,12 +16,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from fieldops import telemetry
 from tests.durable.helpers import wait_for
 from tests.durable.test_worker import approve, start
-from tests.fieldops.conftest import spans  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.celery, pytest.mark.postgres]
 
@@ -80,7 +80,18 @@ def collector() -> Iterator[str]:
 
 
 @pytest.fixture
-def instrumented_publish(spans: InMemorySpanExporter) -> Iterator[None]:  # noqa: F811
+def spans() -> Iterator[InMemorySpanExporter]:
+    """This process's FieldOps spans, in memory."""
+    exporter = InMemorySpanExporter()
+    telemetry.install(SimpleSpanProcessor(exporter))
+    try:
+        yield exporter
+    finally:
+        telemetry.uninstall()
+
+
+@pytest.fixture
+def instrumented_publish(spans: InMemorySpanExporter) -> Iterator[None]:
     """This process publishes tasks the way a traced web process does."""
     assert telemetry._provider is not None
     CeleryInstrumentor().instrument(tracer_provider=telemetry._provider)
@@ -105,7 +116,7 @@ def test_a_run_advanced_by_a_worker_and_approved_here_is_one_trace(
     cluster,
     approver,
     collector,
-    spans: InMemorySpanExporter,  # noqa: F811
+    spans: InMemorySpanExporter,
     instrumented_publish,
 ):
     cluster.start_worker(OTEL_EXPORTER_OTLP_ENDPOINT=collector, OTEL_BSP_SCHEDULE_DELAY="100")
