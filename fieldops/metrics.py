@@ -2,7 +2,7 @@
 
 Counted in the process that does the work (``fieldops.telemetry`` calls these): transitions
 and refusals by type, effect outcomes, lease takeovers, approval wait times, model and tool
-calls. Read from PostgreSQL at scrape time (``DatabaseCollector``): runs by state, outbox
+calls, sweeps. Read from PostgreSQL at scrape time (``DatabaseCollector``): runs by state, outbox
 depth and age, sweeper lag, pending approvals.
 
 Multiprocess-safe: with ``PROMETHEUS_MULTIPROC_DIR`` set (before the process starts; an
@@ -93,6 +93,18 @@ TOOL_CALLS = Counter(
     ["tool", "outcome"],
 )
 
+SWEEP_SECONDS = Histogram(
+    "fieldops_sweep_duration_seconds",
+    "How long one sweep took.",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+SWEEP_ACTIONS = Counter(
+    "fieldops_sweep_actions",
+    "What sweeps did, by action (redriven, expired_checkpoints, expired_waits, deadlines, "
+    "obligations, busy: items left for the next sweep).",
+    ["action"],
+)
+
 # Event types that settle an effect attempt (their count is the effect outcomes).
 EFFECT_SETTLING = frozenset(
     {
@@ -142,6 +154,13 @@ def model_called(*, provider: str, outcome: str, input_tokens: int, output_token
 
 def tool_called(*, tool: str, outcome: str) -> None:
     TOOL_CALLS.labels(tool=tool, outcome=outcome).inc()
+
+
+def sweep_done(*, seconds: float, actions: dict[str, int]) -> None:
+    SWEEP_SECONDS.observe(seconds)
+    for action, count in actions.items():
+        if count:
+            SWEEP_ACTIONS.labels(action=action).inc(count)
 
 
 class DatabaseCollector(Collector):

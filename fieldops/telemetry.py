@@ -2,9 +2,9 @@
 
 The call sites wear one decorator each: the transition authority (``traced_transition``
 on ``runs.authority.append``), one owner's advance (``traced_advance``), the model call
-(``traced_model_call``), capability execution (``traced_tool_call``) and the decisions on
-checkpoints (``traced_decision``). Each decorator counts in ``fieldops.metrics`` always and
-records a span when tracing is on.
+(``traced_model_call``), capability execution (``traced_tool_call``), the decisions on
+checkpoints (``traced_decision``) and the sweeper (``traced_sweep``). Each decorator
+counts in ``fieldops.metrics`` always and records a span when tracing is on.
 
 Tracing is off unless an OTLP endpoint is configured (``FIELDOPS_OTLP_ENDPOINT``, which
 defaults to ``OTEL_EXPORTER_OTLP_ENDPOINT``); then ``configure`` (called when the apps are
@@ -31,6 +31,7 @@ import datetime as dt
 import functools
 import hashlib
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -423,6 +424,24 @@ def traced_tool_call(dispatch: F) -> F:
                 if not outcome.ok:
                     span.set_status(trace.StatusCode.ERROR, outcome.error)
         return outcome
+
+    return cast(F, wrapper)
+
+
+def traced_sweep(sweep: F) -> F:
+    """For ``runs.engine.sweeper.sweep``: a span per sweep (its own trace; the runs it acts
+    on get the transitions, linked back to it) and the sweep's duration and actions."""
+
+    @functools.wraps(sweep)
+    def wrapper(**kw: Any) -> Any:
+        started = time.monotonic()
+        with _span("fieldops.sweep", None, {}) as span:
+            report = sweep(**kw)
+            done = {action: len(items) for action, items in report.as_dict().items()}
+            metrics.sweep_done(seconds=time.monotonic() - started, actions=done)
+            if span is not None:
+                span.set_attributes({f"fieldops.sweep.{a}": n for a, n in done.items()})
+        return report
 
     return cast(F, wrapper)
 

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from kernel import clock
 from runs import authority
 from runs.domain.states import Actor, EventType
-from runs.engine import ownership
+from runs.engine import ownership, sweeper
 from runs.models import Outbox, WorkerHeartbeat
 from tests.conftest import make_user
 from tests.helpers import approve, make_run
@@ -127,6 +128,29 @@ def test_a_lease_takeover_is_counted(world, staff):
     after = _scrape(staff)
     takeovers = "fieldops_lease_takeovers_total"
     assert _value(after, takeovers) - _value(before, takeovers) == 1
+
+
+def test_a_sweep_that_expires_a_checkpoint_counts_the_sweep_and_the_wait(world, staff):
+    run = make_run()
+    assert run.state == "WAITING_HUMAN"
+    before = _scrape(staff)
+    clock.advance(settings.FIELDOPS_APPROVAL_TTL_SECONDS + 1)
+    report = sweeper.sweep()
+    assert report.expired_checkpoints == [run.waiting_checkpoint]
+    after = _scrape(staff)
+
+    def delta(name: str, **labels: str) -> float:
+        return _value(after, name, **labels) - _value(before, name, **labels)
+
+    assert delta("fieldops_sweep_duration_seconds_count") == 1
+    assert delta("fieldops_sweep_actions_total", action="expired_checkpoints") == 1
+    expired = {"kind": "approval", "decision": "expire"}
+    assert delta("fieldops_approval_wait_seconds_count", **expired) == 1
+    # The wait was the checkpoint's whole lease.
+    ttl = settings.FIELDOPS_APPROVAL_TTL_SECONDS
+    assert ttl < delta("fieldops_approval_wait_seconds_sum", **expired) < ttl + 60
+    expiry = {"event_type": "approval.expired", "state": "ESCALATED"}
+    assert delta("fieldops_transitions_total", **expiry) == 1
 
 
 def test_outbox_depth_and_age_and_sweeper_lag_are_read_from_the_database(world, staff):

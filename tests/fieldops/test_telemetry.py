@@ -23,6 +23,7 @@ from capabilities import registry
 from capabilities.base import Invocation
 from fieldops import telemetry
 from kernel import clock
+from runs.engine import sweeper
 from runs.policies import boundary
 from runs.policies.base import PolicyOutput
 from tests.helpers import approve, events, make_run
@@ -148,6 +149,23 @@ def test_a_decision_begun_under_another_trace_joins_the_run_and_links_back(
     assert decision.parent is not None
     assert decision.parent.span_id == telemetry.root_span_id_of(str(run.pk))
     assert [link.context for link in decision.links] == [request_span.get_span_context()]
+
+
+def test_a_sweep_is_its_own_span_and_the_expiry_it_records_joins_the_run_and_links_to_it(
+    world, spans: InMemorySpanExporter, settings
+):
+    run = make_run()
+    spans.clear()
+    clock.advance(settings.FIELDOPS_APPROVAL_TTL_SECONDS + 1)
+    sweeper.sweep()
+    finished = spans.get_finished_spans()
+    [sweep] = [s for s in finished if s.name == "fieldops.sweep"]
+    assert sweep.context.trace_id != run.pk.int
+    assert _attributes(sweep)["fieldops.sweep.expired_checkpoints"] == 1
+    [expiry] = [s for s in finished if s.name == "approval expire"]
+    assert expiry.context.trace_id == run.pk.int
+    assert [link.context for link in expiry.links] == [sweep.context]
+    assert [s.name for s in _children(finished, expiry)] == ["transition approval.expired"]
 
 
 def test_a_refused_decision_is_an_approval_span_with_the_refusal(
