@@ -18,6 +18,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from approvals import services as approvals
 from approvals.models import Checkpoint
 from capabilities import registry
 from capabilities.base import Invocation
@@ -166,6 +167,24 @@ def test_a_sweep_is_its_own_span_and_the_expiry_it_records_joins_the_run_and_lin
     assert expiry.context.trace_id == run.pk.int
     assert [link.context for link in expiry.links] == [sweep.context]
     assert [s.name for s in _children(finished, expiry)] == ["transition approval.expired"]
+
+
+def test_a_clarification_answer_is_an_approval_span_without_the_answer(
+    world, operator, spans: InMemorySpanExporter
+):
+    run = make_run("clarify", principal="user:operator")
+    checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+    answer = "LOC-N1, the north depot by the loading bay"
+    result = approvals.clarification_answer(
+        checkpoint_id=checkpoint.pk, user=operator, answer=answer
+    )
+    assert result.recorded
+    [span] = [s for s in spans.get_finished_spans() if s.name == "approval answer"]
+    assert _attributes(span)["fieldops.checkpoint.kind"] == "clarification"
+    assert _attributes(span)["fieldops.approval.approver_ref"] == "user:operator"
+    assert _attributes(span)["fieldops.approval.outcome"] == "recorded"
+    values = [str(v) for s in spans.get_finished_spans() for v in _attributes(s).values()]
+    assert not [v for v in values if "LOC-N1" in v or "loading bay" in v]
 
 
 def test_a_refused_decision_is_an_approval_span_with_the_refusal(
