@@ -42,6 +42,8 @@ class Invocation:
     # The fencing token of an effect dispatch: the run sequence of the event that recorded
     # its dispatch (0 for reads). The ledger refuses a commit older than one it has seen.
     fencing_token: int = 0
+    # The exact contract version the run pinned: dispatch runs this version's adapter.
+    version: str = ""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from capabilities.contracts import (
     ProposalKind,
     Provenance,
 )
-from capabilities.ports import WorldPort
+from capabilities.ports import ServiceFault, WorldPort
 from kernel import clock
 
 FRESHNESS_MAX_AGE_S = evidence.INVENTORY_MAX_AGE_S
@@ -122,25 +122,39 @@ CONTRACT = Contract(
 )
 
 
+def scope_refusal(inv: Invocation, location_id: str) -> CallOutcome | None:
+    """Scope is enforced before any service data is returned (every version)."""
+    if location_id in inv.scope:
+        return None
+    location = ports.world().reference.locations.get(location_id)
+    reason = (
+        "location belongs to another tenant"
+        if location and location["tenant"] != inv.tenant
+        else "location is not delegated to this run"
+    )
+    return CallOutcome.fail(ErrorCode.DENIED, "pre_dispatch", reason)
+
+
 def handle(
     inv: Invocation, request: Mapping[str, Any], world: WorldPort, call_index: int
 ) -> CallOutcome:
     location_id = request["location_id"]
-    # Scope is enforced before any service data is returned.
-    if location_id not in inv.scope:
-        location = ports.world().reference.locations.get(location_id)
-        reason = (
-            "location belongs to another tenant"
-            if location and location["tenant"] != inv.tenant
-            else "location is not delegated to this run"
+    denied = scope_refusal(inv, location_id)
+    if denied is not None:
+        return denied
+    try:
+        body = world.check_inventory(
+            call_index=call_index,
+            part_id=request["part_id"],
+            location_id=location_id,
+            tenant=inv.tenant,
         )
-        return CallOutcome.fail(ErrorCode.DENIED, "pre_dispatch", reason)
-    body = world.check_inventory(
-        call_index=call_index,
-        part_id=request["part_id"],
-        location_id=location_id,
-        tenant=inv.tenant,
-    )
+    except ServiceFault as fault:
+        if fault.code != ErrorCode.CONFLICT:
+            raise
+        # 1.0.0 has no CONFLICT: a revision change while reading is reported as STALE
+        # (its retry is the harness's). 1.1.0 splits it out (check_inventory_v1_1).
+        return CallOutcome.fail(ErrorCode.STALE, "definite", f"revision changed: {fault.detail}")
     failure = check_output(CONTRACT, body, tenant=inv.tenant)
     if failure:
         return failure

@@ -30,6 +30,11 @@ class EffectClass(StrEnum):
 EFFECT_ORDER: tuple[EffectClass, ...] = tuple(EffectClass)
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """Semantic-version order ("1.10.0" after "1.9.0"); unparsable parts sort first."""
+    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
+
+
 def effect_at_most(effect: EffectClass | str, ceiling: EffectClass | str) -> bool:
     return EFFECT_ORDER.index(EffectClass(effect)) <= EFFECT_ORDER.index(EffectClass(ceiling))
 

@@ -84,7 +84,14 @@ class WorldPort(Protocol):
     ) -> dict[str, Any]: ...
 
     def search_manual(
-        self, *, call_index: int, query: str, family: str, max_passages: int, tenant: str
+        self,
+        *,
+        call_index: int,
+        query: str,
+        family: str,
+        max_passages: int,
+        tenant: str,
+        scored: bool = False,
     ) -> dict[str, Any]: ...
 
     def check_inventory(

@@ -1,10 +1,13 @@
-"""Reviewed local contract versions that are *not* admitted: candidates awaiting a decision.
+"""Reviewed local contract versions that are *not* admitted at first: candidates awaiting a
+decision.
 
 ``catalog_sync`` stores them as DISCOVERED. An admin can diff them against the admitted
-version and admit, defer or reject them in the console. The dispatch registry
-(``registry.py``) still dispatches exactly one code version per capability id, so
-admitting one of these records the decision without silently changing what runs execute:
-runs pin ``version#digest`` and a version the code does not dispatch is never pinned.
+version and admit, defer or reject them in the console. Each one that has an adapter in
+code (``registry.IMPLEMENTATIONS``: search_manual@1.1.0, read_equipment@1.0.1,
+check_inventory@1.1.0) really runs once admitted: new runs pin the newest ADMITTED
+version and dispatch goes to exactly that version. ``reserve_part@2.0.0`` is reviewed
+but has no adapter: it can be diffed and decided (it is meant to be rejected), and
+``dispatchable`` says so on every page.
 
 Each version demonstrates one row of the change table in "Evolve and retire capability
 versions"; the diff page classifies them.
@@ -17,61 +20,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from capabilities import check_inventory, read_equipment, reserve_part, search_manual
-from capabilities.contracts import Contract, ErrorCode, ErrorRule, Provenance, TimeoutStage
+from capabilities import (
+    check_inventory_v1_1,
+    read_equipment_v1_0_1,
+    registry,
+    reserve_part,
+    search_manual_v1_1,
+)
+from capabilities.contracts import Contract, Provenance, TimeoutStage
 from capabilities.registry import ALL_CONTRACTS
-
-
-def _search_manual_1_1() -> Contract:
-    """Observation-only change: ten passages instead of three, plus a relevance field.
-
-    No domain effect changed, but context volume, injection surface and selection did:
-    output validation, redaction, context admission and injection fixtures re-run.
-    """
-    base = search_manual.CONTRACT
-    inputs: dict[str, Any] = copy.deepcopy(dict(base.input_schema))
-    inputs["properties"]["max_passages"]["maximum"] = 10
-    outputs: dict[str, Any] = copy.deepcopy(dict(base.output_schema))
-    passages = outputs["properties"]["passages"]
-    passages["maxItems"] = 10
-    passages["items"]["properties"]["relevance"] = {"type": "number", "minimum": 0, "maximum": 1}
-    return replace(base, version="1.1.0", input_schema=inputs, output_schema=outputs)
-
-
-def _read_equipment_1_0_1() -> Contract:
-    """Description clarification: sharper use-when / avoid-when; same schema and effect."""
-    base = read_equipment.CONTRACT
-    return replace(
-        base,
-        version="1.0.1",
-        use_when=(
-            "the family or revision of a named equipment id is not yet observed in this run",
-        ),
-        avoid_when=(
-            *base.avoid_when,
-            "the question is stock or availability of a part (use check_inventory)",
-        ),
-    )
-
-
-def _check_inventory_1_1() -> Contract:
-    """Error-code split: a revision change during the read becomes CONFLICT, not STALE."""
-    base = check_inventory.CONTRACT
-    narrowed = tuple(
-        replace(r, meaning="observation older than the freshness rule (age only)")
-        if r.code is ErrorCode.STALE
-        else r
-        for r in base.errors
-    )
-    conflict = ErrorRule(
-        ErrorCode.CONFLICT,
-        "the inventory revision changed while reading; one fresh read",
-        1,
-        "observation.received",
-        retry_owner="adapter",
-    )
-    errors = (*narrowed, conflict)
-    return replace(base, version="1.1.0", errors=errors)
 
 
 def _reserve_part_2() -> Contract:
@@ -111,9 +68,9 @@ def _reserve_part_2() -> Contract:
 
 
 REVIEWED_VERSIONS: tuple[Contract, ...] = (
-    _search_manual_1_1(),
-    _read_equipment_1_0_1(),
-    _check_inventory_1_1(),
+    search_manual_v1_1.CONTRACT,
+    read_equipment_v1_0_1.CONTRACT,
+    check_inventory_v1_1.CONTRACT,
     _reserve_part_2(),
 )
 
@@ -128,6 +85,5 @@ def local_contract(capability_id: str, version: str) -> Contract | None:
 
 
 def dispatchable(capability_id: str, version: str) -> bool:
-    """True when the dispatch registry runs exactly this version for the id."""
-    contract = ALL_CONTRACTS.get(capability_id)
-    return contract is not None and contract.version == version
+    """True when the code has an adapter for exactly this version (see ``registry``)."""
+    return registry.dispatchable(capability_id, version)

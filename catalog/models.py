@@ -49,6 +49,11 @@ class CapabilityVersion(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     local_contract_ref = models.CharField(max_length=100, blank=True, default="")
+    # A retirement that needs two people waits here for a second catalog admin.
+    retire_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    retire_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -81,6 +86,32 @@ class CapabilityVersion(models.Model):
     def is_effect(self) -> bool:
         """True when the effect gate means something (an approval-gated effect)."""
         return bool(self.contract.get("requires_approval")) if self.contract else False
+
+
+class TenantEffectGate(models.Model):
+    """One tenant's effect gate of one version: closed, it stops that tenant's new effect
+    dispatch only. Set by that tenant's operators; the deployment gate
+    (``CapabilityVersion.effect_gate_open``) belongs to catalog admins. No row: open."""
+
+    version = models.ForeignKey(
+        CapabilityVersion, on_delete=models.PROTECT, related_name="tenant_gates"
+    )
+    tenant = models.CharField(max_length=32)
+    open = models.BooleanField(default=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    changed_at = models.DateTimeField(auto_now=True)
+    reason = models.CharField(max_length=1000, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["version", "tenant"], name="tenant_effect_gate_unique"),
+        ]
+        ordering = ["version_id", "tenant"]
+
+    def __str__(self) -> str:
+        return f"{self.version_id} {self.tenant} {'open' if self.open else 'closed'}"
 
 
 class LifecycleDecision(models.Model):

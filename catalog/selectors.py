@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from capabilities import registry
 from capabilities.contracts import (
     Contract,
     enforcement_projection,
@@ -18,9 +19,9 @@ from capabilities.contracts import (
     projection_parity,
 )
 from capabilities.rejected import REJECTION_LOG
-from capabilities.reviewed import LOCAL_CONTRACTS, dispatchable, local_contract
+from capabilities.reviewed import LOCAL_CONTRACTS, local_contract
 from catalog.domain import diff as diffing
-from catalog.domain import lifecycle
+from catalog.domain import lifecycle, versions
 from catalog.models import CapabilityVersion, Lifecycle, LifecycleDecision, Source
 
 SOURCES = [(s.value, s.label) for s in Source]
@@ -52,15 +53,46 @@ class VersionFilters:
         return rows
 
 
+def newest_admitted_versions() -> dict[str, versions.Offer]:
+    """Per capability id, the version a new run pins now: the newest ADMITTED reviewed
+    version the code implements (``catalog.domain.versions.newest_admitted``)."""
+    rows = CapabilityVersion.objects.filter(
+        lifecycle=Lifecycle.ADMITTED, source=Source.REVIEWED
+    ).only("capability_id", "version", "digest", "lifecycle")
+    return versions.newest_admitted(
+        versions.Offer(r.capability_id, r.version, r.digest, r.lifecycle)
+        for r in rows
+        if registry.contract_for(r.capability_id, r.version) is not None
+    )
+
+
+def dispatch_status_of(
+    row: CapabilityVersion, newest: Mapping[str, versions.Offer]
+) -> versions.DispatchStatus:
+    """The true dispatch status of ``row`` (pass ``newest_admitted_versions()``)."""
+    if row.discovered:
+        target = (
+            f" (admission mapped it to {row.local_contract_ref})" if row.local_contract_ref else ""
+        )
+        return versions.DispatchStatus(
+            "nothing", f"no: a discovered definition never runs itself{target}"
+        )
+    offer = newest.get(row.capability_id)
+    return versions.dispatch_status(
+        lifecycle=row.lifecycle,
+        has_adapter=registry.contract_for(row.capability_id, row.version) is not None,
+        newest=offer is not None and offer.version == row.version,
+    )
+
+
 def version_list(filters: VersionFilters) -> list[CapabilityVersion]:
     rows = filters.apply(CapabilityVersion.objects.select_related("imported_by")).order_by(
         "capability_id", "source", "created_at", "version"
     )
     out = list(rows[:500])
+    newest = newest_admitted_versions()
     for row in out:
-        row.dispatched = row.source == Source.REVIEWED and dispatchable(
-            row.capability_id, row.version
-        )
+        row.dispatch = dispatch_status_of(row, newest)
     return out
 
 
@@ -86,10 +118,10 @@ def contract_view(row: CapabilityVersion) -> dict[str, Any]:
         "contract_json": pretty(row.contract),
         "in_code": code is not None,
         "code_agrees": code is not None and code.digest == row.digest,
-        "dispatched": dispatchable(row.capability_id, row.version),
+        "dispatch": dispatch_status_of(row, newest_admitted_versions()),
         "actions": lifecycle.actions_from(row.lifecycle),
         "decisions": decisions_of(row),
-        "siblings": list(
+        "siblings": _with_dispatch(
             CapabilityVersion.objects.filter(capability_id=row.capability_id)
             .exclude(pk=row.pk)
             .order_by("source", "version")
@@ -105,6 +137,31 @@ def contract_view(row: CapabilityVersion) -> dict[str, Any]:
 
         data["inventory"] = retirement_inventory(row)
     return data
+
+
+def _with_dispatch(rows: QuerySet[CapabilityVersion]) -> list[CapabilityVersion]:
+    out = list(rows)
+    newest = newest_admitted_versions()
+    for other in out:
+        other.dispatch = dispatch_status_of(other, newest)
+    return out
+
+
+def retire_view(row: CapabilityVersion) -> dict[str, Any]:
+    """The retire page: live pinned runs, unknown effects, successor and the two-person
+    state, read now (never from an earlier decision)."""
+    from catalog.services import retirement_inventory
+
+    inventory = retirement_inventory(row)
+    return {
+        "row": row,
+        "dispatch": dispatch_status_of(row, newest_admitted_versions()),
+        "inventory": inventory,
+        "risks": [(r, versions.RETIREMENT_RISKS[r]) for r in inventory["risks"]],
+        "can_retire": "retire" in lifecycle.actions_from(row.lifecycle),
+        "requested_by": row.retire_requested_by,
+        "requested_at": row.retire_requested_at,
+    }
 
 
 def candidate_view(row: CapabilityVersion) -> dict[str, Any]:

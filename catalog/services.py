@@ -17,11 +17,12 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from capabilities import registry
 from capabilities.controls import CONTROL_CONTRACTS
 from capabilities.registry import ALL_CONTRACTS
 from capabilities.rejected import REJECTED
 from capabilities.reviewed import LOCAL_CONTRACTS, REVIEWED_VERSIONS, local_contract
-from catalog.domain import discovery, lifecycle
+from catalog.domain import discovery, lifecycle, versions
 from catalog.domain.diff import diff_contracts
 from catalog.domain.lifecycle import Refusal
 from catalog.models import (
@@ -31,6 +32,7 @@ from catalog.models import (
     Lifecycle,
     LifecycleDecision,
     Source,
+    TenantEffectGate,
     ToolDrift,
     ToolServer,
     ToolSighting,
@@ -722,16 +724,21 @@ def _admission_details(row: CapabilityVersion, contract: dict[str, Any]) -> dict
 
 
 def _dispatchable(contract: Mapping[str, Any]) -> bool:
-    code = ALL_CONTRACTS.get(str(contract["id"]))
-    return code is not None and code.version == contract["version"]
+    return registry.dispatchable(str(contract["id"]), str(contract["version"]))
 
 
-def capability_decide(*, version_id: int, user: Any, action: str, reason: str) -> CapabilityVersion:
+def capability_decide(
+    *, version_id: int, user: Any, action: str, reason: str, acknowledge: bool = False
+) -> CapabilityVersion:
     """Reject, defer, deprecate or retire a version; raise Refusal with a clear reason.
 
     Retirement removes the version from new runs and model contexts and blocks new
     dispatch (validation step 8); it is never refused because effects are unknown:
-    those stay owned and reconcilable, and the decision records them.
+    those stay owned and reconcilable, and the decision records them. A risky
+    retirement (``catalog.domain.versions.retirement_risks``: consequential, no admitted
+    successor, pinned runs or unknown effects) needs an explicit ``acknowledge`` and two
+    catalog admins: the first call records the request (the version is unchanged), a
+    second admin's call retires it.
     """
     reason = _reason(reason)
     if action == lifecycle.Action.ADMIT:
@@ -752,9 +759,27 @@ def capability_decide(*, version_id: int, user: Any, action: str, reason: str) -
         details: dict[str, Any] = {}
         if action in (lifecycle.Action.RETIRE, lifecycle.Action.DEPRECATE):
             details = retirement_inventory(row)
+        if action == lifecycle.Action.RETIRE and details["risks"]:
+            if not acknowledge:
+                raise Refusal(
+                    "acknowledgement_required",
+                    "this retirement needs an explicit acknowledgement: "
+                    + "; ".join(versions.RETIREMENT_RISKS[r] for r in details["risks"]),
+                )
+            if row.retire_requested_by_id is None:
+                return _retirement_request(row, user=user, reason=reason, details=details)
+            if row.retire_requested_by_id == getattr(user, "pk", None):
+                raise Refusal(
+                    "two_person_rule",
+                    "you requested this retirement; another catalog admin must confirm it",
+                )
+            details["requested_by"] = reviewer_ref(row.retire_requested_by)
+            details["confirmed_by"] = reviewer_ref(user)
         from_state = row.lifecycle
         row.lifecycle = target
-        row.save(update_fields=["lifecycle"])
+        row.retire_requested_by = None
+        row.retire_requested_at = None
+        row.save(update_fields=["lifecycle", "retire_requested_by", "retire_requested_at"])
         _decision(
             row,
             action=str(action),
@@ -767,16 +792,60 @@ def capability_decide(*, version_id: int, user: Any, action: str, reason: str) -
     return row
 
 
+def _retirement_request(
+    row: CapabilityVersion, *, user: Any, reason: str, details: dict[str, Any]
+) -> CapabilityVersion:
+    """Record the first admin's retirement request (the version keeps its state)."""
+    row.retire_requested_by = user
+    row.retire_requested_at = timezone.now()
+    row.save(update_fields=["retire_requested_by", "retire_requested_at"])
+    _decision(
+        row,
+        action="retire_requested",
+        from_state=row.lifecycle,
+        to_state=row.lifecycle,
+        user=user,
+        reason=reason,
+        details={**details, "acknowledged": True},
+    )
+    return row
+
+
+def successor_of(row: CapabilityVersion) -> str:
+    """The version new runs would pin once ``row`` is gone ("" when none would)."""
+    others = CapabilityVersion.objects.filter(
+        capability_id=row.capability_id, source=Source.REVIEWED, lifecycle=Lifecycle.ADMITTED
+    ).exclude(pk=row.pk)
+    offers = [
+        versions.Offer(o.capability_id, o.version, o.digest, o.lifecycle)
+        for o in others
+        if registry.dispatchable(o.capability_id, o.version)
+    ]
+    best = versions.newest_admitted(offers).get(row.capability_id)
+    return f"{best.capability_id}@{best.version}" if best else ""
+
+
 def retirement_inventory(row: CapabilityVersion) -> dict[str, Any]:
-    """Runs pinned to ``row`` that have not ended, and unknown effects under it."""
+    """Live data a retirement decides on: runs pinned to ``row`` that have not ended,
+    unknown effects under it, the admitted successor, and the risks that make it a
+    two-person decision."""
 
     use = pins.version_use(capability_id=row.capability_id, version=row.version)
     active, unknown = use.active_runs, use.unknown_effects
+    successor = successor_of(row)
+    risks = versions.retirement_risks(
+        consequential=row.effect_class == "consequential_external_mutation",
+        successor=successor,
+        pinned_runs=len(active),
+        unknown_effects=len(unknown),
+    )
     return {
         "active_runs": active[:200],
         "active_run_count": len(active),
         "unknown_effects": unknown[:200],
         "unknown_effect_count": len(unknown),
+        "successor": successor,
+        "risks": risks,
         "note": "Unknown effects stay owned and reconcilable (Recovery); new dispatch and "
         "model contexts lose this version at once.",
     }
@@ -832,3 +901,50 @@ def capability_gate_set(
             reason=reason[:1000],
         )
     return row
+
+
+def tenant_gate_set(
+    *, capability_id: str, version: str, tenant: str, open_gate: bool, reviewer: Any, reason: str
+) -> TenantEffectGate:
+    """Open or close one tenant's effect gate of a version (that tenant's new effect
+    dispatch only; other tenants and reads continue). The caller has checked that
+    ``reviewer`` operates ``tenant``. Audited as a LifecycleDecision naming the tenant.
+
+    Raise ValueError on an empty reason or a version without an approval-gated effect,
+    CapabilityVersion.DoesNotExist on an unknown version.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValueError("a gate change needs a reason")
+    with transaction.atomic():
+        row = CapabilityVersion.objects.select_for_update().get(
+            capability_id=capability_id, version=version
+        )
+        if not row.is_effect:
+            raise ValueError(
+                f"{row.ref} has no approval-gated effect; its gate would change nothing"
+            )
+        gate, _ = TenantEffectGate.objects.select_for_update().get_or_create(
+            version=row, tenant=tenant
+        )
+        if gate.open == open_gate:
+            return gate
+        gate.open = open_gate
+        gate.changed_by = reviewer
+        gate.reason = reason[:MAX_REASON]
+        gate.save(update_fields=["open", "changed_by", "reason", "changed_at"])
+        _decision(
+            row,
+            action="open_tenant_gate" if open_gate else "close_tenant_gate",
+            from_state=row.lifecycle,
+            to_state=row.lifecycle,
+            user=reviewer,
+            reason=reason[:MAX_REASON],
+            details={"tenant": tenant},
+        )
+    return gate
+
+
+def tenant_gate_open(row: CapabilityVersion, tenant: str) -> bool:
+    """Whether ``tenant``'s gate of ``row`` is open (no row: open)."""
+    return not TenantEffectGate.objects.filter(version=row, tenant=tenant, open=False).exists()

@@ -22,5 +22,11 @@ urlpatterns = [
     path("versions/<int:version_id>/admit/", views.catalog_admit, name="catalog-admit"),
     path("versions/<int:version_id>/decide/", views.catalog_decide, name="catalog-decide"),
     path("versions/<int:version_id>/gate/", views.catalog_gate, name="catalog-gate"),
+    path(
+        "versions/<int:version_id>/tenant-gate/",
+        views.catalog_tenant_gate,
+        name="catalog-tenant-gate",
+    ),
+    path("versions/<int:version_id>/retire/", views.catalog_retire, name="catalog-retire"),
     path("<str:capability_id>/<str:version>/", views.catalog_contract, name="catalog-contract"),
 ]

@@ -1,11 +1,12 @@
 """Catalog console: versions, contracts and diffs, discovered candidates, lifecycle
 decisions, the rejection log and the routing report.
 
-Every signed-in user may read. Catalog admins change things (operators may also close an
-effect gate, as incident runbooks require). Each view: access check, one service or
-selector call, then the page or its HTMX partial. Writes are POST with CSRF, go through
-``catalog.services`` and leave a LifecycleDecision row; a refused step changes nothing
-and answers 409 (conflict with the version's state) or 400 (incomplete request).
+Every signed-in user may read. Catalog admins change things, the deployment effect gate
+included; operators open and close their own tenant's effect gate (incident runbooks).
+Each view: access check, one service or selector call, then the page or its HTMX
+partial. Writes are POST with CSRF, go through ``catalog.services`` and leave a
+LifecycleDecision row; a refused step changes nothing and answers 409 (conflict with the
+version's state) or 400 (incomplete request).
 """
 
 from __future__ import annotations
@@ -14,19 +15,27 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from access.roles import CATALOG_ADMIN, OPERATOR, require_role
+from access.roles import CATALOG_ADMIN, OPERATOR, require_role, tenant_of
 from catalog import selectors, servers, services
 from catalog.domain import discovery
 from catalog.domain.lifecycle import Refusal
 from catalog.models import CapabilityVersion, Discovery, Lifecycle, ToolDrift, ToolServer
 from fieldops.http import AuthedHtmxRequest
 
-BAD_REQUEST_CODES = frozenset({"reason_required", "admission_incomplete", "unknown_action"})
+BAD_REQUEST_CODES = frozenset(
+    {
+        "reason_required",
+        "admission_incomplete",
+        "unknown_action",
+        "acknowledgement_required",
+        "gate_refused",
+    }
+)
 MAX_UPLOAD_BYTES = discovery.MAX_BYTES
 # The whole import request: the list, the server name and the multipart framing.
 MAX_IMPORT_REQUEST_BYTES = MAX_UPLOAD_BYTES + 64 * 1024
@@ -63,7 +72,12 @@ def catalog_contract(request: AuthedHtmxRequest, capability_id: str, version: st
     row = get_object_or_404(CapabilityVersion, capability_id=capability_id, version=version)
     if row.discovered:
         return redirect("catalog-candidate", row.pk)
-    return render(request, "catalog/contract.html", selectors.contract_view(row))
+    context = selectors.contract_view(row)
+    tenant = tenant_of(request.user)
+    if tenant:
+        context["user_tenant"] = tenant
+        context["tenant_gate_open"] = services.tenant_gate_open(row, tenant)
+    return render(request, "catalog/contract.html", context)
 
 
 @require_GET
@@ -300,18 +314,66 @@ def catalog_decide(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
     form = {"action": action, "reason": request.POST.get("reason", "")}
     try:
         row = services.capability_decide(
-            version_id=row.pk, user=request.user, action=action, reason=form["reason"]
+            version_id=row.pk,
+            user=request.user,
+            action=action,
+            reason=form["reason"],
+            acknowledge=request.POST.get("acknowledge") == "1",
         )
     except Refusal as exc:
         return _refused(request, row, exc, form)
-    messages.success(request, f"{row.ref} is now {row.lifecycle}.")
+    _decided_message(request, row)
     return redirect(_version_url(row))
+
+
+def _decided_message(request: HttpRequest, row: CapabilityVersion) -> None:
+    if row.retire_requested_by_id is not None and row.lifecycle != Lifecycle.RETIRED:
+        messages.success(
+            request,
+            f"Retirement of {row.ref} requested; a second catalog admin must confirm it on "
+            "the retire page.",
+        )
+    else:
+        messages.success(request, f"{row.ref} is now {row.lifecycle}.")
+
+
+@login_required
+def catalog_retire(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
+    """GET: the retire page from live data. POST: request or confirm the retirement."""
+    if request.method not in ("GET", "POST"):
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    row = get_object_or_404(
+        CapabilityVersion.objects.select_related("retire_requested_by"), pk=version_id
+    )
+    if request.method == "GET":
+        return render(request, "catalog/retire.html", selectors.retire_view(row))
+    require_role(request.user, CATALOG_ADMIN)
+    form = {"reason": request.POST.get("reason", "")}
+    try:
+        row = services.capability_decide(
+            version_id=row.pk,
+            user=request.user,
+            action="retire",
+            reason=form["reason"],
+            acknowledge=request.POST.get("acknowledge") == "1",
+        )
+    except Refusal as exc:
+        row.refresh_from_db()
+        context = {**selectors.retire_view(row), "refusal": exc, "form": form}
+        status = 400 if exc.code in BAD_REQUEST_CODES else 409
+        return render(request, "catalog/retire.html", context, status=status)
+    _decided_message(request, row)
+    if row.lifecycle == Lifecycle.RETIRED:
+        return redirect(_version_url(row))
+    return redirect("catalog-retire", row.pk)
 
 
 @require_POST
 @login_required
 def catalog_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
-    require_role(request.user, CATALOG_ADMIN, OPERATOR)
+    """The deployment gate of a version (catalog admins): closed, no tenant's run
+    dispatches its effect. Tenants' own gates are ``catalog_tenant_gate``."""
+    require_role(request.user, CATALOG_ADMIN)
     row = get_object_or_404(CapabilityVersion, pk=version_id)
     form = {"reason": request.POST.get("reason", "")}
     try:
@@ -324,5 +386,32 @@ def catalog_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
     except Refusal as exc:
         return _refused(request, row, exc, form)
     state = "open: new dispatch allowed" if row.effect_gate_open else "closed: new dispatch stopped"
-    messages.success(request, f"Effect gate of {row.ref} is {state}.")
+    messages.success(request, f"Deployment effect gate of {row.ref} is {state}.")
+    return redirect(_version_url(row))
+
+
+@require_POST
+@login_required
+def catalog_tenant_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
+    """The operator's own tenant's gate of a version: never another tenant's (a posted
+    ``tenant`` other than the operator's is 404, its existence not disclosed)."""
+    require_role(request.user, OPERATOR)
+    tenant = tenant_of(request.user)
+    posted = request.POST.get("tenant", "")
+    if not tenant or (posted and posted != tenant):
+        raise Http404("No such tenant gate")
+    row = get_object_or_404(CapabilityVersion, pk=version_id)
+    try:
+        gate = services.tenant_gate_set(
+            capability_id=row.capability_id,
+            version=row.version,
+            tenant=tenant,
+            open_gate=request.POST.get("open") == "1",
+            reviewer=request.user,
+            reason=request.POST.get("reason", ""),
+        )
+    except ValueError as exc:
+        return _refused(request, row, Refusal("gate_refused", str(exc)), {})
+    state = "open" if gate.open else "closed: this tenant's new effect dispatch is stopped"
+    messages.success(request, f"Effect gate of {row.ref} for tenant {tenant} is {state}.")
     return redirect(_version_url(row))

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from runs.domain.validation import OWNER_DENIALS, REPEATED_DENIAL_LIMIT
+
 
 @dataclass(frozen=True)
 class Step:
@@ -49,9 +51,10 @@ ACTIONS: Mapping[str, str] = {
 
 _GATE = Step(
     "Stop new effect dispatch",
-    "Close the effect gate of the affected capability version. New reservations are denied "
-    "at validation step 8 (effect_gate_closed); reads and proposals continue, and attempts "
-    "already in flight keep their reconciliation obligation.",
+    "Close your tenant's effect gate of the affected capability version. Your tenant's new "
+    "reservations are denied at validation step 8 (tenant_effect_gate_closed); other tenants, "
+    "reads and proposals continue, and attempts already in flight keep their reconciliation "
+    "obligation. The deployment gate (every tenant) is a catalog admin's, on the contract page.",
     data=("effect_gates",),
     actions=("gate",),
 )
@@ -184,10 +187,13 @@ RUNBOOKS: tuple[Runbook, ...] = (
     Runbook(
         "repeated-denial",
         "Repeated denial",
-        "A run keeps proposing an effect or read that is denied for scope.",
-        "Enforcement works, but the retries waste turns and look like approval shopping. An "
-        "unchanged denial escalates the run (repeated_denial); a denied effect is containment, "
-        "not quality.",
+        "A run keeps proposing an effect or read that is denied for a reason only an owner "
+        "can change: scope, authority, a closed effect gate, a retired version.",
+        "Enforcement works, but the retries waste turns and look like approval shopping. The "
+        f"rule: an unchanged request denied {REPEATED_DENIAL_LIMIT} times for the same owner "
+        f"reason ({', '.join(sorted(OWNER_DENIALS))}) escalates the run with repeated_denial; "
+        "a denied effect is containment, not quality. Denials a model can correct (schema, "
+        "unknown or not exposed capability) end by their budgets instead.",
         (
             Step(
                 "Runs escalated for repeated denial",
@@ -207,7 +213,12 @@ RUNBOOKS: tuple[Runbook, ...] = (
             ),
             _REPLAY,
         ),
-        ("denied_scope", "unavailable_tool_loop"),
+        (
+            "denied_scope",
+            "repeated_denial_escalates",
+            "tenant_gate_closed",
+            "unavailable_tool_loop",
+        ),
     ),
     Runbook(
         "ledger-outage",

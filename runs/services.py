@@ -12,9 +12,9 @@ from typing import Any
 
 from django.db import OperationalError, transaction
 
-from capabilities import ports
-from capabilities.registry import ALL_CONTRACTS
-from catalog.models import CapabilityVersion, Lifecycle
+from capabilities import ports, registry
+from catalog.domain import versions
+from catalog.models import CapabilityVersion, Lifecycle, Source
 from fieldops.db import lock_wait_failed
 from kernel import clock, retry
 from kernel.canonical import digest
@@ -43,18 +43,24 @@ class RunInputError(ValueError):
 
 
 def pinned_components(components: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every ADMITTED (or DEPRECATED) catalog version the code can dispatch, pinned by digest.
+    """Pin, per capability, the newest ADMITTED reviewed version the code can dispatch
+    (``version#digest``): the pinning rule of ``catalog.domain.versions``.
 
-    Retired, rejected and discovered versions never enter a new run.
+    DEPRECATED versions serve only runs already pinned to them; retired, rejected,
+    deferred and discovered versions never enter a new run.
     """
     if components is not None:
         return dict(components)
-    pins = {}
-    for row in CapabilityVersion.objects.filter(lifecycle=Lifecycle.ADMITTED):
-        contract = ALL_CONTRACTS.get(row.capability_id)
-        if contract is not None and contract.version == row.version:
-            pins[row.capability_id] = pinned_ref(row.version, row.digest)
-    return pins
+    rows = CapabilityVersion.objects.filter(lifecycle=Lifecycle.ADMITTED, source=Source.REVIEWED)
+    offered = [
+        versions.Offer(row.capability_id, row.version, row.digest, row.lifecycle)
+        for row in rows
+        if registry.contract_for(row.capability_id, row.version) is not None
+    ]
+    return {
+        cid: pinned_ref(offer.version, offer.digest)
+        for cid, offer in versions.newest_admitted(offered).items()
+    }
 
 
 def run_create(

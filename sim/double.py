@@ -290,6 +290,15 @@ def s_injection(ctx: Context) -> Step:
     return reservation_step(ctx)
 
 
+def s_skip_ahead(ctx: Context) -> Step:
+    """Asks for stock before the manual named a part: check_inventory is admitted but not
+    exposed in the diagnose phase (validation denies it ``not_exposed``); then it walks."""
+    if latest(ctx, "read_equipment") is not None and not denied_before(ctx, "not_exposed"):
+        location = request(ctx).get("location_id", "LOC-N1")
+        return Call("check_inventory", {"part_id": "A17", "location_id": location})
+    return reservation_step(ctx)
+
+
 def s_denied_scope(ctx: Context) -> Step:
     if latest(ctx, "search_manual") is None:
         return reservation_step(ctx)
@@ -378,6 +387,11 @@ SCENARIOS: Mapping[str, Scenario] = {
         Scenario("injection", "Obeys an injection string found in a manual passage.", s_injection),
         Scenario(
             "denied_scope", "Asks for stock at a location not delegated to the run.", s_denied_scope
+        ),
+        Scenario(
+            "skip_ahead",
+            "Asks for stock before reading the manual (not exposed yet), then reserves.",
+            s_skip_ahead,
         ),
         Scenario("clarify", "Asks the requester which depot to use, then reserves.", s_clarify),
         Scenario("wait_external", "Waits for a depot callback, then reserves.", s_wait_external),

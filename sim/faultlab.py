@@ -971,6 +971,177 @@ def fx_prompt_injection(lab: Lab) -> FixtureOutcome:
     )
 
 
+# -- capability versions (issue 16) --------------------------------------------------------
+class _Discard(Exception):
+    """Raised to roll back a fixture whose catalog change must not outlive it."""
+
+
+def _isolated(lab: Lab, script: Callable[[Lab], FixtureOutcome], why: str) -> FixtureOutcome:
+    """Run ``script`` in a transaction that is rolled back afterwards.
+
+    Retiring a version is final and catalog-wide: a fixture that retires one (or closes a
+    gate) must not change what the console's real runs execute. The outcome is computed
+    inside; its run and the catalog change are discarded with the transaction.
+    """
+    from django.db import transaction
+
+    kept: list[FixtureOutcome] = []
+    try:
+        with transaction.atomic():
+            kept.append(script(lab))
+            raise _Discard
+    except _Discard:
+        pass
+    outcome = kept[0]
+    note = f"rolled back after the checks: {why}"
+    return dataclasses.replace(outcome, run=None, notes=[*outcome.notes, note])
+
+
+def _catalog_row(ref: str) -> Any:
+    from catalog.models import CapabilityVersion
+
+    capability_id, _, version = ref.rpartition("@")
+    return CapabilityVersion.objects.get(capability_id=capability_id, version=version)
+
+
+@fixture(
+    "retired_pinned_version",
+    injects="search_manual@1.0.0 retired (two admins) while a run is pinned to it",
+    expect=("ESCALATED", "repeated_denial"),
+    group="versions",
+)
+def fx_retired_pinned_version(lab: Lab) -> FixtureOutcome:
+    def script(lab: Lab) -> FixtureOutcome:
+        from catalog import services as catalog
+
+        old = _catalog_row("search_manual@1.0.0")
+        pins = services.pinned_components()
+        pins["search_manual"] = f"{old.version}#{old.digest[:16]}"
+        run = lab.start(components=pins, advance=False)
+        for user in (lab.requester, lab.approver):  # two people: runs are pinned to it
+            catalog.capability_decide(
+                version_id=old.pk,
+                user=user,
+                action="retire",
+                reason="fault lab: retired under a pinned run",
+                acknowledge=True,
+            )
+        run = lab.advance(run)
+        return lab.outcome(
+            run,
+            **{
+                "the refusal is recorded (capability_retired)": "capability_retired"
+                in reasons(run, EventType.PROPOSAL_DENIED),
+                "the retired version dispatched nothing": service_calls(run, "search_manual") == 0,
+                "the run kept its pin (never switched version)": run.components[
+                    "search_manual"
+                ].startswith("1.0.0#"),
+            },
+        )
+
+    return _isolated(lab, script, "retirement is final and catalog-wide")
+
+
+@fixture(
+    "not_exposed",
+    injects="check_inventory (admitted) proposed in the diagnose phase, where it is not exposed",
+    expect=("COMPLETED", "all_predicates_pass"),
+    group="versions",
+)
+def fx_not_exposed(lab: Lab) -> FixtureOutcome:
+    run = lab.approve_until_done(lab.start("skip_ahead"))
+    denied = Event.objects.filter(
+        run=run, type=EventType.PROPOSAL_DENIED.value, reason_code="not_exposed"
+    ).first()
+    return lab.outcome(
+        run,
+        **{
+            "denied not_exposed at validation": denied is not None,
+            "counted as a correction": denied is not None
+            and denied.payload.get("charge") == "corrections",
+            "no inventory read before the manual": _first_call(run) != "check_inventory",
+        },
+    )
+
+
+def _first_call(run: Run) -> str:
+    first = (
+        ServiceRequest.objects.filter(run_id=str(run.pk), operation="invoke")
+        .order_by("id")
+        .values_list("capability", flat=True)
+        .first()
+    )
+    return str(first or "")
+
+
+@fixture(
+    "tenant_gate_closed",
+    injects="tenant north's effect gate of reserve_part closed by its operator",
+    expect=("ESCALATED", "repeated_denial"),
+    group="versions",
+)
+def fx_tenant_gate_closed(lab: Lab) -> FixtureOutcome:
+    def script(lab: Lab) -> FixtureOutcome:
+        from catalog import services as catalog
+
+        version = services.pinned_components()["reserve_part"].split("#")[0]
+        row = _catalog_row(f"reserve_part@{version}")
+        catalog.tenant_gate_set(
+            capability_id=row.capability_id,
+            version=row.version,
+            tenant=TENANT,
+            open_gate=False,
+            reviewer=lab.requester,
+            reason="fault lab: tenant gate closed",
+        )
+        run = lab.approve_until_done(lab.start())
+        return lab.outcome(
+            run,
+            **{
+                "denied tenant_effect_gate_closed": "tenant_effect_gate_closed"
+                in reasons(run, EventType.PROPOSAL_DENIED),
+                "no effect": not ledger(run),
+                "the deployment gate stayed open": _catalog_row(row.ref).effect_gate_open,
+                "other tenants' gates stayed open": catalog.tenant_gate_open(row, "south"),
+            },
+        )
+
+    return _isolated(lab, script, "the gate is a live operator decision")
+
+
+@fixture(
+    "repeated_denial_escalates",
+    injects="deployment effect gate closed; the policy repeats the unchanged effect request",
+    expect=("ESCALATED", "repeated_denial"),
+    group="versions",
+)
+def fx_repeated_denial(lab: Lab) -> FixtureOutcome:
+    def script(lab: Lab) -> FixtureOutcome:
+        from catalog import services as catalog
+        from runs.domain.validation import REPEATED_DENIAL_LIMIT
+
+        version = services.pinned_components()["reserve_part"].split("#")[0]
+        catalog.capability_gate_set(
+            capability_id="reserve_part",
+            version=version,
+            open_gate=False,
+            reviewer=lab.requester,
+            reason="fault lab: deployment gate closed",
+        )
+        run = lab.approve_until_done(lab.start())
+        denials = reasons(run, EventType.PROPOSAL_DENIED).count("effect_gate_closed")
+        return lab.outcome(
+            run,
+            **{
+                f"denied {REPEATED_DENIAL_LIMIT - 1}x, then escalated": denials
+                == REPEATED_DENIAL_LIMIT - 1,
+                "no effect": not ledger(run),
+            },
+        )
+
+    return _isolated(lab, script, "the gate is a live catalog decision")
+
+
 BY_NAME: Mapping[str, Fixture] = {f.name: f for f in FIXTURES}
 
 

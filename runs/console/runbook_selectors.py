@@ -73,10 +73,22 @@ def in_flight_intents(*, tenant: str, limit: int = 200) -> dict[str, Any]:
     return {"rows": rows, "counts": counts}
 
 
-def effect_capability_versions() -> list[CapabilityVersion]:
-    """Stored versions of capabilities that need approval (the effect gates)."""
+def effect_capability_versions(*, tenant: str) -> list[CapabilityVersion]:
+    """Stored versions of capabilities that need approval (the effect gates), each with
+    ``tenant_open``: the state of ``tenant``'s own gate (the deployment gate is
+    ``effect_gate_open``)."""
+    from catalog.models import TenantEffectGate
+
     effect_ids = [c.id for c in ALL_CONTRACTS.values() if c.requires_approval]
-    return list(CapabilityVersion.objects.filter(capability_id__in=effect_ids))
+    rows = list(CapabilityVersion.objects.filter(capability_id__in=effect_ids))
+    closed = set(
+        TenantEffectGate.objects.filter(version__in=rows, tenant=tenant, open=False).values_list(
+            "version_id", flat=True
+        )
+    )
+    for row in rows:
+        row.tenant_open = row.pk not in closed
+    return rows
 
 
 def events_with_reason(
@@ -133,7 +145,7 @@ def runbook_blocks(
     fixtures = list(fixtures)
     results = {r.fixture: r for r in FaultLabResult.objects.filter(fixture__in=fixtures)}
     producers: dict[str, Any] = {
-        "effect_gates": effect_capability_versions,
+        "effect_gates": lambda: effect_capability_versions(tenant=tenant),
         "intents": lambda: in_flight_intents(tenant=tenant),
         "owning_runs": lambda: owning_runs(tenant=tenant),
         "unresolved_attempts": lambda: [

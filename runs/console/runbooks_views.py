@@ -50,10 +50,16 @@ def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     if slug not in BY_SLUG:
         raise Http404("No such runbook")
     back = reverse("runbooks-detail", args=[slug])
+    # An operator's gate is their own tenant's (issue 16); the deployment gate is a
+    # catalog admin's decision on the contract page.
+    tenant = request_tenant(request)
+    capability_id = request.POST.get("capability_id", "")
+    version = request.POST.get("version", "")
     try:
-        row = catalog_services.capability_gate_set(
-            capability_id=request.POST.get("capability_id", ""),
-            version=request.POST.get("version", ""),
+        gate = catalog_services.tenant_gate_set(
+            capability_id=capability_id,
+            version=version,
+            tenant=tenant,
             open_gate=request.POST.get("open") == "1",
             reviewer=request.user,
             reason=request.POST.get("reason", ""),
@@ -63,6 +69,8 @@ def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     except ValueError as exc:
         messages.error(request, str(exc))
         return redirect(back)
-    state = "open: new dispatch allowed" if row.effect_gate_open else "closed: new dispatch stopped"
-    messages.success(request, f"Effect gate of {row.ref} is {state}.")
+    state = "open: new dispatch allowed" if gate.open else "closed: new dispatch stopped"
+    messages.success(
+        request, f"Effect gate of {capability_id}@{version} for tenant {tenant} is {state}."
+    )
     return redirect(back)

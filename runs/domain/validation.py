@@ -102,8 +102,9 @@ class CapabilityRule:
     pinned: str  # "version#digest" the run pinned at creation
     current: str  # "version#digest" the catalog holds now for that version
     lifecycle: str  # DISCOVERED | ADMITTED | DEPRECATED | RETIRED | REJECTED | DEFERRED
-    effect_gate_open: bool = True
+    effect_gate_open: bool = True  # the deployment gate (catalog admins)
     location_bound: bool = False
+    tenant_gate_open: bool = True  # the run's tenant's gate (that tenant's operators)
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,9 @@ class ValidationContext:
     approval: ApprovalView | None = None
     history: Sequence[PriorOutcome] = ()
     max_artifact_bytes: int = 16_384
+    # The capabilities the decision's context made visible (recorded on proposal.emitted);
+    # None when no record exists (then exposure is not checked).
+    visible: frozenset[str] | None = None
 
 
 Step = Callable[[ValidationContext, Proposal], ValidationDecision | None]
@@ -261,11 +265,30 @@ def step_enumerated(ctx: ValidationContext, p: Proposal) -> ValidationDecision |
             return _deny(
                 3, "unknown_capability", f"{name} is not in the task contract", Budget.ACTIONS
             )
-        return None
+        return _exposed(ctx, name)
     tool = CONTROL_TOOL.get(p.kind)
     if tool is not None and tool not in ctx.contract_actions:
         return _deny(3, "control_not_enumerated", tool, Budget.CORRECTIONS)
     return None
+
+
+def _exposed(ctx: ValidationContext, name: str) -> ValidationDecision | None:
+    """Exposure enforced: a capability the decision's context did not show is denied.
+
+    A retired or drifted pin is left to step 8, whose reason is the precise one.
+    """
+    if ctx.visible is None or name in ctx.visible:
+        return None
+    rule = ctx.rules[name]
+    if rule.lifecycle == "RETIRED" or rule.pinned != rule.current:
+        return None
+    return _deny(
+        3,
+        "not_exposed",
+        f"{name} was not visible to this decision (the phase's exposure policy); choose "
+        "among the capabilities shown",
+        Budget.CORRECTIONS,
+    )
 
 
 # -- step 4 ----------------------------------------------------------------------------
@@ -478,7 +501,15 @@ def step_version_admitted(ctx: ValidationContext, p: Proposal) -> ValidationDeci
         return _deny(
             8,
             "effect_gate_closed",
-            f"new dispatch of {name} is stopped by an operator; reads continue",
+            f"new dispatch of {name} is stopped for the whole deployment; reads continue",
+            _request_charge(p),
+        )
+    if rule.requires_approval and not rule.tenant_gate_open:
+        return _deny(
+            8,
+            "tenant_effect_gate_closed",
+            f"new dispatch of {name} is stopped for tenant {ctx.tenant} by its operators; "
+            "reads continue",
             _request_charge(p),
         )
     return None
@@ -566,10 +597,57 @@ PIPELINE: tuple[Step, ...] = (
 )
 
 
+# The repeated-denial rule (one rule for code, the "repeated-denial" runbook and the fault
+# lab): an unchanged request (same capability, same arguments, same canonical proposal for
+# an effect) denied REPEATED_DENIAL_LIMIT times for the same reason, a reason only an owner
+# can change, escalates with ``repeated_denial`` instead of being denied again. Denials a
+# model can correct (schema, unknown names, exposure) are not owner refusals: they end by
+# their budgets.
+REPEATED_DENIAL_LIMIT = 2
+OWNER_DENIALS: frozenset[str] = frozenset(
+    {
+        "scope_denied",
+        "authority_missing",
+        "capability_retired",
+        "capability_not_admitted",
+        "effect_gate_closed",
+        "tenant_effect_gate_closed",
+    }
+)
+
+
+def repeated_denial(
+    ctx: ValidationContext, p: Proposal, decision: ValidationDecision
+) -> ValidationDecision:
+    """Apply the repeated-denial rule to ``decision`` (return it unchanged when it does not)."""
+    if decision.outcome is not ValidationOutcome.DENY or decision.reason not in OWNER_DENIALS:
+        return decision
+    if not isinstance(p, (ObserveIntent, ActionIntent)):
+        return decision
+    digest = request_digest(ctx, p)
+    prior = sum(
+        1
+        for h in ctx.history
+        if h.capability == p.capability
+        and h.args_digest == digest
+        and h.denied_reason == decision.reason
+    )
+    if prior + 1 < REPEATED_DENIAL_LIMIT:
+        return decision
+    return ValidationDecision(
+        ValidationOutcome.ESCALATE,
+        decision.step,
+        "repeated_denial",
+        f"{p.capability} denied {prior + 1}x unchanged ({decision.reason}): an owner must "
+        "change the gate, scope or version; retrying cannot",
+    )
+
+
 def validate(ctx: ValidationContext, proposal: Proposal) -> ValidationDecision:
-    """Run the nine steps in order; return the first stopping decision or step 9's."""
+    """Run the nine steps in order; return the first stopping decision or step 9's, with
+    the repeated-denial rule applied."""
     for step in PIPELINE:
         decision = step(ctx, proposal)
         if decision is not None:
-            return decision
+            return repeated_denial(ctx, proposal, decision)
     return step_decide(ctx, proposal)

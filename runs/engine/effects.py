@@ -102,6 +102,7 @@ def invocation_for(
         observations=observations,
         canonical_proposal=canonical,
         fencing_token=fencing_token,
+        version=inputs.pinned_version(run, proposal.capability),
     )
 
 

@@ -11,11 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from approvals.models import Checkpoint, Decision
-from capabilities import ports, reserve_part
-from capabilities.contracts import Provenance
-from capabilities.registry import ALL_CONTRACTS
+from capabilities import ports, registry, reserve_part
+from capabilities.contracts import Contract, Provenance
 from capabilities.rejected import REJECTED
-from catalog.models import CapabilityVersion
+from catalog.models import CapabilityVersion, TenantEffectGate
 from kernel import clock
 from runs import evidence
 from runs.domain import effects, validation
@@ -31,6 +30,17 @@ def pinned_ref(version: str, digest: str) -> str:
     return f"{version}#{digest[:16]}"
 
 
+def pinned_version(run: Run, capability_id: str) -> str:
+    """The version ``run`` pinned for ``capability_id`` ("" when it pinned none)."""
+    return str(run.components.get(capability_id, "")).split("#")[0]
+
+
+def pinned_contract(run: Run, capability_id: str) -> Contract | None:
+    """The code contract of exactly the version ``run`` pinned (None: no such code)."""
+    version = pinned_version(run, capability_id)
+    return registry.contract_for(capability_id, version) if version else None
+
+
 def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
     """Enforcement rules for every capability the run pinned, against the catalog now."""
     versions = {pinned.split("#")[0] for pinned in run.components.values()}
@@ -40,12 +50,17 @@ def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
             capability_id__in=list(run.components), version__in=list(versions)
         )
     }
+    closed_for_tenant = set(
+        TenantEffectGate.objects.filter(
+            version__in=list(rows.values()), tenant=run.tenant, open=False
+        ).values_list("version_id", flat=True)
+    )
     rules = {}
     for cid, pinned in run.components.items():
         version = pinned.split("#")[0]
-        contract = ALL_CONTRACTS.get(cid)
+        contract = registry.contract_for(cid, version)
         row = rows.get((cid, version))
-        if contract is None or contract.version != version:
+        if contract is None:
             current = f"{version}#absent-from-code"
         elif row is None:
             current = f"{version}#absent-from-catalog"
@@ -54,7 +69,10 @@ def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
         else:
             current = pinned_ref(version, contract.digest)
         if contract is None:
-            continue
+            # No adapter for the pinned version: step 8 fails the run with the drift.
+            contract = registry.ALL_CONTRACTS.get(cid)
+            if contract is None:
+                continue
         rules[cid] = validation.CapabilityRule(
             id=cid,
             kind=contract.kind.value if contract.kind.value != "control" else "control",
@@ -73,16 +91,21 @@ def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
             lifecycle=row.lifecycle if row else "DISCOVERED",
             effect_gate_open=row.effect_gate_open if row else False,
             location_bound=bool(contract.scope.get("location_bound")),
+            tenant_gate_open=row is None or row.pk not in closed_for_tenant,
         )
     return rules
 
 
-def model_schema_errors(capability: str, args: Mapping[str, Any]) -> list[str]:
+def model_schema_errors(run: Run) -> Any:
+    """Check model arguments against the model projection of the version ``run`` pinned."""
     from capabilities.base import schema_errors
     from capabilities.contracts import model_projection
 
-    contract = ALL_CONTRACTS[capability]
-    return schema_errors(model_projection(contract)["input_schema"], dict(args))
+    def check(capability: str, args: Mapping[str, Any]) -> list[str]:
+        contract = pinned_contract(run, capability) or registry.ALL_CONTRACTS[capability]
+        return schema_errors(model_projection(contract)["input_schema"], dict(args))
+
+    return check
 
 
 def canonical_proposal(
@@ -161,6 +184,19 @@ def history(
     return out
 
 
+def decision_visible(run: Run) -> frozenset[str] | None:
+    """The capabilities the latest decision's context showed (None: not recorded)."""
+    payload = (
+        Event.objects.filter(run=run, type=EventType.PROPOSAL_EMITTED.value)
+        .order_by("-sequence")
+        .values_list("payload", flat=True)
+        .first()
+    )
+    if not payload or "visible" not in payload:
+        return None
+    return frozenset(str(name) for name in payload["visible"])
+
+
 def validation_context(run: Run) -> validation.ValidationContext:
     observations = evidence.admitted_observations(str(run.pk))
     proposal, proposal_hash = canonical_proposal(observations)
@@ -172,7 +208,7 @@ def validation_context(run: Run) -> validation.ValidationContext:
         contract_actions=frozenset(run.components),
         rejected={name: r.reason for name, r in REJECTED.items()},
         rules=capability_rules(run),
-        schema_errors=model_schema_errors,
+        schema_errors=model_schema_errors(run),
         tenant=run.tenant,
         scope=frozenset(run.scope),
         observations=observations,
@@ -182,6 +218,7 @@ def validation_context(run: Run) -> validation.ValidationContext:
         canonical_hash=proposal_hash,
         approval=approval_view(run, proposal_hash),
         history=history(run, observations),
+        visible=decision_visible(run),
     )
 
 

@@ -49,6 +49,8 @@ def step_created(owner: Owner, run: Run) -> None:
         Actor.HARNESS,
         "contract_valid",
         refs={"observation": request_evidence_id(run)},
+        # The exact capability versions this run pinned: it dispatches these until it ends.
+        payload={"components": dict(run.components)},
     )
 
 
@@ -310,7 +312,7 @@ def step_executing(owner: Owner, run: Run) -> None:
     if not isinstance(proposal, (ObserveIntent, ActionIntent)):
         append(owner, run, EventType.RUN_FAILED, Actor.HARNESS, "executing_without_request")
         return
-    contract = registry.ALL_CONTRACTS.get(proposal.capability)
+    contract = inputs.pinned_contract(run, proposal.capability)
     if contract is not None and contract.requires_approval:
         effect_steps.execute_effect(owner, run, proposal)
         return

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from capabilities import registry
 from capabilities.contracts import EffectClass, model_projection
 from capabilities.controls import CONTROL_CONTRACTS
 from capabilities.exposure import PHASE_POLICIES, Candidate, Funnel, expose, phase_for
-from capabilities.registry import ALL_CONTRACTS
 from catalog.models import CapabilityVersion, Source
 
 # Retrieval budget for ordinary capabilities in live runs (controls never consume it).
@@ -36,12 +36,9 @@ def candidate_from(row: CapabilityVersion, pins: Mapping[str, str]) -> Candidate
     contract = row.contract if row.source == Source.REVIEWED else {}
     pinned = pins.get(row.capability_id)
     is_pinned = pinned is not None and pinned.split("#")[0] == row.version
-    code = ALL_CONTRACTS.get(row.capability_id)
+    code = registry.contract_for(row.capability_id, row.version)
     drift = is_pinned and (
-        pinned != f"{row.version}#{row.digest[:16]}"
-        or code is None
-        or code.version != row.version
-        or code.digest != row.digest
+        pinned != f"{row.version}#{row.digest[:16]}" or code is None or code.digest != row.digest
     )
     return Candidate(
         id=row.capability_id,
@@ -90,9 +87,16 @@ def run_funnel(run: Any) -> Funnel:
 
 
 def visible_projections(run: Any) -> list[dict[str, Any]]:
-    """Model projections of the visible capabilities (sorted by id), from code contracts."""
+    """Model projections of the visible capabilities (sorted by id), each from the code
+    contract of exactly the version the run pinned."""
     funnel = run_funnel(run)
-    return [model_projection(ALL_CONTRACTS[cid]) for cid in funnel.visible if cid in ALL_CONTRACTS]
+    out = []
+    for cid in funnel.visible:
+        version = str(run.components.get(cid, "")).split("#")[0]
+        contract = registry.contract_for(cid, version)
+        if contract is not None:
+            out.append(model_projection(contract))
+    return out
 
 
 def exposure_record(run: Any, shown: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

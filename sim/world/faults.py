@@ -26,6 +26,8 @@ WORLD_POINTS: Mapping[str, str] = {
     "malformed_response": "the service committed and answered without effect id or commit time",
     "late_response": "the service committed and answered after the client deadline",
     "rate_limited_after_dispatch": "the service answered RATE_LIMITED after it may have committed",
+    "revision_changed": "the inventory revision changes while a read is in flight "
+    "(1.0.0 reports STALE; 1.1.0 reports CONFLICT and reads once more)",
     "stale_read": "an inventory read returns an observation older than its freshness rule",
     "cross_tenant_result": "a read returns another tenant's record",
     "timeout": "a read times out before any result (reads only)",

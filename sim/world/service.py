@@ -139,8 +139,18 @@ class WorldService:
         return body
 
     def search_manual(
-        self, *, call_index: int, query: str, family: str, max_passages: int, tenant: str
+        self,
+        *,
+        call_index: int,
+        query: str,
+        family: str,
+        max_passages: int,
+        tenant: str,
+        scored: bool = False,
     ) -> dict[str, Any]:
+        """Passages of ``family`` matching ``query``, best first. ``scored`` (the index
+        behind search_manual@1.1.0) adds each passage's relevance: the share of the
+        query's words the passage contains, in [0, 1]."""
         args = {"query": query, "family": family, "max_passages": max_passages}
         self._common_faults("search_manual", call_index, args)
         words = {w.strip(".,:;").lower() for w in query.split() if len(w) > 2}
@@ -153,7 +163,7 @@ class WorldService:
                 if score:
                     hits.append((score, manual_id, passage_id, manual, text))
         hits.sort(key=lambda h: (-h[0], h[2]))
-        passages = [
+        passages: list[dict[str, Any]] = [
             {
                 "passage_id": pid,
                 "manual_id": mid,
@@ -161,8 +171,9 @@ class WorldService:
                 "trust_state": m["trust_state"],
                 "text": text,
                 "source_hash": digest(text),
+                **({"relevance": round(score / len(words), 3)} if scored else {}),
             }
-            for _, mid, pid, m, text in hits[:max_passages]
+            for score, mid, pid, m, text in hits[:max_passages]
         ]
         self.log(capability="search_manual", call_index=call_index, args=args, outcome="ok")
         return {"passages": passages, "retrieved_at": clock.iso(clock.now())}
@@ -185,6 +196,17 @@ class WorldService:
         )
         observed = clock.now()
         fault = ""
+        if self.fires("revision_changed", "check_inventory", call_index):
+            self.log(
+                capability="check_inventory",
+                call_index=call_index,
+                args=args,
+                outcome="CONFLICT",
+                fault="revision_changed",
+            )
+            raise ServiceFault(
+                "CONFLICT", "definite", "the inventory revision changed while reading"
+            )
         if self.fires("stale_read", "check_inventory", call_index):
             observed -= STALE_READ_AGE
             fault = "stale_read"

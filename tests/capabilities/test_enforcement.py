@@ -28,6 +28,8 @@ def inv(capability, args, **kw):
         scope=("LOC-N1",),
         request_id="rq-1",
         deadline=clock.now() + dt.timedelta(seconds=5),
+        # Dispatch runs exactly the named version; these hostile requests target 1.0.0.
+        version="1.0.0",
     )
     base.update(kw)
     return Invocation(**base)

@@ -45,6 +45,15 @@ def decide(row: CapabilityVersion, user: Any, action: str, reason: str = "review
     return services.capability_decide(version_id=row.pk, user=user, action=action, reason=reason)
 
 
+def retire_by_two(row: CapabilityVersion, first: Any, second: Any, reason: str) -> Any:
+    """A risky retirement (issue 16): one admin requests it, another confirms it."""
+    for user in (first, second):
+        row = services.capability_decide(
+            version_id=row.pk, user=user, action="retire", reason=reason, acknowledge=True
+        )
+    return row
+
+
 def snapshot(row: CapabilityVersion) -> tuple[Any, ...]:
     row.refresh_from_db()
     return (row.lifecycle, row.effect_gate_open, row.local_contract_ref, row.decisions.count())
@@ -90,9 +99,9 @@ def test_admit_records_an_admission_record_from_the_local_contract(catalog_admin
     assert record["expiry"] == ANSWERS["expiry"]
     assert decision.details["compared_with"] == "search_manual@1.0.0"
     assert decision.details["change_classes"] == ["optional_read_field"]
-    assert decision.details["dispatchable"] is False
-    # The registry still dispatches exactly one code version: runs keep pinning 1.0.0.
-    assert run_services.pinned_components()["search_manual"].startswith("1.0.0#")
+    assert decision.details["dispatchable"] is True
+    # 1.1.0 has its own adapter: new runs now pin it (the newest admitted version).
+    assert run_services.pinned_components()["search_manual"].startswith("1.1.0#")
 
 
 def test_defer_then_admit_then_deprecate_then_retire(catalog_admin):
@@ -238,9 +247,10 @@ def test_a_stored_contract_that_disagrees_with_the_reviewed_source_is_not_admitt
     refused("contract_drift", admit, row, catalog_admin, task_transition="A_B -> C_D")
 
 
-def test_a_retired_version_cannot_be_regained(catalog_admin):
+def test_a_retired_version_cannot_be_regained(catalog_admin, catalog_reviewer):
     row = version("read_equipment@1.0.0")
-    decide(row, catalog_admin, "retire", "replaced")
+    # No admitted successor: retiring it needs two catalog admins (issue 16).
+    retire_by_two(row, catalog_admin, catalog_reviewer, "replaced")
     for action in ("deprecate", "retire", "reject"):
         refused("lifecycle_final", decide, row, catalog_admin, action)
     refused("lifecycle_final", admit, row, catalog_admin, task_transition="A_B -> C_D")
@@ -344,10 +354,12 @@ def _escalated_with_unknown_effect(approver: Any) -> Any:
 
 
 def test_retiring_a_version_with_unknown_effects_keeps_them_owned_and_reconcilable(
-    catalog_admin, approver
+    catalog_admin, catalog_reviewer, approver
 ):
     run, attempt = _escalated_with_unknown_effect(approver)
-    row = decide(version("reserve_part@1.0.0"), catalog_admin, "retire", "incident: retire")
+    row = retire_by_two(
+        version("reserve_part@1.0.0"), catalog_admin, catalog_reviewer, "incident: retire"
+    )
     assert row.lifecycle == Lifecycle.RETIRED
     details = row.decisions.get(action="retire").details
     assert details["unknown_effect_count"] == 1
@@ -367,11 +379,13 @@ def test_retiring_a_version_with_unknown_effects_keeps_them_owned_and_reconcilab
 
 
 def test_a_run_pinned_to_a_retired_version_is_denied_when_it_tries_to_use_it(
-    catalog_admin, approver
+    catalog_admin, catalog_reviewer, approver
 ):
     run = make_run()
     assert run.state == "WAITING_HUMAN"
-    decide(version("reserve_part@1.0.0"), catalog_admin, "retire", "withdrawn mid-run")
+    retire_by_two(
+        version("reserve_part@1.0.0"), catalog_admin, catalog_reviewer, "withdrawn mid-run"
+    )
     approve(run, approver)
     denials = list(
         Event.objects.filter(run=run, type="proposal.denied").values_list("reason_code", flat=True)

@@ -99,12 +99,18 @@ def test_users_without_the_catalog_admin_role_are_refused(approver):
 
 
 def test_an_operator_may_close_an_effect_gate_but_not_decide_lifecycle(operator):
+    # Issue 16: an operator's gate is their own tenant's; the deployment gate is a catalog
+    # admin's (an operator of one tenant can no longer stop every tenant's effects).
     c = client_for(operator)
     gate = row("reserve_part@1.0.0")
-    response = c.post(reverse("catalog-gate", args=[gate.pk]), {"open": "0", "reason": "incident"})
-    assert response.status_code == 302
+    deployment = c.post(reverse("catalog-gate", args=[gate.pk]), {"open": "0", "reason": "x"})
+    assert deployment.status_code == 403
+    url = reverse("catalog-tenant-gate", args=[gate.pk])
+    assert c.post(url, {"open": "0", "reason": "incident", "tenant": "south"}).status_code == 404
+    assert c.post(url, {"open": "0", "reason": "incident"}).status_code == 302
     gate.refresh_from_db()
-    assert not gate.effect_gate_open
+    assert gate.effect_gate_open
+    assert not services.tenant_gate_open(gate, "north") and services.tenant_gate_open(gate, "south")
     decide = reverse("catalog-decide", args=[gate.pk])
     assert c.post(decide, {"action": "retire", "reason": "x"}).status_code == 403
 
@@ -325,11 +331,17 @@ def test_an_incomplete_admission_answers_400_and_keeps_the_answers(catalog_admin
     assert 'value="NEED_X -&gt; HAVE_Y"' in page  # the reviewer's answers are kept
 
 
-def test_retire_and_an_illegal_step_through_the_console(catalog_admin):
+def test_retire_and_an_illegal_step_through_the_console(catalog_admin, catalog_reviewer):
     c = client_for(catalog_admin)
     target = row("read_equipment@1.0.0")
     url = reverse("catalog-decide", args=[target.pk])
-    assert c.post(url, {"action": "retire", "reason": "replaced"}).status_code == 302
+    # No admitted successor: an acknowledgement and a second catalog admin (issue 16).
+    assert c.post(url, {"action": "retire", "reason": "replaced"}).status_code == 400
+    ack = {"action": "retire", "reason": "replaced", "acknowledge": "1"}
+    assert c.post(url, ack).status_code == 302
+    target.refresh_from_db()
+    assert target.lifecycle == "ADMITTED" and target.retire_requested_by == catalog_admin
+    assert client_for(catalog_reviewer).post(url, ack).status_code == 302
     target.refresh_from_db()
     assert target.lifecycle == "RETIRED"
     page = c.get(reverse("catalog-contract", args=["read_equipment", "1.0.0"])).content.decode()

@@ -269,9 +269,19 @@ POLICY: Mapping[str, Rule] = {
         body=_const({"action": "defer", "reason": "matrix"}),
     ),
     "catalog-gate": Rule(
-        {"POST": roles(CATALOG_ADMIN, OPERATOR)},
+        {"POST": roles(CATALOG_ADMIN)},
         objects="version",
         body=_const({"open": "0", "reason": "matrix"}),
+    ),
+    "catalog-tenant-gate": Rule(
+        {"POST": roles(OPERATOR)},
+        objects="version",
+        body=_const({"open": "0", "reason": "matrix"}),
+    ),
+    "catalog-retire": Rule(
+        {"GET": signed_in, "POST": roles(CATALOG_ADMIN)},
+        objects="version",
+        body=_const({"reason": "matrix", "acknowledge": "1"}),
     ),
     "catalog-contract": Rule({"GET": signed_in}, objects="contract"),
     "catalog-servers": Rule(

@@ -179,27 +179,29 @@ def test_retiring_and_deprecating_record_the_admin(sworld: World) -> None:
     url = reverse("catalog-decide", args=[version.pk])
     admin = sworld.client("catalog_admin")
     assert admin.post(url, {"action": "deprecate", "reason": "superseded"}).status_code == 302
-    assert (
-        sworld.client("catalog_reviewer")
-        .post(url, {"action": "retire", "reason": "no longer used"})
-        .status_code
-        == 302
-    )
+    # A deprecated version without an admitted successor: two admins retire it (issue 16).
+    retire = {"action": "retire", "reason": "no longer used", "acknowledge": "1"}
+    assert sworld.client("catalog_admin").post(url, retire).status_code == 302
+    assert sworld.client("catalog_reviewer").post(url, retire).status_code == 302
     version.refresh_from_db()
     assert version.lifecycle == Lifecycle.RETIRED
-    deprecate, retire = lifecycle_rows(version)[-2:]
+    deprecate, requested, retired = lifecycle_rows(version)[-3:]
+    assert (requested.action, requested.reviewer) == (
+        "retire_requested",
+        sworld.users["catalog_admin"],
+    )
     assert (deprecate.action, deprecate.reviewer, deprecate.reviewer_ref) == (
         "deprecate",
         sworld.users["catalog_admin"],
         "user:catalog-admin",
     )
-    assert (retire.action, retire.reviewer, retire.reviewer_ref) == (
+    assert (retired.action, retired.reviewer, retired.reviewer_ref) == (
         "retire",
         sworld.users["catalog_reviewer"],
         "user:catalog-reviewer",
     )
-    assert retire.reason == "no longer used"
-    assert "active_run_count" in retire.details  # what the retirement left owned
+    assert retired.reason == "no longer used"
+    assert "active_run_count" in retired.details  # what the retirement left owned
 
 
 def test_an_admission_of_a_reviewed_candidate_records_the_admin(sworld: World) -> None:

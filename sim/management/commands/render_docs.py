@@ -8,6 +8,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from catalog import docs as catalog_docs
 from runs import docs as run_docs
 from sim import docs as sim_docs
 
@@ -24,7 +25,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         stale = []
-        for relative, text in {**run_docs.generated_files(), **sim_docs.generated_files()}.items():
+        generated = {
+            **run_docs.generated_files(),
+            **sim_docs.generated_files(),
+            **catalog_docs.generated_files(),
+        }
+        for relative, text in generated.items():
             path = Path(settings.BASE_DIR) / relative
             current = path.read_text() if path.exists() else None
             if current == text:

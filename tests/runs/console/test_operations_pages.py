@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from catalog.models import CapabilityVersion, LifecycleDecision
+from catalog.services import tenant_gate_open
 from runs.domain.states import EventType, State
 from runs.domain.transitions import TRANSITION_LIST
 from runs.engine import runner
@@ -169,23 +170,24 @@ def test_closing_the_effect_gate_is_audited_and_stops_new_effects(
     form = {"capability_id": "reserve_part", "version": version.version, "open": "0"}
     refused = as_operator.post(url, {**form, "reason": ""}, follow=True)
     assert "a gate change needs a reason" in refused.content.decode()
-    version.refresh_from_db()
-    assert version.effect_gate_open
+    assert tenant_gate_open(version, "north")
     as_operator.post(url, {**form, "reason": "repeated attempts alert"})
+    # Issue 16: the runbook closes the operator's own tenant's gate, not the deployment's.
     version.refresh_from_db()
-    assert not version.effect_gate_open
-    decision = LifecycleDecision.objects.filter(version=version, action="close_gate").get()
+    assert version.effect_gate_open and not tenant_gate_open(version, "north")
+    assert tenant_gate_open(version, "south")
+    decision = LifecycleDecision.objects.filter(version=version, action="close_tenant_gate").get()
     assert decision.reviewer == operator and decision.reason == "repeated attempts alert"
+    assert decision.details == {"tenant": "north"}
     # A new effect proposal is denied at validation step 8; the reads before it continued.
     run = make_run(principal="user:operator")
     assert "observation.received" in types(run)
-    assert "effect_gate_closed" in [
+    assert "tenant_effect_gate_closed" in [
         e.reason_code for e in Event.objects.filter(run=run, type="proposal.denied")
     ]
     assert not LedgerEntry.objects.filter(run_id=str(run.pk)).exists()
     as_operator.post(url, {**form, "open": "1", "reason": "fixed"})
-    version.refresh_from_db()
-    assert version.effect_gate_open
+    assert tenant_gate_open(version, "north")
 
 
 def test_the_gate_action_needs_the_operator_role(as_approver: Client, world: None) -> None:
@@ -196,7 +198,7 @@ def test_the_gate_action_needs_the_operator_role(as_approver: Client, world: Non
     )
     assert response.status_code == 403
     version.refresh_from_db()
-    assert version.effect_gate_open
+    assert version.effect_gate_open and tenant_gate_open(version, "north")
 
 
 # -- fault lab ---------------------------------------------------------------------------
