@@ -405,6 +405,7 @@ def traced_tool_call(dispatch: F) -> F:
             "gen_ai.tool.name": inv.capability,
             "gen_ai.tool.call.id": inv.request_id,
             "gen_ai.tool.type": "extension",
+            "fieldops.tool.version": getattr(inv, "version", None),
             "fieldops.run.id": inv.run_id,
             "fieldops.tool.fencing_token": inv.fencing_token or None,
         }

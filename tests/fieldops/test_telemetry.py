@@ -103,6 +103,7 @@ def test_one_reservation_run_is_one_trace_of_its_transitions_model_and_tool_call
 
     # The tool executions: GenAI execute_tool spans; the effect in the second advance.
     tools = [s for s in finished if _attributes(s).get("gen_ai.operation.name") == "execute_tool"]
+    assert all(_attributes(s)["fieldops.tool.version"] for s in tools)  # the pinned version
     assert [_attributes(s)["gen_ai.tool.name"] for s in tools] == [
         "read_equipment",
         "search_manual",
