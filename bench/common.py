@@ -30,7 +30,20 @@ ARTIFACTS = ROOT / "artifacts" / "bench"
 RESULTS = ARTIFACTS / "results.jsonl"
 PG_SERVER = os.environ.get("FIELDOPS_BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 REDIS_URL = os.environ.get("FIELDOPS_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
-TEMPLATE_DB = "fieldops_bench_template"
+# Database names: every benchmark names its databases ``fieldops_bench_*``; on a machine
+# where several people run benchmarks against one PostgreSQL, FIELDOPS_BENCH_DB_PREFIX
+# replaces that prefix (e.g. ``fieldops_perf_bench``) so nobody drops another's database.
+DB_PREFIX = os.environ.get("FIELDOPS_BENCH_DB_PREFIX", "fieldops_bench")
+
+
+def db_name(name: str) -> str:
+    """The actual database name for a benchmark's ``fieldops_bench_*`` name."""
+    if name.startswith("fieldops_bench"):
+        return DB_PREFIX + name[len("fieldops_bench") :]
+    return name
+
+
+TEMPLATE_DB = db_name("fieldops_bench_template")
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -156,7 +169,7 @@ def emit(
 
 # -- databases ---------------------------------------------------------------------------
 def pg_url(dbname: str) -> str:
-    return f"{PG_SERVER.rstrip('/')}/{dbname}"
+    return f"{PG_SERVER.rstrip('/')}/{db_name(dbname)}"
 
 
 def _admin() -> Any:
@@ -225,6 +238,7 @@ def _build_template(stamp: str) -> None:
 
 def recreate_database(name: str) -> str:
     """Drop and create ``name`` as a copy of the migrated template; return its URL."""
+    name = db_name(name)
     stamp = _migration_stamp()
     if not _template_ready(stamp):
         _build_template(stamp)
@@ -235,6 +249,7 @@ def recreate_database(name: str) -> str:
 
 
 def drop_database(name: str) -> None:
+    name = db_name(name)
     with _admin() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -242,6 +257,7 @@ def drop_database(name: str) -> None:
 def connections_to(dbname: str, *, exclude_pids: Iterable[int] = ()) -> list[dict[str, Any]]:
     """Client connections open to ``dbname`` (pg_stat_activity), minus ``exclude_pids``."""
     skip = list(exclude_pids)
+    dbname = db_name(dbname)
     with _admin() as conn:
         rows = conn.execute(
             "SELECT pid, state, application_name, backend_type FROM pg_stat_activity "

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import common
 from common import (
     Summary,
     banner,
@@ -70,7 +71,7 @@ def use_database(name: str) -> None:
 
     connection = connections["default"]
     connection.close()
-    connection.settings_dict["NAME"] = name
+    connection.settings_dict["NAME"] = common.db_name(name)
 
 
 @dataclass

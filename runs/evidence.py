@@ -15,6 +15,7 @@ from typing import Any
 from fieldops import secrets
 from kernel import clock
 from kernel.canonical import digest
+from runs import readcache
 from runs.domain.states import EventType
 from runs.models import Event, Evidence
 
@@ -32,7 +33,7 @@ def store(
         text = json.dumps(data)
     secrets.assert_clean(text, where=f"{kind} evidence")
     evidence_id = f"ev-{uuid.uuid4().hex[:20]}"
-    Evidence.objects.create(
+    row = Evidence.objects.create(
         id=evidence_id,
         run_id=run_id,
         kind=kind,
@@ -42,20 +43,23 @@ def store(
         size=len(text),
         created_at=clock.now(),
     )
+    readcache.remember_evidence(row)
     return evidence_id
 
 
 def get(evidence_id: str) -> Evidence | None:
-    return Evidence.objects.filter(pk=evidence_id).first()
+    return readcache.evidence_rows([evidence_id]).get(evidence_id)
 
 
 def contents(ids: Iterable[str]) -> dict[str, Mapping[str, Any]]:
-    wanted = [i for i in ids if i]
-    return {e.pk: e.content for e in Evidence.objects.filter(pk__in=wanted)}
+    return {i: e.content for i, e in readcache.evidence_rows(ids).items()}
 
 
-def admitted_observation_ids(run_id: str) -> list[str]:
-    """Ids of every observation admitted by an observation.recorded event, in order."""
+def admitted_observation_ids(run_id: str, *, revision: int | None = None) -> list[str]:
+    """Ids of every observation admitted by an observation.recorded event, in order (at
+    ``revision``: the events up to it, cached within an advance; see runs/readcache.py)."""
+    if revision is not None:
+        return readcache.admitted_observation_ids(readcache.recorded_events(run_id, revision))
     rows = (
         Event.objects.filter(run_id=run_id, type=EventType.OBSERVATION_RECORDED.value)
         .order_by("sequence")
@@ -64,10 +68,12 @@ def admitted_observation_ids(run_id: str) -> list[str]:
     return [r["observation"] for r in rows if r.get("observation")]
 
 
-def admitted_observations(run_id: str) -> dict[str, Mapping[str, Any]]:
+def admitted_observations(
+    run_id: str, *, revision: int | None = None
+) -> dict[str, Mapping[str, Any]]:
     """Admitted observations of the run (ref -> observation), in admission order."""
-    ids = admitted_observation_ids(run_id)
-    found = {e.pk: e for e in Evidence.objects.filter(pk__in=ids)}
+    ids = admitted_observation_ids(run_id, revision=revision)
+    found = readcache.evidence_rows(ids)
     return {
         i: found[i].content
         for i in ids

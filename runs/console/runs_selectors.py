@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,19 +228,66 @@ def _kind_filter(kind: str) -> Q:
     return Q()
 
 
+@dataclass(frozen=True)
+class TimelinePage:
+    """One page of a run's timeline, oldest first, and the keyset cursors next to it.
+
+    ``older``: page with ``before=older`` for the events before this page (None: this
+    page starts at the run's first event of the kind); ``newer``: ``after=newer`` for the
+    events after it (None: this page ends at the latest). Iterating gives the entries."""
+
+    entries: list[TimelineEntry]
+    older: int | None
+    newer: int | None
+
+    def __iter__(self) -> Iterator[TimelineEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, index: int) -> TimelineEntry:
+        return self.entries[index]
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+
 def run_timeline(
-    *, run: Run, kind: str = "all", limit: int = TIMELINE_LIMIT
-) -> list[TimelineEntry]:
-    """The run's events in order (the latest ``limit`` of them), filtered by kind."""
-    rows = list(
-        Event.objects.filter(run=run)
-        .filter(_kind_filter(kind if kind in TIMELINE_KINDS else "all"))
-        .order_by("-sequence")[:limit]
+    *,
+    run: Run,
+    kind: str = "all",
+    limit: int = TIMELINE_LIMIT,
+    before: int | None = None,
+    after: int | None = None,
+) -> TimelinePage:
+    """One page of the run's events, filtered by kind, in one query at any history length.
+
+    Keyset pagination by sequence (the (run, sequence) index): the latest ``limit``
+    events; with ``before``, the ``limit`` events just before that sequence; with
+    ``after``, the ``limit`` events just after it. One row more than a page is read to
+    know whether the page has a neighbour in the direction it was reached from."""
+    events = Event.objects.filter(run=run).filter(
+        _kind_filter(kind if kind in TIMELINE_KINDS else "all")
     )
-    rows.reverse()
+    if after is not None:
+        rows = list(events.filter(sequence__gt=after).order_by("sequence")[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        newer = rows[-1].sequence if more and rows else None
+        older = rows[0].sequence if rows else None
+    else:
+        if before is not None:
+            events = events.filter(sequence__lt=before)
+        rows = list(events.order_by("-sequence")[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        rows.reverse()
+        older = rows[0].sequence if more and rows else None
+        newer = rows[-1].sequence if before is not None and rows else None
     control = {e.value for e in CONTROL_EVENTS}
     rejected = {e.value for e in REJECTION_EVENTS}
-    return [
+    entries = [
         TimelineEntry(
             event=e,
             refs=ref_links(e.refs),
@@ -250,6 +297,7 @@ def run_timeline(
         )
         for e in rows
     ]
+    return TimelinePage(entries, older=older, newer=newer)
 
 
 @dataclass(frozen=True)

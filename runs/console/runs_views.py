@@ -127,13 +127,37 @@ def runs_bulk_cancel(request: AuthedHtmxRequest) -> HttpResponse:
 
 
 # -- one run ---------------------------------------------------------------------------
+class BadCursor(ValueError):
+    pass
+
+
+def _timeline_cursor(request: AuthedHtmxRequest) -> dict[str, int]:
+    """The timeline's keyset cursor from the query (``before`` or ``after`` a sequence)."""
+    cursor: dict[str, int] = {}
+    for name in ("before", "after"):
+        raw = request.GET.get(name, "")
+        if raw == "":
+            continue
+        if not raw.isdigit() or len(raw) > 12:
+            raise BadCursor(f"{name} must be an event sequence number")
+        cursor[name] = int(raw)
+    if len(cursor) > 1:
+        raise BadCursor("give either before or after, not both")
+    return cursor
+
+
 def _detail_context(request: AuthedHtmxRequest, run: Any, **extra: Any) -> dict[str, Any]:
     kind = request.GET.get("kind", "all")
     kind = kind if kind in run_selectors.TIMELINE_KINDS else "all"
+    try:
+        cursor = _timeline_cursor(request)
+    except BadCursor:  # the GET view answers 400; a form post re-renders the latest page
+        cursor = {}
     return {
         "run": run,
         "detail": run_selectors.run_detail(run),
-        "timeline": run_selectors.run_timeline(run=run, kind=kind),
+        "timeline": run_selectors.run_timeline(run=run, kind=kind, **cursor),
+        "cursor": cursor,
         "kind": kind,
         "kinds": run_selectors.TIMELINE_KINDS,
         "diagram": diagram.state_diagram_svg(run.state, title=f"Run state: {run.state}"),
@@ -146,6 +170,10 @@ def _detail_context(request: AuthedHtmxRequest, run: Any, **extra: Any) -> dict[
 @login_required
 def runs_detail(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
+    try:
+        _timeline_cursor(request)
+    except BadCursor as exc:
+        return HttpResponse(f"Bad timeline page: {exc}.", status=400, content_type="text/plain")
     if request.htmx.target == "run-live":
         # The poller says which revision it shows: nothing changed, nothing to swap.
         if request.GET.get("since") == str(run.revision):

@@ -8,7 +8,7 @@ invents a missing event: reconstruction stops where the record stops being trust
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from operator import ge, itemgetter
@@ -77,15 +77,22 @@ def replay(
     config: RunConfig,
     events: Iterable[EventRecord],
     *,
-    evidence_ids: frozenset[str] | None = None,
+    evidence_ids: Container[str] | None = None,
+    ordered: bool = False,
 ) -> ReplayResult:
-    """Fold ``events`` (in stored order) over ``config``; report what does not hold."""
+    """Fold ``events`` over ``config``; report what does not hold.
+
+    ``ordered``: the events already come in stored order (sequence, then id), so they are
+    folded as they arrive and never held: a stream of any length replays in constant
+    memory. Otherwise they are sorted by sequence first. ``evidence_ids``: the evidence
+    that exists; it is consulted for each event as it is folded, so a streaming caller may
+    keep in it only what the events at hand reference."""
     snapshot = RunSnapshot.initial(config)
     findings: list[Finding] = []
     applied = 0
     previous: EventRecord | None = None
     evidence_complete = True
-    for raw in sorted(events, key=lambda e: e.sequence):
+    for raw in events if ordered else sorted(events, key=lambda e: e.sequence):
         upgrade = COMPATIBILITY.get(raw.schema_version)
         if upgrade is None:
             findings.append(

@@ -25,10 +25,10 @@ from approvals.domain import CHANGEABLE_FIELDS
 from approvals.models import Decision
 from fieldops import secrets
 from kernel.canonical import digest
-from runs import evidence
+from runs import evidence, readcache
 from runs.domain.budgets import Budget
 from runs.domain.states import EventType
-from runs.models import Event, Run
+from runs.models import Run
 
 VERSION = "context-projection@2"
 MAX_OBSERVATIONS = 12
@@ -70,19 +70,9 @@ def build(run: Run, *, uncharged_turns: int = 0) -> dict[str, Any]:
     (their worker died before the proposal was recorded); the turn number and the turn
     hint include them.
     """
-    recorded = list(
-        Event.objects.filter(
-            run=run,
-            type__in=[
-                EventType.OBSERVATION_RECORDED.value,
-                EventType.PROPOSAL_DENIED.value,
-                EventType.APPROVAL_DECLINED.value,
-                EventType.COMPLETION_REJECTED.value,
-            ],
-        )
-        .order_by("sequence")
-        .values("sequence", "type", "refs", "reason_code", "payload")
-    )
+    # The run's observations, denials, declined approvals and rejected completions up to
+    # the revision it was read at (once per advance and revision: runs/readcache.py).
+    recorded = readcache.recorded_events(str(run.pk), run.revision)
     obs_ids = [
         e["refs"].get("observation")
         for e in recorded

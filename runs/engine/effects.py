@@ -85,7 +85,9 @@ def invocation_for(
     fencing_token: int = 0,
 ) -> Invocation:
     observations = (
-        observations if observations is not None else (evidence.admitted_observations(str(run.pk)))
+        observations
+        if observations is not None
+        else evidence.admitted_observations(str(run.pk), revision=run.revision)
     )
     canonical, canonical_hash = inputs.canonical_proposal(observations)
     return Invocation(

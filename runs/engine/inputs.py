@@ -16,7 +16,7 @@ from capabilities.contracts import Contract, Provenance
 from capabilities.rejected import REJECTED
 from catalog.models import CapabilityVersion, TenantEffectGate
 from kernel import clock
-from runs import evidence
+from runs import evidence, readcache
 from runs.domain import effects, validation
 from runs.domain.budgets import Budgets
 from runs.domain.completion import CompletionInputs, LedgerFact
@@ -169,10 +169,9 @@ def history(
         for o in observations.values()
         if o.get("capability") not in ("request", "answer", "external")
     ]
-    for payload in Event.objects.filter(run=run, type=EventType.PROPOSAL_DENIED.value).values_list(
-        "payload", flat=True
-    ):
-        if payload.get("capability"):
+    for event in readcache.recorded_events(str(run.pk), run.revision):
+        payload = event["payload"]
+        if event["type"] == EventType.PROPOSAL_DENIED.value and payload.get("capability"):
             out.append(
                 validation.PriorOutcome(
                     capability=payload["capability"],
@@ -198,7 +197,7 @@ def decision_visible(run: Run) -> frozenset[str] | None:
 
 
 def validation_context(run: Run) -> validation.ValidationContext:
-    observations = evidence.admitted_observations(str(run.pk))
+    observations = evidence.admitted_observations(str(run.pk), revision=run.revision)
     proposal, proposal_hash = canonical_proposal(observations)
     return validation.ValidationContext(
         state=State(run.state),
@@ -232,7 +231,7 @@ def proposal_of(run: Run) -> Proposal:
 
 
 def completion_inputs(run: Run) -> CompletionInputs:
-    observations = evidence.admitted_observations(str(run.pk))
+    observations = evidence.admitted_observations(str(run.pk), revision=run.revision)
     proposal, proposal_hash = canonical_proposal(observations)
     view = approval_view(run, proposal_hash)
     expected_key = ""

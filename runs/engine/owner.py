@@ -19,7 +19,7 @@ from capabilities.base import CallOutcome
 from capabilities.ports import WorldPort
 from fieldops import points
 from kernel import clock, retry
-from runs import authority
+from runs import authority, readcache
 from runs.authority import Result
 from runs.domain import safepoints
 from runs.domain.states import Actor, EventType, State, is_terminal
@@ -45,6 +45,14 @@ class Owner:
     # Set when an append found the run held by another transaction past the lock
     # timeout: the owner stops and the sweeper re-drives the run.
     busy: bool = False
+    # The run row as the last applied ``append`` left it (brought up to date in place by
+    # the authority, its compare-and-set proving it current), or None when the last
+    # append did not leave a current copy: the runner then reads the row again.
+    row: Run | None = None
+
+    def take_row(self) -> Run | None:
+        row, self.row = self.row, None
+        return row
 
     @property
     def run_id(self) -> str:
@@ -80,6 +88,18 @@ def append(
     )
     if result.busy:
         owner.busy = True
+    stored = result.event if result.applied else result.control
+    if stored is not None:
+        readcache.roll(stored)
+    # The caller's copy is current only if the authority decided from it and stored the
+    # event (it then applies the event to the copy in place): its revision is the result's.
+    current = (
+        result.applied
+        and result.event is not None
+        and run.revision == result.snapshot.revision == result.event.sequence
+        and run.owner_epoch == owner.epoch
+    )
+    owner.row = run if current else None
     return result
 
 
@@ -90,13 +110,18 @@ def append_fact(
     reason: str,
     *,
     expected_state: State = State.EXECUTING,
+    run: Run | None = None,
     **kw: Any,
 ) -> Result | None:
     """Append the result of I/O that already happened, riding out unrelated races; None
-    when the run kept changing for ``retry.RACE_RETRIES`` attempts (logged)."""
+    when the run kept changing for ``retry.RACE_RETRIES`` attempts (logged).
+
+    ``run``: the row the caller read before the I/O; the first attempt decides from it (a
+    compare-and-set that fails on it re-reads, as every later attempt does)."""
+    held = [run] if run is not None else []
 
     def attempt() -> Result | None:
-        run = Run.objects.get(pk=owner.run_id)
+        run = held.pop() if held else Run.objects.get(pk=owner.run_id)
         if run.owner_epoch != owner.epoch or run.state != expected_state.value:
             # Not ours any more, or not where the fact belongs: the authority records why.
             return append(owner, run, type, actor, reason, **kw)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from fieldops import points, telemetry
 from kernel import clock
+from runs import readcache
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
 from runs.engine import effects as effect_steps
@@ -41,7 +42,10 @@ def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEP
     owner = Owner(claim=claim, plan=tuple(run.fault_plan), fired=set())
     try:
         reach_point(owner, "after_claim")
-        _loop(owner, max_steps)
+        # Reads made once per advance: the run's recorded history at a revision, evidence
+        # rows, the catalog the model is shown (runs/readcache.py).
+        with readcache.scope():
+            _loop(owner, max_steps, run)
     except points.WorkerKilled:
         # The process "died" (a drill): its lease stays until it expires, like after SIGKILL.
         raise
@@ -52,10 +56,22 @@ def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEP
     return Run.objects.get(pk=run_id).state
 
 
-def _loop(owner: Owner, max_steps: int) -> None:
+def _loop(owner: Owner, max_steps: int, first: Run) -> None:
+    """Run steps until the run waits, ends, pauses or is no longer ours.
+
+    Each step starts from the row its predecessor's applied append brought up to date in
+    place (``owner.row``): the compare-and-set of that event proved the copy current at
+    its revision, and every later write by anyone bumps the revision or the owner epoch,
+    which the next append's compare-and-set checks. Whenever the last step did not end in
+    such an append (a refusal, a lost race, a control event, an append the authority had
+    to decide from a fresh read, an append outside ``owner.append``), the row is read
+    again. Safe points keep their own re-read before a model or capability call.
+    """
     renewed_at = clock.now()
+    run: Run | None = first
     for _ in range(max_steps):
-        run = Run.objects.get(pk=owner.run_id)
+        if run is None:
+            run = Run.objects.get(pk=owner.run_id)
         if run.owner_epoch != owner.epoch or is_terminal(run.state) or is_waiting(run.state):
             return
         if clock.now() > run.deadline:
@@ -66,12 +82,16 @@ def _loop(owner: Owner, max_steps: int) -> None:
                 Actor.CLOCK,
                 exhausted_reason(Budget.ELAPSED_MS),
             )
+            run = owner.take_row()
             continue
+        owner.row = None
         if STEP_FOR_STATE[State(run.state)](owner, run) == PAUSE or owner.busy:
             return
+        run = owner.take_row()
         # Renew once a third of the lease has passed, not after every step (a commit
-        # each). Ownership is still checked every step: the re-read above stops at an
-        # epoch change, and nobody can claim while the lease is unexpired.
+        # each). Ownership is still checked every step: every append compares the owner
+        # epoch, a re-read stops at an epoch change, and nobody can claim while the lease
+        # is unexpired.
         if clock.now() - renewed_at >= ownership.lease_length() / 3:
             if not ownership.renew(owner.claim):
                 return

@@ -335,6 +335,7 @@ def step_executing(owner: Owner, run: Run) -> None:
         EventType.OBSERVATION_RECEIVED,
         Actor.CAPABILITY_ADAPTER,
         outcome.error or "ok",
+        run=live,
         refs=refs,
         payload={
             "capability": proposal.capability,

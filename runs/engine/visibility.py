@@ -16,6 +16,7 @@ from capabilities.contracts import EffectClass, model_projection
 from capabilities.controls import CONTROL_CONTRACTS
 from capabilities.exposure import PHASE_POLICIES, Candidate, Funnel, expose, phase_for
 from catalog.models import CapabilityVersion, Source
+from runs import readcache
 
 # Retrieval budget for ordinary capabilities in live runs (controls never consume it).
 LIVE_K = 5
@@ -62,16 +63,21 @@ def observed_capabilities(run: Any) -> frozenset[str]:
 
     return frozenset(
         str(o.get("capability"))
-        for o in evidence.admitted_observations(str(run.pk)).values()
+        for o in evidence.admitted_observations(str(run.pk), revision=run.revision).values()
         if o.get("ok")
     )
 
 
 def run_funnel(run: Any) -> Funnel:
     """Compute the exposure funnel of ``run``'s next decision (and remember it on ``run``)."""
-    rows = CapabilityVersion.objects.only(
-        "capability_id", "version", "digest", "contract", "lifecycle", "source"
-    ).order_by("capability_id", "version")
+    # What the model is shown: the catalog read once per advance (runs/readcache.py);
+    # validation reads the catalog again at every decision (it enforces).
+    rows = readcache.catalog_rows(
+        "visibility",
+        lambda: CapabilityVersion.objects.only(
+            "capability_id", "version", "digest", "contract", "lifecycle", "source"
+        ).order_by("capability_id", "version"),
+    )
     candidates = [candidate_from(row, run.components) for row in rows]
     phase = phase_for(observed_capabilities(run))
     funnel = expose(

@@ -6,10 +6,11 @@ import gc
 import json
 import json.scanner
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import closing
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
 from runs import event_rows
 from runs.authority import config_of
@@ -39,20 +40,43 @@ class UndecodableEvent(ValueError):
         super().__init__(detail)
 
 
-def stored_records(run: Run) -> Iterator[EventRecord]:
+# Rows fetched per round trip from the server-side cursor: what one replay holds at most.
+CHUNK_ROWS = 2000
+
+
+def stored_records(run: Run, *, chunk: int = CHUNK_ROWS) -> Iterator[EventRecord]:
     """The run's events as records, in stored order; UndecodableEvent on a corrupt row.
 
     Read with one plain cursor (no model instances) and JSON decoded here: audit replay
     reads every event of a run, so the per-row cost matters.
     """
+    for records, _ in stored_chunks(run, chunk=chunk):
+        yield from records
+
+
+def stored_chunks(
+    run: Run, *, chunk: int = CHUNK_ROWS
+) -> Generator[tuple[list[EventRecord], Exception | None], None, None]:
+    """The run's events, ``chunk`` rows per round trip, as decoded records; a chunk that
+    holds an undecodable row ends the stream with that row's error (records before it
+    are still given).
+
+    On PostgreSQL the rows come through a server-side (named) cursor inside one
+    transaction: only one chunk is ever in this process, however long the history.
+    """
     run_id = str(run.pk)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _ROWS_SQL, [Event._meta.get_field("run").get_db_prep_value(run.pk, connection)]
-        )
-        while rows := cursor.fetchmany(2000):
-            for row in rows:
-                yield _record(run_id, row)
+    key = Event._meta.get_field("run").get_db_prep_value(run.pk, connection)
+    with transaction.atomic(), connection.chunked_cursor() as cursor:
+        cursor.execute(_ROWS_SQL, [key])
+        while rows := cursor.fetchmany(chunk):
+            records: list[EventRecord] = []
+            try:
+                for row in rows:
+                    records.append(_record(run_id, row))
+            except UndecodableEvent as exc:
+                yield records, exc
+                return
+            yield records, None
 
 
 _EVENT_TYPES = {t.value: t for t in EventType}
@@ -100,32 +124,62 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, bytes) else value
 
 
-def _load(run: Run) -> tuple[list[EventRecord], Finding | None]:
-    """The run's records up to the first undecodable one, and a finding for that one."""
-    records: list[EventRecord] = []
-    stream = stored_records(run)
-    while True:
-        try:
-            records.append(next(stream))
-        except StopIteration:
-            return records, None
-        except UndecodableEvent as exc:
-            return records, Finding("undecodable_event", exc.sequence, str(exc))
+class _Stream:
+    """The run's records, chunk by chunk, and the evidence the current chunk references.
+
+    The fold consumes the records as they come (``records``); before each chunk is handed
+    over, the evidence ids it references are looked up (one query per chunk) into
+    ``evidence``, which the fold consults for exactly those events. Nothing of an earlier
+    chunk is kept: memory does not grow with the history.
+    """
+
+    def __init__(self, run: Run, chunk: int) -> None:
+        self.run = run
+        self.chunk = chunk
+        self.evidence: set[str] = set()
+        self.undecodable: Finding | None = None
+
+    def records(self) -> Generator[EventRecord, None, None]:
+        with closing(stored_chunks(self.run, chunk=self.chunk)) as chunks:
+            yield from self._records(chunks)
+
+    def _records(
+        self, chunks: Iterator[tuple[list[EventRecord], Exception | None]]
+    ) -> Iterator[EventRecord]:
+        for records, error in chunks:
+            referenced = {ref for record in records for ref in record.refs.values() if ref}
+            self.evidence.clear()
+            if referenced:
+                self.evidence.update(
+                    Evidence.objects.filter(run=self.run, id__in=referenced).values_list(
+                        "id", flat=True
+                    )
+                )
+            yield from records
+            if isinstance(error, UndecodableEvent):
+                self.undecodable = Finding("undecodable_event", error.sequence, str(error))
 
 
-def audit_replay(run: Run) -> tuple[ReplayResult, list[Finding]]:
-    """Return the replay result and every finding, including disagreements with the row."""
+def audit_replay(run: Run, *, chunk: int = CHUNK_ROWS) -> tuple[ReplayResult, list[Finding]]:
+    """Return the replay result and every finding, including disagreements with the row.
+
+    The history is streamed (``stored_chunks``) and verified as it is read: hashes,
+    links, invariants and evidence references of each event, then the next; memory stays
+    that of one chunk whatever the history's length.
+    """
     # Loading and folding allocate many short-lived objects and no cycles: pausing the
     # cyclic collector for their duration saves its repeated full traversals.
     collecting = gc.isenabled()
     gc.disable()
+    stream = _Stream(run, chunk)
+    records = stream.records()
     try:
-        records, undecodable = _load(run)
-        evidence_ids = frozenset(Evidence.objects.filter(run=run).values_list("id", flat=True))
-        result = replay(config_of(run), records, evidence_ids=evidence_ids)
+        result = replay(config_of(run), records, evidence_ids=stream.evidence, ordered=True)
     finally:
+        records.close()  # a fold that stopped early ends the read (and its transaction)
         if collecting:
             gc.enable()
+    undecodable = stream.undecodable
     findings = list(result.findings)
     if undecodable is not None:
         findings.append(undecodable)

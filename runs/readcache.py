@@ -1,0 +1,166 @@
+"""Reads of one advance, made once: the run's recorded history, evidence rows, the catalog.
+
+An owner advancing a run asks the same questions at every turn: which observations has the
+run admitted (its ``observation.recorded`` events and their evidence), which denials and
+declined approvals came before, what is in the catalog. ``scope()`` (opened by the runner
+around one advance) remembers the answers for that advance only:
+
+- **The recorded history** of a run is cached *at a revision*: the events of
+  ``RECORDED_TYPES`` with sequence ≤ that revision. A history is append-only and a
+  revision names exactly one prefix of it, so the answer at a revision never changes. A
+  read at another revision reads the database again, except that an event this process
+  stored and saw committed (``roll``) moves the cache from its revision to the next.
+- **Evidence rows** are immutable once stored (content-hashed): a row read or stored in
+  this advance is not read again.
+- **Catalog rows** for the visibility funnel (what the model is shown) are read once per
+  advance. Enforcement is not cached: validation reads the catalog's lifecycle and effect
+  gate at every decision (``runs.engine.inputs.capability_rules``).
+
+Outside a scope every function reads the database, as before. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+
+from runs.domain.events import EventRecord
+from runs.domain.states import EventType
+from runs.models import Event, Evidence
+
+# The events the context projection, validation's history and the admitted observations
+# are made of.
+RECORDED_TYPES: tuple[str, ...] = (
+    EventType.OBSERVATION_RECORDED.value,
+    EventType.PROPOSAL_DENIED.value,
+    EventType.APPROVAL_DECLINED.value,
+    EventType.COMPLETION_REJECTED.value,
+)
+RECORDED_FIELDS = ("sequence", "type", "refs", "reason_code", "payload")
+
+
+@dataclass
+class _History:
+    revision: int
+    events: list[dict[str, Any]]
+
+
+@dataclass
+class Reads:
+    histories: dict[str, _History] = field(default_factory=dict)
+    evidence: dict[str, Evidence] = field(default_factory=dict)
+    catalog: dict[str, list[Any]] = field(default_factory=dict)
+
+
+_ACTIVE: ContextVar[Reads | None] = ContextVar("fieldops_advance_reads", default=None)
+
+
+@contextmanager
+def scope() -> Iterator[Reads]:
+    """Cache this advance's reads (nested scopes share the outer one)."""
+    outer = _ACTIVE.get()
+    if outer is not None:
+        yield outer
+        return
+    reads = Reads()
+    token = _ACTIVE.set(reads)
+    try:
+        yield reads
+    finally:
+        _ACTIVE.reset(token)
+
+
+def _committed() -> bool:
+    """True when what this connection just wrote is committed (not inside a transaction
+    that may still roll back)."""
+    return not connection.in_atomic_block
+
+
+def recorded_events(run_id: str, revision: int) -> list[dict[str, Any]]:
+    """The run's events of ``RECORDED_TYPES`` with sequence ≤ ``revision``, in order, as
+    dicts of ``RECORDED_FIELDS``."""
+    reads = _ACTIVE.get()
+    if reads is not None:
+        cached = reads.histories.get(str(run_id))
+        if cached is not None and cached.revision == revision:
+            return cached.events
+    events = list(
+        Event.objects.filter(run_id=run_id, type__in=RECORDED_TYPES, sequence__lte=revision)
+        .order_by("sequence")
+        .values(*RECORDED_FIELDS)
+    )
+    if reads is not None:
+        reads.histories[str(run_id)] = _History(revision, events)
+    return events
+
+
+def roll(event: EventRecord) -> None:
+    """``event`` was stored by this process: move a history cached at the revision before
+    it to the event's (or forget the history when that cannot be proven)."""
+    reads = _ACTIVE.get()
+    if reads is None:
+        return
+    run_id = str(event.run_id)
+    cached = reads.histories.get(run_id)
+    if cached is None:
+        return
+    if not _committed() or cached.revision != event.sequence - 1:
+        del reads.histories[run_id]
+        return
+    if event.type.value in RECORDED_TYPES:
+        # As the row reads back: JSON columns through JSON, refs as stored.
+        cached.events = [
+            *cached.events,
+            {
+                "sequence": event.sequence,
+                "type": event.type.value,
+                "refs": json.loads(json.dumps(dict(event.refs), default=str)),
+                "reason_code": event.reason_code,
+                "payload": json.loads(json.dumps(dict(event.payload), default=str)),
+            },
+        ]
+    cached.revision = event.sequence
+
+
+def evidence_rows(ids: Iterable[str]) -> dict[str, Evidence]:
+    """Evidence rows by id (ids not stored are absent)."""
+    wanted = list(dict.fromkeys(i for i in ids if i))
+    reads = _ACTIVE.get()
+    if reads is None:
+        return {e.pk: e for e in Evidence.objects.filter(pk__in=wanted)}
+    missing = [i for i in wanted if i not in reads.evidence]
+    if missing:
+        for row in Evidence.objects.filter(pk__in=missing):
+            reads.evidence[row.pk] = row
+    return {i: reads.evidence[i] for i in wanted if i in reads.evidence}
+
+
+def remember_evidence(row: Evidence) -> None:
+    """A row this process just stored (kept only once committed)."""
+    reads = _ACTIVE.get()
+    if reads is not None and _committed():
+        reads.evidence[row.pk] = row
+
+
+def catalog_rows(key: str, load: Callable[[], Iterable[Any]]) -> list[Any]:
+    """Catalog rows for ``key``, loaded once per advance."""
+    reads = _ACTIVE.get()
+    if reads is None:
+        return list(load())
+    if key not in reads.catalog:
+        reads.catalog[key] = list(load())
+    return reads.catalog[key]
+
+
+def admitted_observation_ids(events: Iterable[Mapping[str, Any]]) -> list[str]:
+    return [
+        e["refs"]["observation"]
+        for e in events
+        if e["type"] == EventType.OBSERVATION_RECORDED.value and e["refs"].get("observation")
+    ]
