@@ -461,33 +461,35 @@ def traced_decision(decision: str) -> Callable[[F], F]:
         @functools.wraps(fn)
         def wrapper(**kw: Any) -> Any:
             from access.roles import principal_ref_of
-            from approvals.models import Checkpoint
             from kernel import clock
 
             checkpoint_id = str(kw.get("checkpoint_id", ""))
-            found = (
-                Checkpoint.objects.filter(pk=checkpoint_id)
-                .values_list("run_id", "kind", "created_at")
-                .first()
-            )
-            run_id, kind, opened = found if found else (None, "unknown", None)
             verdict = decision
             if decision == "approve":
                 verdict = "approve" if kw.get("approve") else "decline"
+            # Only a span needs the run before the decision (it is the span's trace); the
+            # counters read the checkpoint the decision returns, so untraced decisions
+            # cost no query.
+            seen = _checkpoint(checkpoint_id) if _tracer is not None else None
             user = kw.get("user")
             attributes = {
-                "fieldops.run.id": str(run_id) if run_id else None,
+                "fieldops.run.id": seen[0] if seen else None,
                 "fieldops.checkpoint.id": checkpoint_id,
-                "fieldops.checkpoint.kind": kind,
+                "fieldops.checkpoint.kind": seen[1] if seen else None,
                 "fieldops.approval.decision": verdict,
                 "fieldops.approval.approver_ref": principal_ref_of(user) if user else None,
                 "fieldops.approval.hash_prefix": str(kw.get("seen_hash") or "")[:HASH_PREFIX],
             }
-            name = f"approval {verdict}"
-            with _span(name, str(run_id) if run_id else None, attributes) as span:
+            with _span(f"approval {verdict}", seen[0] if seen else None, attributes) as span:
                 result = fn(**kw)
                 recorded = bool(getattr(result, "recorded", result))
                 outcome = "recorded" if recorded else (getattr(result, "refusal", "") or "no")
+                returned = getattr(result, "checkpoint", None)
+                if returned is not None:
+                    seen = (str(returned.run_id), returned.kind, returned.created_at)
+                elif seen is None:  # checkpoint_expire answers a bool
+                    seen = _checkpoint(checkpoint_id)
+                kind, opened = (seen[1], seen[2]) if seen else ("unknown", None)
                 waited = (clock.now() - opened).total_seconds() if recorded and opened else None
                 metrics.decision_offered(
                     kind=kind, decision=verdict, outcome=outcome, waited_s=waited
@@ -501,3 +503,15 @@ def traced_decision(decision: str) -> Callable[[F], F]:
         return cast(F, wrapper)
 
     return wrap
+
+
+def _checkpoint(checkpoint_id: str) -> tuple[str, str, dt.datetime] | None:
+    """(run id, kind, opened at) of a checkpoint, or None."""
+    from approvals.models import Checkpoint
+
+    found = (
+        Checkpoint.objects.filter(pk=checkpoint_id)
+        .values_list("run_id", "kind", "created_at")
+        .first()
+    )
+    return (str(found[0]), found[1], found[2]) if found else None

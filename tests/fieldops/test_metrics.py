@@ -82,6 +82,31 @@ def test_a_scrape_after_a_reservation_run_counts_its_transitions_calls_effect_an
     assert _value(after, "fieldops_checkpoints_pending") == 0
 
 
+def test_counting_a_decision_costs_no_query_when_tracing_is_off(world, approver):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from approvals import services as approvals
+    from approvals.models import Checkpoint
+
+    def decide(decide_fn: Any) -> int:
+        run = make_run()
+        checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+        with CaptureQueriesContext(connection) as queries:
+            result = decide_fn(
+                checkpoint_id=checkpoint.pk,
+                user=approver,
+                approve=True,
+                seen_hash=checkpoint.proposal_hash,
+                reason="same work",
+            )
+        assert result.recorded
+        return len(queries)
+
+    decide(approvals.approval_decide.__wrapped__)  # what is cached once (the approver's roles)
+    assert decide(approvals.approval_decide) == decide(approvals.approval_decide.__wrapped__)
+
+
 def test_refusals_are_counted_by_reason_and_the_event_type_asked_for(world, staff):
     run = make_run()
     before = _scrape(staff)
