@@ -150,7 +150,9 @@ def _instrument(provider: TracerProvider) -> None:
     from opentelemetry.instrumentation.django import DjangoInstrumentor
     from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 
-    DjangoInstrumentor().instrument(tracer_provider=provider)
+    # Scrapes and probes (every few seconds) are not worth a trace each, unless asked.
+    excluded = os.environ.get("OTEL_PYTHON_DJANGO_EXCLUDED_URLS", "healthz,metrics")
+    DjangoInstrumentor().instrument(tracer_provider=provider, excluded_urls=excluded)
     CeleryInstrumentor().instrument(tracer_provider=provider)
     PsycopgInstrumentor().instrument(tracer_provider=provider, skip_dep_check=True)
     _instrumented = True

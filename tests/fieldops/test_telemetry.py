@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -275,23 +276,43 @@ def test_otel_sdk_disabled_keeps_tracing_off_whatever_the_endpoint(settings, mon
 
 
 class _Collector(http.server.BaseHTTPRequestHandler):
-    received: list[tuple[str, int]] = []
+    """An OTLP/HTTP trace receiver: (path, span name, trace id, attributes) per span."""
+
+    received: list[tuple[str, str, int, dict[str, Any]]] = []
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", 0))
-        self.rfile.read(length)
-        _Collector.received.append((self.path, length))
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    attributes = {
+                        a.key: getattr(a.value, a.value.WhichOneof("value") or "string_value")
+                        for a in span.attributes
+                    }
+                    trace_id = int.from_bytes(span.trace_id, "big")
+                    _Collector.received.append((self.path, span.name, trace_id, attributes))
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
         self.end_headers()
 
     def log_message(self, *args: Any) -> None:
         pass
 
 
-def test_with_an_endpoint_every_process_exports_over_otlp_when_its_apps_are_ready():
-    """A process started with OTEL_EXPORTER_OTLP_ENDPOINT turns tracing on in django.setup()
-    and its spans reach the collector at /v1/traces (OTLP/HTTP)."""
+PROBE_RUN = "8a0c0a36-3d8e-4a59-9a37-1f0f6b0cbf8e"
+
+
+def test_with_an_endpoint_a_process_traces_from_django_setup_and_exports_over_otlp():
+    """A process started with OTEL_EXPORTER_OTLP_ENDPOINT turns tracing on in django.setup():
+    its requests are traced (probes and scrapes are not), its spans reach the collector at
+    /v1/traces (OTLP/HTTP), and a span begun in a run's context is in the run's trace."""
+    _Collector.received = []
     server = http.server.HTTPServer(("127.0.0.1", 0), _Collector)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -299,16 +320,19 @@ def test_with_an_endpoint_every_process_exports_over_otlp_when_its_apps_are_read
             **os.environ,
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
             "DJANGO_SETTINGS_MODULE": "fieldops.settings",
+            "DATABASE_URL": "sqlite://:memory:",
         }
         env.pop("FIELDOPS_OTLP_ENDPOINT", None)
         script = (
             "import django, json; django.setup()\n"
+            "from django.test import Client\n"
             "from fieldops import telemetry\n"
             "from opentelemetry import trace\n"
-            "with telemetry.run_context('8a0c0a36-3d8e-4a59-9a37-1f0f6b0cbf8e'):\n"
+            f"with telemetry.run_context('{PROBE_RUN}'):\n"
             "    trace.get_tracer('probe').start_span('probe').end()\n"
+            "statuses = [Client().get(p).status_code for p in ('/no-such-page', '/healthz')]\n"
             "trace.get_tracer_provider().force_flush()\n"
-            "print(json.dumps({'enabled': telemetry.enabled()}))\n"
+            "print(json.dumps({'enabled': telemetry.enabled(), 'statuses': statuses}))\n"
         )
         done = subprocess.run(
             [sys.executable, "-c", script],
@@ -322,5 +346,13 @@ def test_with_an_endpoint_every_process_exports_over_otlp_when_its_apps_are_read
     finally:
         server.shutdown()
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"enabled": True}
-    assert [path for path, size in _Collector.received if size > 0] == ["/v1/traces"]
+    shown = json.loads(done.stdout.strip().splitlines()[-1])
+    assert shown == {"enabled": True, "statuses": [404, 200]}
+    assert {path for path, *_ in _Collector.received} == {"/v1/traces"}
+    [probe] = [r for r in _Collector.received if r[1] == "probe"]
+    assert probe[2] == uuid.UUID(PROBE_RUN).int
+    # The instrumentation's HTTP attributes (the semantic conventions it emits by default).
+    requests = [r[3] for r in _Collector.received if "http.method" in r[3]]
+    assert [(a["http.url"], a["http.status_code"]) for a in requests] == [
+        ("http://testserver/no-such-page", 404)
+    ]
