@@ -20,6 +20,7 @@ from approvals import domain
 from approvals.models import Checkpoint, Decision, DecisionRefusal
 from capabilities import evidence as ev
 from capabilities.reserve_part import CONTRACT as RESERVE_CONTRACT
+from fieldops import telemetry
 from kernel import clock, retry
 from runs import authority, evidence
 from runs.domain.states import Actor, EventType, State
@@ -165,6 +166,7 @@ def _refuse(checkpoint: Checkpoint, user: Any, code: str, seen_hash: str) -> Dec
     return DecisionResult.refused(code, checkpoint)
 
 
+@telemetry.traced_decision("approve")
 def approval_decide(
     *,
     checkpoint_id: str,
@@ -257,6 +259,7 @@ def approval_decide(
     return DecisionResult.refused("busy", None)
 
 
+@telemetry.traced_decision("answer")
 def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> DecisionResult:
     """Record the requester's trusted answer; the run returns to OBSERVING."""
     answer = (answer or "").strip()
@@ -332,6 +335,7 @@ def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> Decis
     return DecisionResult.refused("busy", None)
 
 
+@telemetry.traced_decision("expire")
 @transaction.atomic
 def checkpoint_expire(*, checkpoint_id: str) -> bool:
     """Expire a checkpoint whose lease passed: approval.expired moves the run to ESCALATED."""

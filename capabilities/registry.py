@@ -29,6 +29,7 @@ from capabilities.base import CallOutcome, Handler, Invocation, invoke
 from capabilities.contracts import Contract, ErrorCode, Provenance, version_key
 from capabilities.controls import CONTROL_CONTRACTS
 from capabilities.ports import WorldPort
+from fieldops import telemetry
 from kernel import clock
 
 _MODULES = (read_equipment, search_manual, check_inventory, propose_reservation, reserve_part)
@@ -104,6 +105,7 @@ def trusted_fields(contract: Contract, inv: Invocation) -> dict[str, object]:
     return {k: available[k] for k in wanted}
 
 
+@telemetry.traced_tool_call
 def dispatch(inv: Invocation, world: WorldPort) -> CallOutcome:
     """Invoke exactly ``inv.capability@inv.version`` through that version's contract and
     adapter; an unknown id, an unnamed version or a version without an adapter is DENIED

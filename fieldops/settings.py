@@ -241,6 +241,10 @@ EMBEDDED_CALLBACK_KEY = "embedded-demo-callback-key"
 FIELDOPS_CALLBACK_KEY = env("FIELDOPS_CALLBACK_KEY", EMBEDDED_CALLBACK_KEY)
 # Bearer token for the counts in GET /healthz (empty: only signed-in users see them).
 FIELDOPS_OPS_TOKEN = env("FIELDOPS_OPS_TOKEN", "")
+# Traces go to this OTLP endpoint; none (the default) leaves tracing off.
+FIELDOPS_OTLP_ENDPOINT = env(
+    "FIELDOPS_OTLP_ENDPOINT", os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+)
 FIELDOPS_HISTORY_WARN_EVENTS = int(env("FIELDOPS_HISTORY_WARN_EVENTS", "10000"))
 FIELDOPS_HISTORY_MAX_EVENTS = int(env("FIELDOPS_HISTORY_MAX_EVENTS", "50000"))
 FIELDOPS_HISTORY_WARN_BYTES = int(env("FIELDOPS_HISTORY_WARN_BYTES", str(10 * 1024 * 1024)))

@@ -2,7 +2,8 @@
 
 Required environment: DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS, DATABASE_URL (PostgreSQL,
 as the application role: see docs/security.md), CELERY_BROKER_URL, FIELDOPS_CALLBACK_KEY;
-optional FIELDOPS_OPS_TOKEN (the counts of /healthz). docker-compose.yml reads them from
+optional FIELDOPS_OPS_TOKEN (the counts of /healthz and GET /metrics) and
+OTEL_EXPORTER_OTLP_ENDPOINT (traces: docs/observability.md). docker-compose.yml reads them from
 .env (.env.example lists them). `manage.py check --deploy` must report nothing
 with these settings (the test command checks it).
 """

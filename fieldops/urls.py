@@ -2,11 +2,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from access.signin import ThrottledLoginView
+from fieldops import metrics
 from runs import api
 
 urlpatterns = [
     path("api/callbacks/", api.callback, name="api-callback"),
     path("healthz", api.health, name="health"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("runs/<uuid:run_id>/replay/", include("runs.urls_replay")),

@@ -13,3 +13,7 @@ class RunsConfig(AppConfig):
         from runs.engine import executor
 
         outbox.register_relay(executor.kick)
+        # Traces only when an OTLP endpoint is configured (docs/observability.md).
+        from fieldops import telemetry
+
+        telemetry.configure()

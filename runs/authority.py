@@ -23,7 +23,7 @@ import psycopg
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, connection, transaction
 
-from fieldops import points
+from fieldops import points, telemetry
 from fieldops.db import lock_wait_failed
 from kernel import clock, retry
 from runs import event_rows, outbox, terminal
@@ -137,6 +137,7 @@ def elapsed_ms(run: Run) -> int:
     return max(0, int((clock.now() - run.created_at).total_seconds() * 1000))
 
 
+@telemetry.traced_transition
 def append(
     *,
     run_id: str,

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, QuerySet
 
+from fieldops import telemetry
 from kernel import clock
 from runs.models import Outbox
 
@@ -96,7 +97,8 @@ def _publish(run_id: str) -> bool:
     from runs.engine import tasks
 
     try:
-        tasks.run_advance.apply_async(args=[run_id])
+        with telemetry.run_context(run_id):  # the task headers carry the run's trace
+            tasks.run_advance.apply_async(args=[run_id])
     except Exception as exc:  # any broker/transport failure: the outbox keeps the work
         log.warning(
             "kick not delivered; the sweeper re-drives the run",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from fieldops import points
+from fieldops import points, telemetry
 from kernel import clock
 from runs import readcache
 from runs.domain.budgets import Budget, exhausted_reason
@@ -26,6 +26,7 @@ log = logging.getLogger("fieldops.runner")
 MAX_STEPS = 400
 
 
+@telemetry.traced_advance
 def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEPS) -> str:
     """Advance ``run_id`` until it waits, ends, pauses or ownership is lost; return its state.
 

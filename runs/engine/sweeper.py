@@ -19,6 +19,7 @@ from django.db.models import Q
 
 from approvals import services as approvals
 from approvals.models import Checkpoint
+from fieldops import telemetry
 from fieldops.db import lock_wait_failed
 from kernel import clock
 from runs import authority, outbox
@@ -75,6 +76,7 @@ def _bounded(report: SweepReport, item: str, act: Callable[..., T], **kwargs: An
         return None
 
 
+@telemetry.traced_sweep
 def sweep(*, now: dt.datetime | None = None, limit: int = 200) -> SweepReport:
     now = now or clock.now()
     report = SweepReport()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fieldops import secrets
+from fieldops import secrets, telemetry
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.base import Policy, PolicyOutput
 from runs.policies.parsing import Reading, Reject
@@ -25,6 +25,7 @@ from runs.policies.parsing import Reading, Reject
 COMMENTARY_NOTE = "model commentary: kept as evidence, never read as authority or as an answer"
 
 
+@telemetry.traced_model_call
 def call_policy(policy: Policy, projection: Mapping[str, Any]) -> PolicyOutput:
     """``policy.decide(projection)``; an exception is an ``unclassified`` provider failure."""
     try:

@@ -49,6 +49,11 @@ def signed_in(world: World, principal: str, obj: Obj) -> bool:
     return principal != "anonymous"
 
 
+def staff(world: World, principal: str, obj: Obj) -> bool:
+    user = world.users.get(principal)
+    return bool(user is not None and user.is_staff)
+
+
 def roles(*wanted: str) -> Access:
     def check(world: World, principal: str, obj: Obj) -> bool:
         return bool(world.roles_of(principal) & set(wanted))
@@ -112,6 +117,7 @@ class Rule:
     denied: Mapping[str, int] = field(default_factory=dict)
     fresh_client: bool = False  # the route changes the session itself (login, logout)
     unserved: frozenset[int] = frozenset()  # statuses of unserved methods, if not 405
+    anonymous: int = 302  # what an anonymous request gets where ``may`` says no
 
 
 def _start_body(world: World, principal: str, obj: Obj) -> dict[str, Any]:
@@ -157,6 +163,8 @@ POLICY: Mapping[str, Rule] = {
     # -- machine endpoints and sign-in -------------------------------------------------
     "api-callback": Rule({"POST": SIGNED}, body=_const({"delivery_id": "matrix"})),
     "health": Rule({"GET": PUBLIC}),
+    # Prometheus scrapes with the ops token; no session is asked for (401, not a redirect).
+    "metrics": Rule({"GET": staff}, anonymous=401),
     "login": Rule(
         # Django's LoginView treats PUT as POST, and redirects a signed-in user before it
         # looks at the method (so DELETE is 405 or that redirect).

@@ -63,7 +63,7 @@ def expectation(world: World, rule: Rule, method: str, principal: str, obj: Obj)
     if access == SIGNED:
         return DENIED, {401}  # unsigned: a session authenticates nothing here
     if principal == "anonymous":
-        return DENIED, {302}
+        return DENIED, {rule.anonymous}
     assert callable(access)
     if obj.tenant is not None and obj.tenant != world.tenant_of(principal):
         # Another tenant's object is 404; a role check that comes first may say 403 (it
