@@ -78,8 +78,13 @@ def test_timeout_ambiguous_treated_as_retryable_makes_a_second_effect(world, mon
     )
     from capabilities import registry
 
+    # Dispatch serves the pinned version's implementation: break exactly that contract.
+    broken_contract = dataclasses.replace(contract, errors=errors)
+    real = registry.IMPLEMENTATIONS[contract.ref]
     monkeypatch.setitem(
-        registry.ALL_CONTRACTS, "reserve_part", dataclasses.replace(contract, errors=errors)
+        registry.IMPLEMENTATIONS,  # type: ignore[arg-type]
+        contract.ref,
+        registry.Implementation(broken_contract, real.handler),
     )
     broken = _run("ambiguous_effect")
     assert not broken.passed
