@@ -20,6 +20,7 @@ from approvals import domain
 from approvals.models import ApprovalPolicy, ApprovalVote, Checkpoint, Decision, DecisionRefusal
 from capabilities import evidence as ev
 from capabilities.reserve_part import CONTRACT as RESERVE_CONTRACT
+from fieldops import points
 from kernel import clock, retry
 from runs import authority, evidence
 from runs.domain.states import Actor, EventType, State
@@ -342,6 +343,9 @@ def approval_decide(
                 closed_at=now,
             )
 
+        # A drill point between the read and the compare-and-set: the fault lab's race of
+        # two approvals for the last slot lands the other approval exactly here.
+        points.reach("approvals.before_decision_append", str(run.pk))
         if approve and not granted:
             result = authority.append(
                 run_id=str(run.pk),
