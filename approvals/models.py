@@ -174,3 +174,74 @@ class ApprovalPolicy(models.Model):
             quorum_min_quantity=self.quorum_min_quantity,
             quorum_part_ids=tuple(self.quorum_part_ids),
         )
+
+
+class WebhookEndpoint(models.Model):
+    """Where a tenant's approval notifications are posted, signed with ``secret``."""
+
+    class Format(models.TextChoices):
+        JSON = "json"
+        SLACK = "slack"
+
+    tenant = models.CharField(max_length=32)
+    name = models.CharField(max_length=80)
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=200)
+    format = models.CharField(max_length=8, choices=Format.choices, default=Format.JSON)
+    active = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.name}"
+
+
+class Delivery(models.Model):
+    """One notification to deliver (the durable outbox row): written in the transaction
+    that opened, decided or expired the checkpoint; a sender claims it, attempts it with
+    backoff and records every attempt."""
+
+    class Channel(models.TextChoices):
+        EMAIL = "email"
+        WEBHOOK = "webhook"
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING"
+        DELIVERED = "DELIVERED"
+        FAILED = "FAILED"
+
+    tenant = models.CharField(max_length=32)
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.PROTECT, related_name="deliveries")
+    event = models.CharField(max_length=24)  # opened | expiring | decided | expired
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    target = models.CharField(max_length=500)  # an email address, or the endpoint's name
+    endpoint = models.ForeignKey(WebhookEndpoint, null=True, on_delete=models.PROTECT)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "next_attempt_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["checkpoint", "event", "channel", "target"], name="one_delivery_per_event"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.channel} {self.target} {self.status}"
+
+
+class DeliveryAttempt(models.Model):
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log")
+    number = models.PositiveSmallIntegerField()
+    at = models.DateTimeField()
+    ok = models.BooleanField()
+    status_code = models.PositiveSmallIntegerField(null=True)
+    error = models.CharField(max_length=300, blank=True, default="")
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.delivery_id}: {'ok' if self.ok else 'failed'}"

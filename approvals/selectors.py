@@ -93,6 +93,22 @@ def quorum_view(checkpoint: Checkpoint) -> QuorumView:
     return QuorumView(checkpoint.quorum, votes, still if open_ else [])
 
 
+def delivery_log(*, tenant: str, limit: int = 200) -> list[Any]:
+    """The tenant's latest notification deliveries, each with its attempts."""
+    from django.db.models import Prefetch
+
+    from approvals.models import Delivery, DeliveryAttempt
+
+    return list(
+        Delivery.objects.filter(tenant=tenant)
+        .select_related("checkpoint")
+        .prefetch_related(
+            Prefetch("attempt_log", queryset=DeliveryAttempt.objects.order_by("number"))
+        )
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
 def decision_history(*, tenant: str, limit: int = 100) -> tuple[list[Decision], list[Any]]:
     decisions = list(
         Decision.objects.filter(checkpoint__tenant=tenant)

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 
 from access.roles import APPROVER, has_role, principal_ref_of, roles_of
-from approvals import domain
+from approvals import domain, notify
 from approvals.models import ApprovalPolicy, ApprovalVote, Checkpoint, Decision, DecisionRefusal
 from capabilities import evidence as ev
 from capabilities.reserve_part import CONTRACT as RESERVE_CONTRACT
@@ -101,7 +101,7 @@ def checkpoint_open_approval(
         else {}
     )
     eligibility = eligibility_of(run, proposal)
-    return Checkpoint.objects.create(
+    checkpoint = Checkpoint.objects.create(
         id=checkpoint_id,
         run=run,
         tenant=run.tenant,
@@ -132,6 +132,8 @@ def checkpoint_open_approval(
         expires_at=_expiry(proposal),
         created_at=now,
     )
+    notify.checkpoint_notify(checkpoint=checkpoint, event="opened")
+    return checkpoint
 
 
 def _summary(proposal: Mapping[str, Any]) -> str:
@@ -342,6 +344,10 @@ def approval_decide(
                 status=Checkpoint.Status.APPROVED if approve else Checkpoint.Status.DECLINED,
                 closed_at=now,
             )
+            checkpoint.status = (
+                Checkpoint.Status.APPROVED if approve else Checkpoint.Status.DECLINED
+            )
+            notify.checkpoint_notify(checkpoint=checkpoint, event="decided")
 
         # A drill point between the read and the compare-and-set: the fault lab's race of
         # two approvals for the last slot lands the other approval exactly here.
@@ -497,6 +503,9 @@ def checkpoint_expire(*, checkpoint_id: str) -> bool:
         refs={"checkpoint": checkpoint.pk},
         payload={"expired_at": clock.iso(checkpoint.expires_at), "owner": "approver"},
     )
+    if result.applied:
+        checkpoint.refresh_from_db()
+        notify.checkpoint_notify(checkpoint=checkpoint, event="expired")
     return result.applied
 
 

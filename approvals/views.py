@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from access.objects import get_checkpoint_for_user
-from access.roles import APPROVER, has_role, principal_ref_of, require_role, tenant_of
+from access.roles import APPROVER, OPERATOR, has_role, principal_ref_of, require_role, tenant_of
 from approvals import selectors, services
 from approvals.domain import CHANGEABLE_FIELDS, REFUSALS
 from approvals.models import Checkpoint
@@ -168,6 +168,15 @@ def approvals_history(request: AuthedHtmxRequest) -> HttpResponse:
 
 @require_GET
 @login_required
+def approvals_deliveries(request: AuthedHtmxRequest) -> HttpResponse:
+    """The notification delivery log: every delivery of the tenant and each attempt."""
+    require_role(request.user, APPROVER, OPERATOR)
+    rows = selectors.delivery_log(tenant=_tenant(request))
+    return render(request, "approvals/deliveries.html", {"deliveries": rows})
+
+
+@require_GET
+@login_required
 def approvals_detail(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResponse:
     checkpoint = _readable_checkpoint(request, checkpoint_id)
     return render(request, "approvals/detail.html", _detail_context(request, checkpoint))
@@ -216,6 +225,14 @@ def approvals_decide(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResp
     )
     if not result.recorded:
         return _refusal_response(request, checkpoint, result)
+    if result.counted and result.checkpoint is not None:
+        given = result.checkpoint.votes.count()
+        messages.success(
+            request,
+            f"Approval counted: {given} of {result.checkpoint.quorum}. The checkpoint waits for "
+            "another eligible approver; nothing is dispatched until the quorum is met.",
+        )
+        return redirect("approvals-detail", checkpoint.pk)
     if approve:
         messages.success(request, "Approved. The run revalidates and dispatches exactly this.")
     else:

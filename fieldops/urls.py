@@ -6,6 +6,7 @@ from runs import api
 
 urlpatterns = [
     path("api/callbacks/", api.callback, name="api-callback"),
+    path("api/", include("api.urls")),
     path("healthz", api.health, name="health"),
     path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

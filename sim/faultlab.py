@@ -1010,9 +1010,6 @@ def fx_prompt_injection(lab: Lab) -> FixtureOutcome:
     )
 
 
-BY_NAME: Mapping[str, Fixture] = {f.name: f for f in FIXTURES}
-
-
 # -- approval quorum (M-of-N) ------------------------------------------------------------
 def _quorum_checkpoint(run: Run) -> Checkpoint:
     return Checkpoint.objects.filter(run=run, kind=Checkpoint.Kind.APPROVAL).order_by("created_at")[
@@ -1197,6 +1194,9 @@ def fx_quorum_same_person_twice(lab: Lab) -> FixtureOutcome:
             "exactly one effect in the ledger": len(ledger(run)) == 1,
         },
     )
+
+
+BY_NAME: Mapping[str, Fixture] = {f.name: f for f in FIXTURES}
 
 
 def run_fixture(fixture: Fixture) -> FixtureResult:
