@@ -95,7 +95,7 @@ def test_an_email_link_leads_to_the_exact_proposal_and_its_approval(
 
 
 def test_the_requester_sees_a_disabled_approve_button_with_the_reason(
-    live_server: Any, new_page: Any
+    live_server: Any, new_page: Any, world: None
 ) -> None:
     make_user("lead", "north", "operator", "approver")
     run = make_run(principal="user:lead", namespace="live")
