@@ -99,17 +99,37 @@ def proposal_hash(content: Mapping[str, Any]) -> str:
     return digest(dict(content))
 
 
+# Bounds of what a person may send with a decision (SPEC §4). Larger inputs are refused
+# with ``input_too_large`` (a 400 that is recorded), never truncated silently.
+MAX_REASON_CHARS = 1000
+MAX_CHANGE_VALUE_CHARS = 64
+MAX_ANSWER_CHARS = 1000
+MAX_HASH_CHARS = 64
+
 # Reasons a decision is refused. Each is shown to the approver and recorded.
 REFUSALS: Mapping[str, str] = {
-    "hash_mismatch": "The proposal changed since you opened it: the hash you reviewed does "
-    "not match. Reload to review the current proposal.",
+    "hash_mismatch": "The page was altered: the hash you reviewed does not match this "
+    "proposal, nor any proposal this run made, so it is not what FieldOps showed. Reload the "
+    "page and review the proposal again.",
+    "proposal_changed": "The proposal changed since you opened it: you reviewed an earlier "
+    "proposal of this run, and the hash you saw does not match the one waiting now. Review "
+    "the current proposal.",
     "checkpoint_expired": "This checkpoint expired before your decision; the run has moved on.",
     "already_decided": "This checkpoint was already decided; a decision is single use.",
-    "run_not_waiting": "The run is no longer waiting for this decision (cancelled or ended).",
+    "quorum_complete": "The approvals this checkpoint needed are complete; your approval is "
+    "not needed and was not counted.",
+    "already_approved": "You already approved this checkpoint; the quorum needs a different "
+    "approver.",
+    "run_cancelled": "The run was cancelled; nothing will be dispatched.",
+    "run_not_waiting": "The run is no longer waiting for this decision (it ended or moved on).",
     "self_approval": "You requested this run; someone else must approve it.",
     "not_an_approver": "Only members of the approver role may decide approvals.",
+    "not_eligible": "You are not an eligible approver for this checkpoint: its approval "
+    "policy names who may decide.",
     "wrong_tenant": "This checkpoint belongs to another tenant.",
     "reason_required": "A decision needs a reason.",
+    "input_too_large": f"A reason or an answer may be at most {MAX_REASON_CHARS} characters "
+    f"and each requested change at most {MAX_CHANGE_VALUE_CHARS}; nothing was decided.",
     "not_an_approval": "This checkpoint asks a question; answer it instead of approving.",
     "invalid_requested_change": "The requested change names a field that is not part of "
     "the proposal.",
@@ -117,40 +137,95 @@ REFUSALS: Mapping[str, str] = {
     "Try again in a few seconds.",
 }
 
+# Refusals of someone without standing to decide (403): recorded in the refusal log but
+# never written into the run's history, which an outsider must not be able to grow.
+AUTHORITY_REFUSALS: frozenset[str] = frozenset({"not_an_approver", "self_approval", "not_eligible"})
+# Refusals of a decision that came too late for the checkpoint: late_approval.rejected.
+LATE_REFUSALS: frozenset[str] = frozenset(
+    {"checkpoint_expired", "run_not_waiting", "run_cancelled", "already_decided", "quorum_complete"}
+)
+# Refusals of malformed input (400).
+INPUT_REFUSALS: frozenset[str] = frozenset(
+    {"reason_required", "input_too_large", "invalid_requested_change", "not_an_approval"}
+)
+
 CHANGEABLE_FIELDS: tuple[str, ...] = ("slot_id", "quantity", "part_id", "location_id")
 
+# Checkpoint statuses a decision can no longer change, and why.
+_CLOSED: Mapping[str, str] = {
+    "CANCELLED": "run_cancelled",
+    "EXPIRED": "checkpoint_expired",
+    "DECLINED": "already_decided",
+    "ANSWERED": "already_decided",
+}
 
-def decision_refusal(
-    *,
-    seen_hash: str,
-    checkpoint_hash: str,
-    checkpoint_status: str,
-    expired: bool,
-    run_waiting_here: bool,
-    approver_ref: str,
-    requester_ref: str,
-    approver_has_role: bool,
-    reason: str,
-) -> str | None:
+
+@dataclass(frozen=True)
+class DecisionAttempt:
+    """Everything the refusal rules need about one decision attempt, as read."""
+
+    seen_hash: str
+    checkpoint_hash: str
+    checkpoint_status: str
+    expired: bool
+    run_waiting_here: bool
+    run_cancelled: bool
+    approver_ref: str
+    requester_ref: str
+    approver_has_role: bool
+    reason: str
+    approve: bool = True
+    eligible: bool = True
+    quorum: int = 1
+    approved_by: tuple[str, ...] = ()
+    other_proposal_hashes: frozenset[str] = frozenset()
+    requested_change: Mapping[str, Any] | None = None
+
+
+def decision_refusal(attempt: DecisionAttempt) -> str | None:
     """Return the refusal code for a decision attempt, or None if it may be recorded.
 
-    The checks run cheapest-authority-first: role, self-approval, liveness, then the hash.
+    The checks run cheapest-authority-first: role, self-approval, eligibility, the size of
+    what was sent, the checkpoint's liveness (each closed state names its own cause), a
+    second approval by the same person, the hash (a changed proposal apart from an altered
+    page), then the content.
     """
-    if not approver_has_role:
+    a = attempt
+    if not a.approver_has_role:
         return "not_an_approver"
-    if approver_ref == requester_ref:
+    if a.approver_ref == a.requester_ref:
         return "self_approval"
-    if checkpoint_status != "PENDING":
-        return "already_decided"
-    if not run_waiting_here:
-        return "run_not_waiting"
-    if expired:
+    if not a.eligible:
+        return "not_eligible"
+    if too_large(reason=a.reason, seen_hash=a.seen_hash, change=a.requested_change):
+        return "input_too_large"
+    closed = _CLOSED.get(a.checkpoint_status)
+    if closed is not None:
+        return closed
+    if a.checkpoint_status in ("APPROVED", "USED"):
+        return "quorum_complete" if a.quorum > 1 else "already_decided"
+    if a.expired:
         return "checkpoint_expired"
-    if seen_hash != checkpoint_hash:
-        return "hash_mismatch"
-    if not reason.strip():
+    if not a.run_waiting_here:
+        return "run_cancelled" if a.run_cancelled else "run_not_waiting"
+    if a.approver_ref in a.approved_by:
+        return "already_approved"
+    if a.seen_hash != a.checkpoint_hash:
+        return "proposal_changed" if a.seen_hash in a.other_proposal_hashes else "hash_mismatch"
+    if not a.reason.strip():
         return "reason_required"
+    if a.requested_change and not a.approve:
+        return requested_change_problems(a.requested_change)
     return None
+
+
+def too_large(*, reason: str, seen_hash: str, change: Mapping[str, Any] | None) -> bool:
+    """True when a decision's inputs exceed the bounds above."""
+    if len(reason) > MAX_REASON_CHARS or len(seen_hash) > MAX_HASH_CHARS:
+        return True
+    if change and len(change) > len(CHANGEABLE_FIELDS):
+        return True
+    return any(len(str(v)) > MAX_CHANGE_VALUE_CHARS for v in (change or {}).values())
 
 
 def requested_change_problems(change: Mapping[str, Any]) -> str | None:
@@ -158,3 +233,88 @@ def requested_change_problems(change: Mapping[str, Any]) -> str | None:
     if unknown:
         return "invalid_requested_change"
     return None
+
+
+# -- who may decide: approval policies and quorum -------------------------------------------
+@dataclass(frozen=True)
+class PolicyRule:
+    """An approval policy as stored (one row of ``approvals.ApprovalPolicy``)."""
+
+    name: str
+    capability: str
+    effect_class: str = ""  # "" applies to every effect class of the capability
+    world: str = ""  # "" applies to every world
+    group: str = ""  # "" : the approver role of the tenant; else only this group's members
+    usernames: tuple[str, ...] = ()  # () : anyone the group admits; else only these users
+    quorum: int = 1
+    quorum_min_quantity: int | None = None
+    quorum_part_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    """Who may decide one checkpoint, and how many distinct approvals it needs."""
+
+    policy: str = ""
+    group: str = ""
+    usernames: tuple[str, ...] = ()
+    quorum: int = 1
+
+    def admits(self, *, username: str, groups: frozenset[str]) -> bool:
+        """True when a holder of the approver role with ``groups`` is eligible."""
+        if self.group and self.group not in groups:
+            return False
+        return not self.usernames or username in self.usernames
+
+    def describe(self) -> str:
+        who = "members of the approver role"
+        if self.group:
+            who += f" in group {self.group!r}"
+        if self.usernames:
+            who += " named " + ", ".join(self.usernames)
+        need = f"{self.quorum} distinct approvals" if self.quorum > 1 else "one approval"
+        return f"{who}; {need}" + (f" (policy {self.policy!r})" if self.policy else "")
+
+
+DEFAULT_ELIGIBILITY = Eligibility()
+
+
+def eligibility_for(
+    rules: Sequence[PolicyRule],
+    *,
+    capability: str,
+    effect_class: str,
+    world: str,
+    quantity: int,
+    part_id: str,
+) -> Eligibility:
+    """The eligibility of a proposal: the most specific matching policy (an exact world
+    before any world, an exact effect class before any), or the tenant's approver role with
+    one approval when none matches. A policy's quorum applies when it names no condition,
+    or when the quantity reaches ``quorum_min_quantity`` or the part is flagged high-value
+    (``quorum_part_ids``); otherwise one approval suffices."""
+    matching = [
+        r
+        for r in rules
+        if r.capability == capability
+        and r.effect_class in ("", effect_class)
+        and r.world in ("", world)
+    ]
+    if not matching:
+        return DEFAULT_ELIGIBILITY
+    rule = max(matching, key=lambda r: (bool(r.world), bool(r.effect_class), r.name))
+    conditional = rule.quorum_min_quantity is not None or bool(rule.quorum_part_ids)
+    applies = not conditional or (
+        (rule.quorum_min_quantity is not None and quantity >= rule.quorum_min_quantity)
+        or part_id in rule.quorum_part_ids
+    )
+    return Eligibility(
+        policy=rule.name,
+        group=rule.group,
+        usernames=tuple(rule.usernames),
+        quorum=max(1, rule.quorum) if applies else 1,
+    )
+
+
+def quorum_met(*, quorum: int, approvals: int) -> bool:
+    return approvals >= max(1, quorum)

@@ -9,7 +9,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from approvals.models import Checkpoint, Decision, DecisionRefusal
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Q
+
+from access.roles import APPROVER
+from approvals.models import ApprovalVote, Checkpoint, Decision, DecisionRefusal
 from kernel import clock
 from runs.console.filters import DEFAULT_WORLD, in_world
 
@@ -23,18 +27,86 @@ def checkpoint_queue(
     kind: str = "",
     run_ids: tuple[uuid.UUID, uuid.UUID] | None = None,
     world: str = DEFAULT_WORLD,
+    assigned_to: Any = None,
     limit: int = QUEUE_LIMIT,
 ) -> list[Checkpoint]:
     """Pending checkpoints of the tenant, soonest expiry first; ``kind``, a run id range
-    (see ``id_range``) and the runs' world (``WORLDS``, live by default) narrow it. The
+    (see ``id_range``), the runs' world (``WORLDS``, live by default) and ``assigned_to``
+    (a user: only checkpoints that user may still decide) narrow it. The
     (tenant, status, expires_at) index serves every form."""
     qs = Checkpoint.objects.filter(tenant=tenant, status=Checkpoint.Status.PENDING)
     qs = in_world(qs, world, field="run__namespace")
+    if assigned_to is not None:
+        qs = assigned(qs, assigned_to)
     if kind:
         qs = qs.filter(kind=kind)
     if run_ids is not None:
         qs = qs.filter(run_id__gte=run_ids[0], run_id__lte=run_ids[1])
+    qs = qs.annotate(vote_count=Count("votes"))
     return list(qs.select_related("run").order_by("expires_at", "id")[:limit])
+
+
+def assigned(qs: Any, user: Any) -> Any:
+    """Narrow checkpoints to those ``user`` may still decide: eligible under the recorded
+    policy (group and named users), not requested by them, not already approved by them."""
+    from access.roles import principal_ref_of, roles_of
+
+    me = principal_ref_of(user)
+    groups = list(roles_of(user))
+    return (
+        qs.filter(Q(eligible_group="") | Q(eligible_group__in=groups))
+        .filter(Q(eligible_users=[]) | Q(eligible_users__contains=[user.get_username()]))
+        .exclude(requested_by_ref=me)
+        .exclude(votes__by_ref=me)
+    )
+
+
+@dataclass(frozen=True)
+class QuorumView:
+    """Who has approved a checkpoint so far and who still may."""
+
+    quorum: int
+    approved: list[ApprovalVote]
+    still_may: list[str]
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.quorum - len(self.approved))
+
+
+def quorum_view(checkpoint: Checkpoint) -> QuorumView:
+    votes = list(ApprovalVote.objects.filter(checkpoint=checkpoint).order_by("created_at", "id"))
+    voted = {v.by_ref for v in votes}
+    users = get_user_model().objects.filter(
+        membership__tenant=checkpoint.tenant, groups__name=APPROVER
+    )
+    if checkpoint.eligible_group:
+        users = users.filter(groups__name=checkpoint.eligible_group)
+    if checkpoint.eligible_users:
+        users = users.filter(username__in=list(checkpoint.eligible_users))
+    still = sorted(
+        ref
+        for ref in (f"user:{u}" for u in users.values_list("username", flat=True).distinct())
+        if ref not in voted and ref != checkpoint.requested_by_ref
+    )
+    open_ = checkpoint.status == Checkpoint.Status.PENDING
+    return QuorumView(checkpoint.quorum, votes, still if open_ else [])
+
+
+def delivery_log(*, tenant: str, limit: int = 200) -> list[Any]:
+    """The tenant's latest notification deliveries, each with its attempts."""
+    from django.db.models import Prefetch
+
+    from approvals.models import Delivery, DeliveryAttempt
+
+    return list(
+        Delivery.objects.filter(tenant=tenant)
+        .select_related("checkpoint")
+        .prefetch_related(
+            Prefetch("attempt_log", queryset=DeliveryAttempt.objects.order_by("number"))
+        )
+        .order_by("-created_at", "-id")[:limit]
+    )
 
 
 def decision_history(*, tenant: str, limit: int = 100) -> tuple[list[Decision], list[Any]]:

@@ -15,16 +15,16 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from access.roles import APPROVER, has_role, principal_ref_of
-from approvals import domain
-from approvals.models import Checkpoint, Decision, DecisionRefusal
+from access.roles import APPROVER, has_role, principal_ref_of, roles_of
+from approvals import domain, notify
+from approvals.models import ApprovalPolicy, ApprovalVote, Checkpoint, Decision, DecisionRefusal
 from capabilities import evidence as ev
 from capabilities.reserve_part import CONTRACT as RESERVE_CONTRACT
-from fieldops import telemetry
+from fieldops import points, telemetry
 from kernel import clock, retry
 from runs import authority, evidence
 from runs.domain.states import Actor, EventType, State
-from runs.models import Run
+from runs.models import Event, Run
 
 LOST_RESPONSE_NOTE = str(RESERVE_CONTRACT.reconciliation["approver_copy"])
 IDEMPOTENCY_NOTE = (
@@ -39,6 +39,28 @@ def _expiry(proposal: Mapping[str, Any]) -> dt.datetime:
     ttl = clock.now() + dt.timedelta(seconds=settings.FIELDOPS_APPROVAL_TTL_SECONDS)
     expires = proposal.get("expires_at")
     return min(ttl, clock.parse(expires)) if expires else ttl
+
+
+def world_of_namespace(namespace: str) -> str:
+    """The world an approval policy names for a run namespace (live, faultlab, simulation)."""
+    return "simulation" if namespace.startswith("sim-") else namespace
+
+
+def eligibility_of(run: Run, proposal: Mapping[str, Any]) -> domain.Eligibility:
+    """Who may decide ``proposal`` of ``run``: the tenant's matching approval policy."""
+    rules = [p.rule() for p in ApprovalPolicy.objects.filter(tenant=run.tenant)]
+    try:
+        quantity = domain.canonical_quantity(proposal.get("quantity", 1))
+    except domain.ProposalError:
+        quantity = 1
+    return domain.eligibility_for(
+        rules,
+        capability=RESERVE_CONTRACT.id,
+        effect_class=RESERVE_CONTRACT.effect_class.value,
+        world=world_of_namespace(run.namespace),
+        quantity=quantity,
+        part_id=str(proposal.get("part_id", "")),
+    )
 
 
 def checkpoint_open_approval(
@@ -78,11 +100,16 @@ def checkpoint_open_approval(
         if previous and hasattr(previous, "decision")
         else {}
     )
-    return Checkpoint.objects.create(
+    eligibility = eligibility_of(run, proposal)
+    checkpoint = Checkpoint.objects.create(
         id=checkpoint_id,
         run=run,
         tenant=run.tenant,
         kind=Checkpoint.Kind.APPROVAL,
+        policy_name=eligibility.policy,
+        eligible_group=eligibility.group,
+        eligible_users=list(eligibility.usernames),
+        quorum=eligibility.quorum,
         requested_by_ref=run.principal_ref,
         required_role=APPROVER,
         opened_sequence=opened_sequence,
@@ -105,6 +132,8 @@ def checkpoint_open_approval(
         expires_at=_expiry(proposal),
         created_at=now,
     )
+    notify.checkpoint_notify(checkpoint=checkpoint, event="opened")
+    return checkpoint
 
 
 def _summary(proposal: Mapping[str, Any]) -> str:
@@ -139,31 +168,91 @@ class DecisionResult:
     refusal: str = ""
     message: str = ""
     checkpoint: Checkpoint | None = None
+    # True when an approval was counted towards a quorum that still needs more.
+    counted: bool = False
 
     @classmethod
-    def refused(cls, code: str, checkpoint: Checkpoint | None) -> DecisionResult:
-        return cls(False, code, domain.REFUSALS.get(code, code), checkpoint)
+    def refused(cls, code: str, checkpoint: Checkpoint | None, message: str = "") -> DecisionResult:
+        return cls(False, code, message or domain.REFUSALS.get(code, code), checkpoint)
+
+
+def refusal_message(code: str, checkpoint: Checkpoint) -> str:
+    """The refusal's text with its real cause: who cancelled the run and when, when the
+    checkpoint expired, how many approvals the quorum counted."""
+    base = domain.REFUSALS.get(code, code)
+    if code == "run_cancelled":
+        cancel = (
+            Event.objects.filter(run_id=checkpoint.run_id, type=EventType.RUN_CANCELLED.value)
+            .values("payload", "occurred_at")
+            .first()
+        )
+        if cancel is not None:
+            by = cancel["payload"].get("by", "?")
+            at = clock.parse(cancel["occurred_at"]).strftime("%Y-%m-%d %H:%M:%S")
+            why = cancel["payload"].get("reason", "")
+            return (
+                f"The run was cancelled by {by} at {at} UTC"
+                + (f" ({why})" if why else "")
+                + "; nothing will be dispatched and no decision is recorded."
+            )
+    if code == "checkpoint_expired":
+        at = checkpoint.expires_at.strftime("%Y-%m-%d %H:%M:%S")
+        counted = checkpoint.votes.count()
+        extra = (
+            f" {counted} of the {checkpoint.quorum} approvals it needed had been given; "
+            "the expiry covers the whole quorum."
+            if checkpoint.quorum > 1
+            else ""
+        )
+        return f"This checkpoint expired at {at} UTC, before your decision.{extra}"
+    return base
 
 
 def _refuse(checkpoint: Checkpoint, user: Any, code: str, seen_hash: str) -> DecisionResult:
+    """Record a refused decision attempt. Late ones append ``late_approval.rejected`` and
+    other refusals of someone with standing ``decision.refused`` to the run's timeline;
+    refusals of someone without standing stay in the refusal log only (an outsider must not
+    be able to grow a run's history)."""
     DecisionRefusal.objects.create(
         checkpoint=checkpoint,
         run=checkpoint.run,
         user=user,
         code=code,
-        seen_hash=seen_hash[:64],
+        seen_hash=seen_hash[: domain.MAX_HASH_CHARS],
         created_at=clock.now(),
     )
-    if code in ("checkpoint_expired", "run_not_waiting", "already_decided"):
+    control = (
+        EventType.LATE_APPROVAL_REJECTED
+        if code in domain.LATE_REFUSALS
+        else None
+        if code in domain.AUTHORITY_REFUSALS or code == "busy"
+        else EventType.DECISION_REFUSED
+    )
+    if control is not None:
         authority.append_control(
             run_id=str(checkpoint.run_id),
-            type=EventType.LATE_APPROVAL_REJECTED,
+            type=control,
             actor=Actor.HARNESS,
             reason_code=code,
             refs={"checkpoint": checkpoint.pk},
-            payload={"by": principal_ref_of(user), "seen_hash": seen_hash[:64]},
+            payload={"by": principal_ref_of(user), "seen_hash": seen_hash[: domain.MAX_HASH_CHARS]},
         )
-    return DecisionResult.refused(code, checkpoint)
+    return DecisionResult.refused(code, checkpoint, refusal_message(code, checkpoint))
+
+
+def is_eligible(user: Any, checkpoint: Checkpoint) -> bool:
+    """True when ``user`` may decide ``checkpoint`` under the policy it recorded."""
+    return has_role(user, APPROVER) and checkpoint.eligibility.admits(
+        username=user.get_username(), groups=roles_of(user)
+    )
+
+
+def approvers_so_far(checkpoint: Checkpoint) -> list[str]:
+    return list(
+        ApprovalVote.objects.filter(checkpoint=checkpoint)
+        .order_by("created_at", "id")
+        .values_list("by_ref", flat=True)
+    )
 
 
 @telemetry.traced_decision("approve")
@@ -181,6 +270,11 @@ def approval_decide(
     The caller has already checked the checkpoint's tenant (objects of other tenants are
     404 in views). ``requested_change`` (decline only) names proposal fields to change; it
     becomes a new proposal that needs its own approval, never a silent edit.
+
+    A checkpoint whose policy needs a quorum of N counts each distinct eligible approver's
+    approval of the same hash (``approval.counted``); the N-th grants it (the decision names
+    every approver), any decline declines it. Every count and the grant compare-and-set the
+    run's revision, so two approvals racing for the last slot cannot both count.
     """
     seen_hash = (seen_hash or "").strip()
     reason = (reason or "").strip()
@@ -191,62 +285,114 @@ def approval_decide(
         if checkpoint.kind != Checkpoint.Kind.APPROVAL:
             return DecisionResult.refused("not_an_approval", checkpoint)
         run = checkpoint.run
+        votes = approvers_so_far(checkpoint)
+        me = principal_ref_of(user)
         refusal = domain.decision_refusal(
-            seen_hash=seen_hash,
-            checkpoint_hash=checkpoint.proposal_hash,
-            checkpoint_status=checkpoint.status,
-            expired=checkpoint.expires_at <= clock.now(),
-            run_waiting_here=run.state == State.WAITING_HUMAN.value
-            and run.waiting_checkpoint == checkpoint.pk,
-            approver_ref=principal_ref_of(user),
-            requester_ref=run.principal_ref,
-            approver_has_role=has_role(user, APPROVER),
-            reason=reason,
+            domain.DecisionAttempt(
+                seen_hash=seen_hash,
+                checkpoint_hash=checkpoint.proposal_hash,
+                checkpoint_status=checkpoint.status,
+                expired=checkpoint.expires_at <= clock.now(),
+                run_waiting_here=run.state == State.WAITING_HUMAN.value
+                and run.waiting_checkpoint == checkpoint.pk,
+                run_cancelled=run.state == State.CANCELLED.value,
+                approver_ref=me,
+                requester_ref=run.principal_ref,
+                approver_has_role=has_role(user, APPROVER),
+                reason=reason,
+                approve=approve,
+                eligible=is_eligible(user, checkpoint),
+                quorum=checkpoint.quorum,
+                approved_by=tuple(votes),
+                other_proposal_hashes=frozenset(
+                    Checkpoint.objects.filter(run=run)
+                    .exclude(pk=checkpoint.pk)
+                    .values_list("proposal_hash", flat=True)
+                ),
+                requested_change=change,
+            )
         )
-        if refusal is None and change and not approve:
-            refusal = domain.requested_change_problems(change)
         if refusal is not None:
             return _refuse(checkpoint, user, refusal, seen_hash)
-        verdict = Decision.Verdict.APPROVE if approve else Decision.Verdict.DECLINE
+        granted = approve and domain.quorum_met(quorum=checkpoint.quorum, approvals=len(votes) + 1)
+        approvers = [*votes, me] if approve else []
 
-        def within(
-            run_row: Run, event: Any, checkpoint: Checkpoint = checkpoint, verdict: str = verdict
-        ) -> None:
+        def within(run_row: Run, event: Any, checkpoint: Checkpoint = checkpoint) -> None:
+            now = clock.now()
+            if approve:
+                ApprovalVote.objects.create(
+                    checkpoint=checkpoint,
+                    user=user,
+                    by_ref=me,
+                    seen_hash=seen_hash,
+                    reason=reason,
+                    created_at=now,
+                )
+            if approve and not granted:
+                return
             Decision.objects.create(
                 checkpoint=checkpoint,
-                verdict=verdict,
+                verdict=Decision.Verdict.APPROVE if approve else Decision.Verdict.DECLINE,
                 decided_by=user,
-                decided_by_ref=principal_ref_of(user),
+                decided_by_ref=me,
                 seen_hash=seen_hash,
-                reason=reason[:1000],
+                reason=reason,
                 requested_change=change if not approve else {},
-                created_at=clock.now(),
+                approvers=approvers,
+                created_at=now,
             )
             Checkpoint.objects.filter(pk=checkpoint.pk).update(
                 status=Checkpoint.Status.APPROVED if approve else Checkpoint.Status.DECLINED,
-                closed_at=clock.now(),
+                closed_at=now,
             )
+            checkpoint.status = (
+                Checkpoint.Status.APPROVED if approve else Checkpoint.Status.DECLINED
+            )
+            notify.checkpoint_notify(checkpoint=checkpoint, event="decided")
 
-        result = authority.append(
-            run_id=str(run.pk),
-            expected_revision=run.revision,
-            expected_epoch=None,
-            type=EventType.APPROVAL_GRANTED if approve else EventType.APPROVAL_DECLINED,
-            actor=Actor.HUMAN_PRINCIPAL,
-            reason_code="approved" if approve else "declined",
-            refs={"checkpoint": checkpoint.pk, "approval": checkpoint.pk},
-            payload={
-                "by": principal_ref_of(user),
-                "proposal_hash": seen_hash,
-                "reason": reason[:300],
-                "requested_change": change if not approve else {},
-            },
-            within=within,
-            advance_after=True,
-        )
+        # A drill point between the read and the compare-and-set: the fault lab's race of
+        # two approvals for the last slot lands the other approval exactly here.
+        points.reach("approvals.before_decision_append", str(run.pk))
+        if approve and not granted:
+            result = authority.append(
+                run_id=str(run.pk),
+                expected_revision=run.revision,
+                expected_epoch=None,
+                type=EventType.APPROVAL_COUNTED,
+                actor=Actor.HUMAN_PRINCIPAL,
+                reason_code="approval_counted",
+                refs={"checkpoint": checkpoint.pk},
+                payload={
+                    "by": me,
+                    "proposal_hash": seen_hash,
+                    "reason": reason[:300],
+                    "approvals": len(approvers),
+                    "quorum": checkpoint.quorum,
+                },
+                within=within,
+            )
+        else:
+            result = authority.append(
+                run_id=str(run.pk),
+                expected_revision=run.revision,
+                expected_epoch=None,
+                type=EventType.APPROVAL_GRANTED if approve else EventType.APPROVAL_DECLINED,
+                actor=Actor.HUMAN_PRINCIPAL,
+                reason_code="approved" if approve else "declined",
+                refs={"checkpoint": checkpoint.pk, "approval": checkpoint.pk},
+                payload={
+                    "by": me,
+                    "proposal_hash": seen_hash,
+                    "reason": reason[:300],
+                    "requested_change": change if not approve else {},
+                    **({"approvers": approvers} if approve else {}),
+                },
+                within=within,
+                advance_after=True,
+            )
         if result.applied:
             checkpoint.refresh_from_db()
-            return DecisionResult(True, checkpoint=checkpoint)
+            return DecisionResult(True, checkpoint=checkpoint, counted=approve and not granted)
         if result.busy:
             return DecisionResult.refused("busy", checkpoint)
         if not result.conflict:
@@ -278,6 +424,8 @@ def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> Decis
             )
         if not answer:
             return DecisionResult(False, "answer_required", "An answer is required.", checkpoint)
+        if len(answer) > domain.MAX_ANSWER_CHARS:
+            return _refuse(checkpoint, user, "input_too_large", "")
         if (
             checkpoint.status != Checkpoint.Status.PENDING
             or run.waiting_checkpoint != (checkpoint.pk)
@@ -291,7 +439,7 @@ def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> Decis
                 "capability": "answer",
                 "ok": True,
                 "error": "",
-                "data": {"question": checkpoint.question, "answer": answer[:1000]},
+                "data": {"question": checkpoint.question, "answer": answer},
                 "observed_at": clock.iso(clock.now()),
             },
         )
@@ -303,7 +451,7 @@ def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> Decis
                 decided_by=user,
                 decided_by_ref=principal_ref_of(user),
                 reason="answered",
-                answer=answer[:1000],
+                answer=answer,
                 created_at=clock.now(),
             )
             Checkpoint.objects.filter(pk=checkpoint.pk).update(
@@ -358,6 +506,9 @@ def checkpoint_expire(*, checkpoint_id: str) -> bool:
         refs={"checkpoint": checkpoint.pk},
         payload={"expired_at": clock.iso(checkpoint.expires_at), "owner": "approver"},
     )
+    if result.applied:
+        checkpoint.refresh_from_db()
+        notify.checkpoint_notify(checkpoint=checkpoint, event="expired")
     return result.applied
 
 

@@ -19,18 +19,30 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from access.objects import get_checkpoint_for_user
-from access.roles import APPROVER, has_role, principal_ref_of, require_role, tenant_of
+from access.roles import APPROVER, OPERATOR, has_role, principal_ref_of, require_role, tenant_of
 from approvals import selectors, services
-from approvals.domain import CHANGEABLE_FIELDS
+from approvals.domain import CHANGEABLE_FIELDS, REFUSALS
 from approvals.models import Checkpoint
 from fieldops.http import AuthedHtmxRequest
 from kernel import clock
 from kernel.canonical import digest
 from runs.console import filters
 
-FORBIDDEN_REFUSALS = frozenset({"not_an_approver", "self_approval", "not_requester"})
+FORBIDDEN_REFUSALS = frozenset(
+    {"not_an_approver", "self_approval", "not_eligible", "not_requester"}
+)
 CONFLICT_REFUSALS = frozenset(
-    {"hash_mismatch", "checkpoint_expired", "already_decided", "run_not_waiting", "busy"}
+    {
+        "hash_mismatch",
+        "proposal_changed",
+        "checkpoint_expired",
+        "already_decided",
+        "quorum_complete",
+        "already_approved",
+        "run_cancelled",
+        "run_not_waiting",
+        "busy",
+    }
 )
 
 
@@ -54,8 +66,34 @@ def _detail_context(
     request: AuthedHtmxRequest, checkpoint: Checkpoint, **extra: Any
 ) -> dict[str, Any]:
     run = checkpoint.run
+    quorum = selectors.quorum_view(checkpoint)
+    me = principal_ref_of(request.user)
+    is_requester = me == run.principal_ref
+    disabled = ""
+    if is_requester:
+        disabled = REFUSALS["self_approval"]
+    elif not services.is_eligible(request.user, checkpoint):
+        disabled = REFUSALS["not_eligible"]
+    elif any(v.by_ref == me for v in quorum.approved):
+        disabled = REFUSALS["already_approved"]
+    closed_note = ""
+    if checkpoint.status == Checkpoint.Status.CANCELLED:
+        closed_note = services.refusal_message("run_cancelled", checkpoint)
+    elif checkpoint.status == Checkpoint.Status.EXPIRED:
+        closed_note = services.refusal_message("checkpoint_expired", checkpoint)
+    proposal_expiry = checkpoint.canonical.get("expires_at") if checkpoint.canonical else None
+    other_expiry = (
+        clock.parse(proposal_expiry)
+        if proposal_expiry and clock.parse(proposal_expiry) != checkpoint.expires_at
+        else None
+    )
     return {
         "checkpoint": checkpoint,
+        "quorum": quorum,
+        "eligibility": checkpoint.eligibility.describe(),
+        "disabled_reason": disabled,
+        "closed_note": closed_note,
+        "other_expiry": other_expiry,
         "run": run,
         "evidence": selectors.evidence_ages(checkpoint),
         "expires_in": (checkpoint.expires_at - clock.now()).total_seconds(),
@@ -63,7 +101,7 @@ def _detail_context(
         and digest(checkpoint.canonical) == checkpoint.proposal_hash,
         "changeable_fields": CHANGEABLE_FIELDS,
         "decision": getattr(checkpoint, "decision", None),
-        "is_requester": principal_ref_of(request.user) == run.principal_ref,
+        "is_requester": is_requester,
         "can_decide": has_role(request.user, APPROVER)
         and checkpoint.status == Checkpoint.Status.PENDING,
         **extra,
@@ -77,6 +115,7 @@ def approvals_queue(request: AuthedHtmxRequest) -> HttpResponse:
     kind = request.GET.get("kind", "")
     q = request.GET.get("q", "").strip()[:64]
     world = filters.world_from_query(request.GET.get("world"))
+    mine = request.GET.get("assigned") == "me"
     error, bounds = "", None
     if kind and kind not in Checkpoint.Kind.values:
         error = f"There is no checkpoint kind {kind[:40]!r}: choose approval or clarification."
@@ -89,16 +128,26 @@ def approvals_queue(request: AuthedHtmxRequest) -> HttpResponse:
     pending = (
         []
         if error
-        else selectors.checkpoint_queue(tenant=tenant, kind=kind, run_ids=bounds, world=world)
+        else selectors.checkpoint_queue(
+            tenant=tenant,
+            kind=kind,
+            run_ids=bounds,
+            world=world,
+            assigned_to=request.user if mine else None,
+        )
     )
     now = clock.now()
     shown_world = "" if world == filters.DEFAULT_WORLD else world
-    active = {k: v for k, v in (("kind", kind), ("q", q), ("world", shown_world)) if v}
+    active = {
+        k: v
+        for k, v in (("kind", kind), ("q", q), ("world", shown_world), ("assigned", mine and "me"))
+        if v
+    }
     context = {
         "rows": [(c, (c.expires_at - now).total_seconds()) for c in pending],
         "kinds": Checkpoint.Kind.values,
         "worlds": list(filters.WORLDS.items()),
-        "filters": {"kind": kind, "q": q, "world": world},
+        "filters": {"kind": kind, "q": q, "world": world, "assigned": mine},
         "filter_query": urlencode(active),
         "error": error,
         "capped": len(pending) == selectors.QUEUE_LIMIT,
@@ -115,6 +164,15 @@ def approvals_history(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, APPROVER)
     decisions, refusals = selectors.decision_history(tenant=_tenant(request))
     return render(request, "approvals/history.html", {"decisions": decisions, "refusals": refusals})
+
+
+@require_GET
+@login_required
+def approvals_deliveries(request: AuthedHtmxRequest) -> HttpResponse:
+    """The notification delivery log: every delivery of the tenant and each attempt."""
+    require_role(request.user, APPROVER, OPERATOR)
+    rows = selectors.delivery_log(tenant=_tenant(request))
+    return render(request, "approvals/deliveries.html", {"deliveries": rows})
 
 
 @require_GET
@@ -167,6 +225,14 @@ def approvals_decide(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResp
     )
     if not result.recorded:
         return _refusal_response(request, checkpoint, result)
+    if result.counted and result.checkpoint is not None:
+        given = result.checkpoint.votes.count()
+        messages.success(
+            request,
+            f"Approval counted: {given} of {result.checkpoint.quorum}. The checkpoint waits for "
+            "another eligible approver; nothing is dispatched until the quorum is met.",
+        )
+        return redirect("approvals-detail", checkpoint.pk)
     if approve:
         messages.success(request, "Approved. The run revalidates and dispatches exactly this.")
     else:

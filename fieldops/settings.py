@@ -137,6 +137,7 @@ INSTALLED_APPS = [
     "catalog",
     "runs",
     "approvals",
+    "api",
     "sim",
 ]
 
@@ -234,6 +235,26 @@ FIELDOPS_MAX_ATTEMPTS = int(env("FIELDOPS_MAX_ATTEMPTS", "5"))
 # Signed callbacks older than this are refused (replay protection).
 FIELDOPS_CALLBACK_MAX_SKEW_SECONDS = int(env("FIELDOPS_CALLBACK_MAX_SKEW_SECONDS", "300"))
 FIELDOPS_APPROVAL_TTL_SECONDS = int(env("FIELDOPS_APPROVAL_TTL_SECONDS", "900"))
+# Approval notifications (approvals/notify.py, docs/approvals.md): "about to expire" notices
+# this long before expiry (0: none); webhook retries with exponential backoff.
+FIELDOPS_APPROVAL_REMIND_SECONDS = int(env("FIELDOPS_APPROVAL_REMIND_SECONDS", "180"))
+FIELDOPS_NOTIFY_BACKOFF_SECONDS = int(env("FIELDOPS_NOTIFY_BACKOFF_SECONDS", "10"))
+FIELDOPS_NOTIFY_MAX_ATTEMPTS = int(env("FIELDOPS_NOTIFY_MAX_ATTEMPTS", "6"))
+FIELDOPS_WEBHOOK_TIMEOUT_SECONDS = float(env("FIELDOPS_WEBHOOK_TIMEOUT_SECONDS", "3"))
+# Links in notifications point here (the console's public address).
+FIELDOPS_BASE_URL = env("FIELDOPS_BASE_URL", "http://127.0.0.1:8000")
+# Email: the embedded default writes messages as files under var/mail; a deployment sets
+# EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend and the EMAIL_* below.
+EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
+EMAIL_FILE_PATH = env("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
+EMAIL_HOST = env("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(env("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = int(env("EMAIL_TIMEOUT", "10"))
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "FieldOps <fieldops@localhost>")
 FIELDOPS_EXTERNAL_WAIT_SECONDS = int(env("FIELDOPS_EXTERNAL_WAIT_SECONDS", "600"))
 # A constant everyone can read: fine on 127.0.0.1, refused anywhere else (fieldops/checks.py,
 # serve_embedded). Production requires its own key.

@@ -7,6 +7,7 @@ from runs import api
 
 urlpatterns = [
     path("api/callbacks/", api.callback, name="api-callback"),
+    path("api/", include("api.urls")),
     path("healthz", api.health, name="health"),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("login/", ThrottledLoginView.as_view(), name="login"),

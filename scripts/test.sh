@@ -19,7 +19,7 @@ DJANGO_SECRET_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(64))
 DJANGO_ALLOWED_HOSTS=fieldops.example.com FIELDOPS_CALLBACK_KEY=deploy-check-only \
 DATABASE_URL=postgres://deploy-check@127.0.0.1:5432/unused \
   python manage.py check --deploy --fail-level WARNING --settings fieldops.settings_production
-bandit -q -r access approvals capabilities catalog fieldops kernel runs sim -ll -b .bandit-baseline.json
+bandit -q -r access api approvals capabilities catalog fieldops kernel runs sim -ll -b .bandit-baseline.json
 
 PG_URL="${FIELDOPS_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/fieldops_suite}"
 pg_up() { python - "$PG_URL" <<'PY'

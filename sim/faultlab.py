@@ -15,11 +15,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from approvals import services as approvals
-from approvals.models import Checkpoint, Decision
+from approvals.models import ApprovalPolicy, ApprovalVote, Checkpoint, Decision, DecisionRefusal
 from capabilities import ports, registry
+from fieldops import points
 from kernel import clock
 from runs import authority, callbacks, services
 from runs.authority import config_of, record_of
@@ -36,6 +38,8 @@ from sim.world.models import LedgerEntry, ServiceRequest
 TENANT = "north"
 REQUESTER = "faultlab-operator"
 APPROVER = "faultlab-approver"
+# The fault lab's approval policy: in its world a reservation of 2 or more needs 2 approvers.
+QUORUM_POLICY = "faultlab-quorum"
 
 
 @dataclass
@@ -76,6 +80,10 @@ class Lab:
         user_model = get_user_model()
         self.requester = user_model.objects.get(username=REQUESTER)
         self.approver = user_model.objects.get(username=APPROVER)
+        self.approvers = [
+            self.approver,
+            *(user_model.objects.get(username=f"{APPROVER}-{n}") for n in (2, 3)),
+        ]
 
     def start(
         self,
@@ -117,6 +125,37 @@ class Lab:
         )
         self.advance(run)
         return result
+
+    def decide_as(
+        self, user: Any, run: Run, *, approve: bool = True, advance: bool = True
+    ) -> approvals.DecisionResult:
+        """Decide the run's waiting checkpoint as ``user``, on the hash it shows."""
+        run.refresh_from_db()
+        checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+        result = approvals.approval_decide(
+            checkpoint_id=checkpoint.pk,
+            user=user,
+            approve=approve,
+            seen_hash=checkpoint.proposal_hash,
+            reason=f"fault lab: {user.get_username()}",
+        )
+        if advance:
+            self.advance(run)
+        return result
+
+    def start_quorum(self) -> Run:
+        """A reservation of 2 in the fault lab's world, where a policy needs 2 approvers."""
+        ApprovalPolicy.objects.update_or_create(
+            tenant=TENANT,
+            name=QUORUM_POLICY,
+            defaults={
+                "capability": "reserve_part",
+                "world": FAULTLAB_NAMESPACE,
+                "quorum": 2,
+                "quorum_min_quantity": 2,
+            },
+        )
+        return self.start(quantity=2)
 
     def approve_until_done(self, run: Run, limit: int = 4) -> Run:
         for _ in range(limit):
@@ -1140,6 +1179,192 @@ def fx_repeated_denial(lab: Lab) -> FixtureOutcome:
         )
 
     return _isolated(lab, script, "the gate is a live catalog decision")
+
+
+# -- approval quorum (M-of-N) ------------------------------------------------------------
+def _quorum_checkpoint(run: Run) -> Checkpoint:
+    return Checkpoint.objects.filter(run=run, kind=Checkpoint.Kind.APPROVAL).order_by("created_at")[
+        0
+    ]
+
+
+def _refusal_codes(checkpoint: Checkpoint) -> list[str]:
+    return list(
+        DecisionRefusal.objects.filter(checkpoint=checkpoint)
+        .order_by("pk")
+        .values_list("code", flat=True)
+    )
+
+
+@fixture(
+    "quorum_met",
+    injects="a reservation of 2 needs 2 distinct approvers",
+    expect=("COMPLETED", "all_predicates_pass"),
+    group="quorum",
+)
+def fx_quorum_met(lab: Lab) -> FixtureOutcome:
+    run = lab.start_quorum()
+    first, second = lab.approvers[0], lab.approvers[1]
+    counted = lab.decide_as(first, run)
+    waiting_after_one = lab.advance(run).state == "WAITING_HUMAN"
+    granted = lab.decide_as(second, run)
+    checkpoint = _quorum_checkpoint(run)
+    run = lab.approve_until_done(run)
+    attempt = EffectAttempt.objects.filter(run=run).first()
+    names = [f"user:{first.get_username()}", f"user:{second.get_username()}"]
+    return lab.outcome(
+        run,
+        **{
+            "the checkpoint recorded a quorum of 2": checkpoint.quorum == 2
+            and checkpoint.policy_name == QUORUM_POLICY,
+            "one approval was counted and the run kept waiting": counted.counted
+            and waiting_after_one,
+            "the second approval granted": granted.recorded and not granted.counted,
+            "the effect's record names every approver": attempt is not None
+            and attempt.checkpoint_id == checkpoint.pk
+            and Decision.objects.get(checkpoint=checkpoint).approvers == names,
+            "exactly one effect in the ledger": len(ledger(run)) == 1,
+        },
+    )
+
+
+@fixture(
+    "quorum_one_decline",
+    injects="one approval, then a decline by the second approver",
+    expect=("FAILED", "action_budget_exhausted"),
+    group="quorum",
+)
+def fx_quorum_one_decline(lab: Lab) -> FixtureOutcome:
+    run = lab.start_quorum()
+    checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+    lab.decide_as(lab.approvers[0], run)
+    declined = lab.decide_as(lab.approvers[1], run, approve=False)
+    for _ in range(6):
+        if lab.advance(run).disposition:
+            break
+    checkpoint.refresh_from_db()
+    return lab.outcome(
+        run,
+        **{
+            "the decline declined the checkpoint": declined.recorded
+            and checkpoint.status == Checkpoint.Status.DECLINED,
+            "the earlier approval stays recorded": ApprovalVote.objects.filter(
+                checkpoint=checkpoint
+            ).count()
+            == 1,
+            "no effect was dispatched": not EffectAttempt.objects.filter(run=run).exists()
+            and not ledger(run),
+        },
+    )
+
+
+@fixture(
+    "quorum_expiry_with_one_approval",
+    injects="the checkpoint expires after one of two approvals",
+    expect=("ESCALATED", "checkpoint_expired"),
+    group="quorum",
+)
+def fx_quorum_expiry_with_one_approval(lab: Lab) -> FixtureOutcome:
+    run = lab.start_quorum()
+    checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+    lab.decide_as(lab.approvers[0], run)
+    clock.advance(settings.FIELDOPS_APPROVAL_TTL_SECONDS + 5)
+    try:
+        sweeper.sweep()
+        late = approvals.approval_decide(
+            checkpoint_id=checkpoint.pk,
+            user=lab.approvers[1],
+            approve=True,
+            seen_hash=checkpoint.proposal_hash,
+            reason="fault lab: the second approval, too late",
+        )
+    finally:
+        clock.reset()
+    return lab.outcome(
+        run,
+        **{
+            "the late second approval is refused as expired": late.refusal == "checkpoint_expired",
+            "the message counts the approvals given": "1 of the 2 approvals" in late.message,
+            "the late approval is on the timeline": "late_approval.rejected" in types(run),
+            "no effect was dispatched": not ledger(run),
+        },
+    )
+
+
+@fixture(
+    "quorum_race_last_slot",
+    injects="two approvals race for the last slot of a quorum of 2",
+    expect=("COMPLETED", "all_predicates_pass"),
+    group="quorum",
+)
+def fx_quorum_race_last_slot(lab: Lab) -> FixtureOutcome:
+    run = lab.start_quorum()
+    first, second, third = lab.approvers
+    lab.decide_as(first, run)
+    raced: dict[str, approvals.DecisionResult] = {}
+    landed: list[str] = []
+
+    def land_second(point: str, run_id: str) -> None:
+        # The third approver read the checkpoint (one approval) and is about to append;
+        # the second approver's approval lands in between, exactly once.
+        if point == "approvals.before_decision_append" and not landed:
+            landed.append(point)
+            raced["second"] = lab.decide_as(second, run, advance=False)
+
+    previous = points.install(land_second)
+    try:
+        raced["third"] = lab.decide_as(third, run, advance=False)
+    finally:
+        points.install(previous)
+    checkpoint = _quorum_checkpoint(run)
+    run = lab.approve_until_done(lab.advance(run))
+    decision = Decision.objects.get(checkpoint=checkpoint)
+    return lab.outcome(
+        run,
+        **{
+            "exactly one of the racing approvals counted": raced["second"].recorded
+            and not raced["third"].recorded,
+            "the loser is told the quorum was complete": raced["third"].refusal
+            == "quorum_complete",
+            "the refusal is recorded": _refusal_codes(checkpoint) == ["quorum_complete"],
+            "two approvals, two approvers": ApprovalVote.objects.filter(
+                checkpoint=checkpoint
+            ).count()
+            == 2
+            and len(decision.approvers) == 2,
+            "exactly one effect in the ledger": len(ledger(run)) == 1,
+        },
+    )
+
+
+@fixture(
+    "quorum_same_person_twice",
+    injects="one approver approves the same checkpoint twice",
+    expect=("COMPLETED", "all_predicates_pass"),
+    group="quorum",
+)
+def fx_quorum_same_person_twice(lab: Lab) -> FixtureOutcome:
+    run = lab.start_quorum()
+    checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+    lab.decide_as(lab.approvers[0], run)
+    again = lab.decide_as(lab.approvers[0], run)
+    still_waiting = lab.advance(run).state == "WAITING_HUMAN"
+    lab.decide_as(lab.approvers[1], run)
+    run = lab.approve_until_done(run)
+    return lab.outcome(
+        run,
+        **{
+            "the second approval by the same person is refused": again.refusal
+            == "already_approved",
+            "the refusal is recorded": _refusal_codes(checkpoint) == ["already_approved"],
+            "it did not count: the run kept waiting": still_waiting,
+            "the quorum needed a different approver": len(
+                Decision.objects.get(checkpoint=checkpoint).approvers
+            )
+            == 2,
+            "exactly one effect in the ledger": len(ledger(run)) == 1,
+        },
+    )
 
 
 BY_NAME: Mapping[str, Fixture] = {f.name: f for f in FIXTURES}

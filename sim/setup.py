@@ -12,7 +12,13 @@ from sim.world.fixtures import LIVE_NAMESPACE
 from sim.world.service import seed_world
 
 FAULTLAB_NAMESPACE = "faultlab"
-SYSTEM_USERS = (("faultlab-operator", (OPERATOR,)), ("faultlab-approver", (APPROVER,)))
+SYSTEM_USERS = (
+    ("faultlab-operator", (OPERATOR,)),
+    ("faultlab-approver", (APPROVER,)),
+    # Two more approvers for the quorum fixtures (N distinct approvers of one hash).
+    ("faultlab-approver-2", (APPROVER,)),
+    ("faultlab-approver-3", (APPROVER,)),
+)
 
 
 def system_users() -> None:

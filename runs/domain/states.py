@@ -78,6 +78,10 @@ class EventType(StrEnum):
     PROPOSAL_REJECTED_AFTER_CANCEL = "proposal.rejected_after_cancel"
     STALE_OWNER_REJECTED = "stale_owner.rejected"
     LATE_APPROVAL_REJECTED = "late_approval.rejected"
+    # A decision attempt refused while the checkpoint was live (changed hash, too large...).
+    DECISION_REFUSED = "decision.refused"
+    # One approval of a quorum that needs more: counted, the run keeps waiting.
+    APPROVAL_COUNTED = "approval.counted"
     CALLBACK_ORPHANED = "callback.orphaned"
     DUPLICATE_DEDUPLICATED = "duplicate.deduplicated"
     BUDGET_CHANGED = "budget.changed"
@@ -94,6 +98,8 @@ CONTROL_EVENTS: frozenset[EventType] = frozenset(
         EventType.PROPOSAL_REJECTED_AFTER_CANCEL,
         EventType.STALE_OWNER_REJECTED,
         EventType.LATE_APPROVAL_REJECTED,
+        EventType.DECISION_REFUSED,
+        EventType.APPROVAL_COUNTED,
         EventType.CALLBACK_ORPHANED,
         EventType.DUPLICATE_DEDUPLICATED,
         EventType.BUDGET_CHANGED,
@@ -109,6 +115,7 @@ REJECTION_EVENTS: frozenset[EventType] = frozenset(
         EventType.PROPOSAL_REJECTED_AFTER_CANCEL,
         EventType.STALE_OWNER_REJECTED,
         EventType.LATE_APPROVAL_REJECTED,
+        EventType.DECISION_REFUSED,
         EventType.CALLBACK_ORPHANED,
     }
 )
@@ -121,6 +128,7 @@ POST_TERMINAL_CONTROL_EVENTS: frozenset[EventType] = frozenset(
         EventType.PROPOSAL_REJECTED_AFTER_CANCEL,
         EventType.STALE_OWNER_REJECTED,
         EventType.LATE_APPROVAL_REJECTED,
+        EventType.DECISION_REFUSED,
         EventType.CALLBACK_ORPHANED,
         EventType.DUPLICATE_DEDUPLICATED,
         EventType.EFFECT_RECONCILED,

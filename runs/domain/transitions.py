@@ -389,6 +389,10 @@ EVENT_DESCRIPTIONS: Mapping[EventType, str] = {
     EventType.STALE_OWNER_REJECTED: "A write from an old owner epoch (or an old-epoch "
     "callback) was fenced.",
     EventType.LATE_APPROVAL_REJECTED: "A decision arrived after expiry, use or the end of the run.",
+    EventType.DECISION_REFUSED: "A decision on a live checkpoint was refused (changed or altered "
+    "hash, input too large, a second approval by the same person); recorded, state unchanged.",
+    EventType.APPROVAL_COUNTED: "One approval of a quorum that needs more was recorded; the run "
+    "keeps waiting.",
     EventType.CALLBACK_ORPHANED: "A callback matched no expected response.",
     EventType.DUPLICATE_DEDUPLICATED: "A delivery seen before was recorded and ignored.",
     EventType.BUDGET_CHANGED: "An operator changed a limit, with a reason.",

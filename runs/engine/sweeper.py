@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import OperationalError
+from django.db import DatabaseError, OperationalError
 from django.db.models import Q
 
+from approvals import notify
 from approvals import services as approvals
 from approvals.models import Checkpoint
 from fieldops import telemetry
@@ -85,6 +86,7 @@ def sweep(*, now: dt.datetime | None = None, limit: int = 200) -> SweepReport:
     _enforce_deadlines(now, limit, report)
     _reconcile_obligations(limit, report)
     _redrive(now, limit, report)
+    _notify(now)
     WorkerHeartbeat.objects.update_or_create(
         worker="sweeper", defaults={"seen_at": clock.now(), "role": "sweeper"}
     )
@@ -99,6 +101,16 @@ def _expire_checkpoints(now: dt.datetime, limit: int, report: SweepReport) -> No
             report, checkpoint_id, approvals.checkpoint_expire, checkpoint_id=checkpoint_id
         ):
             report.expired_checkpoints.append(checkpoint_id)
+
+
+def _notify(now: dt.datetime) -> None:
+    """Queue "about to expire" notices and attempt due notification deliveries (bounded:
+    a slow receiver delays this sweep by at most its timeout per delivery)."""
+    try:
+        notify.checkpoints_remind(now=now)
+        notify.deliveries_send_due(now=now)
+    except DatabaseError:
+        log.exception("notification deliveries skipped this sweep")
 
 
 def _expire_waits(now: dt.datetime, limit: int, report: SweepReport) -> None:

@@ -77,7 +77,9 @@ def test_an_expired_checkpoint_escalates_and_a_late_approval_is_recorded(waiting
     waiting.refresh_from_db()
     assert waiting.state == "ESCALATED" and waiting.terminal_reason == "checkpoint_expired"
     result = _decide(cp, approver)
-    assert result.refusal == "already_decided"
+    # Its real cause (issue 19): the checkpoint expired, it was never decided.
+    assert result.refusal == "checkpoint_expired"
+    assert "expired at" in result.message
     assert "late_approval.rejected" in types(waiting)
     assert _checkpoint_status(waiting) == "EXPIRED"
 
@@ -92,7 +94,10 @@ def test_approval_of_a_cancelled_run_is_late(waiting, approver):
     cp = _checkpoint(waiting)
     runs.run_cancel(run_id=str(waiting.pk), by_ref="user:operator", reason="no longer needed")
     result = _decide(cp, approver)
-    assert result.refusal == "already_decided"  # the checkpoint closed with the run
+    # Its real cause (issue 19): who cancelled the run, and when.
+    assert result.refusal == "run_cancelled"
+    assert "cancelled by user:operator at" in result.message
+    assert "no longer needed" in result.message
     assert not result.recorded
     assert "late_approval.rejected" in types(waiting)
 

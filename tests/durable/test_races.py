@@ -71,6 +71,6 @@ def test_approve_and_cancel_race_has_exactly_one_winner(world, approver, monkeyp
         assert out["cancel"].refusal == "revision_conflict"
         assert "run.cancelled" not in types and run.state != "CANCELLED"
     else:
-        assert out["approve"].refusal in ("run_not_waiting", "already_decided")
+        assert out["approve"].refusal in ("run_not_waiting", "run_cancelled")
         assert out["approve"].message
         assert run.state == "CANCELLED" and "approval.granted" not in types

@@ -80,6 +80,10 @@ def faultlab_operator(world: World, principal: str, obj: Obj) -> bool:
     return OPERATOR in world.roles_of(principal) and world.tenant_of(principal) == FAULTLAB_TENANT
 
 
+def token_owner(world: World, principal: str, obj: Obj) -> bool:
+    return principal == obj.requester
+
+
 PUBLIC = "public"  # no sign-in needed (health, login, logout)
 SIGNED = "signed"  # HMAC-signed machine endpoint: a session authenticates nothing
 
@@ -162,6 +166,24 @@ def _const(data: dict[str, Any]) -> Body:
 POLICY: Mapping[str, Rule] = {
     # -- machine endpoints and sign-in -------------------------------------------------
     "api-callback": Rule({"POST": SIGNED}, body=_const({"delivery_id": "matrix"})),
+    # -- the JSON API: bearer tokens only, so a session authenticates nothing (401) -------
+    "api-v1-schema": Rule({"GET": PUBLIC}),
+    "api-v1:api-root": Rule({}, unserved=frozenset({404, 405})),  # no docs page is served
+    "api-v1:checkpoints_list": Rule({"GET": SIGNED}),
+    "api-v1:checkpoints_read": Rule({"GET": SIGNED}, objects="checkpoint"),
+    "api-v1:checkpoints_decide": Rule({"POST": SIGNED}, objects="checkpoint", body=_decide_body),
+    "api-v1:runs_start": Rule({"POST": SIGNED}, body=_start_body),
+    "api-v1:runs_read": Rule({"GET": SIGNED}, objects="run"),
+    "api-v1:runs_cancel": Rule({"POST": SIGNED}, objects="run", body=_const({"reason": "m"})),
+    # Anyone holding a role may hold tokens (a token acts with its user's roles).
+    "api-tokens": Rule({"GET": roles(APPROVER, OPERATOR, CATALOG_ADMIN)}),
+    "api-tokens-create": Rule(
+        {"POST": roles(APPROVER, OPERATOR, CATALOG_ADMIN)}, body=_const({"name": "matrix"})
+    ),
+    # Only its owner revokes a token; anyone else's is not disclosed (404).
+    "api-tokens-revoke": Rule(
+        {"POST": token_owner}, objects="token", body=_const({}), denied={"token": 404}
+    ),
     "health": Rule({"GET": PUBLIC}),
     # Prometheus scrapes with the ops token; no session is asked for (401, not a redirect).
     "metrics": Rule({"GET": staff}, anonymous=401),
@@ -231,6 +253,7 @@ POLICY: Mapping[str, Rule] = {
     # -- approvals ---------------------------------------------------------------------
     "approvals-queue": Rule({"GET": roles(APPROVER)}),
     "approvals-history": Rule({"GET": roles(APPROVER)}),
+    "approvals-deliveries": Rule({"GET": roles(APPROVER, OPERATOR)}),
     "approvals-detail": Rule({"GET": approver_or_clarification_requester}, objects="checkpoint"),
     "approvals-decide": Rule(
         {"POST": approver_of_approvals},
@@ -346,6 +369,10 @@ def objects_for(world: World, kind: str) -> list[Obj]:
         ]
     if kind == "runbook":
         return [Obj("ledger-outage", "runbook", {"slug": "ledger-outage"})]
+    if kind == "token":
+        return [
+            Obj("operator_token", "token", {"token_id": world.tokens["operator"]}, None, "operator")
+        ]
     if kind in ("server", "discovery", "drift"):
         return [Obj(f"matrix-{kind}", kind, {f"{kind}_id": world.catalog[kind]})]
     raise ValueError(f"no objects for kind {kind!r}")

@@ -18,19 +18,22 @@ class Route:
 
 
 def enumerate_routes() -> list[Route]:
-    """Every URL pattern reachable from ROOT_URLCONF, with its full pattern and module."""
+    """Every URL pattern reachable from ROOT_URLCONF, with its full pattern and module; a
+    namespaced pattern (the JSON API's) is named as ``reverse`` takes it (``ns:name``)."""
     found: list[Route] = []
 
-    def walk(patterns: Any, prefix: str, module: str) -> None:
+    def walk(patterns: Any, prefix: str, module: str, namespace: str) -> None:
         for entry in patterns:
             if isinstance(entry, URLResolver):
                 included = getattr(entry.urlconf_module, "__name__", str(entry.urlconf_name))
-                walk(entry.url_patterns, prefix + str(entry.pattern), included)
+                inner = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
+                walk(entry.url_patterns, prefix + str(entry.pattern), included, inner)
             elif isinstance(entry, URLPattern):
-                found.append(Route(entry.name or "", prefix + str(entry.pattern), module))
+                name = f"{namespace}{entry.name}" if entry.name else ""
+                found.append(Route(name, prefix + str(entry.pattern), module))
 
     resolver = get_resolver()
-    walk(resolver.url_patterns, "", str(resolver.urlconf_name))
+    walk(resolver.url_patterns, "", str(resolver.urlconf_name), "")
     return found
 
 

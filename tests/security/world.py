@@ -58,6 +58,7 @@ class World:
     versions: dict[str, int] = field(default_factory=dict)  # label -> CapabilityVersion pk
     attempts: dict[str, str] = field(default_factory=dict)  # label -> EffectAttempt id
     catalog: dict[str, int] = field(default_factory=dict)  # server / discovery / drift pks
+    tokens: dict[str, int] = field(default_factory=dict)  # principal -> their API token pk
 
     def run(self, label: str) -> Run:
         return Run.objects.get(pk=self.runs[label])
@@ -127,6 +128,9 @@ def build_world() -> World:
         location_id="LOC-S1",
     )
     world.checkpoints["south_approval"] = south.waiting_checkpoint
+    from api.tokens import token_create
+
+    world.tokens["operator"] = token_create(user=operator, name="matrix")[0].pk
     for label in ("completed", "south_waiting"):
         ev = Evidence.objects.filter(run_id=world.runs[label]).order_by("created_at").last()
         assert ev is not None

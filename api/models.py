@@ -1,0 +1,29 @@
+"""Per-user API tokens: only a SHA-256 digest of each secret is stored."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ApiToken(models.Model):
+    """A bearer token that acts as its user (their tenant and roles), until revoked."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=80)
+    # The public part of the token (shown in the console, used to find the row).
+    prefix = models.CharField(max_length=16, unique=True)
+    # sha256 of the whole token; the secret itself is shown once and never stored.
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,21 @@
+from django.http import HttpRequest, JsonResponse
+from django.urls import path
+from django.views.decorators.http import require_GET
+
+from api import views
+from api.v1 import api
+
+
+@require_GET
+def schema(request: HttpRequest) -> JsonResponse:
+    """The OpenAPI schema of API v1 (public: it describes, it discloses no data)."""
+    return JsonResponse(api.get_openapi_schema(path_prefix="/api/v1"))
+
+
+urlpatterns = [
+    path("v1/schema/", schema, name="api-v1-schema"),
+    path("v1/", api.urls),
+    path("tokens/", views.tokens, name="api-tokens"),
+    path("tokens/new/", views.tokens_create, name="api-tokens-create"),
+    path("tokens/<int:token_id>/revoke/", views.tokens_revoke, name="api-tokens-revoke"),
+]

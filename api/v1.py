@@ -1,0 +1,407 @@
+"""FieldOps API v1 (django-ninja): pending checkpoints, the exact proposal, decisions with
+``seen_hash``, starting and cancelling runs, a run with its timeline.
+
+django-ninja was chosen over Django REST Framework + drf-spectacular because the schema
+comes straight from the typed signatures (pydantic, already installed with the MCP SDK),
+it adds one small dependency instead of two large ones, and it keeps views as thin as the
+console's: access check, one service call, the response.
+
+Every route authenticates with a per-user bearer token and acts as that user: the same
+roles, the same tenant, the same services (and so the same refusals and records) as the
+console. Another tenant's ids are 404; a missing role is 403; bad input is 400.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+from uuid import UUID
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import reverse
+from ninja import Field, NinjaAPI, Router, Schema, Status
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.security import HttpBearer
+
+from access.objects import get_checkpoint_for_user, get_run_for_user
+from access.roles import APPROVER, OPERATOR, principal_ref_of, require_role, tenant_of
+from api.tokens import token_user
+from approvals import domain as approval_domain
+from approvals import selectors as approval_selectors
+from approvals import services as approvals
+from approvals.models import Checkpoint
+from runs import services as runs
+from runs.console import filters
+from runs.models import Event, Run
+
+
+class BearerToken(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Any:
+        user = token_user(token)
+        if user is not None:
+            request.user = user
+        return user
+
+
+api = NinjaAPI(
+    title="FieldOps API",
+    version="1",
+    description="Exact approvals and governed runs for integrations. Authenticate with "
+    "`Authorization: Bearer <token>` (create tokens in the console under API tokens).",
+    urls_namespace="api-v1",
+    # The schema is served by api.urls (GET only) at /api/v1/schema/; no docs page (its
+    # inline scripts would break the console's CSP).
+    openapi_url=None,
+    docs_url=None,
+    auth=BearerToken(),
+)
+
+
+class ErrorOut(Schema):
+    code: str
+    message: str
+
+
+def _error(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:
+    return api.create_response(request, {"code": code, "message": message}, status=status)
+
+
+@api.exception_handler(NinjaValidationError)
+def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    where = "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
+        for e in exc.errors[:5]
+    )
+    return _error(request, 400, "invalid_request", where or "invalid request")
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return _error(request, 401, "unauthenticated", "A valid API token is required.")
+
+
+@api.exception_handler(PermissionDenied)
+def _forbidden(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
+    return _error(request, 403, "forbidden", str(exc) or "Not allowed.")
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return _error(request, 404, "not_found", "No such object.")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return _error(request, exc.status_code, "error", str(exc))
+
+
+MAX_CANCEL_REASON_CHARS = 500
+ERRORS: dict[int, Any] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+
+
+# -- schemas ----------------------------------------------------------------------------
+class CheckpointOut(Schema):
+    id: str
+    run_id: UUID
+    kind: str
+    status: str
+    effect_summary: str
+    question: str
+    requested_by: str
+    expires_at: dt.datetime
+    quorum: int
+    approvals: int
+    url: str
+
+
+class ApprovalOut(Schema):
+    by: str
+    seen_hash: str
+    at: dt.datetime
+
+
+class ProposalOut(CheckpointOut):
+    proposal_hash: str
+    canonical: dict[str, Any]
+    evidence: list[dict[str, Any]]
+    idempotency_note: str
+    lost_response_note: str
+    compensation_note: str
+    data_crossing: list[str]
+    eligibility: str
+    approved_by: list[ApprovalOut]
+    still_may: list[str]
+
+
+class DecisionIn(Schema):
+    verdict: Literal["approve", "decline"]
+    seen_hash: str = Field(description="The proposal hash you reviewed (64 hex characters).")
+    reason: str = Field(
+        description=f"Why (required; at most {approval_domain.MAX_REASON_CHARS} characters)."
+    )
+    requested_change: dict[str, str | int] | None = Field(
+        default=None,
+        description="Decline only: proposal fields a new proposal should change "
+        f"({', '.join(approval_domain.CHANGEABLE_FIELDS)}; each value at most "
+        f"{approval_domain.MAX_CHANGE_VALUE_CHARS} characters).",
+    )
+
+
+class DecisionOut(Schema):
+    recorded: bool
+    counted: bool
+    checkpoint_status: str
+    approvals: int
+    quorum: int
+
+
+class RunIn(Schema):
+    scenario: str = "reservation"
+    equipment_id: str = "EQ-17"
+    location_id: str | None = None
+    quantity: int = 1
+
+
+class CancelIn(Schema):
+    reason: str
+
+
+class EventOut(Schema):
+    sequence: int
+    type: str
+    actor: str
+    prev_state: str
+    next_state: str
+    reason_code: str
+    occurred_at: str
+
+
+class RunOut(Schema):
+    id: UUID
+    scenario: str
+    state: str
+    revision: int
+    disposition: str
+    terminal_reason: str
+    waiting_checkpoint: str
+    requested_by: str
+    created_at: dt.datetime
+    url: str
+
+
+class RunDetailOut(RunOut):
+    timeline: list[EventOut]
+
+
+# -- helpers -----------------------------------------------------------------------------
+def _tenant(request: HttpRequest) -> str:
+    tenant = tenant_of(request.user)
+    if not tenant:
+        raise PermissionDenied("this user belongs to no tenant")
+    return tenant
+
+
+def _checkpoint_out(c: Checkpoint, approvals_count: int) -> dict[str, Any]:
+    return {
+        "id": c.pk,
+        "run_id": c.run_id,
+        "kind": c.kind,
+        "status": c.status,
+        "effect_summary": c.effect_summary,
+        "question": c.question,
+        "requested_by": c.requested_by_ref,
+        "expires_at": c.expires_at,
+        "quorum": c.quorum,
+        "approvals": approvals_count,
+        "url": reverse("approvals-detail", args=[c.pk]),
+    }
+
+
+def _run_out(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.pk,
+        "scenario": run.scenario,
+        "state": run.state,
+        "revision": run.revision,
+        "disposition": run.disposition,
+        "terminal_reason": run.terminal_reason,
+        "waiting_checkpoint": run.waiting_checkpoint,
+        "requested_by": run.principal_ref,
+        "created_at": run.created_at,
+        "url": reverse("runs-detail", args=[run.pk]),
+    }
+
+
+def _readable_checkpoint(request: HttpRequest, checkpoint_id: str) -> Checkpoint:
+    checkpoint: Checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
+    is_requester = principal_ref_of(request.user) == checkpoint.requested_by_ref
+    if not (checkpoint.kind == Checkpoint.Kind.CLARIFICATION and is_requester):
+        require_role(request.user, APPROVER)
+    return checkpoint
+
+
+# -- checkpoints -------------------------------------------------------------------------
+checkpoints = Router(tags=["approvals"])
+
+
+@checkpoints.get("", response={200: list[CheckpointOut], **ERRORS}, summary="Pending checkpoints")
+def checkpoints_list(request: HttpRequest, world: str = "live", assigned: bool = False) -> Any:
+    """Pending checkpoints of your tenant, soonest expiry first. ``world`` is one of live
+    (default), faultlab, simulation, all; ``assigned=true`` keeps those you may decide."""
+    require_role(request.user, APPROVER)
+    if world not in filters.WORLDS:
+        return Status(
+            400, {"code": "invalid_world", "message": f"world is one of {list(filters.WORLDS)}"}
+        )
+    rows = approval_selectors.checkpoint_queue(
+        tenant=_tenant(request),
+        world=world,
+        assigned_to=request.user if assigned else None,
+    )
+    return Status(200, [_checkpoint_out(c, getattr(c, "vote_count", 0)) for c in rows])
+
+
+@checkpoints.get(
+    "/{checkpoint_id}", response={200: ProposalOut, **ERRORS}, summary="The exact proposal"
+)
+def checkpoints_read(request: HttpRequest, checkpoint_id: str) -> Any:
+    """Exactly what will be sent, the hash a decision must bind, who approved so far."""
+    checkpoint = _readable_checkpoint(request, checkpoint_id)
+    quorum = approval_selectors.quorum_view(checkpoint)
+    return Status(
+        200,
+        {
+            **_checkpoint_out(checkpoint, len(quorum.approved)),
+            "proposal_hash": checkpoint.proposal_hash,
+            "canonical": checkpoint.canonical,
+            "evidence": checkpoint.evidence_view,
+            "idempotency_note": checkpoint.idempotency_note,
+            "lost_response_note": checkpoint.lost_response_note,
+            "compensation_note": checkpoint.compensation_note,
+            "data_crossing": checkpoint.data_crossing,
+            "eligibility": checkpoint.eligibility.describe(),
+            "approved_by": [
+                {"by": v.by_ref, "seen_hash": v.seen_hash, "at": v.created_at}
+                for v in quorum.approved
+            ],
+            "still_may": quorum.still_may,
+        },
+    )
+
+
+@checkpoints.post(
+    "/{checkpoint_id}/decision",
+    response={200: DecisionOut, 409: ErrorOut, **ERRORS},
+    summary="Approve or decline exactly what you saw",
+)
+def checkpoints_decide(request: HttpRequest, checkpoint_id: str, body: DecisionIn) -> Any:
+    """Decide with the ``seen_hash`` you reviewed. Refusals are recorded and answered with
+    their code: 403 for authority (role, self-approval, eligibility), 409 for the
+    checkpoint's state (changed proposal, expired, cancelled, quorum complete), 400 for
+    input (reason required, too large, unknown field)."""
+    checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
+    result = approvals.approval_decide(
+        checkpoint_id=checkpoint.pk,
+        user=request.user,
+        approve=body.verdict == "approve",
+        seen_hash=body.seen_hash,
+        reason=body.reason,
+        requested_change=body.requested_change if body.verdict == "decline" else None,
+    )
+    if not result.recorded:
+        from approvals.views import CONFLICT_REFUSALS, FORBIDDEN_REFUSALS
+
+        status = (
+            403
+            if result.refusal in FORBIDDEN_REFUSALS
+            else 409
+            if result.refusal in CONFLICT_REFUSALS
+            else 400
+        )
+        return Status(status, {"code": result.refusal, "message": result.message})
+    checkpoint.refresh_from_db()
+    return Status(
+        200,
+        {
+            "recorded": True,
+            "counted": result.counted,
+            "checkpoint_status": checkpoint.status,
+            "approvals": checkpoint.votes.count(),
+            "quorum": checkpoint.quorum,
+        },
+    )
+
+
+# -- runs --------------------------------------------------------------------------------
+runs_router = Router(tags=["runs"])
+
+
+@runs_router.post("", response={201: RunOut, **ERRORS}, summary="Start a run")
+def runs_start(request: HttpRequest, body: RunIn) -> Any:
+    """Start a run in the live world as yourself (operator role)."""
+    require_role(request.user, OPERATOR)
+    try:
+        run = runs.run_create(
+            scenario=body.scenario,
+            tenant=_tenant(request),
+            principal_ref=principal_ref_of(request.user),
+            requested_by=request.user,
+            equipment_id=body.equipment_id,
+            location_id=body.location_id,
+            quantity=body.quantity,
+        )
+    except runs.RunInputError as exc:
+        return Status(400, {"code": f"invalid_{exc.field}", "message": str(exc)})
+    return Status(201, _run_out(run))
+
+
+@runs_router.get("/{run_id}", response={200: RunDetailOut, **ERRORS}, summary="A run")
+def runs_read(request: HttpRequest, run_id: UUID) -> Any:
+    """The run's state and its timeline (the latest 500 events, in order)."""
+    run = get_run_for_user(request.user, run_id)
+    events = list(
+        Event.objects.filter(run=run)
+        .order_by("-sequence")
+        .values(
+            "sequence", "type", "actor", "prev_state", "next_state", "reason_code", "occurred_at"
+        )[:500]
+    )
+    events.reverse()
+    return Status(200, {**_run_out(run), "timeline": events})
+
+
+@runs_router.post(
+    "/{run_id}/cancel", response={200: RunOut, 409: ErrorOut, **ERRORS}, summary="Cancel a run"
+)
+def runs_cancel(request: HttpRequest, run_id: UUID, body: CancelIn) -> Any:
+    """Cancel with a reason (operator role). 409 when the run has ended or is busy."""
+    run = get_run_for_user(request.user, run_id, OPERATOR)
+    if len(body.reason) > MAX_CANCEL_REASON_CHARS:
+        return Status(
+            400,
+            {
+                "code": "input_too_large",
+                "message": f"A cancellation reason may be at most {MAX_CANCEL_REASON_CHARS} chars.",
+            },
+        )
+    try:
+        result = runs.run_cancel(
+            run_id=str(run.pk), by_ref=principal_ref_of(request.user), reason=body.reason
+        )
+    except runs.RunInputError as exc:
+        return Status(400, {"code": f"invalid_{exc.field}", "message": str(exc)})
+    if not result.applied:
+        return Status(
+            409,
+            {
+                "code": result.refusal or "not_cancellable",
+                "message": f"The run is {result.run.state} and cannot be cancelled now.",
+            },
+        )
+    return Status(200, _run_out(result.run))
+
+
+api.add_router("/checkpoints", checkpoints)
+api.add_router("/runs", runs_router)

@@ -1,0 +1,1 @@
+"""Commands that configure approvals: policies and webhook endpoints."""

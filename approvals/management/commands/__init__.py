@@ -1,0 +1,1 @@
+"""approvals_policy, approvals_webhook."""

@@ -1,0 +1,54 @@
+"""approvals_policy: create or replace a tenant's approval policy (docs/approvals.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from approvals.models import ApprovalPolicy
+from runs.console.filters import WORLDS
+
+
+class Command(BaseCommand):
+    help = "Create or replace an approval policy: who may decide, and how many must agree."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--tenant", required=True)
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--capability", default="reserve_part")
+        parser.add_argument("--effect-class", default="")
+        parser.add_argument("--world", default="", choices=["", *[w for w in WORLDS if w != "all"]])
+        parser.add_argument("--group", default="")
+        parser.add_argument("--user", action="append", default=[], dest="users")
+        parser.add_argument("--quorum", type=int, default=1)
+        parser.add_argument("--quorum-min-quantity", type=int, default=None)
+        parser.add_argument("--quorum-part", action="append", default=[], dest="parts")
+        parser.add_argument("--delete", action="store_true")
+
+    def handle(self, *args: Any, **o: Any) -> None:
+        if o["delete"]:
+            deleted, _ = ApprovalPolicy.objects.filter(tenant=o["tenant"], name=o["name"]).delete()
+            self.stdout.write(f"deleted {deleted} policy")
+            return
+        if not 1 <= o["quorum"] <= 9:
+            raise CommandError("--quorum must be 1..9")
+        policy, created = ApprovalPolicy.objects.update_or_create(
+            tenant=o["tenant"],
+            name=o["name"],
+            defaults={
+                "capability": o["capability"],
+                "effect_class": o["effect_class"],
+                "world": o["world"],
+                "group": o["group"],
+                "usernames": sorted(set(o["users"])),
+                "quorum": o["quorum"],
+                "quorum_min_quantity": o["quorum_min_quantity"],
+                "quorum_part_ids": sorted({p.strip().upper() for p in o["parts"]}),
+            },
+        )
+        self.stdout.write(
+            f"{'created' if created else 'replaced'} {policy}: "
+            f"for {policy.capability} "
+            f"(new checkpoints only; open ones keep what they recorded)"
+        )

@@ -1,0 +1,216 @@
+"""The JSON API (issue 19): per-user tokens hashed at rest, the same refusals and records as
+the console, other tenants' ids 404."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from api.models import ApiToken
+from api.tokens import token_create, token_revoke
+from approvals.models import Checkpoint, Decision, DecisionRefusal
+from runs.models import Run
+from tests.conftest import make_user
+from tests.helpers import make_run
+
+pytestmark = pytest.mark.django_db
+
+V1 = "/api/v1"
+
+
+def bearer(user: Any) -> dict[str, str]:
+    _, secret = token_create(user=user, name="test")
+    return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+
+
+def call(method: str, path: str, auth: dict[str, str], body: Any = None) -> Any:
+    client = Client()
+    if method == "GET":
+        return client.get(V1 + path, **auth)
+    return client.post(
+        V1 + path, data=json.dumps(body or {}), content_type="application/json", **auth
+    )
+
+
+@pytest.fixture
+def waiting(world: None, operator: Any) -> Run:
+    return make_run(principal="user:operator", requested_by=operator, namespace="live")
+
+
+def _checkpoint(run: Run) -> Checkpoint:
+    run.refresh_from_db()
+    return Checkpoint.objects.get(pk=run.waiting_checkpoint)
+
+
+def test_a_token_is_stored_only_as_a_digest_and_stops_working_when_revoked(approver):
+    row, secret = token_create(user=approver, name="ci")
+    assert secret.startswith("fo_") and secret not in json.dumps(
+        list(ApiToken.objects.values()), default=str
+    )
+    assert row.digest == hashlib.sha256(secret.encode()).hexdigest()
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+    assert call("GET", "/checkpoints", auth).status_code == 200
+    token_revoke(user=approver, token_id=row.pk)
+    denied = call("GET", "/checkpoints", auth)
+    assert denied.status_code == 401 and denied.json()["code"] == "unauthenticated"
+    assert call("GET", "/checkpoints", {}).status_code == 401
+    wrong = {"HTTP_AUTHORIZATION": f"Bearer {secret[:-2]}xx"}
+    assert call("GET", "/checkpoints", wrong).status_code == 401
+
+
+def test_tokens_are_created_and_revoked_in_the_console(approver, operator):
+    client = Client()
+    client.force_login(approver)
+    page = client.post(reverse("api-tokens-create"), {"name": "my integration"})
+    assert page.status_code == 201
+    secret = page.context["secret"]
+    assert secret in page.content.decode()
+    listing = client.get(reverse("api-tokens")).content.decode()
+    assert "my integration" in listing and secret not in listing
+    row = ApiToken.objects.get(user=approver)
+    # Someone else's token is not theirs to revoke.
+    other = Client()
+    other.force_login(operator)
+    assert other.post(reverse("api-tokens-revoke", args=[row.pk])).status_code == 404
+    assert client.post(reverse("api-tokens-revoke", args=[row.pk])).status_code == 302
+    row.refresh_from_db()
+    assert row.revoked_at is not None
+    assert client.post(reverse("api-tokens-create"), {"name": " "}).status_code == 400
+
+
+def test_an_approver_lists_reads_and_decides_with_the_seen_hash(waiting, approver):
+    auth = bearer(approver)
+    cp = _checkpoint(waiting)
+    listed = call("GET", "/checkpoints", auth).json()
+    assert [c["id"] for c in listed] == [cp.pk]
+    proposal = call("GET", f"/checkpoints/{cp.pk}", auth).json()
+    assert proposal["proposal_hash"] == cp.proposal_hash
+    assert proposal["canonical"]["part_id"] == "A17" and proposal["quorum"] == 1
+    assert proposal["url"] == reverse("approvals-detail", args=[cp.pk])
+    altered = call(
+        "POST",
+        f"/checkpoints/{cp.pk}/decision",
+        auth,
+        {"verdict": "approve", "seen_hash": "0" * 64, "reason": "ok"},
+    )
+    assert altered.status_code == 409 and altered.json()["code"] == "hash_mismatch"
+    assert DecisionRefusal.objects.get().code == "hash_mismatch"
+    big = call(
+        "POST",
+        f"/checkpoints/{cp.pk}/decision",
+        auth,
+        {
+            "verdict": "decline",
+            "seen_hash": cp.proposal_hash,
+            "reason": "x",
+            "requested_change": {"slot_id": "S" * 300_000},
+        },
+    )
+    assert big.status_code == 400 and big.json()["code"] == "input_too_large"
+    ok = call(
+        "POST",
+        f"/checkpoints/{cp.pk}/decision",
+        auth,
+        {"verdict": "approve", "seen_hash": cp.proposal_hash, "reason": "checked"},
+    )
+    assert ok.status_code == 200 and ok.json()["recorded"] is True
+    assert Decision.objects.get().decided_by == approver
+
+
+def test_the_requester_is_refused_with_403_through_the_api(world):
+    lead = make_user("lead", "north", "operator", "approver")
+    run = make_run(principal="user:lead", requested_by=lead, namespace="live")
+    cp = _checkpoint(run)
+    response = call(
+        "POST",
+        f"/checkpoints/{cp.pk}/decision",
+        bearer(lead),
+        {"verdict": "approve", "seen_hash": cp.proposal_hash, "reason": "mine"},
+    )
+    assert response.status_code == 403 and response.json()["code"] == "self_approval"
+
+
+def test_an_operator_starts_reads_and_cancels_a_run(world, operator, approver):
+    auth = bearer(operator)
+    started = call("POST", "/runs", auth, {"equipment_id": "EQ-17"})
+    assert started.status_code == 201, started.content
+    run_id = started.json()["id"]
+    run = Run.objects.get(pk=run_id)
+    assert run.principal_ref == "user:operator" and run.tenant == "north"
+    detail = call("GET", f"/runs/{run_id}", auth).json()
+    assert detail["state"] == "CREATED" and detail["revision"] == 0
+    assert call("POST", f"/runs/{run_id}/cancel", auth, {"reason": " "}).status_code == 400
+    cancelled = call("POST", f"/runs/{run_id}/cancel", auth, {"reason": "not needed"})
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "CANCELLED"
+    again = call("POST", f"/runs/{run_id}/cancel", auth, {"reason": "again"})
+    assert again.status_code == 409
+    # An approver without the operator role may read the run but not start or cancel one.
+    assert call("POST", "/runs", bearer(approver), {}).status_code == 403
+    bad = call("POST", "/runs", auth, {"equipment_id": "nope"})
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_equipment_id"
+    assert call("POST", "/runs", auth, {"quantity": "many"}).status_code == 400
+
+
+def test_a_run_reads_with_its_timeline(waiting, operator):
+    detail = call("GET", f"/runs/{waiting.pk}", bearer(operator)).json()
+    assert detail["state"] == "WAITING_HUMAN"
+    sequences = [e["sequence"] for e in detail["timeline"]]
+    assert sequences == list(range(1, waiting.revision + 1))
+    assert detail["timeline"][-1]["type"] == "approval.required"
+
+
+def test_other_tenants_ids_are_404(waiting):
+    south = make_user("south-all", "south", "approver", "operator")
+    auth = bearer(south)
+    cp = _checkpoint(waiting)
+    assert call("GET", "/checkpoints", auth).json() == []
+    for method, path, body in [
+        ("GET", f"/checkpoints/{cp.pk}", None),
+        (
+            "POST",
+            f"/checkpoints/{cp.pk}/decision",
+            {"verdict": "approve", "seen_hash": cp.proposal_hash, "reason": "x"},
+        ),
+        ("GET", f"/runs/{waiting.pk}", None),
+        ("POST", f"/runs/{waiting.pk}/cancel", {"reason": "x"}),
+    ]:
+        response = call(method, path, auth, body)
+        assert response.status_code == 404, (path, response.content)
+        assert str(waiting.pk) not in response.content.decode()
+    assert not DecisionRefusal.objects.exists() and not Decision.objects.exists()
+
+
+def test_the_schema_is_published_without_a_token():
+    response = Client().get(V1 + "/schema/")
+    assert response.status_code == 200
+    schema = response.json()
+    assert schema["openapi"].startswith("3.") and "/api/v1/checkpoints" in schema["paths"]
+    assert "BearerToken" in schema["components"]["securitySchemes"]
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    name=st.text(max_size=200) | st.binary(max_size=50).map(lambda b: b.decode("latin-1")),
+    token_id=st.integers(min_value=0, max_value=2**31),
+)
+def test_the_token_forms_answer_every_input_without_a_server_error(approver, name, token_id):
+    client = Client(raise_request_exception=False)
+    client.force_login(approver)
+    created = client.post(reverse("api-tokens-create"), {"name": name})
+    assert created.status_code in (201, 400)
+    if created.status_code == 201:
+        assert 0 < len(name.strip()) <= 80
+    revoked = client.post(reverse("api-tokens-revoke", args=[token_id]))
+    mine = ApiToken.objects.filter(pk=token_id, user=approver).exists()
+    assert revoked.status_code == (302 if mine else 404)

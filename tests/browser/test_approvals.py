@@ -1,0 +1,126 @@
+"""Approvals through a real browser (issue 19): a quorum met by two approvers, an email
+link to the exact proposal, the requester's disabled button, a cancelled checkpoint."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from approvals import notify
+from approvals.models import ApprovalPolicy, Decision
+from runs import services as runs
+from runs.models import Run
+from tests.browser_support import login, screenshot
+from tests.conftest import make_user
+from tests.helpers import make_run
+from tests.runs.console.conftest import checkpoint_of
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+REASON = "Reason (required, recorded with your decision)"
+
+
+@pytest.fixture
+def waiting(operator: Any) -> Run:
+    return make_run(principal="user:operator", requested_by=operator, namespace="live")
+
+
+def _approve(page: Any, reason: str) -> None:
+    page.get_by_label(REASON).fill(reason)
+    page.get_by_role("button", name="Approve exactly this proposal").click()
+
+
+def test_two_approvers_meet_a_quorum(live_server: Any, new_page: Any, operator: Any) -> None:
+    make_user("ana", "north", "approver")
+    make_user("bo", "north", "approver")
+    ApprovalPolicy.objects.create(
+        tenant="north", name="two-of", capability="reserve_part", quorum=2
+    )
+    run = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    checkpoint = checkpoint_of(run)
+    base = live_server.url
+    first = new_page()
+    login(first, base, "ana")
+    first.goto(f"{base}/approvals/{checkpoint.pk}/")
+    expect(first.locator("#quorum")).to_contain_text("Approvals: 0 of 2")
+    _approve(first, "Checked by ana.")
+    expect(first.get_by_text("Approval counted: 1 of 2")).to_be_visible()
+    expect(first.locator("#quorum")).to_contain_text("user:ana")
+    expect(first.locator("#disabled-reason")).to_contain_text("You already approved")
+    expect(first.get_by_role("button", name="Approve exactly this proposal")).to_be_disabled()
+    second = new_page()
+    login(second, base, "bo")
+    second.goto(f"{base}/approvals/?assigned=me")
+    second.get_by_role("link", name=checkpoint.pk).click()
+    expect(second.locator("#quorum")).to_contain_text("Who still may approve: user:bo")
+    screenshot(second, "approval-quorum")
+    _approve(second, "Checked by bo.")
+    second.wait_for_url(re.compile(rf"/runs/{run.pk}/"))
+    expect(second.locator("#live-state")).to_have_text("COMPLETED", timeout=15_000)
+    assert Decision.objects.get(checkpoint=checkpoint).approvers == ["user:ana", "user:bo"]
+
+
+def test_an_email_link_leads_to_the_exact_proposal_and_its_approval(
+    live_server: Any, new_page: Any, operator: Any, settings: Any, tmp_path: Path
+) -> None:
+    settings.EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+    settings.EMAIL_FILE_PATH = str(tmp_path)
+    settings.FIELDOPS_BASE_URL = live_server.url
+    ana = make_user("ana", "north", "approver")
+    ana.email = "ana@example.test"
+    ana.save(update_fields=["email"])
+    run = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    checkpoint = checkpoint_of(run)
+    assert notify.deliveries_send_due() == 1
+    [mail_file] = list(tmp_path.iterdir())
+    text = mail_file.read_text()
+    assert "To: ana@example.test" in text
+    link = re.search(r"(http://\S+/approvals/\S+/)", text)
+    assert link is not None and checkpoint.pk in link.group(1)
+    page = new_page()
+    page.goto(link.group(1))
+    # Nothing is decided from a link: it asks to sign in, then shows the proposal.
+    page.get_by_label("Username").fill("ana")
+    page.get_by_label("Password").fill("pw-ana")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(re.compile(rf"/approvals/{checkpoint.pk}/"))
+    expect(page.locator("#proposal-hash")).to_have_text(checkpoint.proposal_hash)
+    _approve(page, "Followed the email; the proposal is right.")
+    page.wait_for_url(re.compile(rf"/runs/{run.pk}/"))
+    expect(page.locator("#live-state")).to_have_text("COMPLETED", timeout=15_000)
+
+
+def test_the_requester_sees_a_disabled_approve_button_with_the_reason(
+    live_server: Any, new_page: Any, world: None
+) -> None:
+    make_user("lead", "north", "operator", "approver")
+    run = make_run(principal="user:lead", namespace="live")
+    checkpoint = checkpoint_of(run)
+    page = new_page()
+    login(page, live_server.url, "lead")
+    page.goto(f"{live_server.url}/approvals/{checkpoint.pk}/")
+    button = page.get_by_role("button", name="Approve exactly this proposal")
+    expect(button).to_be_disabled()
+    expect(page.locator("#disabled-reason")).to_contain_text(
+        "You requested this run; someone else must approve it."
+    )
+    screenshot(page, "approval-requester-disabled")
+
+
+def test_a_cancelled_checkpoint_page_says_who_cancelled_and_when(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    checkpoint = checkpoint_of(waiting)
+    runs.run_cancel(run_id=str(waiting.pk), by_ref="user:operator", reason="part found locally")
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/{checkpoint.pk}/")
+    expect(page.locator("#closed-note")).to_contain_text("cancelled by user:operator at")
+    expect(page.locator("#closed-note")).to_contain_text("part found locally")
+    expect(page.get_by_text("Exactly what will be sent")).to_have_count(0)
+    expect(page.locator("#decide")).to_have_count(0)
+    screenshot(page, "approval-cancelled")
