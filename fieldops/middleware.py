@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import BadRequest
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.template import loader
 
@@ -101,7 +101,8 @@ class RejectNulMiddleware:
         # it after authenticating it: parsing the body here would consume it.
         forms = not getattr(view, "csrf_exempt", False)
         if _carries_nul(request, forms=forms):
-            return HttpResponseBadRequest(
-                "NUL characters are not accepted in any field.", content_type="text/plain"
-            )
+            message = "NUL characters are not accepted in any field."
+            if request.path.startswith("/api/"):  # the API answers in its own error shape
+                return JsonResponse({"code": "invalid_request", "message": message}, status=400)
+            return HttpResponseBadRequest(message, content_type="text/plain")
         return None
