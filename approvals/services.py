@@ -556,5 +556,18 @@ def approval_consume(*, run: Run, proposal_hash: str, attempt_id: str) -> str:
     return str(checkpoint.pk)
 
 
+def approvers_of(checkpoint_id: str) -> list[str]:
+    """Every approver whose approval made up the consumed decision of ``checkpoint_id`` (a
+    quorum names all of them, in the order they approved), for the effect's record."""
+    decision = (
+        Decision.objects.filter(checkpoint_id=checkpoint_id, verdict=Decision.Verdict.APPROVE)
+        .order_by("-created_at")
+        .first()
+    )
+    if decision is None:
+        return []
+    return list(decision.approvers) or [decision.decided_by_ref]
+
+
 class ApprovalNotConsumable(RuntimeError):
     """The dispatch record cannot consume an approval: an integrity failure, never routine."""

@@ -208,12 +208,16 @@ def record_effect_outcome(
             content=dict(outcome.quarantined),
             redaction_class="quarantined",
         )
+    payload: dict[str, Any] = {"stage": outcome.stage, "detail": outcome.detail[:300]}
+    if resolution.effect and attempt.checkpoint_id:
+        # The effect's record names every person who approved it (a quorum: all of them).
+        payload["approvers"] = approvals.approvers_of(attempt.checkpoint_id)
     result = record_resolution(
         owner,
         attempt,
         resolution,
         refs=refs,
-        payload={"stage": outcome.stage, "detail": outcome.detail[:300]},
+        payload=payload,
         detail=outcome.detail,
         error=outcome.error,
         answer=outcome.error if outcome.stage == "definite" else "",

@@ -74,6 +74,8 @@ def test_a_quorum_of_two_counts_then_grants_and_the_effect_names_both(approvers)
     assert granted.payload["approvers"] == ["user:appr-0", "user:appr-1"]
     attempt = EffectAttempt.objects.get(run=run)
     assert attempt.checkpoint_id == cp.pk and decision.consumed_by_attempt == attempt.pk
+    recorded = Event.objects.get(run=run, type="effect.recorded")
+    assert recorded.payload["approvers"] == ["user:appr-0", "user:appr-1"]
 
 
 @pytest.mark.django_db
