@@ -1,0 +1,17 @@
+from django.urls import path
+
+from operations import views
+
+urlpatterns = [
+    path("", views.operations_list, name="operations-list"),
+    path("cancel/", views.operations_cancel_preview, name="operations-cancel-preview"),
+    path("cancel/start/", views.operations_cancel_start, name="operations-cancel-start"),
+    path("runs.<str:fmt>", views.runs_export, name="operations-runs-export"),
+    path("<uuid:operation_id>/", views.operations_detail, name="operations-detail"),
+    path(
+        "<uuid:operation_id>/results.<str:fmt>",
+        views.operations_results_export,
+        name="operations-results-export",
+    ),
+    path("<uuid:operation_id>/<str:action>/", views.operations_move, name="operations-move"),
+]
