@@ -388,3 +388,172 @@ def operation_sweep(*, now: dt.datetime | None = None) -> list[str]:
         Operation.objects.filter(pk=op).update(kicked_at=now)
         handover(op)
     return stale
+
+
+# -- bulk reconcile (recovery page) ------------------------------------------------------
+@dataclass(frozen=True)
+class VersionFilter:
+    """A capability version (``capability_id`` at ``version``), or none chosen."""
+
+    capability_id: str = ""
+    version: str = ""
+
+    @classmethod
+    def from_query(cls, data: Mapping[str, str]) -> VersionFilter:
+        """``capability=<id>@<version>`` naming a catalog version, or none when empty.
+        Raise OperationInputError for a value that names no catalog version."""
+        from catalog.models import CapabilityVersion
+
+        raw = (data.get("capability") or "").strip()
+        if not raw:
+            return cls()
+        capability_id, _, version = raw.partition("@")
+        if not CapabilityVersion.objects.filter(
+            capability_id=capability_id, version=version
+        ).exists():
+            # A bulk action must not widen a mistyped version to every version.
+            raise OperationInputError("capability", f"no capability version {raw[:80]!r}")
+        return cls(capability_id, version)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.capability_id}@{self.version}" if self.capability_id else ""
+
+    def pinned_by_run(self, prefix: str = "") -> dict[str, str]:
+        """The lookup that selects runs (or, with ``prefix="run__"``, their attempts) that
+        pin this version (the runs' pins read ``<version>#<digest>``)."""
+        if not self.capability_id:
+            return {}
+        return {f"{prefix}components__{self.capability_id}__startswith": f"{self.version}#"}
+
+
+@dataclass(frozen=True)
+class ReconcileFilters:
+    version: VersionFilter = VersionFilter()
+    age: str = ""
+
+    @classmethod
+    def from_query(cls, data: Mapping[str, str]) -> ReconcileFilters:
+        from runs.console.filters import AGES
+
+        age = data.get("age", "")
+        return cls(VersionFilter.from_query(data), age if age in AGES else "")
+
+    def as_query(self) -> dict[str, str]:
+        return {k: v for k, v in {"capability": self.version.ref, "age": self.age}.items() if v}
+
+
+def unknown_effects_matching(*, tenant: str, filters: ReconcileFilters) -> Any:
+    """The tenant's attempts with an unknown or conflicting outcome the filter selects."""
+    from runs.console.filters import AGES
+    from runs.domain import effects
+    from runs.models import EffectAttempt
+
+    qs = EffectAttempt.objects.filter(run__tenant=tenant, status__in=effects.UNRESOLVED)
+    qs = qs.filter(**filters.version.pinned_by_run("run__"))
+    if filters.age:
+        _, span, newer = AGES[filters.age]
+        since = clock.now() - span
+        qs = qs.filter(created_at__gte=since) if newer else qs.filter(created_at__lt=since)
+    return qs
+
+
+@dataclass(frozen=True)
+class ReconcilePreview:
+    filters: ReconcileFilters
+    count: int
+    sample: list[Any] = field(default_factory=list)
+
+
+def reconcile_preview(*, tenant: str, query: Mapping[str, str]) -> ReconcilePreview:
+    filters = ReconcileFilters.from_query(query)
+    qs = unknown_effects_matching(tenant=tenant, filters=filters)
+    sample = list(qs.select_related("run").order_by("-created_at", "-id")[:SAMPLE_SIZE])
+    return ReconcilePreview(filters, qs.count(), sample)
+
+
+def operation_start_reconcile(
+    *, tenant: str, by_ref: str, query: Mapping[str, str], reason: str, confirm: str | int
+) -> Operation:
+    """Start a bulk reconcile: one item per unknown effect the filter selects, each later
+    reconciled by its own key exactly as the recovery page's single action does."""
+    reason = _clean_reason(reason)
+    confirmed = _confirmed(confirm)
+    filters = ReconcileFilters.from_query(query)
+    qs = unknown_effects_matching(tenant=tenant, filters=filters)
+    rows = qs.order_by("created_at", "id").values_list("run_id", "pk")
+    return _start(
+        tenant=tenant,
+        by_ref=by_ref,
+        kind=Kind.RECONCILE,
+        filter_record={"page": "recovery", "query": filters.as_query()},
+        reason=reason,
+        confirmed=confirmed,
+        rows=rows.iterator(chunk_size=2000),
+    )
+
+
+# -- incident: close a version's gate and cancel the runs waiting to dispatch it ---------
+def runs_waiting_on_version(*, tenant: str, version: VersionFilter) -> Any:
+    """The tenant's runs that pin ``version``, have not ended and recorded no dispatch yet
+    (runs with an attempt keep their reconciliation obligation: the recovery page's)."""
+    from runs.models import EffectAttempt
+
+    if not version.capability_id:
+        return Run.objects.none()
+    return (
+        Run.objects.filter(tenant=tenant, disposition="")
+        .filter(**version.pinned_by_run())
+        .exclude(pk__in=EffectAttempt.objects.values("run_id"))
+    )
+
+
+def incident_preview(*, tenant: str, query: Mapping[str, str]) -> Preview:
+    version = VersionFilter.from_query(query)
+    if not version.capability_id:
+        raise OperationInputError("capability", "choose a capability version of the catalog")
+    qs = runs_waiting_on_version(tenant=tenant, version=version)
+    sample = list(qs.order_by("-created_at", "-id")[:SAMPLE_SIZE])
+    return Preview(runs_selectors.RunFilters(world="all"), qs.count(), sample)
+
+
+def operation_start_incident(
+    *,
+    tenant: str,
+    user: Any,
+    by_ref: str,
+    query: Mapping[str, str],
+    reason: str,
+    confirm: str | int,
+) -> Operation:
+    """One audited step: close the effect gate of the version and, in the same transaction,
+    start cancelling every run of the tenant waiting to dispatch it (typed count confirmed)."""
+    from catalog import services as catalog_services
+
+    reason = _clean_reason(reason)
+    confirmed = _confirmed(confirm)
+    version = VersionFilter.from_query(query)
+    if not version.capability_id:
+        raise OperationInputError("capability", "choose a capability version of the catalog")
+    qs = runs_waiting_on_version(tenant=tenant, version=version)
+
+    def close_gate(operation: Operation) -> None:
+        catalog_services.capability_gate_set(
+            capability_id=version.capability_id,
+            version=version.version,
+            open_gate=False,
+            reviewer=user,
+            reason=f"{reason} (operation {operation.short_id})",
+        )
+        _log(operation, "gate_closed", by_ref, {"capability": version.ref})
+
+    return _start(
+        tenant=tenant,
+        by_ref=by_ref,
+        kind=Kind.INCIDENT,
+        filter_record={"page": "runbook", "query": {"capability": version.ref}},
+        reason=reason,
+        confirmed=confirmed,
+        rows=((pk, "") for pk in qs.order_by("created_at", "id").values_list("pk", flat=True)),
+        before_commit=close_gate,
+    )

@@ -6,6 +6,10 @@ urlpatterns = [
     path("", views.operations_list, name="operations-list"),
     path("cancel/", views.operations_cancel_preview, name="operations-cancel-preview"),
     path("cancel/start/", views.operations_cancel_start, name="operations-cancel-start"),
+    path("reconcile/", views.operations_reconcile_preview, name="operations-reconcile-preview"),
+    path("reconcile/start/", views.operations_reconcile_start, name="operations-reconcile-start"),
+    path("incident/", views.operations_incident_preview, name="operations-incident-preview"),
+    path("incident/start/", views.operations_incident_start, name="operations-incident-start"),
     path("runs.<str:fmt>", views.runs_export, name="operations-runs-export"),
     path("<uuid:operation_id>/", views.operations_detail, name="operations-detail"),
     path(

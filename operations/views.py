@@ -3,12 +3,17 @@ list, one operation's live progress and results, pause/resume/cancel, streamed e
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, QueryDict
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from access.roles import OPERATOR, principal_ref_of, require_role
@@ -35,39 +40,103 @@ def _get_operation(request: AuthedHtmxRequest, operation_id: UUID) -> Operation:
     return operation
 
 
-def _filter_query(data: QueryDict) -> dict[str, str]:
-    """The runs-list filter a request carries (only the list's own keys)."""
-    return {k: data.get(k, "") for k in ("state", "disposition", "scenario", "age", "world", "q")}
-
-
 # -- bulk cancel by filter --------------------------------------------------------------
-def _preview_context(tenant: str, query: dict[str, str], **extra: Any) -> dict[str, Any]:
-    preview = services.cancel_preview(tenant=tenant, query=query)
+def _query_string(hidden: dict[str, str]) -> str:
+    return urlencode(hidden)
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One bulk action's preview and start: what it selects and how the page says it."""
+
+    title: str
+    noun: str
+    note: str
+    submit: str
+    start_url: str
+    back: str
+    keys: tuple[str, ...]
+    preview: Callable[..., Any]
+    hidden: Callable[[Any], dict[str, str]]
+
+
+CANCEL = Flow(
+    title="Cancel every run this filter selects",
+    noun="run",
+    note="The operation acts on exactly the runs that match when it starts, each with its own "
+    "result (done, refused with a reason, already terminal). Runs that already ended are "
+    "reported, not touched.",
+    submit="Start the bulk cancel",
+    start_url="operations-cancel-start",
+    back="runs-list",
+    keys=("state", "disposition", "scenario", "age", "world", "q"),
+    preview=services.cancel_preview,
+    hidden=lambda p: p.filters.as_query() | {"world": p.filters.world},
+)
+RECONCILE = Flow(
+    title="Reconcile every unknown effect this filter selects",
+    noun="unknown effect",
+    note="Each attempt is reconciled by its own idempotency key against the ledger and recorded "
+    "on its run exactly as the single Reconcile action records it (a run still recovering is "
+    "re-driven; a run otherwise active owns its attempt and the item is refused).",
+    submit="Start the bulk reconcile",
+    start_url="operations-reconcile-start",
+    back="recovery",
+    keys=("capability", "age"),
+    preview=services.reconcile_preview,
+    hidden=lambda p: p.filters.as_query(),
+)
+INCIDENT = Flow(
+    title="Close the effect gate and cancel every run waiting to dispatch this version",
+    noun="run",
+    note="One audited operation: the version's effect gate closes and every run of your tenant "
+    "that pins it, has not ended and recorded no dispatch yet is cancelled, each with its own "
+    "result. Runs with a recorded dispatch keep their reconciliation obligation (recovery page).",
+    submit="Close the gate and cancel these runs",
+    start_url="operations-incident-start",
+    back="runbooks",
+    keys=("capability",),
+    preview=services.incident_preview,
+    hidden=lambda p: {},
+)
+
+
+def _preview_context(
+    flow: Flow, tenant: str, query: dict[str, str], **extra: Any
+) -> dict[str, Any]:
+    preview = flow.preview(tenant=tenant, query=query)
+    hidden = flow.hidden(preview) or {k: v for k, v in query.items() if v}
+    back = reverse(flow.back)
+    if flow.back != "runbooks":
+        back += "?" + _query_string(hidden)
     return {
         "preview": preview,
-        "hidden": preview.filters.as_query() | {"world": preview.filters.world},
+        "hidden": hidden,
+        "title": flow.title,
+        "noun": flow.noun,
+        "note": flow.note,
+        "submit": flow.submit,
+        "action": reverse(flow.start_url),
+        "back": back,
         **extra,
     }
 
 
-@require_GET
-@login_required
-def operations_cancel_preview(request: AuthedHtmxRequest) -> HttpResponse:
+def _preview(request: AuthedHtmxRequest, flow: Flow) -> HttpResponse:
     tenant = _operator_tenant(request)
+    query = {k: request.GET.get(k, "") for k in flow.keys}
     try:
-        context = _preview_context(tenant, _filter_query(request.GET))
+        context = _preview_context(flow, tenant, query)
     except services.OperationInputError as exc:
         return render(request, "400.html", {"message": str(exc)}, status=400)
     return render(request, "operations/preview.html", context)
 
 
-@require_POST
-@login_required
-def operations_cancel_start(request: AuthedHtmxRequest) -> HttpResponse:
+def _start(request: AuthedHtmxRequest, flow: Flow, start: Callable[..., Operation]) -> HttpResponse:
     tenant = _operator_tenant(request)
-    query = _filter_query(request.POST)
+    query = {k: request.POST.get(k, "") for k in flow.keys}
     try:
-        operation = services.operation_start_cancel(
+        operation = start(
             tenant=tenant,
             by_ref=principal_ref_of(request.user),
             query=query,
@@ -77,12 +146,50 @@ def operations_cancel_start(request: AuthedHtmxRequest) -> HttpResponse:
     except services.OperationInputError as exc:
         try:
             context = _preview_context(
-                tenant, query, error=str(exc), reason=request.POST.get("reason", "")
+                flow, tenant, query, error=str(exc), reason=request.POST.get("reason", "")
             )
         except services.OperationInputError:
             return render(request, "400.html", {"message": str(exc)}, status=400)
         return render(request, "operations/preview.html", context, status=400)
     return redirect("operations-detail", operation.pk)
+
+
+@require_GET
+@login_required
+def operations_reconcile_preview(request: AuthedHtmxRequest) -> HttpResponse:
+    return _preview(request, RECONCILE)
+
+
+@require_POST
+@login_required
+def operations_reconcile_start(request: AuthedHtmxRequest) -> HttpResponse:
+    return _start(request, RECONCILE, services.operation_start_reconcile)
+
+
+@require_GET
+@login_required
+def operations_incident_preview(request: AuthedHtmxRequest) -> HttpResponse:
+    return _preview(request, INCIDENT)
+
+
+@require_POST
+@login_required
+def operations_incident_start(request: AuthedHtmxRequest) -> HttpResponse:
+    return _start(
+        request, INCIDENT, functools.partial(services.operation_start_incident, user=request.user)
+    )
+
+
+@require_GET
+@login_required
+def operations_cancel_preview(request: AuthedHtmxRequest) -> HttpResponse:
+    return _preview(request, CANCEL)
+
+
+@require_POST
+@login_required
+def operations_cancel_start(request: AuthedHtmxRequest) -> HttpResponse:
+    return _start(request, CANCEL, services.operation_start_cancel)
 
 
 # -- list and one operation -------------------------------------------------------------
@@ -131,7 +238,7 @@ def operations_move(request: AuthedHtmxRequest, operation_id: UUID, action: str)
             by_ref=principal_ref_of(request.user),
         )
     except services.OperationInputError as exc:
-        return conflict(request, str(exc), back=f"/operations/{operation.pk}/")
+        return conflict(request, str(exc), back=reverse("operations-detail", args=[operation.pk]))
     return redirect("operations-detail", operation.pk)
 
 
