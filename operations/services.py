@@ -230,7 +230,7 @@ Outcome = tuple[str, str]  # (ItemResult, detail)
 
 
 def _apply_cancel(operation: Operation, item: OperationItem) -> Outcome:
-    run = Run.objects.only("id", "tenant", "state").get(pk=item.run_id)
+    run = item.run  # read with the claim (not locked: run_cancel locks what it changes)
     if run.tenant != operation.tenant:
         return ItemResult.REFUSED, "other_tenant"
     if is_terminal(run.state):
@@ -274,7 +274,9 @@ def _process_one(operation: Operation) -> bool:
     its result in one transaction; return False when none is left to claim."""
     with transaction.atomic():
         item = (
-            OperationItem.objects.select_for_update(skip_locked=True)
+            OperationItem.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("run")
+            .only("id", "position", "target", "run__id", "run__tenant", "run__state")
             .filter(operation=operation, result=ItemResult.PENDING)
             .order_by("position")
             .first()
