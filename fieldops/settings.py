@@ -175,6 +175,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "access.context.roles",
                 "access.context.navigation",
+                "operations.saved_views.navigation",
             ],
         },
     }

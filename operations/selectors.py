@@ -63,3 +63,20 @@ def item_row(item: Any) -> dict[str, Any]:
         "detail": item["detail"],
         "processed_at": clock.iso(item["processed_at"]) if item["processed_at"] else "",
     }
+
+
+def state_counts(*, tenant: str, filters: Any) -> list[tuple[str, int]]:
+    """Runs per state among those the runs list's ``filters`` select, ignoring its state
+    filter (so every state shows); states in the table's order, zeros left out."""
+    from dataclasses import replace
+
+    from django.db.models import Count
+
+    from runs.console import runs_selectors
+    from runs.domain.states import State
+
+    qs = runs_selectors.runs_matching(tenant=tenant, filters=replace(filters, state=""))
+    if qs is None:
+        return []
+    found = dict(qs.order_by().values("state").annotate(n=Count("id")).values_list("state", "n"))
+    return [(s.value, found[s.value]) for s in State if found.get(s.value)]

@@ -10,6 +10,10 @@ urlpatterns = [
     path("reconcile/start/", views.operations_reconcile_start, name="operations-reconcile-start"),
     path("incident/", views.operations_incident_preview, name="operations-incident-preview"),
     path("incident/start/", views.operations_incident_start, name="operations-incident-start"),
+    path("views/save/", views.saved_views_create, name="saved-views-create"),
+    path("views/<uuid:view_id>/", views.saved_views_open, name="saved-views-open"),
+    path("views/<uuid:view_id>/delete/", views.saved_views_delete, name="saved-views-delete"),
+    path("counts/", views.runs_state_counts, name="operations-state-counts"),
     path("runs.<str:fmt>", views.runs_export, name="operations-runs-export"),
     path("<uuid:operation_id>/", views.operations_detail, name="operations-detail"),
     path(

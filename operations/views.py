@@ -10,8 +10,10 @@ from typing import Any
 from urllib.parse import urlencode
 from uuid import UUID
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -19,8 +21,8 @@ from django.views.decorators.http import require_GET, require_POST
 from access.roles import OPERATOR, principal_ref_of, require_role
 from fieldops.http import AuthedHtmxRequest
 from kernel import clock
-from operations import exports, selectors, services
-from operations.models import Operation
+from operations import exports, saved_views, selectors, services
+from operations.models import Operation, SavedView
 from runs.console import runs_selectors
 from runs.console.filters import ID_SEARCH_ERROR
 from runs.console.http import conflict, request_tenant
@@ -198,7 +200,10 @@ def operations_cancel_start(request: AuthedHtmxRequest) -> HttpResponse:
 def operations_list(request: AuthedHtmxRequest) -> HttpResponse:
     tenant = _operator_tenant(request)
     rows = [selectors.operation_progress(op) for op in selectors.operation_list(tenant=tenant)]
-    return render(request, "operations/list.html", {"rows": rows})
+    context = {"rows": rows, "any_running": any(p.operation.status == "running" for p in rows)}
+    if request.htmx.target == "op-table":
+        return render(request, "operations/list.html#op-table", context)
+    return render(request, "operations/list.html", context)
 
 
 @require_GET
@@ -305,4 +310,64 @@ def runs_export(request: AuthedHtmxRequest, fmt: str) -> HttpResponse:
         rows=exports.run_rows(qs),
         header=header,
         key="runs",
+    )
+
+
+# -- saved views ---------------------------------------------------------------------------
+@require_POST
+@login_required
+def saved_views_create(request: AuthedHtmxRequest) -> HttpResponse:
+    """Save the filter the page shows (its query string, sent back as ``query``)."""
+    tenant = request_tenant(request)
+    page = request.POST.get("page", "")
+    query = QueryDict(request.POST.get("query", "")[:2000])
+    try:
+        view = saved_views.saved_view_create(
+            tenant=tenant,
+            by_ref=principal_ref_of(request.user),
+            page=page,
+            name=request.POST.get("name", ""),
+            query={k: query.get(k, "") for k in query},
+        )
+    except services.OperationInputError as exc:
+        return render(request, "400.html", {"message": str(exc)}, status=400)
+    messages.success(request, f"View “{view.name}” saved; share its link within your tenant.")
+    return redirect("saved-views-open", view.pk)
+
+
+@require_GET
+@login_required
+def saved_views_open(request: AuthedHtmxRequest, view_id: UUID) -> HttpResponse:
+    view = SavedView.objects.filter(pk=view_id, tenant=request_tenant(request)).first()
+    if view is None:
+        raise Http404("No such view")
+    return redirect(saved_views.saved_view_url(view))
+
+
+@require_POST
+@login_required
+def saved_views_delete(request: AuthedHtmxRequest, view_id: UUID) -> HttpResponse:
+    view = SavedView.objects.filter(pk=view_id, tenant=request_tenant(request)).first()
+    if view is None:
+        raise Http404("No such view")
+    if view.created_by != principal_ref_of(request.user):
+        raise PermissionDenied("only who saved a view deletes it")
+    saved_views.saved_view_delete(view_id=view.pk)
+    messages.success(request, f"View “{view.name}” deleted.")
+    return redirect(saved_views.saved_view_url(view))
+
+
+# -- live counts ---------------------------------------------------------------------------
+@require_GET
+@login_required
+def runs_state_counts(request: AuthedHtmxRequest) -> HttpResponse:
+    """Counts per state of the runs the list's filter selects (any state), as a partial."""
+    tenant = request_tenant(request)
+    filters = runs_selectors.RunFilters.from_query(request.GET)
+    counts = selectors.state_counts(tenant=tenant, filters=filters)
+    query = filters.as_query()
+    return render(
+        request,
+        "operations/_state_counts.html",
+        {"counts": counts, "filter_query": urlencode(query), "filters": filters},
     )

@@ -59,6 +59,19 @@ def test_starting_redirects_to_the_operation_and_the_drain_finishes_it(operator)
     assert "hx-trigger" not in poll.content.decode()  # finished: the poll stops
     listing = client.get(reverse("operations-list")).content.decode()
     assert operation.short_id in listing and "100 %" in listing
+    assert 'hx-trigger="every 2s"' not in listing  # nothing running: the list stops polling
+
+
+def test_the_operations_list_polls_while_one_runs(operator):
+    waiting_runs(2)
+    client = client_for(operator)
+    _start(client, 2)
+    listing = client.get(reverse("operations-list")).content.decode()
+    assert 'hx-trigger="every 2s"' in listing and "0 %" in listing
+    poll = client.get(
+        reverse("operations-list"), headers={"HX-Request": "true", "HX-Target": "op-table"}
+    )
+    assert poll.content.decode().lstrip().startswith('<div id="op-table"')
 
 
 def test_a_wrong_confirmation_is_a_400_and_starts_nothing(operator):
