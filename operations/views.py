@@ -18,7 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from access.roles import OPERATOR, principal_ref_of, require_role
+from access.roles import OPERATOR, ROLES, principal_ref_of, require_role
 from fieldops.http import AuthedHtmxRequest
 from kernel import clock
 from operations import exports, saved_views, selectors, services
@@ -317,7 +317,9 @@ def runs_export(request: AuthedHtmxRequest, fmt: str) -> HttpResponse:
 @require_POST
 @login_required
 def saved_views_create(request: AuthedHtmxRequest) -> HttpResponse:
-    """Save the filter the page shows (its query string, sent back as ``query``)."""
+    """Save the filter the page shows (its query string, sent back as ``query``); any role
+    of the tenant may (each page checks its own role when the view is opened)."""
+    require_role(request.user, *ROLES)
     tenant = request_tenant(request)
     page = request.POST.get("page", "")
     query = QueryDict(request.POST.get("query", "")[:2000])
