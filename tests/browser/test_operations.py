@@ -15,7 +15,9 @@ from runs.models import Run
 from tests.browser_support import login, screenshot
 from tests.helpers import make_run
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# PostgreSQL: the drain thread writes while the page polls; the SQLite test database (in
+# memory, shared cache) answers that with "table is locked".
+pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 RUNS = 12
 
