@@ -25,6 +25,7 @@ NAV: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("runs-list", "Runs", ()),
     ("approvals-queue", "Approvals", (APPROVER,)),
     ("recovery", "Recovery", (OPERATOR,)),
+    ("operations-list", "Operations", (OPERATOR,)),
     ("runbooks", "Runbooks", (OPERATOR,)),
     ("faultlab", "Fault lab", (OPERATOR,)),
     ("catalog-index", "Catalog", ()),

@@ -35,7 +35,7 @@ started=$(date +%s)
 echo "FieldOps benchmarks ${quick:-(full)} on $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 failed=()
-for bench in authority_throughput end_to_end replay_speed console_scale waiting_costs worker_memory; do
+for bench in authority_throughput end_to_end replay_speed console_scale waiting_costs worker_memory bulk_operations; do
   t0=$(date +%s)
   if ! "$PY" "bench/$bench.py" $quick; then
     failed+=("$bench")

@@ -11,13 +11,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fieldops.settings")
 
 app = Celery("fieldops")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["runs.engine", "catalog"])
+app.autodiscover_tasks(["runs.engine", "catalog", "operations"])
 app.conf.beat_schedule = {
     "sweep": {
         "task": "runs.tasks.sweep",
         "schedule": float(os.environ.get("FIELDOPS_SWEEP_INTERVAL_SECONDS", "5")),
     },
     "heartbeat": {"task": "runs.tasks.heartbeat", "schedule": 10.0},
+    # Bulk operations whose worker died (or whose hand-over was lost) are handed over again.
+    "operation-sweep": {"task": "operations.tasks.operation_sweep", "schedule": 10.0},
     # Re-discovery of every scheduled tool server: drift shows on the catalog page and in
     # the runbook "tool definition changed under an admitted mapping".
     "catalog-rediscover": {

@@ -138,6 +138,7 @@ INSTALLED_APPS = [
     "runs",
     "approvals",
     "api",
+    "operations",
     "sim",
 ]
 
@@ -175,6 +176,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "access.context.roles",
                 "access.context.navigation",
+                "operations.saved_views.navigation",
             ],
         },
     }
@@ -230,6 +232,8 @@ FIELDOPS_ALLOW_DEMO_USERS = env_bool("FIELDOPS_ALLOW_DEMO_USERS", True)
 FIELDOPS_LEASE_SECONDS = int(env("FIELDOPS_LEASE_SECONDS", "60"))
 # A run that should move but shows no owner and no change for this long is re-driven.
 FIELDOPS_STUCK_AFTER_SECONDS = float(env("FIELDOPS_STUCK_AFTER_SECONDS", "30"))
+# A running bulk operation nobody progressed for this long is handed over again.
+FIELDOPS_OPERATION_STALE_SECONDS = float(env("FIELDOPS_OPERATION_STALE_SECONDS", "30"))
 # Recovery attempts (lease takeovers) before a run that keeps killing workers fails.
 FIELDOPS_MAX_ATTEMPTS = int(env("FIELDOPS_MAX_ATTEMPTS", "5"))
 # Signed callbacks older than this are refused (replay protection).

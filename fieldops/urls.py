@@ -17,4 +17,5 @@ urlpatterns = [
     path("", include("sim.urls")),
     path("approvals/", include("approvals.urls")),
     path("catalog/", include("catalog.urls")),
+    path("operations/", include("operations.urls")),
 ]

@@ -2,7 +2,8 @@
 
 A worker started with ``FIELDOPS_CRASH_AT=<point>`` SIGKILLs itself the first time any
 run reaches that point (a marker file under ``FIELDOPS_DRILL_DIR`` makes it once per run),
-exactly like an OOM kill. ``FIELDOPS_PAUSE_AT=<point>:<seconds>`` stalls there once instead,
+exactly like an OOM kill; with ``FIELDOPS_CRASH_AFTER=<n>`` only after passing it n times
+in the process. ``FIELDOPS_PAUSE_AT=<point>:<seconds>`` stalls there once instead,
 like a long GC pause. Without those variables nothing is installed.
 """
 
@@ -25,7 +26,12 @@ POINTS = (
     "after_effect_committed",
     "after_capability_result",
     "before_ack",
+    "operation.item_applied",
 )
+
+# How often each point was reached in this process (FIELDOPS_CRASH_AFTER=<n> lets a drill
+# pass a point n times before it kills the worker: mid-batch, not at its first item).
+_reached: dict[str, int] = {}
 
 
 def _once(point: str, run_id: str) -> bool:
@@ -41,7 +47,10 @@ def _once(point: str, run_id: str) -> bool:
 
 def drill(point: str, run_id: str) -> None:
     crash = os.environ.get("FIELDOPS_CRASH_AT", "")
-    if crash == point and _once(point, run_id):
+    if crash == point:
+        _reached[point] = _reached.get(point, 0) + 1
+    skip = int(os.environ.get("FIELDOPS_CRASH_AFTER", "0") or "0")
+    if crash == point and _reached[point] > skip and _once(point, run_id):
         os.kill(os.getpid(), signal.SIGKILL)
     pause = os.environ.get("FIELDOPS_PAUSE_AT", "")
     if pause:

@@ -12,7 +12,8 @@ from django.views.decorators.http import require_GET, require_POST
 from access.roles import OPERATOR, principal_ref_of, require_role
 from fieldops.http import AuthedHtmxRequest
 from runs.authority import IntegrityConflict
-from runs.console import operations, recovery_selectors
+from runs.console import operations, recovery_selectors, runbook_selectors
+from runs.console.filters import AGES
 from runs.console.http import conflict, request_tenant
 from runs.models import EffectAttempt
 
@@ -33,6 +34,8 @@ def recovery(request: AuthedHtmxRequest) -> HttpResponse:
             "lookup": recovery_selectors.ledger_lookup(tenant=tenant, query=query)
             if query
             else None,
+            "capability_versions": runbook_selectors.effect_capability_versions(),
+            "ages": [(key, label) for key, (label, _, _) in AGES.items()],
         },
     )
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from approvals.models import Checkpoint
 from kernel import clock
@@ -115,13 +115,9 @@ def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID] | None:
         return None
 
 
-def run_list_for_tenant(
-    *, tenant: str, filters: RunFilters, cursor: str = "", page_size: int = PAGE_SIZE
-) -> RunPage:
-    """Return one page of the tenant's runs, newest first, after ``cursor``.
-
-    One query: filters map onto the (tenant, <field>, -created_at, -id) indexes and the
-    page is a keyset seek, so the cost does not grow with the number of runs.
+def runs_matching(*, tenant: str, filters: RunFilters) -> QuerySet[Run] | None:
+    """The tenant's runs the list's ``filters`` select (unordered); None for an id search
+    that is not hexadecimal. The list pages it; bulk operations and exports walk all of it.
     """
     qs = Run.objects.filter(tenant=tenant)
     if filters.state:
@@ -138,8 +134,22 @@ def run_list_for_tenant(
     if filters.q:
         bounds = id_range(filters.q)
         if bounds is None:
-            return RunPage([], "", filters, ID_SEARCH_ERROR)
+            return None
         qs = qs.filter(pk__gte=bounds[0], pk__lte=bounds[1])
+    return qs
+
+
+def run_list_for_tenant(
+    *, tenant: str, filters: RunFilters, cursor: str = "", page_size: int = PAGE_SIZE
+) -> RunPage:
+    """Return one page of the tenant's runs, newest first, after ``cursor``.
+
+    One query: filters map onto the (tenant, <field>, -created_at, -id) indexes and the
+    page is a keyset seek, so the cost does not grow with the number of runs.
+    """
+    qs = runs_matching(tenant=tenant, filters=filters)
+    if qs is None:
+        return RunPage([], "", filters, ID_SEARCH_ERROR)
     position = decode_cursor(cursor) if cursor else None
     if position is not None:
         created, run_id = position

@@ -15,9 +15,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("access", "approvals", "capabilities", "catalog", "fieldops", "kernel", "runs", "sim")
+PACKAGES = (
+    "access",
+    "approvals",
+    "capabilities",
+    "catalog",
+    "fieldops",
+    "kernel",
+    "operations",
+    "runs",
+    "sim",
+)
 # Governed code: everything a production deployment runs whatever world it is plugged into.
-GOVERNED = ("access", "approvals", "capabilities", "catalog", "kernel", "runs")
+GOVERNED = ("access", "approvals", "capabilities", "catalog", "kernel", "operations", "runs")
 # Pure modules: standard library (and each other) only.
 PURE = (
     "kernel.canonical",

@@ -163,6 +163,32 @@ def _const(data: dict[str, Any]) -> Body:
     return lambda world, principal, obj: dict(data)
 
 
+def _count_body(preview: Callable[..., Any], query: dict[str, str]) -> Body:
+    """A bulk action's valid start: the principal's own tenant's count for ``query``."""
+
+    def body(world: World, principal: str, obj: Obj) -> dict[str, Any]:
+        tenant = world.tenant_of(principal) or "north"
+        count = preview(tenant=tenant, query=query).count
+        return {**query, "reason": "matrix", "confirm": str(count)}
+
+    return body
+
+
+def _operations_previews() -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    from operations import services
+
+    return services.cancel_preview, services.reconcile_preview, services.incident_preview
+
+
+_CANCEL, _RECONCILE, _INCIDENT = _operations_previews()
+_FILTER = {"world": "faultlab", "state": "WAITING_HUMAN"}
+_VERSION = {"capability": "reserve_part@1.0.0"}
+
+
+def creator_of_view(world: World, principal: str, obj: Obj) -> bool:
+    return principal == obj.requester
+
+
 POLICY: Mapping[str, Rule] = {
     # -- machine endpoints and sign-in -------------------------------------------------
     "api-callback": Rule({"POST": SIGNED}, body=_const({"delivery_id": "matrix"})),
@@ -250,6 +276,39 @@ POLICY: Mapping[str, Rule] = {
         variants=(PAGE, htmx("fx-duplicate_event")),
     ),
     "review-packet": Rule({"GET": signed_in}),
+    # -- bulk operations, exports, saved views (issue 22) -------------------------------
+    "operations-list": Rule({"GET": roles(OPERATOR)}, variants=(PAGE, htmx("op-table"))),
+    "operations-cancel-preview": Rule(
+        {"GET": roles(OPERATOR)}, variants=(PAGE, Variant("filter", _FILTER))
+    ),
+    "operations-cancel-start": Rule({"POST": roles(OPERATOR)}, body=_count_body(_CANCEL, _FILTER)),
+    "operations-reconcile-preview": Rule({"GET": roles(OPERATOR)}),
+    "operations-reconcile-start": Rule({"POST": roles(OPERATOR)}, body=_count_body(_RECONCILE, {})),
+    "operations-incident-preview": Rule(
+        {"GET": roles(OPERATOR)}, variants=(Variant("version", _VERSION),)
+    ),
+    "operations-incident-start": Rule(
+        {"POST": roles(OPERATOR)}, body=_count_body(_INCIDENT, _VERSION)
+    ),
+    "operations-detail": Rule(
+        {"GET": roles(OPERATOR)}, objects="operation", variants=(PAGE, htmx("op-progress"))
+    ),
+    "operations-move": Rule({"POST": roles(OPERATOR)}, objects="operation_move", body=_const({})),
+    "operations-results-export": Rule({"GET": roles(OPERATOR)}, objects="operation_export"),
+    "operations-runs-export": Rule({"GET": signed_in}, objects="export_format"),
+    "operations-state-counts": Rule(
+        {"GET": signed_in}, variants=(PAGE, Variant("filter", _FILTER))
+    ),
+    "saved-views-create": Rule(
+        {"POST": roles(APPROVER, OPERATOR, CATALOG_ADMIN)},
+        body=lambda world, principal, obj: {
+            "page": "runs",
+            "name": f"matrix {principal}",
+            "query": "world=faultlab",
+        },
+    ),
+    "saved-views-open": Rule({"GET": signed_in}, objects="saved_view"),
+    "saved-views-delete": Rule({"POST": creator_of_view}, objects="saved_view", body=_const({})),
     # -- approvals ---------------------------------------------------------------------
     "approvals-queue": Rule({"GET": roles(APPROVER)}),
     "approvals-history": Rule({"GET": roles(APPROVER)}),
@@ -373,6 +432,15 @@ def objects_for(world: World, kind: str) -> list[Obj]:
         return [
             Obj("operator_token", "token", {"token_id": world.tokens["operator"]}, None, "operator")
         ]
+    if kind in ("operation", "operation_move", "operation_export"):
+        extra = {"operation_move": {"action": "pause"}, "operation_export": {"fmt": "csv"}}
+        kwargs = {"operation_id": world.operations["operation"], **extra.get(kind, {})}
+        return [Obj("north_operation", kind, kwargs, "north")]
+    if kind == "saved_view":
+        kwargs = {"view_id": world.operations["saved_view"]}
+        return [Obj("north_view", kind, kwargs, "north", requester="operator")]
+    if kind == "export_format":
+        return [Obj(fmt, kind, {"fmt": fmt}) for fmt in ("csv", "json")]
     if kind in ("server", "discovery", "drift"):
         return [Obj(f"matrix-{kind}", kind, {f"{kind}_id": world.catalog[kind]})]
     raise ValueError(f"no objects for kind {kind!r}")

@@ -29,6 +29,7 @@ INCLUDED_MODULES = {
     "runs.urls_replay",
     "approvals.urls",
     "catalog.urls",
+    "operations.urls",
 }
 DENIED = "denied"
 ALLOWED = "allowed"

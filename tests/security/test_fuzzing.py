@@ -16,6 +16,7 @@ import json
 import os
 import string
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -337,6 +338,56 @@ def test_fuzz_recovery_simulation_and_faultlab_posts(
                 reverse("runs-replay-simulation", args=[sworld.runs[data.draw(run_labels)]]),
                 {"scenario": data.draw(st.sampled_from(["abstain", "model"]) | hostile_text)},
             )
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_bulk_operations_and_saved_views(
+    sworld: World, clients: dict[str, Client], data: Any
+) -> None:
+    """Bulk actions by filter (issue 22): hostile filters, reasons, counts and versions."""
+    principal = data.draw(st.sampled_from(["operator", "lead", "approver", "outsider"]))
+    counts = st.sampled_from(["0", "1", "2", "-1", "1e9", ""]) | hostile_text
+    versions = st.sampled_from(["reserve_part@1.0.0", "reserve_part@9", "@", ""]) | hostile_text
+    with example(sworld, clients) as ex:
+        ex.post(
+            principal,
+            reverse("operations-cancel-start"),
+            {
+                "world": data.draw(st.sampled_from(["faultlab", "all", "live"]) | hostile_text),
+                "state": data.draw(st.sampled_from(["WAITING_HUMAN", ""]) | hostile_text),
+                "q": data.draw(st.sampled_from(["", "ab"]) | hostile_text),
+                "reason": data.draw(st.sampled_from(["bulk"]) | field_text),
+                "confirm": data.draw(counts),
+            },
+        )
+        for name in ("operations-reconcile-start", "operations-incident-start"):
+            ex.post(
+                principal,
+                reverse(name),
+                {
+                    "capability": data.draw(versions),
+                    "age": data.draw(st.sampled_from(["1h", "older-7d"]) | hostile_text),
+                    "reason": data.draw(st.sampled_from(["incident"]) | field_text),
+                    "confirm": data.draw(counts),
+                },
+            )
+        operation = data.draw(st.sampled_from([sworld.operations["operation"], str(uuid.uuid4())]))
+        action = data.draw(st.sampled_from(["pause", "resume", "cancel", "bogus"]))
+        ex.post(principal, reverse("operations-move", args=[operation, action]), {})
+        ex.post(
+            principal,
+            reverse("saved-views-create"),
+            {
+                "page": data.draw(
+                    st.sampled_from(["runs", "recovery", "approvals"]) | hostile_text
+                ),
+                "name": data.draw(field_text),
+                "query": data.draw(st.sampled_from(["world=faultlab"]) | hostile_text),
+            },
+        )
+        view = data.draw(st.sampled_from([sworld.operations["saved_view"], str(uuid.uuid4())]))
+        ex.post(principal, reverse("saved-views-delete", args=[view]), {})
 
 
 # -- hostile query strings on the GET pages --------------------------------------------
@@ -755,6 +806,12 @@ def test_every_route_that_takes_input_is_fuzzed():
         "api-v1:runs_cancel",
         "api-tokens-create",
         "api-tokens-revoke",
+        "operations-cancel-start",
+        "operations-reconcile-start",
+        "operations-incident-start",
+        "operations-move",
+        "saved-views-create",
+        "saved-views-delete",
     }
     unsafe = {name for name, rule in POLICY.items() if set(rule.may) - {"GET"}}
     assert unsafe - fuzzed == {"logout"}  # Django's own view, no input

@@ -186,7 +186,13 @@ class Collected:
     messages: list[tuple[str, str]] = field(default_factory=list)
 
     def page(self, where: str, response: Any) -> Any:
-        self.pages.append((where, response.content.decode("utf-8", "replace")))
+        # A streamed export (issue 22) is read to its end like any other page.
+        body = (
+            b"".join(response.streaming_content)
+            if getattr(response, "streaming", False)
+            else response.content
+        )
+        self.pages.append((where, body.decode("utf-8", "replace")))
         for key, value in response.items():
             self.pages.append((f"{where} header {key}", value))
         return response

@@ -59,6 +59,7 @@ class World:
     attempts: dict[str, str] = field(default_factory=dict)  # label -> EffectAttempt id
     catalog: dict[str, int] = field(default_factory=dict)  # server / discovery / drift pks
     tokens: dict[str, int] = field(default_factory=dict)  # principal -> their API token pk
+    operations: dict[str, str] = field(default_factory=dict)  # operation / saved view ids
 
     def run(self, label: str) -> Run:
         return Run.objects.get(pk=self.runs[label])
@@ -171,6 +172,22 @@ def build_world() -> World:
     )
     world.catalog["server"] = server.pk
     world.catalog["discovery"] = tool_server_discover(server_id=server.pk).pk
+    # A bulk cancel of north (started, not yet processed) and a saved view of north.
+    from operations import saved_views
+    from operations import services as operations
+
+    query = {"world": "faultlab", "state": "WAITING_HUMAN"}
+    count = operations.cancel_preview(tenant="north", query=query).count
+    world.operations["operation"] = str(
+        operations.operation_start_cancel(
+            tenant="north", by_ref="user:operator", query=query, reason="matrix", confirm=count
+        ).pk
+    )
+    world.operations["saved_view"] = str(
+        saved_views.saved_view_create(
+            tenant="north", by_ref="user:operator", page="runs", name="matrix", query=query
+        ).pk
+    )
     return world
 
 

@@ -35,11 +35,13 @@ def listen_host(addrport: str) -> str:
 
 
 def _sweep_forever(stop: threading.Event, interval: float) -> None:
+    from operations import services as operations
     from runs.engine import sweeper
 
     while not stop.wait(interval):
         try:
             sweeper.sweep()
+            operations.operation_sweep()  # bulk operations a restart interrupted
         except Exception:  # keep sweeping; the next sweep retries idempotently
             log.exception("sweep failed")
         finally:

@@ -1,0 +1,376 @@
+"""The operations pages: bulk cancel by filter (preview, confirm, start), the operations
+list, one operation's live progress and results, pause/resume/cancel, streamed exports."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+from uuid import UUID
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from access.roles import OPERATOR, ROLES, principal_ref_of, require_role
+from fieldops.http import AuthedHtmxRequest
+from kernel import clock
+from operations import exports, saved_views, selectors, services
+from operations.models import Operation, SavedView
+from runs.console import runs_selectors
+from runs.console.filters import ID_SEARCH_ERROR
+from runs.console.http import conflict, request_tenant
+
+
+def _operator_tenant(request: AuthedHtmxRequest) -> str:
+    require_role(request.user, OPERATOR)
+    return request_tenant(request)
+
+
+def _get_operation(request: AuthedHtmxRequest, operation_id: UUID) -> Operation:
+    """The operation if it belongs to the user's tenant (404 otherwise); operators only."""
+    tenant = _operator_tenant(request)
+    operation = Operation.objects.filter(pk=operation_id, tenant=tenant).first()
+    if operation is None:
+        raise Http404("No such operation")
+    return operation
+
+
+# -- bulk cancel by filter --------------------------------------------------------------
+def _query_string(hidden: dict[str, str]) -> str:
+    return urlencode(hidden)
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One bulk action's preview and start: what it selects and how the page says it."""
+
+    title: str
+    noun: str
+    note: str
+    submit: str
+    start_url: str
+    back: str
+    keys: tuple[str, ...]
+    preview: Callable[..., Any]
+    hidden: Callable[[Any], dict[str, str]]
+
+
+CANCEL = Flow(
+    title="Cancel every run this filter selects",
+    noun="run",
+    note="The operation acts on exactly the runs that match when it starts, each with its own "
+    "result (done, refused with a reason, already terminal). Runs that already ended are "
+    "reported, not touched.",
+    submit="Start the bulk cancel",
+    start_url="operations-cancel-start",
+    back="runs-list",
+    keys=("state", "disposition", "scenario", "age", "world", "q"),
+    preview=services.cancel_preview,
+    hidden=lambda p: p.filters.as_query() | {"world": p.filters.world},
+)
+RECONCILE = Flow(
+    title="Reconcile every unknown effect this filter selects",
+    noun="unknown effect",
+    note="Each attempt is reconciled by its own idempotency key against the ledger and recorded "
+    "on its run exactly as the single Reconcile action records it (a run still recovering is "
+    "re-driven; a run otherwise active owns its attempt and the item is refused).",
+    submit="Start the bulk reconcile",
+    start_url="operations-reconcile-start",
+    back="recovery",
+    keys=("capability", "age"),
+    preview=services.reconcile_preview,
+    hidden=lambda p: p.filters.as_query(),
+)
+INCIDENT = Flow(
+    title="Close your tenant's effect gate and cancel every run waiting to dispatch this version",
+    noun="run",
+    note="One audited operation: your tenant's effect gate of the version closes and every "
+    "run of your tenant that pins it, has not ended and recorded no dispatch yet is cancelled, "
+    "each with its own result. Runs with a recorded dispatch keep their reconciliation "
+    "obligation (recovery page).",
+    submit="Close your tenant's gate and cancel these runs",
+    start_url="operations-incident-start",
+    back="runbooks",
+    keys=("capability",),
+    preview=services.incident_preview,
+    hidden=lambda p: {},
+)
+
+
+def _preview_context(
+    flow: Flow, tenant: str, query: dict[str, str], **extra: Any
+) -> dict[str, Any]:
+    preview = flow.preview(tenant=tenant, query=query)
+    hidden = flow.hidden(preview) or {k: v for k, v in query.items() if v}
+    back = reverse(flow.back)
+    if flow.back != "runbooks":
+        back += "?" + _query_string(hidden)
+    return {
+        "preview": preview,
+        "hidden": hidden,
+        "title": flow.title,
+        "noun": flow.noun,
+        "note": flow.note,
+        "submit": flow.submit,
+        "action": reverse(flow.start_url),
+        "back": back,
+        **extra,
+    }
+
+
+def _preview(request: AuthedHtmxRequest, flow: Flow) -> HttpResponse:
+    tenant = _operator_tenant(request)
+    query = {k: request.GET.get(k, "") for k in flow.keys}
+    try:
+        context = _preview_context(flow, tenant, query)
+    except services.OperationInputError as exc:
+        return render(request, "400.html", {"message": str(exc)}, status=400)
+    return render(request, "operations/preview.html", context)
+
+
+def _start(request: AuthedHtmxRequest, flow: Flow, start: Callable[..., Operation]) -> HttpResponse:
+    tenant = _operator_tenant(request)
+    query = {k: request.POST.get(k, "") for k in flow.keys}
+    try:
+        operation = start(
+            tenant=tenant,
+            by_ref=principal_ref_of(request.user),
+            query=query,
+            reason=request.POST.get("reason", ""),
+            confirm=request.POST.get("confirm", ""),
+        )
+    except services.OperationInputError as exc:
+        try:
+            context = _preview_context(
+                flow, tenant, query, error=str(exc), reason=request.POST.get("reason", "")
+            )
+        except services.OperationInputError:
+            return render(request, "400.html", {"message": str(exc)}, status=400)
+        return render(request, "operations/preview.html", context, status=400)
+    return redirect("operations-detail", operation.pk)
+
+
+@require_GET
+@login_required
+def operations_reconcile_preview(request: AuthedHtmxRequest) -> HttpResponse:
+    return _preview(request, RECONCILE)
+
+
+@require_POST
+@login_required
+def operations_reconcile_start(request: AuthedHtmxRequest) -> HttpResponse:
+    return _start(request, RECONCILE, services.operation_start_reconcile)
+
+
+@require_GET
+@login_required
+def operations_incident_preview(request: AuthedHtmxRequest) -> HttpResponse:
+    return _preview(request, INCIDENT)
+
+
+@require_POST
+@login_required
+def operations_incident_start(request: AuthedHtmxRequest) -> HttpResponse:
+    return _start(
+        request, INCIDENT, functools.partial(services.operation_start_incident, user=request.user)
+    )
+
+
+@require_GET
+@login_required
+def operations_cancel_preview(request: AuthedHtmxRequest) -> HttpResponse:
+    return _preview(request, CANCEL)
+
+
+@require_POST
+@login_required
+def operations_cancel_start(request: AuthedHtmxRequest) -> HttpResponse:
+    return _start(request, CANCEL, services.operation_start_cancel)
+
+
+# -- list and one operation -------------------------------------------------------------
+@require_GET
+@login_required
+def operations_list(request: AuthedHtmxRequest) -> HttpResponse:
+    tenant = _operator_tenant(request)
+    rows = [selectors.operation_progress(op) for op in selectors.operation_list(tenant=tenant)]
+    context = {"rows": rows, "any_running": any(p.operation.status == "running" for p in rows)}
+    if request.htmx.target == "op-table":
+        return render(request, "operations/list.html#op-table", context)
+    return render(request, "operations/list.html", context)
+
+
+@require_GET
+@login_required
+def operations_detail(request: AuthedHtmxRequest, operation_id: UUID) -> HttpResponse:
+    operation = _get_operation(request, operation_id)
+    result = selectors.result_from_query(request.GET.get("result"))
+    context = {
+        "operation": operation,
+        "progress": selectors.operation_progress(operation),
+        "result": result,
+        "result_filters": selectors.RESULT_FILTERS,
+        "items": list(
+            selectors.operation_items(operation=operation, result=result)
+            .select_related("run")
+            .only("position", "run_id", "run__state", "target", "result", "detail", "processed_at")[
+                : selectors.RESULTS_PAGE
+            ]
+        ),
+        "events": list(operation.events.all()),
+        "moves": [a for a, (allowed, _) in services.MOVES.items() if operation.status in allowed],
+    }
+    if request.htmx.target == "op-progress":
+        return render(request, "operations/detail.html#op-progress", context)
+    return render(request, "operations/detail.html", context)
+
+
+@require_POST
+@login_required
+def operations_move(request: AuthedHtmxRequest, operation_id: UUID, action: str) -> HttpResponse:
+    operation = _get_operation(request, operation_id)
+    try:
+        services.operation_move(
+            operation_id=operation.pk,
+            tenant=operation.tenant,
+            action=action,
+            by_ref=principal_ref_of(request.user),
+        )
+    except services.OperationInputError as exc:
+        return conflict(request, str(exc), back=reverse("operations-detail", args=[operation.pk]))
+    return redirect("operations-detail", operation.pk)
+
+
+# -- exports ---------------------------------------------------------------------------
+def _format(fmt: str) -> str:
+    if fmt not in exports.FORMATS:
+        raise Http404("Unknown export format")
+    return fmt
+
+
+@require_GET
+@login_required
+def operations_results_export(
+    request: AuthedHtmxRequest, operation_id: UUID, fmt: str
+) -> HttpResponse:
+    operation = _get_operation(request, operation_id)
+    result = selectors.result_from_query(request.GET.get("result"))
+    rows = (
+        selectors.item_row(row)
+        for row in selectors.operation_items(operation=operation, result=result)
+        .values(*exports.ITEM_COLUMNS)
+        .iterator(chunk_size=exports.CHUNK)
+    )
+    header = {
+        "format": "fieldops-operation-results@1",
+        "operation": str(operation.pk),
+        "kind": operation.kind,
+        "status": operation.status,
+        "reason": operation.reason,
+        "created_by": operation.created_by,
+        "created_at": clock.iso(operation.created_at),
+        "filter": operation.filter,
+        "result_filter": result,
+    }
+    return exports.streamed(
+        fmt=_format(fmt),
+        filename=f"operation-{operation.pk}",
+        columns=exports.ITEM_COLUMNS,
+        rows=rows,
+        header=header,
+        key="items",
+    )
+
+
+@require_GET
+@login_required
+def runs_export(request: AuthedHtmxRequest, fmt: str) -> HttpResponse:
+    """The runs list's current filter, every matching run (not one page), streamed."""
+    tenant = request_tenant(request)
+    filters = runs_selectors.RunFilters.from_query(request.GET)
+    qs = runs_selectors.runs_matching(tenant=tenant, filters=filters)
+    if qs is None:
+        return render(request, "400.html", {"message": ID_SEARCH_ERROR}, status=400)
+    header = {
+        "format": "fieldops-runs@1",
+        "tenant": tenant,
+        "filter": vars(filters),
+        "exported_at": clock.iso(clock.now()),
+    }
+    return exports.streamed(
+        fmt=_format(fmt),
+        filename="runs",
+        columns=exports.RUN_COLUMNS,
+        rows=exports.run_rows(qs),
+        header=header,
+        key="runs",
+    )
+
+
+# -- saved views ---------------------------------------------------------------------------
+@require_POST
+@login_required
+def saved_views_create(request: AuthedHtmxRequest) -> HttpResponse:
+    """Save the filter the page shows (its query string, sent back as ``query``); any role
+    of the tenant may (each page checks its own role when the view is opened)."""
+    require_role(request.user, *ROLES)
+    tenant = request_tenant(request)
+    page = request.POST.get("page", "")
+    query = QueryDict(request.POST.get("query", "")[:2000])
+    try:
+        view = saved_views.saved_view_create(
+            tenant=tenant,
+            by_ref=principal_ref_of(request.user),
+            page=page,
+            name=request.POST.get("name", ""),
+            query={k: query.get(k, "") for k in query},
+        )
+    except services.OperationInputError as exc:
+        return render(request, "400.html", {"message": str(exc)}, status=400)
+    messages.success(request, f"View “{view.name}” saved; share its link within your tenant.")
+    return redirect("saved-views-open", view.pk)
+
+
+@require_GET
+@login_required
+def saved_views_open(request: AuthedHtmxRequest, view_id: UUID) -> HttpResponse:
+    view = SavedView.objects.filter(pk=view_id, tenant=request_tenant(request)).first()
+    if view is None:
+        raise Http404("No such view")
+    return redirect(saved_views.saved_view_url(view))
+
+
+@require_POST
+@login_required
+def saved_views_delete(request: AuthedHtmxRequest, view_id: UUID) -> HttpResponse:
+    view = SavedView.objects.filter(pk=view_id, tenant=request_tenant(request)).first()
+    if view is None:
+        raise Http404("No such view")
+    if view.created_by != principal_ref_of(request.user):
+        raise PermissionDenied("only who saved a view deletes it")
+    saved_views.saved_view_delete(view_id=view.pk)
+    messages.success(request, f"View “{view.name}” deleted.")
+    return redirect(saved_views.saved_view_url(view))
+
+
+# -- live counts ---------------------------------------------------------------------------
+@require_GET
+@login_required
+def runs_state_counts(request: AuthedHtmxRequest) -> HttpResponse:
+    """Counts per state of the runs the list's filter selects (any state), as a partial."""
+    tenant = request_tenant(request)
+    filters = runs_selectors.RunFilters.from_query(request.GET)
+    counts = selectors.state_counts(tenant=tenant, filters=filters)
+    query = filters.as_query()
+    return render(
+        request,
+        "operations/_state_counts.html",
+        {"counts": counts, "filter_query": urlencode(query), "filters": filters},
+    )

@@ -1,0 +1,74 @@
+"""Saved views (named filters shared within the tenant, listed in the navigation) and the
+runs list's live counts per state."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from operations.models import SavedView
+from runs import services as run_services
+from tests.operations.conftest import client_for, waiting_runs
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+
+def _save(client, name="Fault lab waiting", page="runs", query="world=faultlab&state=CREATED"):
+    return client.post(reverse("saved-views-create"), {"page": page, "name": name, "query": query})
+
+
+def test_a_saved_view_opens_its_page_with_its_filter_for_the_whole_tenant(
+    operator, approver, operator_south
+):
+    response = _save(client_for(operator), query="world=faultlab&state=CREATED&after=abc&evil=1")
+    view = SavedView.objects.get()
+    assert view.query == {"world": "faultlab", "state": "CREATED"}  # no cursor, no unknown key
+    assert response["Location"] == reverse("saved-views-open", args=[view.pk])
+
+    colleague = client_for(approver)  # same tenant, another role
+    opened = colleague.get(reverse("saved-views-open", args=[view.pk]))
+    assert opened.status_code == 302
+    assert opened["Location"] == reverse("runs-list") + "?state=CREATED&world=faultlab"
+    nav = colleague.get(reverse("runs-list")).content.decode()
+    assert "Runs: Fault lab waiting" in nav
+
+    south = client_for(operator_south)
+    assert south.get(reverse("saved-views-open", args=[view.pk])).status_code == 404
+    assert "Fault lab waiting" not in south.get(reverse("runs-list")).content.decode()
+    assert south.post(reverse("saved-views-delete", args=[view.pk])).status_code == 404
+    assert colleague.post(reverse("saved-views-delete", args=[view.pk])).status_code == 403
+    assert SavedView.objects.exists()
+
+
+def test_saving_refuses_an_unknown_page_an_empty_or_taken_name(operator):
+    client = client_for(operator)
+    assert _save(client).status_code == 302
+    assert _save(client).status_code == 400  # taken
+    assert _save(client, name="  ").status_code == 400
+    assert _save(client, page="admin").status_code == 400
+    assert SavedView.objects.count() == 1
+    assert _save(client, page="approvals", query="kind=reservation").status_code == 302
+    assert _save(client, page="recovery", query="q=key-1").status_code == 302
+
+
+def test_the_creator_deletes_a_view(operator):
+    client = client_for(operator)
+    _save(client)
+    view = SavedView.objects.get()
+    assert client.post(reverse("saved-views-delete", args=[view.pk])).status_code == 302
+    assert not SavedView.objects.exists()
+
+
+def test_live_counts_per_state_follow_the_filter_but_not_its_state(operator):
+    runs = waiting_runs(3)
+    waiting_runs(2, tenant="south")
+    run_services.run_cancel(run_id=str(runs[0].pk), by_ref="user:operator", reason="r")
+    client = client_for(operator)
+    body = client.get(
+        reverse("operations-state-counts"), {"world": "faultlab", "state": "CREATED"}
+    ).content.decode()
+    assert "CREATED: 2" in body and "CANCELLED: 1" in body
+    assert 'hx-trigger="every 5s"' in body
+    assert "CREATED: 0" not in client.get(reverse("operations-state-counts")).content.decode()
+    page = client.get(reverse("runs-list"), {"world": "faultlab"}).content.decode()
+    assert 'id="state-counts"' in page and 'form="save-view"' in page
