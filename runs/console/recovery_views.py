@@ -34,7 +34,7 @@ def recovery(request: AuthedHtmxRequest) -> HttpResponse:
             "lookup": recovery_selectors.ledger_lookup(tenant=tenant, query=query)
             if query
             else None,
-            "capability_versions": runbook_selectors.effect_capability_versions(),
+            "capability_versions": runbook_selectors.effect_capability_versions(tenant=tenant),
             "ages": [(key, label) for key, (label, _, _) in AGES.items()],
         },
     )
