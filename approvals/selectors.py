@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Count, Q
 
 from access.roles import APPROVER
@@ -53,12 +54,22 @@ def assigned(qs: Any, user: Any) -> Any:
 
     me = principal_ref_of(user)
     groups = list(roles_of(user))
+    qs = qs.filter(Q(eligible_group="") | Q(eligible_group__in=groups))
     return (
-        qs.filter(Q(eligible_group="") | Q(eligible_group__in=groups))
-        .filter(Q(eligible_users=[]) | Q(eligible_users__contains=[user.get_username()]))
+        qs.filter(Q(eligible_users=[]) | _names_user(qs, user.get_username()))
         .exclude(requested_by_ref=me)
         .exclude(votes__by_ref=me)
     )
+
+
+def _names_user(qs: Any, username: str) -> Q:
+    """Checkpoints whose named approvers include ``username``: a JSON containment lookup on
+    PostgreSQL; SQLite (the embedded default) has none, so the few pending checkpoints that
+    name users are matched here."""
+    if connection.features.supports_json_field_contains:
+        return Q(eligible_users__contains=[username])
+    named = qs.exclude(eligible_users=[]).values_list("pk", "eligible_users")
+    return Q(pk__in=[pk for pk, users in named if username in (users or [])])
 
 
 @dataclass(frozen=True)
