@@ -15,7 +15,7 @@ from typing import Any
 from django.apps import apps
 from django.contrib.sessions.models import Session
 from django.db import connection
-from django.test import Client
+from django.test import Client, override_settings
 
 from approvals.models import Checkpoint
 from catalog import services as catalog_services
@@ -178,11 +178,12 @@ def build_world() -> World:
 
     query = {"world": "faultlab", "state": "WAITING_HUMAN"}
     count = operations.cancel_preview(tenant="north", query=query).count
-    world.operations["operation"] = str(
-        operations.operation_start_cancel(
+    # Deferred: nothing drains it in the background while the matrix reads the database.
+    with override_settings(FIELDOPS_EXECUTION="deferred"):
+        operation = operations.operation_start_cancel(
             tenant="north", by_ref="user:operator", query=query, reason="matrix", confirm=count
-        ).pk
-    )
+        )
+    world.operations["operation"] = str(operation.pk)
     world.operations["saved_view"] = str(
         saved_views.saved_view_create(
             tenant="north", by_ref="user:operator", page="runs", name="matrix", query=query
