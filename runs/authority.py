@@ -21,7 +21,14 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    IntegrityError,
+    OperationalError,
+    connection,
+    connections,
+    transaction,
+)
 
 from fieldops import points, telemetry
 from fieldops.db import lock_wait_failed
@@ -397,7 +404,7 @@ def _write(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
     Raise _LostRace when the compare-and-set fails; the caller rolls back.
     """
     event = decision.event
-    _store(run, snapshot, event, snapshot.revision)
+    after = _store(run, snapshot, event, snapshot.revision)
     if not decision.applied:
         log.info(
             "%s",
@@ -421,6 +428,9 @@ def _write(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
     if connection.in_atomic_block:
         # Everything of this event is written and holds the run's row lock until commit.
         points.reach(f"authority.in_transaction:{event.type}", str(run.pk))
+    if decision.within is None:
+        # The compare-and-set wrote exactly ``after``: no need to rebuild it from the row.
+        return Result(True, after, event=event)
     return Result(True, snapshot_of(run, config=snapshot.config), event=event)
 
 
@@ -510,11 +520,11 @@ def _check_request(
     _check_payload_size(payload)
 
 
+_SIZE_ENCODER = json.JSONEncoder(default=str)
+
+
 def _check_payload_size(payload: Mapping[str, Any] | None) -> None:
-    if (
-        payload
-        and len(json.dumps(payload, default=str)) > settings.FIELDOPS_MAX_EVENT_PAYLOAD_BYTES
-    ):
+    if payload and len(_SIZE_ENCODER.encode(payload)) > settings.FIELDOPS_MAX_EVENT_PAYLOAD_BYTES:
         raise ValueError("event payload over 256 KB: store it as evidence and reference it")
 
 
@@ -573,8 +583,11 @@ def _control(
     return event
 
 
-def _store(run: Run, snapshot: RunSnapshot, event: EventRecord, expected_revision: int) -> None:
-    """Compare-and-set the run row from ``revision`` to the event's and insert the event.
+def _store(
+    run: Run, snapshot: RunSnapshot, event: EventRecord, expected_revision: int
+) -> RunSnapshot:
+    """Compare-and-set the run row from ``revision`` to the event's and insert the event;
+    return the run's snapshot after it (what the compare-and-set wrote).
 
     Raise _LostRace when no row matched the expected revision and epoch, or the event
     collided with a stored one (unique sequence or event id); the caller rolls back.
@@ -595,6 +608,7 @@ def _store(run: Run, snapshot: RunSnapshot, event: EventRecord, expected_revisio
     event_rows.apply_to_row(run, after)
     run.event_bytes += size
     run.updated_at = now
+    return after
 
 
 # The compare-and-set and the event insert as one statement: the INSERT selects from the
@@ -650,16 +664,28 @@ def _store_postgresql(
         run.owner_epoch,
         *(value for i, value in enumerate(texts) if i != _RUN_ID),
     ]
-    connection.ensure_connection()
+    db = connections[DEFAULT_DB_ALIAS]
+    db.ensure_connection()
     try:
         # A server-side-binding cursor with a prepared statement: PostgreSQL parses and
         # plans this statement once per connection instead of once per append (Django's
         # own cursors send every query as literal text). Errors are translated to Django's.
-        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        with db.wrap_database_errors:
+            cursor = _binding_cursor(db)
             cursor.execute(_CAS_INSERT_SQL, params, prepare=settings.FIELDOPS_PREPARED_STATEMENTS)
             return cursor.rowcount == 1
     except IntegrityError:
         return False
+
+
+def _binding_cursor(db: Any) -> psycopg.Cursor[Any]:
+    """The connection's server-side-binding cursor, made once per open psycopg connection
+    and kept on Django's connection wrapper (it holds no results: the statement returns
+    none), so an append does not build a cursor object every time."""
+    held = getattr(db, "_fieldops_binding_cursor", None)
+    if held is None or held.connection is not db.connection or held.closed:
+        held = db._fieldops_binding_cursor = psycopg.Cursor(db.connection)
+    return held
 
 
 def _store_orm(

@@ -41,6 +41,11 @@ RUN_STATE: tuple[tuple[str, str], ...] = (
 RUN_JSON_COLUMNS: frozenset[str] = frozenset({"counters", "budget_limits"})
 
 
+# One encoder for the stored JSON text (``json.dumps`` with ``default`` builds a new encoder
+# on every call; this is on the authority's path, once per JSON column per event).
+_TEXT = json.JSONEncoder(default=str)
+
+
 def _plain(value: Any) -> Any:
     return value.value if isinstance(value, (EventType, State)) else value
 
@@ -52,7 +57,7 @@ def values(event: EventRecord, *, json_text: bool = False) -> list[Any]:
     for column in COLUMNS:
         value = _plain(getattr(event, column))
         if column in JSON_COLUMNS:
-            value = json.dumps(dict(value), default=str) if json_text else dict(value)
+            value = _TEXT.encode(dict(value)) if json_text else dict(value)
         out.append(value)
     return out
 
@@ -77,7 +82,7 @@ def run_state(after: RunSnapshot, *, json_text: bool = False) -> dict[str, Any]:
     for column, field in RUN_STATE:
         value = _plain(getattr(after, field))
         if column in RUN_JSON_COLUMNS:
-            value = json.dumps(dict(value)) if json_text else dict(value)
+            value = _TEXT.encode(dict(value)) if json_text else dict(value)
         out[column] = value
     return out
 
