@@ -70,3 +70,18 @@ def test_an_undecodable_row_stops_the_stream_with_a_finding(world):
     result, findings = audit.audit_replay(run, chunk=100)
     assert result.events_applied == 449
     assert [f.kind for f in findings if f.kind == "undecodable_event"] == ["undecodable_event"]
+
+
+def test_it_builds_stored_records_equal_to_the_constructors() -> None:
+    """The fast record construction of audit replay gives exactly ``EventRecord(*fields)``."""
+    import dataclasses
+
+    from runs.domain.events import EventRecord
+    from runs.replay.audit import _event_record
+
+    fields = [f"value-{i}" for i in range(len(dataclasses.fields(EventRecord)))]
+    built = _event_record(list(fields))
+    assert built == EventRecord(*fields)
+    assert dataclasses.astuple(built) == tuple(fields)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.sequence = 2  # type: ignore[misc]
