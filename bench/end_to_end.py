@@ -183,6 +183,36 @@ def idle_latencies(approver: Any, count: int, *, mode: str) -> list[float]:
     return waits[1:]
 
 
+def _say_phases(
+    ids: list[str], started: dt.datetime, approved: dict[Any, Any], ended: dict[Any, Any]
+) -> None:
+    """Where the round's wall time goes: per run, start -> proposal awaiting approval ->
+    decided -> completed (medians and maxima, seconds from the round's start). Shows whether
+    the scripted approver or fixed latencies, not the runner's work, set the span."""
+    from approvals.models import Checkpoint
+
+    proposed = dict(
+        Checkpoint.objects.filter(run_id__in=ids, kind=Checkpoint.Kind.APPROVAL).values_list(
+            "run_id", "created_at"
+        )
+    )
+    rows = [(proposed[r], approved[r], ended[r]) for r in ended if r in proposed and r in approved]
+    if not rows:
+        return
+
+    def stat(values: list[float]) -> str:
+        return f"p50 {percentile(values, 50) * 1000:.0f} / max {max(values) * 1000:.0f} ms"
+
+    say(
+        "  phases: start->proposal "
+        + stat([(p - started).total_seconds() for p, _, _ in rows])
+        + "; proposal->decided (approver) "
+        + stat([(d - p).total_seconds() for p, d, _ in rows])
+        + "; decided->completed "
+        + stat([(e - d).total_seconds() for _, d, e in rows])
+    )
+
+
 def _wait(run_id: Any, done: Any, timeout: float = 30.0) -> Any:
     from runs.models import Run
 
@@ -284,6 +314,7 @@ def fieldops_round(count: int, approver: Any) -> tuple[float, list[float], float
     )
     waits = [(ended[r] - approved[r]).total_seconds() for r in ended]
     span: dt.timedelta = max(ended.values()) - started
+    _say_phases(ids, started, approved, ended)
     revisions = list(Run.objects.filter(pk__in=completed).values_list("revision", flat=True))
     return len(completed) / span.total_seconds() * 60, waits, sum(revisions) / len(revisions)
 

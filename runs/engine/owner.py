@@ -144,10 +144,18 @@ def inject_cancel(owner: Owner, point: str) -> None:
     )
 
 
-def safe_point(owner: Owner, point: str) -> Run | None:
-    """Inject a scheduled cancellation at ``point``, then re-read: None if we must stop."""
+def safe_point(owner: Owner, point: str, run: Run) -> Run | None:
+    """Inject a scheduled cancellation at ``point``, then re-check the run: None if we must
+    stop. ``run`` is the caller's copy; a narrow read of the revision and owner epoch shows
+    whether it is still current (every change to the run's columns but the lease is an
+    event, so bumps the revision: a cancellation does). Only when it moved is the whole row
+    read again, so cancellation is still seen before every model and capability call."""
     inject_cancel(owner, point)
-    run = Run.objects.get(pk=owner.run_id)
+    found = Run.objects.filter(pk=owner.run_id).values_list("revision", "owner_epoch").first()
+    if found is None or found[1] != owner.epoch:
+        return None
+    if found[0] != run.revision or run.owner_epoch != owner.epoch:
+        run = Run.objects.get(pk=owner.run_id)
     if is_terminal(run.state) or run.owner_epoch != owner.epoch:
         return None
     return run

@@ -85,7 +85,7 @@ def step_observing(owner: Owner, run: Run) -> None:
 def step_deciding(owner: Owner, run: Run) -> None:
     from runs.policies import boundary, resolve
 
-    live = safe_point(owner, "before_model_dispatch")
+    live = safe_point(owner, "before_model_dispatch", run)
     if live is None:
         return
     run = live
@@ -140,7 +140,7 @@ def step_deciding(owner: Owner, run: Run) -> None:
     refs["proposal"] = evidence.store(
         run_id=str(run.pk), kind="proposal", content=to_dict(proposal)
     )
-    live = safe_point(owner, "after_model_response")
+    live = safe_point(owner, "after_model_response", run)
     target = live or Run.objects.get(pk=owner.run_id)
     result = append(
         owner,
@@ -177,7 +177,7 @@ def uncharged_turns(run: Run) -> int:
 
 
 def step_validating(owner: Owner, run: Run) -> None:
-    live = safe_point(owner, "before_capability_admission")
+    live = safe_point(owner, "before_capability_admission", run)
     if live is None:
         return
     run = live
@@ -316,7 +316,7 @@ def step_executing(owner: Owner, run: Run) -> None:
     if contract is not None and contract.requires_approval:
         effect_steps.execute_effect(owner, run, proposal)
         return
-    live = safe_point(owner, "before_capability_admission")
+    live = safe_point(owner, "before_capability_admission", run)
     if live is None:
         return
     outcome = registry.dispatch(effect_steps.invocation_for(live, proposal), world_of(live))
