@@ -22,6 +22,7 @@ from capabilities.ports import LedgerLookup, LedgerRecord, ServiceFault
 from capabilities.reserve_part import LEDGER_RETENTION
 from fieldops import db, points
 from fieldops.db import lock_wait_failed
+from fieldops.sql import Statement, param
 from kernel import clock
 from kernel.canonical import digest
 from sim.world import fixtures
@@ -30,6 +31,18 @@ from sim.world.models import InventorySlot, LedgerEntry, LedgerFence, ServiceReq
 
 STALE_READ_AGE = dt.timedelta(minutes=15)
 STOCK_ATTEMPTS = 5
+
+# The request log is written and counted at every call: prepared statements (fieldops/sql.py).
+_CALLS = Statement(
+    "SELECT COUNT(*) FROM world_servicerequest "
+    "WHERE namespace = %s AND run_id = %s AND capability = %s"
+)
+_LOG = Statement(
+    "INSERT INTO world_servicerequest (namespace, run_id, capability, call_index, operation, "
+    "idempotency_key, args_digest, fault, outcome, created_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_CREATED_AT = ServiceRequest._meta.get_field("created_at")
 
 
 class WorldService:
@@ -51,12 +64,8 @@ class WorldService:
 
     # -- fault schedule and request log -------------------------------------------------
     def next_call_index(self, capability: str) -> int:
-        return (
-            ServiceRequest.objects.filter(
-                namespace=self.namespace, run_id=self.run_id, capability=capability
-            ).count()
-            + 1
-        )
+        found = _CALLS.one([self.namespace, self.run_id, capability])
+        return (found[0] if found else 0) + 1
 
     def fires(self, point: str, capability: str, call_index: int) -> bool:
         return fires(self.plan, point, capability, call_index)
@@ -72,16 +81,19 @@ class WorldService:
         key: str = "",
         operation: str = "invoke",
     ) -> None:
-        ServiceRequest.objects.create(
-            namespace=self.namespace,
-            run_id=self.run_id,
-            capability=capability,
-            call_index=call_index,
-            operation=operation,
-            idempotency_key=key,
-            args_digest=digest(dict(args)),
-            fault=fault,
-            outcome=outcome,
+        _LOG.write(
+            [
+                self.namespace,
+                self.run_id,
+                capability,
+                call_index,
+                operation,
+                key,
+                digest(dict(args)),
+                fault,
+                outcome,
+                param(_CREATED_AT, clock.now()),
+            ]
         )
 
     def _common_faults(self, capability: str, call_index: int, args: Mapping[str, Any]) -> None:
