@@ -24,8 +24,9 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model
+from psycopg.types.json import Jsonb
 
 Row = tuple[Any, ...]
 
@@ -50,37 +51,54 @@ class Statement:
 
 
 def _execute(sql: str, params: Sequence[Any], *, fetch: bool) -> list[Row] | int:
-    if connection.execute_wrappers or connection.queries_logged:
-        # Someone is watching (a query counter, DEBUG): take Django's own cursor so the
-        # statement is logged and wrapped like any other.
-        with connection.cursor() as cursor:
+    # One lookup of the connection: every attribute read through Django's ``connection``
+    # proxy looks the connection up again (an asgiref local), a cost paid per statement.
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "postgresql" or db.execute_wrappers or db.queries_logged:
+        # SQLite, or someone is watching (a query counter, DEBUG): Django's own cursor,
+        # so the statement is logged and wrapped like any other.
+        with db.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if fetch else cursor.rowcount
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchall() if fetch else cursor.rowcount
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        cursor = binding_cursor()
+    if db.connection is None:
+        db.ensure_connection()
+    with db.wrap_database_errors:
+        cursor = binding_cursor(db)
         cursor.execute(sql, params, prepare=settings.FIELDOPS_PREPARED_STATEMENTS)
         return cursor.fetchall() if fetch else cursor.rowcount
 
 
-def binding_cursor() -> psycopg.Cursor[Any]:
+def binding_cursor(db: Any) -> psycopg.Cursor[Any]:
     """The connection's server-side-binding cursor, made once per open psycopg connection
-    and kept on Django's connection wrapper (Django's own cursors bind client-side, which
-    never prepares). Call inside ``connection.wrap_database_errors``."""
-    held = getattr(connection, "_fieldops_binding_cursor", None)
-    if held is None or held.connection is not connection.connection or held.closed:
-        held = connection._fieldops_binding_cursor = psycopg.Cursor(connection.connection)  # type: ignore[attr-defined]
+    and kept on Django's connection wrapper ``db`` (Django's own cursors bind client-side,
+    which never prepares). Call inside ``db.wrap_database_errors``."""
+    held = getattr(db, "_fieldops_binding_cursor", None)
+    if held is None or held.connection is not db.connection or held.closed:
+        held = db._fieldops_binding_cursor = psycopg.Cursor(db.connection)
     return held
+
+
+def json_param(field: Field[Any, Any], value: Any, text: str) -> Any:
+    """``value`` for the JSON column ``field`` when its JSON ``text`` is already made: on
+    PostgreSQL the text is sent as is (no second encoding); elsewhere as the ORM sends it."""
+    if connections[DEFAULT_DB_ALIAS].vendor == "postgresql":
+        return Jsonb(value, dumps=lambda _value: text)
+    return param(field, value)
 
 
 def param(field: Field[Any, Any], value: Any) -> Any:
     """``value`` as the database expects it for ``field`` (a UUID is hex text on SQLite, a
     JSON value is adapted to jsonb on PostgreSQL), exactly as the ORM would send it."""
     return field.get_db_prep_save(value, connection)
+
+
+def converted(field: Field[Any, Any], value: Any) -> Any:
+    """A value of ``field``'s column as read by a ``Statement``, as the ORM would return it
+    (SQLite's datetimes and UUIDs are text; JSON is decoded)."""
+    column = field.get_col(field.model._meta.db_table)
+    for convert in connection.ops.get_db_converters(column) + column.get_db_converters(connection):
+        value = convert(value, column, connection)
+    return value
 
 
 class Loader:
@@ -98,28 +116,26 @@ class Loader:
         self.columns = ", ".join(field.column for field in self.fields)  # type: ignore[union-attr]
         self._converters: dict[str, list[tuple[int, Any, list[Callable[..., Any]]]]] = {}
 
-    def _chains(self) -> list[tuple[int, Any, list[Callable[..., Any]]]]:
-        """(index, column, converters) of every field that has converters on this
-        connection's database, as the ORM's compiler finds them; computed once per vendor."""
-        vendor = connection.vendor
-        found = self._converters.get(vendor)
+    def _chains(self, db: Any) -> list[tuple[int, Any, list[Callable[..., Any]]]]:
+        """(index, column, converters) of every field that has converters on the database
+        of ``db``, as the ORM's compiler finds them; computed once per vendor."""
+        found = self._converters.get(db.vendor)
         if found is None:
             found = []
             for index, field in enumerate(self.fields):
                 column = field.get_col(self.model._meta.db_table)  # type: ignore[union-attr]
-                chain = connection.ops.get_db_converters(column) + column.get_db_converters(
-                    connection
-                )
+                chain = db.ops.get_db_converters(column) + column.get_db_converters(db)
                 if chain:
                     found.append((index, column, chain))
-            self._converters[vendor] = found
+            self._converters[db.vendor] = found
         return found
 
     def load(self, row: Row) -> Any:
+        db = connections[DEFAULT_DB_ALIAS]
         values = list(row)
-        for index, column, chain in self._chains():
+        for index, column, chain in self._chains(db):
             value = values[index]
             for convert in chain:
-                value = convert(value, column, connection)
+                value = convert(value, column, db)
             values[index] = value
-        return self.model.from_db(connection.alias, self.attnames, values)
+        return self.model.from_db(db.alias, self.attnames, values)

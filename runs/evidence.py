@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fieldops import secrets
-from fieldops.sql import Loader, Statement, param
+from fieldops.sql import Statement, json_param, param
 from kernel import clock
 from kernel.canonical import canonical_json, digest
 from runs import readcache
@@ -23,12 +23,13 @@ from runs.models import Event, Evidence
 
 MAX_EVIDENCE_BYTES = 512 * 1024
 
-_ROW = Loader(Evidence)
-_FIELDS = [Evidence._meta.get_field(name) for name in _ROW.attnames]
-# Column names are the model's own, never input.
 _INSERT = Statement(
-    f"INSERT INTO runs_evidence ({_ROW.columns}) "  # noqa: S608  # nosec B608
-    f"VALUES ({', '.join(['%s'] * len(_FIELDS))})"
+    "INSERT INTO runs_evidence "
+    "(id, run_id, kind, content, content_hash, redaction_class, size, created_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_RUN, _CONTENT, _CREATED_AT = (
+    Evidence._meta.get_field(name) for name in ("run", "content", "created_at")
 )
 
 
@@ -55,7 +56,18 @@ def store(
         created_at=clock.now(),
     )
     # Evidence is insert-only: one prepared INSERT instead of the ORM's save machinery.
-    _INSERT.write([param(field, getattr(row, field.attname)) for field in _FIELDS])
+    _INSERT.write(
+        [
+            evidence_id,
+            param(_RUN, run_id),
+            kind,
+            json_param(_CONTENT, data, text),
+            row.content_hash,
+            redaction_class,
+            row.size,
+            param(_CREATED_AT, row.created_at),
+        ]
+    )
     row._state.adding = False
     readcache.remember_evidence(row)
     return evidence_id

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from approvals.models import Checkpoint, Decision
+from approvals.models import Checkpoint
 from capabilities import ports, registry, reserve_part
 from capabilities.contracts import Contract, Provenance
 from capabilities.rejected import REJECTED
-from fieldops.sql import Loader, Statement
+from fieldops.sql import Loader, Statement, converted
 from kernel import clock
 from runs import evidence, readcache, rows
 from runs.domain import effects, validation
@@ -147,38 +147,44 @@ def canonical_proposal(
     return None, ""
 
 
+# What validation and completion need of the run's approval of a proposal: the newest
+# checkpoint's status and expiry and whether its decision is recorded (not the stored
+# proposal and evidence view a checkpoint also holds), then the attempts that consumed it.
+_CHECKPOINT_OF = Statement(
+    "SELECT c.status, c.expires_at, d.id FROM approvals_checkpoint c "
+    "LEFT JOIN approvals_decision d ON d.checkpoint_id = c.id "
+    "WHERE c.run_id = %s AND c.kind = %s AND c.proposal_hash = %s "
+    "ORDER BY c.created_at DESC LIMIT 1"
+)
+_EXPIRES_AT = Checkpoint._meta.get_field("expires_at")
+_ATTEMPTS_OF = Statement(
+    "SELECT status, answer FROM runs_effectattempt "
+    "WHERE run_id = %s AND proposal_hash = %s ORDER BY dispatch_sequence"
+)
+
+
 def approval_view(run: Run, proposal_hash: str) -> validation.ApprovalView | None:
     if not proposal_hash:
         return None
-    checkpoint = (
-        Checkpoint.objects.filter(
-            run=run, kind=Checkpoint.Kind.APPROVAL, proposal_hash=proposal_hash
-        )
-        .select_related("decision")
-        .order_by("-created_at")
-        .first()
-    )
-    if checkpoint is None:
+    run_pk = rows.run_pk(run.pk)
+    found = _CHECKPOINT_OF.one([run_pk, Checkpoint.Kind.APPROVAL.value, proposal_hash])
+    if found is None:
         return None
-    status = checkpoint.status
-    decision: Decision | None = getattr(checkpoint, "decision", None)
+    status, expires_at, decision_id = found
+    expires_at = converted(_EXPIRES_AT, expires_at)
     without_effect = False
     answer = ""
     if status == Checkpoint.Status.USED:
-        attempts = list(
-            EffectAttempt.objects.filter(run=run, proposal_hash=proposal_hash).order_by(
-                "dispatch_sequence"
-            )
-        )
-        without_effect = bool(attempts) and all(a.status in effects.NO_EFFECT for a in attempts)
-        if without_effect and attempts[-1].status == AttemptStatus.ABSENT:
-            answer = attempts[-1].answer
-    if status == Checkpoint.Status.APPROVED and decision is None:
+        attempts = _ATTEMPTS_OF.rows([run_pk, proposal_hash])
+        without_effect = bool(attempts) and all(a[0] in effects.NO_EFFECT for a in attempts)
+        if without_effect and attempts[-1][0] == AttemptStatus.ABSENT:
+            answer = attempts[-1][1]
+    if status == Checkpoint.Status.APPROVED and decision_id is None:
         status = "PENDING"
     return validation.ApprovalView(
         proposal_hash=proposal_hash,
         status=str(status),
-        expires_at=checkpoint.expires_at,
+        expires_at=expires_at,
         consumed_without_effect=without_effect,
         definite_answer=answer,
     )
