@@ -60,6 +60,9 @@ def _execute(sql: str, params: Sequence[Any], *, fetch: bool) -> list[Row] | int
         with db.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if fetch else cursor.rowcount
+    # As Django's own cursor() does: a kept connection is health-checked once per task or
+    # request (CONN_HEALTH_CHECKS) before it is used again.
+    db.close_if_health_check_failed()
     if db.connection is None:
         db.ensure_connection()
     with db.wrap_database_errors:
