@@ -234,6 +234,8 @@ FIELDOPS_LEASE_SECONDS = int(env("FIELDOPS_LEASE_SECONDS", "60"))
 FIELDOPS_STUCK_AFTER_SECONDS = float(env("FIELDOPS_STUCK_AFTER_SECONDS", "30"))
 # A running bulk operation nobody progressed for this long is handed over again.
 FIELDOPS_OPERATION_STALE_SECONDS = float(env("FIELDOPS_OPERATION_STALE_SECONDS", "30"))
+# Items per batch of a bulk cancel (one transaction each).
+FIELDOPS_OPERATION_BATCH_SIZE = int(env("FIELDOPS_OPERATION_BATCH_SIZE", "100"))
 # A reconcile item's claim lasts this long; an item whose claimant died is claimable after.
 FIELDOPS_OPERATION_CLAIM_SECONDS = float(env("FIELDOPS_OPERATION_CLAIM_SECONDS", "60"))
 # A batch whose every run was held by another transaction waits this long before retrying.

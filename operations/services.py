@@ -46,9 +46,12 @@ from runs.console.filters import ID_SEARCH_ERROR
 from runs.domain.states import is_terminal
 from runs.models import Run
 
-# Items per batch: a cancel batch is one transaction that holds its runs' rows until it
-# commits (a few tens of milliseconds at this size), one Celery task per batch.
+# Items per batch (FIELDOPS_OPERATION_BATCH_SIZE): a cancel batch is one transaction that
+# holds its runs' rows until it commits (tens of milliseconds at this size); one Celery
+# task per batch. A reconcile step takes at most RECONCILE_STEP items, each a ledger lookup,
+# so a step stays well inside the task time limit.
 BATCH_SIZE = 100
+RECONCILE_STEP = 20
 SAMPLE_SIZE = 10
 # The most items one operation may hold (materialised in one transaction at start).
 MAX_ITEMS = 200_000
@@ -479,9 +482,14 @@ def retry_pause() -> float:
     return float(getattr(settings, "FIELDOPS_OPERATION_RETRY_SECONDS", 0.5))
 
 
-def operation_step(*, operation_id: Any, batch_size: int = BATCH_SIZE) -> Step:
+def batch_size_setting() -> int:
+    return int(getattr(settings, "FIELDOPS_OPERATION_BATCH_SIZE", BATCH_SIZE))
+
+
+def operation_step(*, operation_id: Any, batch_size: int | None = None) -> Step:
     """Process one batch of a running operation (cancel: one transaction of up to
-    ``batch_size`` items; reconcile: up to ``batch_size`` items, each claimed by lease).
+    ``batch_size`` items, default ``FIELDOPS_OPERATION_BATCH_SIZE``; reconcile: up to
+    ``RECONCILE_STEP`` of them, each claimed by lease).
 
     Refresh the counters from the items and finish the operation when nothing is pending.
     A paused, cancelled or finished operation (or an unknown id) is left as it is. When
@@ -492,17 +500,18 @@ def operation_step(*, operation_id: Any, batch_size: int = BATCH_SIZE) -> Step:
     if operation is None or operation.status != Status.RUNNING:
         return Step(operation.status if operation else "missing")
     Operation.objects.filter(pk=operation.pk).update(kicked_at=clock.now())
+    size = batch_size or batch_size_setting()
     if operation.kind == Kind.RECONCILE:
-        claimed, processed = _reconcile_items(operation, batch_size)
+        claimed, processed = _reconcile_items(operation, min(size, RECONCILE_STEP))
     else:
         try:
-            claimed, processed = _cancel_batch(operation, batch_size)
+            claimed, processed = _cancel_batch(operation, size)
         except OperationalError as exc:
             if not _waited_out(exc):
                 raise
             # A lock wait gave up or a deadlock was broken: the batch rolled back whole.
             log.warning("operation batch rolled back; retried", extra={"operation": operation_id})
-            claimed, processed = batch_size, 0
+            claimed, processed = size, 0
     if claimed and not processed:
         time.sleep(retry_pause())
     return Step(_settle(operation), claimed, processed)
@@ -512,7 +521,7 @@ def _waited_out(exc: OperationalError) -> bool:
     return lock_wait_failed(exc) or getattr(exc.__cause__, "sqlstate", None) == DEADLOCK
 
 
-def operation_advance(*, operation_id: Any, batch_size: int = BATCH_SIZE) -> str:
+def operation_advance(*, operation_id: Any, batch_size: int | None = None) -> str:
     """Process one batch of a running operation (``operation_step``); return its status."""
     return operation_step(operation_id=operation_id, batch_size=batch_size).status
 
@@ -547,7 +556,7 @@ def _settle(operation: Operation) -> str:
     return Operation.objects.values_list("status", flat=True).get(pk=operation.pk)
 
 
-def operation_drain(*, operation_id: Any, batch_size: int = BATCH_SIZE) -> str:
+def operation_drain(*, operation_id: Any, batch_size: int | None = None) -> str:
     """Process batches until the operation is no longer running, or until nothing is left
     that this caller can claim (the pending rest is held by other claimants, which finish
     it); return its status."""
