@@ -31,7 +31,7 @@ from typing import Any
 
 from django.db import connection
 
-from fieldops import points, telemetry
+from fieldops import db, points, telemetry
 from kernel import clock
 from runs import event_rows, terminal
 from runs.authority import (
@@ -198,11 +198,11 @@ def _store_writes(writes: Sequence[Decision]) -> dict[str, RunSnapshot]:
         )
         events.append(texts)
         afters[str(run.pk)] = after
-    with connection.cursor() as cursor:
-        cursor.execute(_runs_cas_sql(), [now, *_columns(runs)])
+    with db.binding_cursor() as cursor:
+        cursor.execute(_runs_cas_sql(), [now, *db.columns_of(runs)])
         if cursor.rowcount != len(runs):
             raise StaleRow(f"{len(runs) - cursor.rowcount} run(s) changed under the batch")
-        cursor.execute(_events_insert_sql(), _columns(events))
+    db.insert_many(Event, event_rows.COLUMNS, events)
     # What the compare-and-set wrote, on the caller's row objects (as ``_store`` does).
     for decision in writes:
         run = decision.request.run
@@ -212,58 +212,25 @@ def _store_writes(writes: Sequence[Decision]) -> dict[str, RunSnapshot]:
     return afters
 
 
-def _columns(rows: list[list[Any]]) -> list[list[Any]]:
-    """Rows as one list per column: the arrays ``unnest`` turns back into rows."""
-    return [list(column) for column in zip(*rows, strict=True)]
-
-
-def _array_type(model: Any, column: str) -> str:
-    """The SQL array type a column's values travel in (JSON as text, cast per element)."""
-    if column in event_rows.JSON_COLUMNS or column in event_rows.RUN_JSON_COLUMNS:
-        return "text[]"
-    return f"{model._meta.get_field(column).db_type(connection)}[]"
-
-
-def _value(column: str, alias: str) -> str:
-    json = column in event_rows.JSON_COLUMNS or column in event_rows.RUN_JSON_COLUMNS
-    return f"{alias}.{column}::jsonb" if json else f"{alias}.{column}"
-
-
 @functools.cache
 def _runs_cas_sql() -> str:
     """The compare-and-set of many runs: ``_store``'s ``WHERE id AND revision AND
     owner_epoch``, one row of ``unnest`` per run; the run state columns come from
-    ``event_rows.RUN_STATE``, as the single path's do."""
+    ``event_rows.RUN_STATE``, as the single path's do. Arrays travel in binary (``%b``):
+    no per-element quoting on the client."""
     state = [column for column, _ in event_rows.RUN_STATE]
     arrays = ", ".join(
-        ["%s::uuid[]", "%s::integer[]", "%s::integer[]"]
-        + [f"%s::{_array_type(Run, column)}" for column in state]
-        + ["%s::bigint[]"]
+        ["%b::uuid[]", "%b::integer[]", "%b::integer[]"]
+        + [f"%b::{db.array_type(Run, column)}" for column in state]
+        + ["%b::bigint[]"]
     )
     names = ", ".join(["cas_id", "cas_revision", "cas_epoch", *state, "event_bytes"])
-    sets = ", ".join(f"{column} = {_value(column, 'v')}" for column in state)
+    sets = ", ".join(f"{column} = {db.unnest_value(Run, column, 'v')}" for column in state)
     # Column names are constants of runs/event_rows.py, never input.
     return (
         f"UPDATE runs_run AS r SET {sets}, event_bytes = v.event_bytes, updated_at = %s "  # noqa: S608  # nosec B608
         f"FROM unnest({arrays}) AS v({names}) "
         "WHERE r.id = v.cas_id AND r.revision = v.cas_revision AND r.owner_epoch = v.cas_epoch"
-    )
-
-
-@functools.cache
-def _events_insert_sql() -> str:
-    """The insert of many events, one row of ``unnest`` per event, in
-    ``event_rows.COLUMNS`` order (the single path's column list)."""
-    columns = event_rows.COLUMNS
-    arrays = ", ".join(
-        "%s::uuid[]" if column == "run_id" else f"%s::{_array_type(Event, column)}"
-        for column in columns
-    )
-    selects = ", ".join(_value(column, "e") for column in columns)
-    # Column names are constants of runs/event_rows.py, never input.
-    return (
-        f"INSERT INTO runs_event ({', '.join(columns)}) "  # noqa: S608  # nosec B608
-        f"SELECT {selects} FROM unnest({arrays}) AS e({', '.join(columns)})"
     )
 
 

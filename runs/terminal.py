@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from django.db.models import Q
+
+from fieldops import db
 from kernel import clock
 from runs.domain import effects
 from runs.domain.budgets import Budget
@@ -116,8 +119,11 @@ def close_many(closing: Sequence[tuple[Run, EventRecord]]) -> None:
                 created_at=now,
             )
         )
-    TerminalRecord.objects.bulk_create(records)
-    Run.objects.filter(pk__in=run_ids).update(lease_owner="", lease_expires_at=None)
+    db.create_many(TerminalRecord, records)
+    # Release the leases still held (a run nobody claimed keeps its row as it is).
+    Run.objects.filter(pk__in=run_ids).filter(
+        Q(lease_expires_at__isnull=False) | ~Q(lease_owner="")
+    ).update(lease_owner="", lease_expires_at=None)
 
 
 def effect_account(run: Run) -> effects.EffectAccount:
