@@ -218,9 +218,10 @@ MOVES: Mapping[str, tuple[frozenset[str], str]] = {
 def operation_move(*, operation_id: Any, tenant: str, action: str, by_ref: str) -> Operation:
     """Pause, resume or cancel the tenant's operation (compare-and-set on its status).
 
-    A pause or cancel takes effect before the next item; items already processed keep
-    their results. Raise Operation.DoesNotExist for another tenant's operation and
-    OperationInputError for an action its status does not allow.
+    A pause or cancel takes effect before the next batch (on PostgreSQL it waits for the
+    batches in flight to commit: they hold the operation's row FOR KEY SHARE); items
+    already processed keep their results. Raise Operation.DoesNotExist for another
+    tenant's operation and OperationInputError for an action its status does not allow.
     """
     if action not in MOVES:
         raise OperationInputError("action", f"unknown action {action!r}")

@@ -1,6 +1,7 @@
 """Bulk cancel batches against other transactions on separate PostgreSQL connections: a run
 (or an unsent dispatch record) another transaction holds is skipped, never waited for and
-never refused, and a later batch cancels it; concurrent drainers act on every item once."""
+never refused, and a later batch cancels it; concurrent drainers act on every item once;
+a pause waits for the batch in flight and no batch starts after it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
+from fieldops import points
 from operations import services
 from operations.models import ItemResult, Operation, OperationItem, Status
 from runs.domain.states import EventType, State
@@ -122,3 +124,67 @@ def test_two_drainers_share_an_operation_and_act_on_every_item_once(world, setti
     assert (operation.done, operation.refused, operation.already_terminal) == (24, 0, 0)
     assert [_cancels(run) for run in runs] == [1] * 24
     assert not Event.objects.filter(type=EventType.TRANSITION_REJECTED.value).exists()
+
+
+def _waiting_for_a_lock(pid: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
+        row = cursor.fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+def test_a_pause_waits_for_the_batch_in_flight_and_no_batch_starts_after_it(world, settings):
+    settings.FIELDOPS_OPERATION_BATCH_SIZE = 3
+    runs = waiting_runs(6)
+    operation = _start(6)
+    in_batch, release = threading.Event(), threading.Event()
+
+    def hold_the_batch(point: str, operation_id: str) -> None:
+        if point == services.BATCH_POINT:
+            in_batch.set()
+            release.wait(30)
+
+    def step() -> None:
+        try:
+            services.operation_step(operation_id=operation.pk)
+        finally:
+            connection.close()
+
+    pausing: dict[str, Any] = {}
+
+    def pause() -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                pausing["pid"] = cursor.fetchone()[0]
+            services.operation_move(
+                operation_id=operation.pk, tenant="north", action="pause", by_ref="user:operator"
+            )
+            pausing["done"] = True
+        finally:
+            connection.close()
+
+    previous = points.install(hold_the_batch)
+    try:
+        batch = threading.Thread(target=step)
+        batch.start()
+        assert in_batch.wait(10)
+        mover = threading.Thread(target=pause)
+        mover.start()
+        for _ in range(200):  # until the pause is seen waiting on the operation's row
+            if "pid" in pausing and _waiting_for_a_lock(pausing["pid"]):
+                break
+            threading.Event().wait(0.05)
+        assert "done" not in pausing and _waiting_for_a_lock(pausing["pid"])
+        release.set()
+        batch.join()
+        mover.join()
+    finally:
+        release.set()
+        points.install(previous)
+    assert pausing.get("done")
+    # The batch in flight finished whole; nothing after the pause.
+    assert services.operation_step(operation_id=operation.pk).status == Status.PAUSED
+    done = OperationItem.objects.filter(operation=operation, result=ItemResult.DONE).count()
+    assert done == 3
+    assert sum(_cancels(run) for run in runs) == 3
