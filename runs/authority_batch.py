@@ -141,6 +141,7 @@ def store_many(decisions: Sequence[Decision]) -> list[Result]:
         if d.write is not None and d.write.applied and d.write.closes_run(d.snapshot)
     ]
     terminal.close_many(closing)
+    _log(writes)
     results: list[Result] = []
     for decision in decisions:
         write = decision.write
@@ -153,7 +154,6 @@ def store_many(decisions: Sequence[Decision]) -> list[Result]:
                 result = Result(True, after, event=write.event)
             else:
                 result = Result(False, after, refusal=write.refusal, control=write.event)
-            _log(write)
             # Everything of this event is written and holds the run's row lock until commit.
             points.reach(f"authority.in_transaction:{write.event.type}", write.event.run_id)
         telemetry.transition_in_batch(str(decision.request.type), result)
@@ -234,18 +234,14 @@ def _runs_cas_sql() -> str:
     )
 
 
-def _log(write: _Write) -> None:
-    event = write.event
-    log.info(
-        "%s",
-        event.type,
-        extra={
-            "run_id": event.run_id,
-            "attempt": event.attempt,
-            "owner_epoch": event.owner_epoch,
-            "sequence": event.sequence,
-            "event_type": str(event.type),
-            "reason_code": event.reason_code,
-            "state": str(event.next_state),
-        },
-    )
+def _log(writes: Sequence[Decision]) -> None:
+    """One line per batch (its events are the record of each transition; a bulk cancel of
+    10,000 runs need not log 10,000 lines at INFO)."""
+    if not writes or not log.isEnabledFor(logging.INFO):
+        return
+    stored: dict[str, int] = {}
+    for decision in writes:
+        assert decision.write is not None
+        key = str(decision.write.event.type)
+        stored[key] = stored.get(key, 0) + 1
+    log.info("batch of %d appends stored: %s", len(writes), stored)

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Checkpoint
-from fieldops import points
+from fieldops import metrics, points
 from operations import services
 from operations.models import ItemResult, OperationItem, Status
 from runs import services as run_services
@@ -183,6 +183,18 @@ def _result_view(result: run_services.CancelResult | None) -> tuple[Any, ...] | 
     return (result.applied, result.qualification, result.refusal, result.run.state)
 
 
+def _counted() -> tuple[float, float]:
+    """Cancellations counted by the transitions metric, and refusals of a cancellation of
+    an ended run by the refusals metric."""
+    cancelled = metrics.TRANSITIONS.labels(
+        event_type=EventType.RUN_CANCELLED.value, state=State.CANCELLED.value
+    )._value.get()
+    refused = metrics.REFUSALS.labels(
+        reason="run_terminal", attempted=EventType.RUN_CANCELLED.value
+    )._value.get()
+    return cancelled, refused
+
+
 def _cancel_in_one_batch(runs: list[Run]) -> dict[str, run_services.CancelResult | None]:
     with transaction.atomic():
         locked = run_services.runs_lock([run.pk for run in runs])
@@ -199,10 +211,17 @@ def test_a_batch_of_cancels_equals_the_same_cancels_one_by_one(approver):
     for single, twin in zip(singles, batched, strict=True):
         assert (single.state, single.revision) == (twin.state, twin.revision)
 
+    before_singles = _counted()
     single_results = [
         run_services.run_cancel(run_id=str(run.pk), by_ref=BY, reason=REASON) for run in singles
     ]
+    before_batch = _counted()
     batch_results = _cancel_in_one_batch(batched)
+    after_batch = _counted()
+    # The metrics count each batched append as append counts it (4 cancelled, 1 refused).
+    singly = tuple(b - a for a, b in zip(before_singles, before_batch, strict=True))
+    batched_counts = tuple(b - a for a, b in zip(before_batch, after_batch, strict=True))
+    assert batched_counts == singly == (4, 1)
 
     for situation, single, twin, result in zip(
         SITUATIONS, singles, batched, single_results, strict=True
