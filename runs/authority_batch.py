@@ -39,6 +39,7 @@ from runs.authority import (
     _Ask,
     _check_request,
     _decide,
+    _LostRace,
     _store,
     _Write,
     snapshot_of,
@@ -177,7 +178,10 @@ def _store_writes(writes: Sequence[Decision]) -> dict[str, RunSnapshot]:
         for decision in writes:
             assert decision.write is not None
             run, snapshot = decision.request.run, decision.snapshot
-            afters[str(run.pk)] = _store(run, snapshot, decision.write.event, snapshot.revision)
+            try:
+                afters[str(run.pk)] = _store(run, snapshot, decision.write.event, snapshot.revision)
+            except _LostRace:
+                raise StaleRow(f"run {run.pk} changed under the batch") from None
         return afters
     now = clock.now()
     runs, events, sizes = [], [], {}
