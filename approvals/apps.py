@@ -11,4 +11,4 @@ class ApprovalsConfig(AppConfig):
         from approvals import services
         from runs import terminal
 
-        terminal.register_closer(services.checkpoints_close)
+        terminal.register_closer(services.checkpoints_close, many=services.checkpoints_close_many)

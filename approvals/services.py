@@ -8,7 +8,7 @@ late ones also append ``late_approval.rejected`` to the run.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -518,18 +518,29 @@ def checkpoint_expire(*, checkpoint_id: str) -> bool:
 def checkpoints_close(run: Run, event: Any) -> list[dict[str, str]]:
     """Close the run's pending checkpoints with its terminal event (same transaction): an
     expiry expires them, anything else cancels them. Return them as unresolved items."""
-    pending = list(
-        Checkpoint.objects.filter(run=run, status=Checkpoint.Status.PENDING).values_list(
-            "id", flat=True
-        )
-    )
-    Checkpoint.objects.filter(pk__in=pending).update(
-        status=Checkpoint.Status.EXPIRED
-        if event.type is EventType.APPROVAL_EXPIRED
-        else Checkpoint.Status.CANCELLED,
-        closed_at=clock.now(),
-    )
-    return [{"checkpoint": c} for c in pending]
+    return checkpoints_close_many([(run, event)])[str(run.pk)]
+
+
+def checkpoints_close_many(closing: Sequence[tuple[Run, Any]]) -> dict[str, list[dict[str, str]]]:
+    """``checkpoints_close`` for many runs with their terminal events (a bulk operation's
+    batch), in at most three statements; return each run's closed checkpoints by run id."""
+    expiring = {str(run.pk) for run, event in closing if event.type is EventType.APPROVAL_EXPIRED}
+    pending: dict[str, list[str]] = {str(run.pk): [] for run, _ in closing}
+    for run_id, checkpoint_id in Checkpoint.objects.filter(
+        run_id__in=[run.pk for run, _ in closing], status=Checkpoint.Status.PENDING
+    ).values_list("run_id", "id"):
+        pending[str(run_id)].append(checkpoint_id)
+    now = clock.now()
+    for status, ids in (
+        (Checkpoint.Status.EXPIRED, [c for r, cs in pending.items() if r in expiring for c in cs]),
+        (
+            Checkpoint.Status.CANCELLED,
+            [c for r, cs in pending.items() if r not in expiring for c in cs],
+        ),
+    ):
+        if ids:
+            Checkpoint.objects.filter(pk__in=ids).update(status=status, closed_at=now)
+    return {run_id: [{"checkpoint": c} for c in ids] for run_id, ids in pending.items()}
 
 
 def approval_consume(*, run: Run, proposal_hash: str, attempt_id: str) -> str:

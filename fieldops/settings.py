@@ -244,6 +244,12 @@ FIELDOPS_LEASE_SECONDS = int(env("FIELDOPS_LEASE_SECONDS", "60"))
 FIELDOPS_STUCK_AFTER_SECONDS = float(env("FIELDOPS_STUCK_AFTER_SECONDS", "30"))
 # A running bulk operation nobody progressed for this long is handed over again.
 FIELDOPS_OPERATION_STALE_SECONDS = float(env("FIELDOPS_OPERATION_STALE_SECONDS", "30"))
+# Items per batch of a bulk cancel (one transaction each).
+FIELDOPS_OPERATION_BATCH_SIZE = int(env("FIELDOPS_OPERATION_BATCH_SIZE", "100"))
+# A reconcile item's claim lasts this long; an item whose claimant died is claimable after.
+FIELDOPS_OPERATION_CLAIM_SECONDS = float(env("FIELDOPS_OPERATION_CLAIM_SECONDS", "60"))
+# A batch whose every run was held by another transaction waits this long before retrying.
+FIELDOPS_OPERATION_RETRY_SECONDS = float(env("FIELDOPS_OPERATION_RETRY_SECONDS", "0.5"))
 # Recovery attempts (lease takeovers) before a run that keeps killing workers fails.
 FIELDOPS_MAX_ATTEMPTS = int(env("FIELDOPS_MAX_ATTEMPTS", "5"))
 # Signed callbacks older than this are refused (replay protection).

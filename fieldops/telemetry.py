@@ -330,6 +330,20 @@ def _transition_done(span: trace.Span | None, requested: str, result: Any) -> No
             _root_span(result.snapshot, stored)
 
 
+def transition_in_batch(requested: str, result: Any) -> None:
+    """What ``traced_transition`` records for one append, for an append made in a batch
+    (``runs.authority_batch``): the transition and refusal counters, and the run's root
+    span when the append ended the run. The batch is one transaction, so there is no span
+    per append."""
+    _count_transition(requested, result)
+    stored = result.event if result.applied else None
+    if stored is not None and stored.prev_state != stored.next_state:
+        from runs.domain.states import is_terminal
+
+        if is_terminal(stored.next_state):
+            _root_span(result.snapshot, stored)
+
+
 def traced_advance(advance: F) -> F:
     """For ``runs.engine.runner.advance``: one owner's advance of a run, as a span."""
 

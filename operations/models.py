@@ -2,8 +2,9 @@
 tenant, the filter as it was, the reason, and one item per run it acts on.
 
 Items are materialised when the operation starts, so the set acted on is the set the
-operator confirmed; each item is processed once (its result is written in the same
-transaction as the run's transition) and keeps its own result.
+operator confirmed; each item is processed once (a cancel item's result is written in the
+same transaction as its run's transition; a reconcile item's by compare-and-set on its
+claim) and keeps its own result.
 """
 
 from __future__ import annotations
@@ -95,6 +96,11 @@ class OperationItem(models.Model):
     )
     detail = models.CharField(max_length=300, blank=True, default="")
     processed_at = models.DateTimeField(null=True, blank=True)
+    # A reconcile item's claim (a lease): the claimant's token, when the item was first
+    # claimed and when the current claim expires. Cancel items are claimed by row lock.
+    claimed_by = models.CharField(max_length=32, blank=True, default="")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

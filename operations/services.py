@@ -1,25 +1,36 @@
 """Operation writes: preview, start (materialise the items), process a batch, pause, resume,
 cancel, and the sweep that re-hands a running operation whose worker died.
 
-Every item is one ordinary run service call (``run_cancel`` through the transition
-authority, or the recovery page's single reconcile), made in the same transaction that
-records the item's result: a worker killed mid-batch leaves each item either processed with
-its result or untouched, and the next claimant (``FOR UPDATE SKIP LOCKED``) takes only the
-untouched ones. So every item is acted on exactly once, whatever crashes.
+Every item is one ordinary authorized transition with its own result, and is acted on
+exactly once whatever crashes:
+
+- cancel items go in batches: one transaction claims up to ``BATCH_SIZE`` pending items
+  (``FOR UPDATE SKIP LOCKED``), locks their runs, cancels them through the transition
+  authority's own decision (``runs.services.run_cancel_many``, each run exactly as
+  ``run_cancel`` cancels it) and records the items' results. A worker killed mid-batch
+  leaves the batch untouched; the next claimant takes only unrecorded items.
+- reconcile items are claimed one at a time by lease (claim token and deadline, committed),
+  reconciled outside any transaction (a ledger lookup must not hold a lock), and recorded
+  by compare-and-set on the claim; an expired claim is claimable again, and the
+  reconciliation itself is idempotent on the attempt's status.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Count
+from django.db import OperationalError, connection, transaction
+from django.db.models import Count, Q
 
 from fieldops import points
+from fieldops.db import lock_wait_failed
 from kernel import clock
 from operations.models import (
     ItemResult,
@@ -35,11 +46,24 @@ from runs.console.filters import ID_SEARCH_ERROR
 from runs.domain.states import is_terminal
 from runs.models import Run
 
-BATCH_SIZE = 50
+# Items per batch (FIELDOPS_OPERATION_BATCH_SIZE): a cancel batch is one transaction that
+# holds its runs' rows until it commits (tens of milliseconds at this size); one Celery
+# task per batch. A reconcile step takes at most RECONCILE_STEP items, each a ledger lookup,
+# so a step stays well inside the task time limit.
+BATCH_SIZE = 100
+RECONCILE_STEP = 20
 SAMPLE_SIZE = 10
 # The most items one operation may hold (materialised in one transaction at start).
 MAX_ITEMS = 200_000
+# Drill points (sim/crashpoints.py): a reconcile item reconciled but not yet recorded; a
+# cancel batch with every write done, before its commit; and just after that commit.
 ITEM_POINT = "operation.item_applied"
+BATCH_POINT = "operation.batch_written"
+COMMITTED_POINT = "operation.batch_committed"
+# PostgreSQL's SQLSTATE for a transaction aborted to break a deadlock.
+DEADLOCK = "40P01"
+
+log = logging.getLogger("fieldops.operations")
 
 
 class OperationInputError(ValueError):
@@ -194,9 +218,10 @@ MOVES: Mapping[str, tuple[frozenset[str], str]] = {
 def operation_move(*, operation_id: Any, tenant: str, action: str, by_ref: str) -> Operation:
     """Pause, resume or cancel the tenant's operation (compare-and-set on its status).
 
-    A pause or cancel takes effect before the next item; items already processed keep
-    their results. Raise Operation.DoesNotExist for another tenant's operation and
-    OperationInputError for an action its status does not allow.
+    A pause or cancel takes effect before the next batch (on PostgreSQL it waits for the
+    batches in flight to commit: they hold the operation's row FOR KEY SHARE); items
+    already processed keep their results. Raise Operation.DoesNotExist for another
+    tenant's operation and OperationInputError for an action its status does not allow.
     """
     if action not in MOVES:
         raise OperationInputError("action", f"unknown action {action!r}")
@@ -229,22 +254,167 @@ def operation_move(*, operation_id: Any, tenant: str, action: str, by_ref: str) 
 Outcome = tuple[str, str]  # (ItemResult, detail)
 
 
-def _apply_cancel(operation: Operation, item: OperationItem) -> Outcome:
-    run = item.run  # read with the claim (not locked: run_cancel locks what it changes)
-    if run.tenant != operation.tenant:
-        return ItemResult.REFUSED, "other_tenant"
-    if is_terminal(run.state):
-        return ItemResult.ALREADY_TERMINAL, run.state
-    result = run_services.run_cancel(
-        run_id=str(run.pk),
-        by_ref=operation.created_by,
-        reason=f"{operation.reason} (operation {operation.short_id})",
-    )
+@dataclass(frozen=True)
+class Step:
+    """What one ``operation_step`` did: the operation's status after it, the items it
+    claimed (0: none was claimable, all pending ones being held by other claimants or none
+    left) and the items whose result it recorded."""
+
+    status: str
+    claimed: int = 0
+    processed: int = 0
+
+
+def _cancel_reason(operation: Operation) -> str:
+    return f"{operation.reason} (operation {operation.short_id})"
+
+
+def _cancel_outcome(result: run_services.CancelResult) -> Outcome:
+    """An item's result from its run's cancellation (a single or a batched one)."""
     if result.applied:
         return ItemResult.DONE, result.qualification
     if is_terminal(result.run.state) and result.refusal != "busy":
         return ItemResult.ALREADY_TERMINAL, result.run.state
     return ItemResult.REFUSED, result.refusal or "refused"
+
+
+def _cancel_batch(operation: Operation, batch_size: int) -> tuple[int, int]:
+    """Claim up to ``batch_size`` pending items, cancel their runs and record the items'
+    results, all in one transaction; return (items claimed, items recorded).
+
+    Items are claimed ``FOR UPDATE SKIP LOCKED`` (another worker's batch takes others) and
+    their runs locked the same way: an item whose run another transaction holds (a worker's
+    step, a stalled transaction), or whose unsent dispatch record the send gate holds, is
+    left pending and a later batch tries it again; it is never refused for being busy.
+    The cancellations are ``run_cancel_many``: per run what ``run_cancel`` does, through
+    the authority's own decision, in a few multi-row statements. A worker killed before
+    the commit leaves every item of the batch untouched; after it, every one recorded.
+    """
+    with transaction.atomic():
+        if not _holds_running(operation):
+            return 0, 0
+        items = list(
+            OperationItem.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(operation=operation, result=ItemResult.PENDING)
+            .order_by("position")
+            .values_list("pk", "run_id")[:batch_size]
+        )
+        if not items:
+            return 0, 0
+        runs = run_services.runs_lock([run_id for _, run_id in items])
+        outcomes: dict[int, Outcome] = {}
+        asked: list[tuple[int, Run]] = []
+        for item_id, run_id in items:
+            run = runs.pop(str(run_id), None)  # pop: one item per run in a batch
+            if run is None:
+                continue  # held by another transaction (or a second item of the run): later
+            if run.tenant != operation.tenant:
+                outcomes[item_id] = (ItemResult.REFUSED, "other_tenant")
+            elif is_terminal(run.state):
+                outcomes[item_id] = (ItemResult.ALREADY_TERMINAL, run.state)
+            else:
+                asked.append((item_id, run))
+        results = run_services.run_cancel_many(
+            runs=[run for _, run in asked],
+            by_ref=operation.created_by,
+            reason=_cancel_reason(operation),
+        )
+        for item_id, run in asked:
+            result = results[str(run.pk)]
+            if result is not None:
+                outcomes[item_id] = _cancel_outcome(result)
+        _record(outcomes)
+        # Drills only: a worker killed here loses the whole batch, never part of it.
+        points.reach(BATCH_POINT, str(operation.pk))
+    # Drills only: killed here, the batch stands and the next one starts from the items left.
+    points.reach(COMMITTED_POINT, str(operation.pk))
+    return len(items), len(outcomes)
+
+
+def _holds_running(operation: Operation) -> bool:
+    """Whether the operation is still running, asked inside a batch's transaction.
+
+    On PostgreSQL the row is read ``FOR KEY SHARE`` and held until the batch commits: a
+    pause or cancel (``operation_move`` takes the row ``FOR UPDATE``) waits for the batches
+    in flight and no batch starts after it, while batches of several workers share the
+    lock and the counters' updates (no key change) never wait for it.
+    """
+    if connection.vendor != "postgresql":
+        return Operation.objects.filter(pk=operation.pk, status=Status.RUNNING).exists()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT status FROM operations_operation WHERE id = %s FOR KEY SHARE", [operation.pk]
+        )
+        row = cursor.fetchone()
+    return row is not None and row[0] == Status.RUNNING
+
+
+def _record(outcomes: Mapping[int, Outcome]) -> None:
+    """Write the items' results in the batch's transaction: one UPDATE per distinct
+    outcome, each guarded on the item still being pending."""
+    now = clock.now()
+    groups: dict[Outcome, list[int]] = {}
+    for item_id, outcome in outcomes.items():
+        groups.setdefault(outcome, []).append(item_id)
+    for (result, detail), ids in groups.items():
+        updated = OperationItem.objects.filter(pk__in=ids, result=ItemResult.PENDING).update(
+            result=result, detail=detail[:300], processed_at=now
+        )
+        if updated != len(ids):
+            # The batch holds these items' locks: a recorded one would be a double claim.
+            raise RuntimeError(f"{len(ids) - updated} item(s) were recorded by someone else")
+
+
+# -- reconcile items: claimed by lease, reconciled outside any transaction ----------------
+@dataclass(frozen=True)
+class _Claim:
+    item: OperationItem
+    token: str
+    # When the item's first claim began, if an earlier claim expired unrecorded.
+    earlier: dt.datetime | None
+
+
+def claim_lease() -> dt.timedelta:
+    return dt.timedelta(seconds=float(getattr(settings, "FIELDOPS_OPERATION_CLAIM_SECONDS", 60)))
+
+
+def _claim(operation: Operation) -> _Claim | None:
+    """Claim the next pending item of a running operation by lease and commit the claim.
+
+    The item is marked with a claim token and a deadline, so the reconciliation (a ledger
+    lookup) runs outside any transaction and holds no lock; an item whose claim expired
+    unrecorded (its claimant died or stalled past the lease) is claimable again.
+    """
+    now = clock.now()
+    with transaction.atomic():
+        if not _holds_running(operation):
+            return None
+        item = (
+            OperationItem.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(operation=operation, result=ItemResult.PENDING)
+            .filter(Q(claim_expires_at__isnull=True) | Q(claim_expires_at__lt=now))
+            .order_by("position")
+            .first()
+        )
+        if item is None:
+            return None
+        token = uuid.uuid4().hex
+        OperationItem.objects.filter(pk=item.pk).update(
+            claimed_by=token,
+            claimed_at=item.claimed_at or now,
+            claim_expires_at=now + claim_lease(),
+        )
+    return _Claim(item, token, item.claimed_at if item.claimed_by else None)
+
+
+def _record_claimed(claim: _Claim, outcome: Outcome) -> int:
+    """Record a claimed item's result by compare-and-set on the claim: only while the item
+    is pending and the claim is still this one (a claimant whose lease expired and was
+    claimed again records nothing: the new claimant does). Return 1 if recorded, else 0."""
+    result, detail = outcome
+    return OperationItem.objects.filter(
+        pk=claim.item.pk, result=ItemResult.PENDING, claimed_by=claim.token
+    ).update(result=result, detail=detail[:300], processed_at=clock.now(), claim_expires_at=None)
 
 
 def _apply_reconcile(operation: Operation, item: OperationItem) -> Outcome:
@@ -262,55 +432,102 @@ def _apply_reconcile(operation: Operation, item: OperationItem) -> Outcome:
     return ItemResult.DONE, f"{outcome.action}: {outcome.attempt.status}"[:300]
 
 
-APPLY: Mapping[str, Callable[[Operation, OperationItem], Outcome]] = {
-    Kind.CANCEL: _apply_cancel,
-    Kind.INCIDENT: _apply_cancel,
-    Kind.RECONCILE: _apply_reconcile,
-}
+def _reconciled_by_earlier_claim(operation: Operation, claim: _Claim, outcome: Outcome) -> Outcome:
+    """The outcome of an item claimed again after an earlier claim expired unrecorded.
 
+    That claim may have reconciled the attempt and died before recording the item; this
+    claim then finds the attempt already resolved. The run's history tells: an
+    ``effect.reconciled`` of this attempt by the operation's principal since the earlier
+    claim began makes the item done, as that claim would have recorded it.
+    """
+    from runs.domain.states import EventType
+    from runs.models import EffectAttempt, Event
 
-def _process_one(operation: Operation) -> bool:
-    """Claim one pending item (skipping those another worker holds), act on it and record
-    its result in one transaction; return False when none is left to claim."""
-    with transaction.atomic():
-        item = (
-            OperationItem.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("run")
-            .only("id", "position", "target", "run__id", "run__tenant", "run__state")
-            .filter(operation=operation, result=ItemResult.PENDING)
-            .order_by("position")
-            .first()
+    if claim.earlier is None or outcome[0] != ItemResult.REFUSED:
+        return outcome
+    event = (
+        Event.objects.filter(
+            run_id=claim.item.run_id,
+            type=EventType.EFFECT_RECONCILED.value,
+            refs__attempt=claim.item.target,
+            payload__by=operation.created_by,
         )
-        if item is None:
-            return False
-        result, detail = APPLY[operation.kind](operation, item)
-        # Drills only: a worker killed here loses this item's transaction, never half of it.
+        .order_by("-sequence")
+        .first()
+    )
+    if event is None or clock.parse(event.occurred_at) < claim.earlier:
+        return outcome
+    status = EffectAttempt.objects.values_list("status", flat=True).get(pk=claim.item.target)
+    return ItemResult.DONE, f"reconciled: {status}"
+
+
+def _reconcile_items(operation: Operation, batch_size: int) -> tuple[int, int]:
+    """Claim, reconcile and record up to ``batch_size`` items one at a time; return (items
+    claimed, items recorded). A pause or cancel takes effect before the next claim."""
+    claimed = recorded = 0
+    for _ in range(batch_size):
+        claim = _claim(operation)
+        if claim is None:
+            break
+        claimed += 1
+        outcome = _apply_reconcile(operation, claim.item)
+        outcome = _reconciled_by_earlier_claim(operation, claim, outcome)
+        # Drills only: a worker killed here reconciled the item but recorded nothing.
         points.reach(ITEM_POINT, str(operation.pk))
-        OperationItem.objects.filter(pk=item.pk, result=ItemResult.PENDING).update(
-            result=result, detail=detail[:300], processed_at=clock.now()
-        )
-    return True
+        recorded += _record_claimed(claim, outcome)
+    return claimed, recorded
 
 
-def operation_advance(*, operation_id: Any, batch_size: int = BATCH_SIZE) -> str:
-    """Process up to ``batch_size`` items of a running operation; return its status after.
+# -- steps -------------------------------------------------------------------------------
+def retry_pause() -> float:
+    return float(getattr(settings, "FIELDOPS_OPERATION_RETRY_SECONDS", 0.5))
+
+
+def batch_size_setting() -> int:
+    return int(getattr(settings, "FIELDOPS_OPERATION_BATCH_SIZE", BATCH_SIZE))
+
+
+def operation_step(*, operation_id: Any, batch_size: int | None = None) -> Step:
+    """Process one batch of a running operation (cancel: one transaction of up to
+    ``batch_size`` items, default ``FIELDOPS_OPERATION_BATCH_SIZE``; reconcile: up to
+    ``RECONCILE_STEP`` of them, each claimed by lease).
 
     Refresh the counters from the items and finish the operation when nothing is pending.
-    A paused, cancelled or finished operation (or an unknown id) is left as it is.
+    A paused, cancelled or finished operation (or an unknown id) is left as it is. When
+    every item claimed waited on a run another transaction holds, pause briefly
+    (``FIELDOPS_OPERATION_RETRY_SECONDS``) so the next try is not a tight loop.
     """
     operation = Operation.objects.filter(pk=operation_id).first()
     if operation is None or operation.status != Status.RUNNING:
-        return operation.status if operation else "missing"
+        return Step(operation.status if operation else "missing")
     Operation.objects.filter(pk=operation.pk).update(kicked_at=clock.now())
-    more = True
-    for _ in range(batch_size):
-        more = _process_one(operation)
-        if not more:
-            break
-    return _settle(operation, exhausted=not more)
+    size = batch_size or batch_size_setting()
+    if operation.kind == Kind.RECONCILE:
+        claimed, processed = _reconcile_items(operation, min(size, RECONCILE_STEP))
+    else:
+        try:
+            claimed, processed = _cancel_batch(operation, size)
+        except OperationalError as exc:
+            if not _waited_out(exc):
+                raise
+            # A lock wait gave up or a deadlock was broken: the batch rolled back whole.
+            log.warning("operation batch rolled back; retried", extra={"operation": operation_id})
+            claimed, processed = size, 0
+    if claimed and not processed:
+        time.sleep(retry_pause())
+    return Step(_settle(operation), claimed, processed)
 
 
-def _settle(operation: Operation, *, exhausted: bool) -> str:
+def _waited_out(exc: OperationalError) -> bool:
+    return lock_wait_failed(exc) or getattr(exc.__cause__, "sqlstate", None) == DEADLOCK
+
+
+def operation_advance(*, operation_id: Any, batch_size: int | None = None) -> str:
+    """Process one batch of a running operation (``operation_step``); return its status."""
+    return operation_step(operation_id=operation_id, batch_size=batch_size).status
+
+
+def _settle(operation: Operation) -> str:
     counts = dict(
         OperationItem.objects.filter(operation=operation)
         .values("result")
@@ -325,7 +542,7 @@ def _settle(operation: Operation, *, exhausted: bool) -> str:
         "progressed_at": now,
     }
     Operation.objects.filter(pk=operation.pk).update(**changes)
-    if exhausted and not counts.get(ItemResult.PENDING, 0):
+    if not counts.get(ItemResult.PENDING, 0):
         with transaction.atomic():
             finished = Operation.objects.filter(pk=operation.pk, status=Status.RUNNING).update(
                 status=Status.FINISHED, finished_at=now
@@ -340,12 +557,14 @@ def _settle(operation: Operation, *, exhausted: bool) -> str:
     return Operation.objects.values_list("status", flat=True).get(pk=operation.pk)
 
 
-def operation_drain(*, operation_id: Any, batch_size: int = BATCH_SIZE) -> str:
-    """Process batches until the operation is no longer running (finished, paused, cancelled)."""
+def operation_drain(*, operation_id: Any, batch_size: int | None = None) -> str:
+    """Process batches until the operation is no longer running, or until nothing is left
+    that this caller can claim (the pending rest is held by other claimants, which finish
+    it); return its status."""
     while True:
-        status = operation_advance(operation_id=operation_id, batch_size=batch_size)
-        if status != Status.RUNNING:
-            return status
+        step = operation_step(operation_id=operation_id, batch_size=batch_size)
+        if step.status != Status.RUNNING or not step.claimed:
+            return step.status
 
 
 # -- hand-over and sweep ---------------------------------------------------------------

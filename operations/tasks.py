@@ -10,11 +10,13 @@ from operations.models import Status
 
 @shared_task(name="operations.tasks.operation_advance", acks_late=True, reject_on_worker_lost=True)
 def operation_advance(operation_id: str) -> str:
-    """One batch; while items remain, the next batch is published as a new task."""
-    status = services.operation_advance(operation_id=operation_id)
-    if status == Status.RUNNING:
+    """One batch; while items remain, the next batch is published as a new task. A batch
+    that found nothing to claim (another worker holds the rest) publishes nothing: that
+    worker goes on, and the sweep re-hands the operation if it died."""
+    step = services.operation_step(operation_id=operation_id)
+    if step.status == Status.RUNNING and step.claimed:
         services.handover(operation_id)
-    return status
+    return step.status
 
 
 @shared_task(name="operations.tasks.operation_sweep")

@@ -597,7 +597,7 @@ def _store(
 
     after = apply(snapshot, event)
     texts = event_rows.values(event, json_text=True)
-    size = len(texts[_PAYLOAD]) + len(texts[_REFS]) + 600
+    size = stored_size(texts)
     now = clock.now()
     if connection.vendor == "postgresql":
         stored = _store_postgresql(run, after, texts, expected_revision, size, now)
@@ -643,6 +643,13 @@ _CAS_INSERT_SQL = _cas_insert_sql()
 _RUN_ID = event_rows.COLUMNS.index("run_id")
 _PAYLOAD = event_rows.COLUMNS.index("payload")
 _REFS = event_rows.COLUMNS.index("refs")
+
+
+def stored_size(texts: list[Any]) -> int:
+    """What storing an event adds to its run's ``event_bytes`` (the history size the guards
+    limit): its payload and refs as stored JSON text plus a fixed allowance for the row.
+    ``texts`` is the event's row as ``event_rows.values(event, json_text=True)`` gives it."""
+    return len(texts[_PAYLOAD]) + len(texts[_REFS]) + 600
 
 
 def _store_postgresql(

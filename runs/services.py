@@ -18,7 +18,7 @@ from catalog.models import CapabilityVersion, Lifecycle, Source
 from fieldops.db import lock_wait_failed
 from kernel import clock, retry
 from kernel.canonical import digest
-from runs import authority, outbox, policies, terminal
+from runs import authority, authority_batch, outbox, policies, terminal
 from runs.domain import effects
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
 from runs.domain.effects import AttemptStatus
@@ -199,17 +199,20 @@ class CancelResult:
     refusal: str = ""
 
 
-def cancel_qualification(run: Run) -> str:
+def cancel_qualification(run: Run, statuses: Sequence[str] | None = None) -> str:
     """Qualify a cancellation from authoritative records (SPEC §1 Cancellation).
 
     Call with the run's unsent dispatch records locked (see ``run_cancel``): an attempt
     whose request may have left is ``cancelled_effect_unknown``; one only recorded but not
-    yet sent will never be sent once the cancellation commits.
+    yet sent will never be sent once the cancellation commits. ``statuses``: the run's
+    attempts' statuses when the caller read them already (read here otherwise).
     """
+    if statuses is None:
+        statuses = list(EffectAttempt.objects.filter(run=run).values_list("status", flat=True))
     return effects.cancel_qualification(
         effects_counted=run.counters.get(Budget.EFFECTS, 0),
         recovering=run.state == State.RECOVERING.value,
-        statuses=EffectAttempt.objects.filter(run=run).values_list("status", flat=True),
+        statuses=statuses,
     )
 
 
@@ -298,6 +301,96 @@ def _cancel_once(
         return None
     run.refresh_from_db()
     return CancelResult(result.applied, run, qualification, result.refusal)
+
+
+def runs_lock(run_ids: Sequence[Any]) -> dict[str, Run]:
+    """Lock the runs of ``run_ids`` that no other transaction holds, in the caller's
+    transaction (``FOR UPDATE SKIP LOCKED``); return them by id.
+
+    A run another transaction holds (a worker's step, a stalled transaction) is left out
+    instead of waited for: a bulk caller asks for it again later, and never refuses it for
+    being busy.
+    """
+    return {
+        str(run.pk): run
+        for run in Run.objects.select_for_update(skip_locked=True, of=("self",)).filter(
+            pk__in=list(run_ids)
+        )
+    }
+
+
+def run_cancel_many(
+    *, runs: Sequence[Run], by_ref: str, reason: str, actor: Actor = Actor.OPERATOR
+) -> dict[str, CancelResult | None]:
+    """Cancel each of ``runs`` as ``run_cancel`` cancels one, all in the caller's transaction.
+
+    ``runs`` are rows the caller's transaction holds (``runs_lock``). Per run this does what
+    ``_cancel_once`` does: lock its unsent dispatch records, qualify the cancellation from
+    its attempts, mark those records NOT_SENT, append ``run.cancelled`` through the
+    authority's own decision (``authority_batch``), close the run (terminal record,
+    checkpoints, correlations, lease), and keep a refusal's control event only where
+    ``run_cancel`` keeps it (an ended run). The writes go in a few multi-row statements.
+
+    Return each run's CancelResult by id, or None for a run with an unsent dispatch record
+    another transaction holds (the runner's send gate): nothing is written for it; ask again.
+    Raise RunInputError when the reason is empty.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise RunInputError("reason", "a cancellation needs a reason")
+    ids = [run.pk for run in runs]
+    # The unsent dispatch records, locked without waiting: the send gate takes the same
+    # lock, so either it sends first (effect unknown) or it sees this cancellation. One the
+    # gate holds now leaves its run for a later try, as a locked run is left.
+    unsent = dict(
+        EffectAttempt.objects.select_for_update(skip_locked=True)
+        .filter(run_id__in=ids, status=AttemptStatus.DISPATCH_RECORDED)
+        .values_list("id", "run_id")
+    )
+    statuses: dict[str, list[str]] = {str(pk): [] for pk in ids}
+    held: set[str] = set()
+    for run_id, attempt_id, status in EffectAttempt.objects.filter(run_id__in=ids).values_list(
+        "run_id", "id", "status"
+    ):
+        statuses[str(run_id)].append(status)
+        if status == AttemptStatus.DISPATCH_RECORDED and attempt_id not in unsent:
+            held.add(str(run_id))
+    asked = [run for run in runs if str(run.pk) not in held]
+    qualifications = {
+        str(run.pk): cancel_qualification(run, statuses[str(run.pk)]) for run in asked
+    }
+    decisions = authority_batch.decide_many(
+        [
+            authority_batch.Request(
+                run=run,
+                type=EventType.RUN_CANCELLED,
+                actor=actor,
+                reason_code=qualifications[str(run.pk)],
+                payload={"reason": reason[:500], "by": by_ref},
+            )
+            for run in asked
+        ]
+    )
+    # run_cancel rolls back a cancellation of a live run that did not apply (its NOT_SENT
+    # marks and any control event with it); it keeps the refusal recorded on an ended run.
+    kept = [d for d in decisions if d.applied or is_terminal(d.snapshot.state)]
+    cancelled = {str(d.request.run.pk) for d in decisions if d.applied}
+    marked = [pk for pk, run_id in unsent.items() if str(run_id) in cancelled]
+    if marked:
+        effects.check_move(AttemptStatus.DISPATCH_RECORDED, AttemptStatus.NOT_SENT)
+        EffectAttempt.objects.filter(pk__in=marked).update(
+            status=AttemptStatus.NOT_SENT,
+            detail="cancelled before dispatch",
+            resolved_at=clock.now(),
+        )
+    authority_batch.store_many(kept)
+    out: dict[str, CancelResult | None] = {pk: None for pk in held}
+    for decision in decisions:
+        run = decision.request.run
+        out[str(run.pk)] = CancelResult(
+            decision.applied, run, qualifications[str(run.pk)], decision.refusal
+        )
+    return out
 
 
 def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reason: str) -> Run:

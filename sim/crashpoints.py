@@ -27,6 +27,8 @@ POINTS = (
     "after_capability_result",
     "before_ack",
     "operation.item_applied",
+    "operation.batch_written",
+    "operation.batch_committed",
 )
 
 # How often each point was reached in this process (FIELDOPS_CRASH_AFTER=<n> lets a drill
