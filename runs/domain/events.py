@@ -136,24 +136,26 @@ class EventRecord:
     hash: str
 
     def content(self) -> dict[str, Any]:
-        return event_content(
-            run_id=self.run_id,
-            type=self.type,
-            actor=self.actor,
-            attempt=self.attempt,
-            owner_epoch=self.owner_epoch,
-            prev_state=self.prev_state,
-            next_state=self.next_state,
-            contract_version=self.contract_version,
-            policy_version=self.policy_version,
-            component_set=self.component_set,
-            budget=self.budget,
-            cancel_revision=self.cancel_revision,
-            reason_code=self.reason_code,
-            refs=self.refs,
-            payload=self.payload,
-            schema_version=self.schema_version,
-        )
+        """``event_content`` of this event's fields (what its content hash covers), built
+        directly: replay builds one per event."""
+        return {
+            "run_id": self.run_id,
+            "type": str(self.type),
+            "actor": self.actor,
+            "attempt": self.attempt,
+            "owner_epoch": self.owner_epoch,
+            "prev_state": str(self.prev_state),
+            "next_state": str(self.next_state),
+            "contract_version": self.contract_version,
+            "policy_version": self.policy_version,
+            "component_set": self.component_set,
+            "budget": dict(self.budget),
+            "cancel_revision": self.cancel_revision,
+            "reason_code": self.reason_code,
+            "refs": dict(self.refs),
+            "payload": dict(self.payload),
+            "schema_version": self.schema_version,
+        }
 
     def recomputed_content_hash(self) -> str:
         return digest(self.content())

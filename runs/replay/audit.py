@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from kernel.fastjson import JsonFloat, digest_of_decoded
 from runs import event_rows
 from runs.authority import config_of
 from runs.domain.events import EventRecord, record_of_values
@@ -114,7 +115,10 @@ _event_record = record_of_values
 
 # The C scanner behind json.loads, called directly: the stored text of a JSON column has no
 # surrounding whitespace, so the wrapper's two whitespace scans per value are skipped.
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())
+# Floats are read as JsonFloat (a plain float to everything else), which is what lets the
+# content hash take the fast encoder (``kernel.fastjson.canonical_bytes_of_decoded``).
+_DECODER = json.JSONDecoder(parse_float=JsonFloat)
+_SCAN = json.scanner.make_scanner(_DECODER)
 
 
 def _json(value: Any) -> Any:
@@ -125,8 +129,19 @@ def _json(value: Any) -> Any:
             decoded, end = None, -1
         if end == len(value):
             return decoded
-        return json.loads(value)  # anything unusual: the full decoder decides (or raises)
-    return json.loads(value) if isinstance(value, bytes) else value
+        return _DECODER.decode(value)  # anything unusual: the full decoder decides (or raises)
+    if isinstance(value, bytes):
+        return _DECODER.decode(value.decode("utf-8"))
+    # A driver that hands over decoded JSON: read it back through its text, so that its
+    # floats are JsonFloat too.
+    return _DECODER.decode(json.dumps(value))
+
+
+def stored_content_hash(record: EventRecord) -> str:
+    """The content hash of a record read by ``stored_chunks`` (its JSON decoded by
+    ``_json``): ``record.recomputed_content_hash()``, through the fast encoder that such
+    decoded values allow."""
+    return digest_of_decoded(record.content())
 
 
 class _Stream:
@@ -179,7 +194,13 @@ def audit_replay(run: Run, *, chunk: int = CHUNK_ROWS) -> tuple[ReplayResult, li
     stream = _Stream(run, chunk)
     records = stream.records()
     try:
-        result = replay(config_of(run), records, evidence_ids=stream.evidence, ordered=True)
+        result = replay(
+            config_of(run),
+            records,
+            evidence_ids=stream.evidence,
+            ordered=True,
+            content_hash=stored_content_hash,
+        )
     finally:
         records.close()  # a fold that stopped early ends the read (and its transaction)
         if collecting:

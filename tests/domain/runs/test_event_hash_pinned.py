@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runs.domain.events import RunSnapshot, apply, build_event
+from runs.domain.events import RunSnapshot, apply, build_event, event_content
 from runs.domain.states import EventType, State
 
 from .factory import CONFIG
@@ -108,3 +108,31 @@ def test_a_second_event_links_to_the_first_as_it_always_did():
     )
     assert second.prev_hash == first.hash
     assert (second.content_hash, second.hash) == PINNED["second"]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_record_content_is_event_content_of_its_fields(name):
+    """``EventRecord.content`` is built directly; it must stay ``event_content``'s answer."""
+    event = _event(name)
+    fields = {
+        key: getattr(event, key)
+        for key in (
+            "run_id",
+            "type",
+            "actor",
+            "attempt",
+            "owner_epoch",
+            "prev_state",
+            "next_state",
+            "contract_version",
+            "policy_version",
+            "component_set",
+            "budget",
+            "cancel_revision",
+            "reason_code",
+            "refs",
+            "payload",
+            "schema_version",
+        )
+    }
+    assert event.content() == event_content(**fields)
