@@ -12,7 +12,7 @@ Callers never hold a transaction across a capability or model call: they call
 
 from __future__ import annotations
 
-import functools
+import datetime as dt
 import json
 import logging
 import uuid
@@ -22,6 +22,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import (
     DEFAULT_DB_ALIAS,
     IntegrityError,
@@ -30,6 +31,7 @@ from django.db import (
     connections,
     transaction,
 )
+from django.dispatch import receiver
 
 from fieldops import points, telemetry
 from fieldops.db import lock_wait_failed
@@ -168,8 +170,8 @@ def snapshot_of(run: Run, *, config: RunConfig | None = None) -> RunSnapshot:
     return snapshot
 
 
-def elapsed_ms(run: Run) -> int:
-    return max(0, int((clock.now() - run.created_at).total_seconds() * 1000))
+def elapsed_ms(run: Run, *, now: dt.datetime | None = None) -> int:
+    return max(0, int(((now or clock.now()) - run.created_at).total_seconds() * 1000))
 
 
 @telemetry.traced_transition
@@ -424,15 +426,16 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
         )
         counters_delta, within, payload_text = None, None, None
     target = run.state if type in CONTROL_EVENTS else edge(run.state, type).target  # type: ignore[union-attr]
+    now = clock.now()
     event = build_event(
         snapshot,
         event_id=ask.event_id,
         type=type,
         actor=actor,
         next_state=State(target),
-        occurred_at=clock.iso(clock.now()),
+        occurred_at=clock.iso(now),
         counters_delta=counters_delta,
-        elapsed_ms=elapsed_ms(run),
+        elapsed_ms=elapsed_ms(run, now=now),
         reason_code=reason_code,
         refs=refs,
         payload=payload,
@@ -546,23 +549,45 @@ def append_control(
     return None
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """The settings an append reads, read once (Django's lazy settings object costs a
+    Python-level lookup per attribute, six per append) and read again whenever a setting
+    changes (``setting_changed``: ``override_settings`` and the tests' ``settings``)."""
+
+    limits: guards.HistoryLimits
+    max_payload_bytes: int
+    prepared_statements: bool
+
+
+_settings: _Settings | None = None
+
+
+def _current() -> _Settings:
+    global _settings
+    held = _settings
+    if held is None:
+        held = _settings = _Settings(
+            limits=guards.HistoryLimits(
+                max_events=settings.FIELDOPS_HISTORY_MAX_EVENTS,
+                max_bytes=settings.FIELDOPS_HISTORY_MAX_BYTES,
+                warn_events=settings.FIELDOPS_HISTORY_WARN_EVENTS,
+                warn_bytes=settings.FIELDOPS_HISTORY_WARN_BYTES,
+            ),
+            max_payload_bytes=settings.FIELDOPS_MAX_EVENT_PAYLOAD_BYTES,
+            prepared_statements=settings.FIELDOPS_PREPARED_STATEMENTS,
+        )
+    return held
+
+
+@receiver(setting_changed)
+def _forget_settings(**_: Any) -> None:
+    global _settings
+    _settings = None
+
+
 def _limits() -> guards.HistoryLimits:
-    # Read on every append (tests and deployments change them); built once per values.
-    return _history_limits(
-        settings.FIELDOPS_HISTORY_MAX_EVENTS,
-        settings.FIELDOPS_HISTORY_MAX_BYTES,
-        settings.FIELDOPS_HISTORY_WARN_EVENTS,
-        settings.FIELDOPS_HISTORY_WARN_BYTES,
-    )
-
-
-@functools.lru_cache(maxsize=8)
-def _history_limits(
-    max_events: int, max_bytes: int, warn_events: int, warn_bytes: int
-) -> guards.HistoryLimits:
-    return guards.HistoryLimits(
-        max_events=max_events, max_bytes=max_bytes, warn_events=warn_events, warn_bytes=warn_bytes
-    )
+    return _current().limits
 
 
 def _check_request(
@@ -593,7 +618,7 @@ def _check_payload_size(payload: Mapping[str, Any] | None) -> str | None:
     if not payload:
         return None
     text = event_rows.payload_text(payload)
-    if len(text) > settings.FIELDOPS_MAX_EVENT_PAYLOAD_BYTES:
+    if len(text) > _current().max_payload_bytes:
         raise ValueError("event payload over 256 KB: store it as evidence and reference it")
     return text if type(payload) is dict else None
 
@@ -752,7 +777,7 @@ def _store_postgresql(
         # own cursors send every query as literal text). Errors are translated to Django's.
         with db.wrap_database_errors:
             cursor = _binding_cursor(db)
-            cursor.execute(_CAS_INSERT_SQL, params, prepare=settings.FIELDOPS_PREPARED_STATEMENTS)
+            cursor.execute(_CAS_INSERT_SQL, params, prepare=_current().prepared_statements)
             return cursor.rowcount == 1
     except IntegrityError:
         return False
