@@ -127,7 +127,7 @@ def _held_config(run: Run) -> RunConfig:
     an event carries; anything else rebuilds it.
     """
     held = run.__dict__.get("_fieldops_config")
-    key = (run.pk, run.contract_version, run.policy_version, run.component_set)
+    key = (run.id, run.contract_version, run.policy_version, run.component_set)
     if held is not None and held[0] == key:
         return held[1]  # type: ignore[no-any-return]
     config = config_of(run)
@@ -226,7 +226,7 @@ def append(
     )
     result: Result | None = None
     try:
-        if run is not None and run.revision == expected_revision and str(run.pk) == str(run_id):
+        if run is not None and run.revision == expected_revision and str(run.id) == str(run_id):
             result = _decide_from_copy(ask, run)
         if result is None:
             result = _decide_from_row(ask)
@@ -350,7 +350,7 @@ def _decide_from_copy(ask: _Ask, run: Run) -> Result | None:
     alone = (
         db.vendor == "postgresql"
         and not db.in_atomic_block
-        and db.get_autocommit()
+        and (db.autocommit if db.connection is not None else db.get_autocommit())
         and decision.within is None
         and not decision.advance_after
         and not decision.closes_run(snapshot)
@@ -763,7 +763,7 @@ def _store_postgresql(
         *event_rows.run_state_params(state, event=event, event_texts=texts),
         run.event_bytes + size,
         now,
-        run.pk,
+        run.id,
         expected,
         run.owner_epoch,
         *texts[:_RUN_ID],

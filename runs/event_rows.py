@@ -45,11 +45,13 @@ RUN_JSON_COLUMNS: frozenset[str] = frozenset({"counters", "budget_limits"})
 # One encoder for the stored JSON text (``json.dumps`` with ``default`` builds a new encoder
 # on every call; this is on the authority's path, once per JSON column per event).
 _TEXT = json.JSONEncoder(default=str)
-_ENUMS = (EventType, State)
+# The vocabulary's enums and their text (a dict lookup costs less than ``.value``, which
+# goes through the enum's descriptor); anything else is its own text.
+_TEXT_OF: dict[Any, str] = {member: member.value for enum in (EventType, State) for member in enum}
 
 
 def _plain(value: Any) -> Any:
-    return value.value if isinstance(value, _ENUMS) else value
+    return _TEXT_OF.get(value, value)
 
 
 def payload_text(payload: Mapping[str, Any]) -> str:
