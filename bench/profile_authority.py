@@ -43,7 +43,7 @@ def fieldops_block(state: dict[str, Any], n: int) -> None:
         i = state["i"]
         type_, actor, delta = cycle[i % 4]
         result = authority.append(
-            run_id=str(run.pk),
+            run_id=state["run_id"],
             expected_revision=run.revision,
             expected_epoch=epoch,
             type=type_,
@@ -107,7 +107,7 @@ def _start_fieldops() -> dict[str, Any]:
         run=run,
     )
     assert result.applied
-    return {"run": run, "epoch": epoch, "i": 0}
+    return {"run": run, "run_id": run_id, "epoch": epoch, "i": 0}
 
 
 def _start_raw() -> dict[str, Any]:

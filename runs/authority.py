@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -99,6 +100,16 @@ class Refused(Exception):
 
 def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:20]}"
+
+
+def _new_event_id() -> str:
+    """``str(uuid.uuid4())`` at half the cost (every append names its event): the same 122
+    random bits with the version-4 and RFC 4122 variant bits set, in the same text form."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def config_of(run: Run) -> RunConfig:
@@ -219,14 +230,18 @@ def append(
         refs=refs,
         payload=payload,
         counters_delta=counters_delta,
-        event_id=event_id or str(uuid.uuid4()),
+        event_id=event_id or _new_event_id(),
         within=within,
         advance_after=advance_after,
         payload_text=payload_text,
     )
     result: Result | None = None
     try:
-        if run is not None and run.revision == expected_revision and str(run.id) == str(run_id):
+        if (
+            run is not None
+            and run.revision == expected_revision
+            and _held_config(run).run_id == str(run_id)
+        ):
             result = _decide_from_copy(ask, run)
         if result is None:
             result = _decide_from_row(ask)

@@ -325,3 +325,11 @@ def test_the_snapshot_of_a_row_equals_the_constructors(world):
     assert authority.snapshot_of(run) == expected  # from the configuration kept on the row
     run.contract_version = "fieldops-reservation@9.9.9"  # a row that shows other versions
     assert authority.snapshot_of(run).config == authority.config_of(run)
+
+
+def test_event_ids_are_version_4_uuids_in_their_text_form():
+    ids = {authority._new_event_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
