@@ -447,7 +447,7 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
         event_id=ask.event_id,
         type=type,
         actor=actor,
-        next_state=State(target),
+        next_state=_STATE_OF.get(target) or State(target),
         occurred_at=clock.iso(now),
         counters_delta=counters_delta,
         elapsed_ms=elapsed_ms(run, now=now),
