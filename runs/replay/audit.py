@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import json
 import json.scanner
+import queue
+import threading
 import uuid
 from collections.abc import Generator, Iterator
 from contextlib import closing
@@ -66,21 +68,84 @@ def stored_chunks(
     are still given).
 
     On PostgreSQL the rows come through a server-side (named) cursor inside one
-    transaction: only one chunk is ever in this process, however long the history.
+    transaction, and the next chunk is fetched while the caller verifies this one
+    (``_ReadAhead``): at most three chunks are ever in this process, however long the
+    history.
     """
     run_id = str(run.pk)
     key = Event._meta.get_field("run").get_db_prep_value(run.pk, connection)
     with transaction.atomic(), connection.chunked_cursor() as cursor:
         cursor.execute(_ROWS_SQL, [key])
-        while rows := cursor.fetchmany(chunk):
-            records: list[EventRecord] = []
+        ahead = _ReadAhead(cursor, chunk) if connection.vendor == "postgresql" else None
+        try:
+            chunks = iter(ahead) if ahead is not None else iter(lambda: cursor.fetchmany(chunk), [])
+            for rows in chunks:
+                records: list[EventRecord] = []
+                try:
+                    for row in rows:
+                        records.append(_record(run_id, row))
+                except UndecodableEvent as exc:
+                    yield records, exc
+                    return
+                yield records, None
+        finally:
+            if ahead is not None:
+                ahead.close()  # before the cursor closes: the thread is done with it
+
+
+class _ReadAhead:
+    """Fetches the next chunk of a server-side cursor while the caller works on this one.
+
+    Audit replay is CPU work on this side (decode, hash, fold) and waiting on the other
+    (the server reads the rows and writes their JSON as text): one thread issues the next
+    FETCH as soon as the caller has taken a chunk, so the server's part of it overlaps the
+    verification of the one before. The queue holds one chunk, so at most three are in
+    memory (verified, queued, being fetched). The thread only calls the named cursor's
+    ``fetchmany``; psycopg serializes it with the caller's own queries on the connection
+    (the evidence lookup per chunk). A failure in the thread is raised to the caller.
+    """
+
+    _POLL_S = 0.05
+
+    def __init__(self, cursor: Any, chunk: int) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._fetch, args=(cursor, chunk), name="audit-read-ahead", daemon=True
+        )
+        self._thread.start()
+
+    def _fetch(self, cursor: Any, chunk: int) -> None:
+        try:
+            while not self._stop.is_set():
+                rows = cursor.fetchmany(chunk)
+                self._hand_over(rows)
+                if not rows:
+                    return
+        except BaseException as exc:  # whatever it is, the caller raises it
+            self._hand_over(exc)
+
+    def _hand_over(self, item: Any) -> None:
+        while not self._stop.is_set():
             try:
-                for row in rows:
-                    records.append(_record(run_id, row))
-            except UndecodableEvent as exc:
-                yield records, exc
+                self._queue.put(item, timeout=self._POLL_S)
                 return
-            yield records, None
+            except queue.Full:
+                continue
+
+    def __iter__(self) -> Iterator[list[tuple[Any, ...]]]:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            if not item:
+                return
+            yield item
+
+    def close(self) -> None:
+        """Stop fetching and wait for the thread (at most the FETCH under way)."""
+        self._stop.set()
+        self._thread.join()
 
 
 _EVENT_TYPES = {t.value: t for t in EventType}
