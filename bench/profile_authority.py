@@ -203,6 +203,7 @@ def parts(n: int) -> None:
 
     event = build()
     after = apply(snapshot, event)
+    row = authority.Run.objects.get(pk=run.pk)  # a row to bring up to date, again and again
     limits = authority._limits()
     pieces: dict[str, Any] = {
         "snapshot_of(run)": lambda: authority.snapshot_of(run),
@@ -225,7 +226,7 @@ def parts(n: int) -> None:
         "apply(snapshot, event)": lambda: apply(snapshot, event),
         "event_rows.values(json_text)": lambda: event_rows.values(event, json_text=True),
         "event_rows.run_state(json_text)": lambda: event_rows.run_state(after, json_text=True),
-        "event_rows.apply_to_row": lambda: event_rows.apply_to_row(run.__class__(), after),
+        "event_rows.apply_to_row": lambda: event_rows.apply_to_row(row, after),
         "connection flags": lambda: (
             connection.vendor,
             connection.get_autocommit(),
