@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 
@@ -55,12 +56,35 @@ def _may_hold_integral_float(text: str) -> bool:
     return _INTEGRAL_FLOAT.search(text) is not None
 
 
+# An encoder that returns canonical JSON's exact UTF-8 bytes for the values it can prove it
+# encodes identically, and None for all others (``kernel.fastjson`` installs one when its
+# dependency is there; this module stays standard library only). Without it, or when it
+# declines a value, the text below is the answer.
+Accelerator = Callable[[Any], "bytes | None"]
+_accelerated: Accelerator | None = None
+
+
+def accelerate(encoder: Accelerator | None) -> None:
+    """Install (or, with None, remove) the accelerated encoder; see ``_accelerated``."""
+    global _accelerated
+    _accelerated = encoder
+
+
 def canonical_json(value: Any) -> str:
     """Return one stable text for ``value``: NFC strings, sorted keys, no whitespace.
 
     Most values are already canonical: all-ASCII text (so NFC) and no integral floats.
     For those the plain sorted encoding is the answer; everything else is normalized first.
     """
+    if _accelerated is not None:
+        data = _accelerated(value)
+        if data is not None:
+            return data.decode("ascii")
+    return standard_canonical_json(value)
+
+
+def standard_canonical_json(value: Any) -> str:
+    """``canonical_json`` without the accelerated encoder: the definition it must match."""
     text = _ENCODER.encode(value)
     if text.isascii() and not _may_hold_integral_float(text):
         return text
@@ -69,7 +93,11 @@ def canonical_json(value: Any) -> str:
 
 def digest(value: Any) -> str:
     """Return the sha256 hex digest of the canonical JSON of ``value``."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+    if _accelerated is not None:
+        data = _accelerated(value)
+        if data is not None:
+            return hashlib.sha256(data).hexdigest()
+    return hashlib.sha256(standard_canonical_json(value).encode("utf-8")).hexdigest()
 
 
 def chain_hash(prev_hash: str, content_hash: str) -> str:

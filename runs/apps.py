@@ -17,3 +17,7 @@ class RunsConfig(AppConfig):
         from fieldops import telemetry
 
         telemetry.configure()
+        # Canonical JSON (every content hash) through orjson where byte-identical.
+        from kernel import fastjson
+
+        fastjson.install()

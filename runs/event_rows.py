@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,21 +45,46 @@ RUN_JSON_COLUMNS: frozenset[str] = frozenset({"counters", "budget_limits"})
 # One encoder for the stored JSON text (``json.dumps`` with ``default`` builds a new encoder
 # on every call; this is on the authority's path, once per JSON column per event).
 _TEXT = json.JSONEncoder(default=str)
+# The vocabulary's enums and their text (a dict lookup costs less than ``.value``, which
+# goes through the enum's descriptor); anything else is its own text.
+_TEXT_OF: dict[Any, str] = {member: member.value for enum in (EventType, State) for member in enum}
 
 
 def _plain(value: Any) -> Any:
-    return value.value if isinstance(value, (EventType, State)) else value
+    return _TEXT_OF.get(value, value)
 
 
-def values(event: EventRecord, *, json_text: bool = False) -> list[Any]:
+def payload_text(payload: Mapping[str, Any]) -> str:
+    """A JSON column's value as stored JSON text (what ``values(json_text=True)`` holds
+    for a dict; the authority measures an event's payload with it)."""
+    return _TEXT.encode(payload)
+
+
+_ROW = operator.attrgetter(*COLUMNS)
+_ENUM_AT = tuple(i for i, column in enumerate(COLUMNS) if column in ENUM_COLUMNS)
+_JSON_AT = tuple(i for i, column in enumerate(COLUMNS) if column in JSON_COLUMNS)
+_PAYLOAD_AT = COLUMNS.index("payload")
+
+
+def values(
+    event: EventRecord, *, json_text: bool = False, payload_text: str | None = None
+) -> list[Any]:
     """The event's column values in COLUMNS order: enums as their text, JSON columns as
-    dicts (or as JSON text with ``json_text``, for SQL and COPY)."""
-    out = []
-    for column in COLUMNS:
-        value = _plain(getattr(event, column))
-        if column in JSON_COLUMNS:
-            value = _TEXT.encode(dict(value)) if json_text else dict(value)
-        out.append(value)
+    dicts (or as JSON text with ``json_text``, for SQL and COPY).
+
+    ``payload_text``: the payload's JSON text when the caller already has it (exactly
+    ``payload_text(dict(event.payload))``); used with ``json_text`` instead of encoding
+    the payload again."""
+    out = list(_ROW(event))
+    for i in _ENUM_AT:  # only these columns hold the vocabulary's enums (EventRecord's types)
+        out[i] = _plain(out[i])
+    for i in _JSON_AT:
+        if not json_text:
+            out[i] = dict(out[i])
+        elif i == _PAYLOAD_AT and payload_text is not None:
+            out[i] = payload_text
+        else:
+            out[i] = _TEXT.encode(dict(out[i]))
     return out
 
 
@@ -76,20 +102,59 @@ def from_model(row: Event) -> EventRecord:
     return EventRecord(**fields)
 
 
+_RUN_STATE = operator.attrgetter(*(field for _, field in RUN_STATE))
+_RUN_COLUMNS = tuple(column for column, _ in RUN_STATE)
+_STATE_AT = _RUN_COLUMNS.index("state")  # the one enum among them (RunSnapshot's types)
+_RUN_JSON_AT = tuple(i for i, column in enumerate(_RUN_COLUMNS) if column in RUN_JSON_COLUMNS)
+
+
 def run_state(after: RunSnapshot, *, json_text: bool = False) -> dict[str, Any]:
     """The run row's state columns after an event (column -> value)."""
-    out: dict[str, Any] = {}
-    for column, field in RUN_STATE:
-        value = _plain(getattr(after, field))
-        if column in RUN_JSON_COLUMNS:
-            value = _TEXT.encode(dict(value)) if json_text else dict(value)
-        out[column] = value
+    row = list(_RUN_STATE(after))
+    row[_STATE_AT] = _plain(row[_STATE_AT])
+    for i in _RUN_JSON_AT:
+        row[i] = _TEXT.encode(dict(row[i])) if json_text else dict(row[i])
+    return dict(zip(_RUN_COLUMNS, row, strict=True))
+
+
+def run_state_params(
+    state: Mapping[str, Any], *, event: EventRecord, event_texts: list[Any]
+) -> list[Any]:
+    """``run_state(after, json_text=True).values()`` from ``state = run_state(after)``,
+    for the event stored with it (``event_texts``: its ``values(event, json_text=True)``).
+
+    The run's counters after an event are the event's budget (``apply``): when they are
+    equal, the budget's text is reused. The limits change only with a budget change: their
+    text is kept from the last append that had the same limits."""
+    out = list(state.values())
+    counters = state["counters"]
+    budget = event_texts[_BUDGET_AT] if counters == event.budget else None
+    out[_COUNTERS_AT] = budget if budget is not None else _TEXT.encode(counters)
+    out[_LIMITS_AT] = _limits_text(state["budget_limits"])
     return out
 
 
-def apply_to_row(row: Any, after: RunSnapshot) -> None:
-    """Bring a run row object up to ``after`` in place (what the compare-and-set wrote)."""
-    for column, value in run_state(after).items():
+_BUDGET_AT = COLUMNS.index("budget")
+_COUNTERS_AT = _RUN_COLUMNS.index("counters")
+_LIMITS_AT = _RUN_COLUMNS.index("budget_limits")
+# The last limits encoded and their text (one entry: a run's limits rarely change).
+_last_limits: tuple[dict[str, Any], str] = ({}, "{}")
+
+
+def _limits_text(limits: Mapping[str, Any]) -> str:
+    global _last_limits
+    held, text = _last_limits
+    if type(limits) is dict and limits == held:
+        return text
+    text = _TEXT.encode(dict(limits))
+    _last_limits = (dict(limits), text)
+    return text
+
+
+def apply_to_row(row: Any, after: RunSnapshot, *, state: Mapping[str, Any] | None = None) -> None:
+    """Bring a run row object up to ``after`` in place (what the compare-and-set wrote);
+    ``state``: ``run_state(after)`` if the caller already made it."""
+    for column, value in (run_state(after) if state is None else state).items():
         setattr(row, column, value)
 
 

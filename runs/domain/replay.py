@@ -79,6 +79,7 @@ def replay(
     *,
     evidence_ids: Container[str] | None = None,
     ordered: bool = False,
+    content_hash: Callable[[EventRecord], str] = EventRecord.recomputed_content_hash,
 ) -> ReplayResult:
     """Fold ``events`` over ``config``; report what does not hold.
 
@@ -86,7 +87,9 @@ def replay(
     folded as they arrive and never held: a stream of any length replays in constant
     memory. Otherwise they are sorted by sequence first. ``evidence_ids``: the evidence
     that exists; it is consulted for each event as it is folded, so a streaming caller may
-    keep in it only what the events at hand reference."""
+    keep in it only what the events at hand reference. ``content_hash``: how an event's
+    content hash is recomputed (a reader whose records allow a faster, byte-identical
+    encoding passes it; see ``runs.replay.audit.stored_content_hash``)."""
     snapshot = RunSnapshot.initial(config)
     findings: list[Finding] = []
     applied = 0
@@ -129,7 +132,7 @@ def replay(
                 )
             )
             break
-        findings.extend(_integrity(snapshot, event))
+        findings.extend(_integrity(snapshot, event, content_hash))
         stop = False
         for violation in violations(snapshot, event):
             kind = _INVARIANT_KIND.get(violation.invariant, f"invariant:{violation.invariant}")
@@ -167,11 +170,13 @@ def replay(
     )
 
 
-def _integrity(snapshot: RunSnapshot, event: EventRecord) -> list[Finding]:
+def _integrity(
+    snapshot: RunSnapshot, event: EventRecord, recompute: Callable[[EventRecord], str]
+) -> list[Finding]:
     out = []
     # The content hash is recomputed once: the link check reuses it (it equals the stored
     # one there), which halves the hashing of a replay.
-    content_hash = event.recomputed_content_hash()
+    content_hash = recompute(event)
     if content_hash != event.content_hash:
         out.append(
             Finding(

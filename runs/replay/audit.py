@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import json
 import json.scanner
+import queue
+import threading
 import uuid
 from collections.abc import Generator, Iterator
 from contextlib import closing
@@ -12,9 +14,10 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from kernel.fastjson import JsonFloat, digest_of_decoded
 from runs import event_rows
 from runs.authority import config_of
-from runs.domain.events import EventRecord
+from runs.domain.events import EventRecord, record_of_values
 from runs.domain.replay import Finding, ReplayResult, compare_with_stored, replay
 from runs.domain.states import EventType, State
 from runs.models import Event, Evidence, Run
@@ -65,21 +68,84 @@ def stored_chunks(
     are still given).
 
     On PostgreSQL the rows come through a server-side (named) cursor inside one
-    transaction: only one chunk is ever in this process, however long the history.
+    transaction, and the next chunk is fetched while the caller verifies this one
+    (``_ReadAhead``): at most three chunks are ever in this process, however long the
+    history.
     """
     run_id = str(run.pk)
     key = Event._meta.get_field("run").get_db_prep_value(run.pk, connection)
     with transaction.atomic(), connection.chunked_cursor() as cursor:
         cursor.execute(_ROWS_SQL, [key])
-        while rows := cursor.fetchmany(chunk):
-            records: list[EventRecord] = []
+        ahead = _ReadAhead(cursor, chunk) if connection.vendor == "postgresql" else None
+        try:
+            chunks = iter(ahead) if ahead is not None else iter(lambda: cursor.fetchmany(chunk), [])
+            for rows in chunks:
+                records: list[EventRecord] = []
+                try:
+                    for row in rows:
+                        records.append(_record(run_id, row))
+                except UndecodableEvent as exc:
+                    yield records, exc
+                    return
+                yield records, None
+        finally:
+            if ahead is not None:
+                ahead.close()  # before the cursor closes: the thread is done with it
+
+
+class _ReadAhead:
+    """Fetches the next chunk of a server-side cursor while the caller works on this one.
+
+    Audit replay is CPU work on this side (decode, hash, fold) and waiting on the other
+    (the server reads the rows and writes their JSON as text): one thread issues the next
+    FETCH as soon as the caller has taken a chunk, so the server's part of it overlaps the
+    verification of the one before. The queue holds one chunk, so at most three are in
+    memory (verified, queued, being fetched). The thread only calls the named cursor's
+    ``fetchmany``; psycopg serializes it with the caller's own queries on the connection
+    (the evidence lookup per chunk). A failure in the thread is raised to the caller.
+    """
+
+    _POLL_S = 0.05
+
+    def __init__(self, cursor: Any, chunk: int) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._fetch, args=(cursor, chunk), name="audit-read-ahead", daemon=True
+        )
+        self._thread.start()
+
+    def _fetch(self, cursor: Any, chunk: int) -> None:
+        try:
+            while not self._stop.is_set():
+                rows = cursor.fetchmany(chunk)
+                self._hand_over(rows)
+                if not rows:
+                    return
+        except BaseException as exc:  # whatever it is, the caller raises it
+            self._hand_over(exc)
+
+    def _hand_over(self, item: Any) -> None:
+        while not self._stop.is_set():
             try:
-                for row in rows:
-                    records.append(_record(run_id, row))
-            except UndecodableEvent as exc:
-                yield records, exc
+                self._queue.put(item, timeout=self._POLL_S)
                 return
-            yield records, None
+            except queue.Full:
+                continue
+
+    def __iter__(self) -> Iterator[list[tuple[Any, ...]]]:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            if not item:
+                return
+            yield item
+
+    def close(self) -> None:
+        """Stop fetching and wait for the thread (at most the FETCH under way)."""
+        self._stop.set()
+        self._thread.join()
 
 
 _EVENT_TYPES = {t.value: t for t in EventType}
@@ -108,23 +174,16 @@ def _record(run_id: str, row: tuple[Any, ...]) -> EventRecord:
     return _event_record(fields)
 
 
-_NEW = object.__new__
-_FIELD_NAMES = event_rows.COLUMNS
-
-
-def _event_record(fields: list[Any]) -> EventRecord:
-    """``EventRecord(*fields)`` at less than half the cost: a frozen dataclass's ``__init__``
-    sets each of its 22 fields through ``object.__setattr__``, which was a tenth of the
-    per-event cost of reading a history. The result is equal to the constructor's (the
-    record has no ``__post_init__`` and no slots; tests/runs check both)."""
-    record: EventRecord = _NEW(EventRecord)
-    record.__dict__.update(zip(_FIELD_NAMES, fields, strict=True))
-    return record
+# ``EventRecord(*fields)`` without the frozen dataclass's per-field ``object.__setattr__``.
+_event_record = record_of_values
 
 
 # The C scanner behind json.loads, called directly: the stored text of a JSON column has no
 # surrounding whitespace, so the wrapper's two whitespace scans per value are skipped.
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())
+# Floats are read as JsonFloat (a plain float to everything else), which is what lets the
+# content hash take the fast encoder (``kernel.fastjson.canonical_bytes_of_decoded``).
+_DECODER = json.JSONDecoder(parse_float=JsonFloat)
+_SCAN = json.scanner.make_scanner(_DECODER)
 
 
 def _json(value: Any) -> Any:
@@ -135,8 +194,19 @@ def _json(value: Any) -> Any:
             decoded, end = None, -1
         if end == len(value):
             return decoded
-        return json.loads(value)  # anything unusual: the full decoder decides (or raises)
-    return json.loads(value) if isinstance(value, bytes) else value
+        return _DECODER.decode(value)  # anything unusual: the full decoder decides (or raises)
+    if isinstance(value, bytes):
+        return _DECODER.decode(value.decode("utf-8"))
+    # A driver that hands over decoded JSON: read it back through its text, so that its
+    # floats are JsonFloat too.
+    return _DECODER.decode(json.dumps(value))
+
+
+def stored_content_hash(record: EventRecord) -> str:
+    """The content hash of a record read by ``stored_chunks`` (its JSON decoded by
+    ``_json``): ``record.recomputed_content_hash()``, through the fast encoder that such
+    decoded values allow."""
+    return digest_of_decoded(record.content())
 
 
 class _Stream:
@@ -189,7 +259,13 @@ def audit_replay(run: Run, *, chunk: int = CHUNK_ROWS) -> tuple[ReplayResult, li
     stream = _Stream(run, chunk)
     records = stream.records()
     try:
-        result = replay(config_of(run), records, evidence_ids=stream.evidence, ordered=True)
+        result = replay(
+            config_of(run),
+            records,
+            evidence_ids=stream.evidence,
+            ordered=True,
+            content_hash=stored_content_hash,
+        )
     finally:
         records.close()  # a fold that stopped early ends the read (and its transaction)
         if collecting:

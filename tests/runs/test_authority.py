@@ -237,3 +237,99 @@ def _prepared_cas_statements() -> int:
             ["%WITH cas AS%"],
         )
         return int(cursor.fetchone()[0])
+
+
+# Payloads that the faster paths must store, hash and replay exactly as before: floats that
+# orjson writes differently from ``repr``, integral floats (normalized for the hash only),
+# decomposed text (NFC for the hash only), control characters, ints beyond 64 bits.
+AWKWARD_PAYLOAD = {
+    "tiny": 1e-06,
+    "whole": 2.0,
+    "big": 2**70,
+    "text": "cafe\u0301 \u00c5 \U0001f600",
+    "ctl": 'a\x01b\n"\\',
+    "nested": {"z": [1.5, None, True], "a": {"b": -0.0}},
+}
+
+
+def test_awkward_payloads_are_stored_as_given_and_replay_clean(world):
+    run = make_run(advance=False)
+    assert _append(run, EventType.RUN_STARTED, refs={"observation": "rq"}).applied
+    run.refresh_from_db()
+    held = authority.append(  # the one-statement path, from the caller's row
+        run_id=str(run.pk),
+        expected_revision=run.revision,
+        expected_epoch=None,
+        type=EventType.OBSERVATION_RECORDED,
+        actor=Actor.HARNESS,
+        payload=AWKWARD_PAYLOAD,
+        run=run,
+    )
+    assert held.applied
+    read = _append(  # the authority reads the row itself
+        run,
+        EventType.PROPOSAL_EMITTED,
+        Actor.MODEL,
+        payload=AWKWARD_PAYLOAD,
+        counters_delta={"turns": 1, "proposals": 1},
+    )
+    assert read.applied
+    stored = Event.objects.filter(run=run, sequence__gte=2).order_by("sequence")
+    assert [e.payload for e in stored] == [AWKWARD_PAYLOAD, AWKWARD_PAYLOAD]
+    assert [type(e.payload["whole"]) for e in stored] == [float, float]
+    assert [e.content_hash for e in stored] == [held.event.content_hash, read.event.content_hash]
+    run.refresh_from_db()
+    assert [f for f in audit_replay(run)[1] if f.kind != "missing_evidence"] == []
+
+
+def test_a_payload_that_is_not_a_dict_is_stored_as_its_dict(world):
+    """The payload text measured for the size check is reused for the row only for a plain
+    dict; any other mapping is stored as ``dict(payload)``, as before."""
+    from types import MappingProxyType
+
+    run = make_run(advance=False)
+    result = _append(
+        run,
+        EventType.RUN_STARTED,
+        refs={"observation": "rq"},
+        payload=MappingProxyType({"k": "v"}),
+    )
+    assert result.applied
+    assert Event.objects.get(run=run, sequence=1).payload == {"k": "v"}
+
+
+def test_the_snapshot_of_a_row_equals_the_constructors(world):
+    """``snapshot_of`` builds the snapshot without the dataclass constructor and keeps the
+    run's configuration on the row: both must give what the constructor gives."""
+    from runs.domain.events import RunSnapshot
+
+    run = make_run(advance=False)
+    assert _append(run, EventType.RUN_STARTED, refs={"observation": "rq"}).applied
+    run.refresh_from_db()
+    expected = RunSnapshot(
+        config=authority.config_of(run),
+        state=run.state,
+        revision=run.revision,
+        attempt=run.attempt,
+        owner_epoch=run.owner_epoch,
+        counters=dict(run.counters),
+        limits=dict(run.budget_limits),
+        cancel_revision=run.cancel_revision,
+        last_hash=run.last_hash,
+        waiting_checkpoint=run.waiting_checkpoint,
+        waiting_correlation=run.waiting_correlation,
+        current_proposal=run.current_proposal,
+        pending_observation=run.pending_observation,
+    )
+    assert authority.snapshot_of(run) == expected
+    assert authority.snapshot_of(run) == expected  # from the configuration kept on the row
+    run.contract_version = "fieldops-reservation@9.9.9"  # a row that shows other versions
+    assert authority.snapshot_of(run).config == authority.config_of(run)
+
+
+def test_event_ids_are_version_4_uuids_in_their_text_form():
+    ids = {authority._new_event_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122

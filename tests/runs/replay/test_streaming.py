@@ -85,3 +85,43 @@ def test_it_builds_stored_records_equal_to_the_constructors() -> None:
     assert dataclasses.astuple(built) == tuple(fields)
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.sequence = 2  # type: ignore[misc]
+
+
+def _read_ahead_threads() -> list[Any]:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "audit-read-ahead"]
+
+
+def test_a_fold_that_stops_early_ends_the_read_ahead(world):
+    """A gap stops the fold in the first chunk: the thread fetching the next chunk is
+    stopped and joined before the cursor closes, and the connection is usable."""
+    run = long_run(1200, alter={150: {"sequence": 5000}})
+    result, findings = audit.audit_replay(run, chunk=100)
+    assert findings[0].kind == "gap" and result.stopped_at is not None
+    assert _read_ahead_threads() == []
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_cursors WHERE NOT is_holdable")
+        assert cursor.fetchone()[0] == 0
+
+
+def test_a_failed_fetch_ahead_is_raised_to_the_caller(world, monkeypatch):
+    """The read-ahead thread's failure is the replay's failure, never a short history."""
+    run = long_run(600)
+    fetches = {"n": 0}
+    real = audit._ReadAhead._fetch
+
+    def failing_fetch(self: Any, cursor: Any, chunk: int) -> None:
+        class Flaky:
+            def fetchmany(self, size: int) -> Any:
+                fetches["n"] += 1
+                if fetches["n"] == 3:
+                    raise RuntimeError("connection lost mid-history")
+                return cursor.fetchmany(size)
+
+        real(self, Flaky(), chunk)
+
+    monkeypatch.setattr(audit._ReadAhead, "_fetch", failing_fetch)
+    with pytest.raises(RuntimeError, match="connection lost"):
+        audit.audit_replay(run, chunk=100)
+    assert _read_ahead_threads() == []

@@ -1,0 +1,284 @@
+"""Where the authority's client CPU per append goes, next to the raw CTE loop's.
+
+Not part of ``make bench`` (no target): the authority breakdown in bench/README.md is made
+with it. In this process, on one connection to a PostgreSQL benchmark database, it
+alternates blocks of N appends through ``runs.authority.append`` (the loop of
+``authority_throughput.py``) with N appends of the raw prepared single-statement CTE, and
+reports the client's CPU per append (``time.process_time``: what this process spent,
+whatever the machine's load) and wall time per append. ``--cprofile`` profiles the
+FieldOps blocks; ``--parts`` times the authority's pieces one by one on an in-memory
+event.
+
+    .venv/bin/python bench/profile_authority.py [--appends N] [--rounds R] [--cprofile] [--parts]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import time
+from typing import Any
+
+from authority_throughput import _EVENT_NAMES, RAW_CTE, STATES, _event_fields, new_run, payload
+from common import banner, django_setup, drop_database, pg_url, recreate_database, say
+
+DB = "fieldops_bench_profile_authority"
+
+
+def fieldops_block(state: dict[str, Any], n: int) -> None:
+    from runs import authority
+    from runs.domain.states import Actor, EventType
+
+    cycle = [
+        (EventType.OBSERVATION_RECORDED, Actor.HARNESS, None),
+        (EventType.PROPOSAL_EMITTED, Actor.MODEL, {"turns": 1, "proposals": 1}),
+        (EventType.PROPOSAL_ALLOWED, Actor.HARNESS, {"actions": 1}),
+        (EventType.OBSERVATION_RECEIVED, Actor.CAPABILITY_ADAPTER, None),
+    ]
+    run, epoch = state["run"], state["epoch"]
+    for _ in range(n):
+        i = state["i"]
+        type_, actor, delta = cycle[i % 4]
+        result = authority.append(
+            run_id=state["run_id"],
+            expected_revision=run.revision,
+            expected_epoch=epoch,
+            type=type_,
+            actor=actor,
+            reason_code="ok",
+            refs={"observation": f"ev-{i:020d}"},
+            payload=payload(i),
+            counters_delta=delta,
+            run=run,
+        )
+        assert result.applied, result.refusal
+        state["i"] = i + 1
+
+
+def raw_block(state: dict[str, Any], n: int) -> None:
+    from psycopg.types.json import Jsonb
+
+    cur, run_id, epoch = state["cur"], state["run_id"], state["epoch"]
+    for _ in range(n):
+        revision, done = state["revision"], state["done"]
+        f = _event_fields(run_id, revision + 1, epoch, done)
+        cur.execute(
+            RAW_CTE,
+            (
+                revision + 1,
+                STATES[(done + 1) % 4],
+                Jsonb(f["budget"]),
+                f["hash"],
+                1000,
+                run_id,
+                revision,
+                epoch,
+                *(
+                    Jsonb(f[c]) if isinstance(f[c], dict) else f[c]
+                    for c in _EVENT_NAMES
+                    if c != "run_id"
+                ),
+            ),
+            prepare=True,
+        )
+        if cur.rowcount != 1:
+            raise RuntimeError("raw CAS lost")
+        state["revision"], state["done"] = revision + 1, done + 1
+
+
+def _start_fieldops() -> dict[str, Any]:
+    from runs import authority
+    from runs.domain.states import Actor, EventType
+    from runs.models import Run
+
+    run_id, epoch = new_run()
+    run = Run.objects.get(pk=run_id)
+    result = authority.append(
+        run_id=run_id,
+        expected_revision=0,
+        expected_epoch=epoch,
+        type=EventType.RUN_STARTED,
+        actor=Actor.HARNESS,
+        reason_code="contract_valid",
+        refs={"observation": "rq-profile"},
+        run=run,
+    )
+    assert result.applied
+    return {"run": run, "run_id": run_id, "epoch": epoch, "i": 0}
+
+
+def _start_raw() -> dict[str, Any]:
+    import psycopg
+
+    run_id, epoch = new_run()
+    conn = psycopg.connect(pg_url(DB), autocommit=True)
+    cur = conn.cursor()
+    (revision,) = cur.execute("SELECT revision FROM runs_run WHERE id = %s", (run_id,)).fetchone()
+    return {
+        "conn": conn,
+        "cur": cur,
+        "run_id": run_id,
+        "epoch": epoch,
+        "revision": revision,
+        "done": 0,
+    }
+
+
+def timed(block: Any, state: dict[str, Any], n: int) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    block(state, n)
+    return (time.process_time() - cpu) / n * 1e6, (time.perf_counter() - wall) / n * 1e6
+
+
+def compare(appends: int, rounds: int, profile: str | None) -> None:
+    fo, raw = _start_fieldops(), _start_raw()
+    fieldops_block(fo, 50)  # warm up: prepare the statement, fill caches
+    raw_block(raw, 50)
+    samples: dict[str, list[tuple[float, float]]] = {"fieldops": [], "raw": []}
+    profiler = cProfile.Profile() if profile else None
+    for _ in range(rounds):
+        # A fresh run each round, so no history grows past the size that logs a warning.
+        fo = _start_fieldops()
+        raw["run_id"], raw["epoch"] = new_run()
+        raw["revision"] = raw["done"] = 0
+        for name, block, state in (("raw", raw_block, raw), ("fieldops", fieldops_block, fo)):
+            if profiler is not None and profile == name:
+                profiler.enable()
+            samples[name].append(timed(block, state, appends))
+            if profiler is not None:
+                profiler.disable()
+    for name, values in samples.items():
+        cpu = statistics.median(v[0] for v in values)
+        wall = statistics.median(v[1] for v in values)
+        say(
+            f"{name:8s} client CPU {cpu:6.1f} us/append, wall {wall:6.1f} us/append "
+            f"(median of {rounds} x {appends})"
+        )
+    fo_cpu = statistics.median(v[0] for v in samples["fieldops"])
+    raw_cpu = statistics.median(v[0] for v in samples["raw"])
+    say(f"authority's own client CPU beyond the raw loop: {fo_cpu - raw_cpu:.1f} us/append")
+    raw["conn"].close()
+    if profiler is not None:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(35)
+        pstats.Stats(profiler, stream=out).print_callees("_send_query_prepared|_maybe_prepare_gen")
+        print(out.getvalue())
+
+
+def parts(n: int) -> None:
+    """The authority's pieces one by one, on the benchmark's event (CPU us per call)."""
+    from django.db import connection
+
+    from kernel import canonical, clock
+    from runs import authority, event_rows
+    from runs.domain import guards, invariants
+    from runs.domain.events import apply, build_event
+    from runs.domain.states import Actor, EventType, State
+
+    fo = _start_fieldops()
+    fieldops_block(fo, 5)  # in DECIDING: proposal.emitted is the next edge
+    run = fo["run"]
+    snapshot = authority.snapshot_of(run)
+    pay = payload(7)
+    refs = {"observation": "ev-00000000000000000007"}
+    delta = {"turns": 1, "proposals": 1}
+
+    def build() -> Any:
+        return build_event(
+            snapshot,
+            event_id="0b6a8f3e-8f51-4c1e-9a52-3f4d0e1c2b7a",
+            type=EventType.PROPOSAL_EMITTED,
+            actor=Actor.MODEL,
+            next_state=State.VALIDATING,
+            occurred_at=clock.iso(clock.now()),
+            counters_delta=delta,
+            elapsed_ms=authority.elapsed_ms(run),
+            reason_code="ok",
+            refs=refs,
+            payload=pay,
+        )
+
+    event = build()
+    after = apply(snapshot, event)
+    row = authority.Run.objects.get(pk=run.pk)  # a row to bring up to date, again and again
+    limits = authority._limits()
+    pieces: dict[str, Any] = {
+        "snapshot_of(run)": lambda: authority.snapshot_of(run),
+        "config_of(run)": lambda: authority.config_of(run),
+        "_check_request (payload size)": lambda: authority._check_request(
+            EventType.PROPOSAL_EMITTED, Actor.MODEL, delta, pay
+        ),
+        "guards.refusal + history": lambda: (
+            guards.refusal(snapshot, EventType.PROPOSAL_EMITTED, Actor.MODEL, refs, delta),
+            guards.history_refusal(
+                snapshot, EventType.PROPOSAL_EMITTED, event_bytes=run.event_bytes, limits=limits
+            ),
+        ),
+        "_limits()": authority._limits,
+        "build_event (all)": build,
+        "  canonical_json(content)": lambda: canonical.canonical_json(event.content()),
+        "  event.content()": event.content,
+        "  clock.iso(clock.now())": lambda: clock.iso(clock.now()),
+        "invariants.assert_invariants": lambda: invariants.assert_invariants(snapshot, event),
+        "apply(snapshot, event)": lambda: apply(snapshot, event),
+        "event_rows.values(json_text)": lambda: event_rows.values(event, json_text=True),
+        "event_rows.run_state(json_text)": lambda: event_rows.run_state(after, json_text=True),
+        "event_rows.apply_to_row": lambda: event_rows.apply_to_row(row, after),
+        "connection flags": lambda: (
+            connection.vendor,
+            connection.get_autocommit(),
+            connection.in_atomic_block,
+        ),
+    }
+    for name, fn in pieces.items():
+        fn()
+        cpu = time.process_time()
+        for _ in range(n):
+            fn()
+        say(f"{name:34s} {(time.process_time() - cpu) / n * 1e6:7.1f} us")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--appends", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--cprofile", choices=("fieldops", "raw"), help="profile one side")
+    parser.add_argument("--parts", action="store_true")
+    parser.add_argument(
+        "--only",
+        choices=("fieldops", "raw"),
+        help="run just N appends of one side after a 50-append warm-up (for callgrind: the "
+        "difference of two N gives instructions per append)",
+    )
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    if args.only:
+        django_setup(DB, DJANGO_DEBUG="false")
+        block, start = {
+            "fieldops": (fieldops_block, _start_fieldops),
+            "raw": (raw_block, _start_raw),
+        }[args.only]
+        state = start()
+        block(state, 50)
+        block(state, args.appends)
+        return
+    banner("authority client CPU per append vs the raw CTE loop")
+    recreate_database(DB)
+    django_setup(DB, DJANGO_DEBUG="false")
+    try:
+        compare(args.appends, args.rounds, args.cprofile)
+        if args.parts:
+            parts(5000)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if not args.keep:
+            drop_database(DB)
+
+
+if __name__ == "__main__":
+    main()
