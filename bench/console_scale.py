@@ -39,7 +39,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +74,8 @@ def db_name(size: int) -> str:
 
 def options(parser: Any) -> None:
     parser.add_argument(
-        "--sizes", help="comma-separated run counts instead of the defaults (the first is the baseline)"
+        "--sizes",
+        help="comma-separated run counts instead of the defaults (the first is the baseline)",
     )
     parser.add_argument("--events", type=int, help="the long run's events instead of the default")
     parser.add_argument("--reps", type=int, help="rounds instead of the default")
@@ -439,21 +439,17 @@ def report(
             baseline_label=label(small),
         )
     # The history's length: the long run's page against the 1,000-event run's, same database.
-    history: Callable[[int], str] = lambda n: label(n).replace("k", "k_events").replace(  # noqa: E731
-        "M", "M_events"
-    )
     for size in sizes:
         final = size == large
         ratio = times[size]["run_page"].median / times[size]["run_page_1k_events"].median
         emit(
-            f"console.run_page.{history(long_events)}_vs_1k_events.at_{label(size)}_runs",
+            f"console.run_page.{label(long_events)}_events_vs_1k_events.at_{label(size)}_runs",
             times[size]["run_page"],
             "ms",
             times[size]["run_page_1k_events"],
             target="<= 1.3x the 1,000-event run's page, same queries" if final else None,
             passed=(
-                ratio <= 1.3
-                and queries[size]["run_page"] == queries[size]["run_page_1k_events"]
+                ratio <= 1.3 and queries[size]["run_page"] == queries[size]["run_page_1k_events"]
             )
             if final
             else None,

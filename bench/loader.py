@@ -197,49 +197,57 @@ def run_records(run: Any, template: Template, *, checkpoints: int, attempts: int
     run page must show a bounded list of each, not all of them."""
     from django.db import connection
 
-    base = run.created_at
-    second = dt.timedelta(seconds=1)
+    base, second, tag = run.created_at, dt.timedelta(seconds=1), run.pk.hex[:12]
     checkpoint = _Row(
         CHECKPOINT_COLUMNS,
         {**template.checkpoint, "status": "USED", "tenant": run.tenant},
         ("id", "run_id", "created_at", "expires_at", "closed_at"),
     )
     attempt_columns = tuple(template.attempt)
-    attempt = _Row(attempt_columns, template.attempt, ("id", "run_id", "idempotency_key", "created_at", "resolved_at", "dispatch_sequence"))
-    hex_id = run.pk.hex
+    attempt = _Row(
+        attempt_columns,
+        template.attempt,
+        ("id", "run_id", "idempotency_key", "created_at", "resolved_at", "dispatch_sequence"),
+    )
     with connection.cursor() as cursor:
-        raw = cursor.cursor
-        if checkpoints:
-            with raw.copy(f"COPY approvals_checkpoint ({', '.join(CHECKPOINT_COLUMNS)}) FROM STDIN") as copy:
-                copy.write(
-                    "\n".join(
-                        checkpoint.fill(
-                            f"cp-{hex_id[:12]}-{n:08d}",
-                            str(run.pk),
-                            (base + n * second).isoformat(),
-                            (base + (n + 900) * second).isoformat(),
-                            (base + (n + 30) * second).isoformat(),
-                        )
-                        for n in range(checkpoints)
-                    )
-                    + "\n"
+        _copy_lines(
+            cursor,
+            "approvals_checkpoint",
+            CHECKPOINT_COLUMNS,
+            [
+                checkpoint.fill(
+                    f"cp-{tag}-{n:08d}",
+                    str(run.pk),
+                    (base + n * second).isoformat(),
+                    (base + (n + 900) * second).isoformat(),
+                    (base + (n + 30) * second).isoformat(),
                 )
-        if attempts:
-            with raw.copy(f"COPY runs_effectattempt ({', '.join(attempt_columns)}) FROM STDIN") as copy:
-                copy.write(
-                    "\n".join(
-                        attempt.fill(
-                            f"at-{hex_id[:12]}-{n:08d}",
-                            str(run.pk),
-                            f"key-{hex_id[:12]}-{n:08d}",
-                            (base + n * second).isoformat(),
-                            (base + (n + 1) * second).isoformat(),
-                            str(n + 1),
-                        )
-                        for n in range(attempts)
-                    )
-                    + "\n"
+                for n in range(checkpoints)
+            ],
+        )
+        _copy_lines(
+            cursor,
+            "runs_effectattempt",
+            attempt_columns,
+            [
+                attempt.fill(
+                    f"at-{tag}-{n:08d}",
+                    str(run.pk),
+                    f"key-{tag}-{n:08d}",
+                    (base + n * second).isoformat(),
+                    (base + (n + 1) * second).isoformat(),
+                    str(n + 1),
                 )
+                for n in range(attempts)
+            ],
+        )
+
+
+def _copy_lines(cursor: Any, table: str, columns: Sequence[str], lines: list[str]) -> None:
+    """COPY rows already in COPY text format (Django cursor)."""
+    if lines:
+        with cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            copy.write("\n".join(lines) + "\n")
 
 
 def _copy_events(connection: Any, rows: list[list[Any]]) -> int:

@@ -14,7 +14,14 @@ from runs.domain import effects
 from runs.domain.budgets import Budget
 from runs.domain.events import EventRecord
 from runs.domain.states import Disposition, EventType
-from runs.models import Correlation, EffectAttempt, Event, Run, TerminalRecord
+from runs.models import (
+    UNRESOLVED_STATUSES,
+    Correlation,
+    EffectAttempt,
+    Event,
+    Run,
+    TerminalRecord,
+)
 
 # (run, terminal event) -> what that app leaves unresolved, e.g. [{"checkpoint": "cp-..."}]
 Closer = Callable[[Run, EventRecord], list[dict[str, str]]]
@@ -42,7 +49,7 @@ def close(run: Run, event: EventRecord) -> None:
     """
     now = clock.now()
     unresolved_attempts = list(
-        EffectAttempt.objects.filter(run=run, status__in=effects.UNRESOLVED).values_list(
+        EffectAttempt.objects.filter(run=run, status__in=UNRESOLVED_STATUSES).values_list(
             "id", flat=True
         )
     )
@@ -84,7 +91,13 @@ def close(run: Run, event: EventRecord) -> None:
 def effect_account(run: Run) -> effects.EffectAccount:
     """The effects of an ended run: counted by its terminal record, reconciled since, and
     still unknown (SPEC §7: terminal records are never edited; corrections are appended)."""
-    record = TerminalRecord.objects.filter(run=run).first()
+    return effect_account_with(run, TerminalRecord.objects.filter(run=run).first())
+
+
+def effect_account_with(run: Run, record: TerminalRecord | None) -> effects.EffectAccount:
+    """``effect_account`` for a caller that has read the run's terminal record (``record``,
+    None if it has none). Both reads are served by partial indexes (``event_run_reconciled``,
+    ``attempt_run_unresolved``): they cost the same at any history length."""
     counted = int((record.final_counters if record else run.counters).get(Budget.EFFECTS, 0))
     after = record.deciding_sequence if record else run.revision
     reconciled = sum(
@@ -94,5 +107,5 @@ def effect_account(run: Run) -> effects.EffectAccount:
         ).values_list("payload", flat=True)
         if effects.records_effect(EventType.EFFECT_RECONCILED, payload.get("outcome", ""))
     )
-    unresolved = EffectAttempt.objects.filter(run=run, status__in=effects.UNRESOLVED).count()
+    unresolved = EffectAttempt.objects.filter(run=run, status__in=UNRESOLVED_STATUSES).count()
     return effects.EffectAccount(counted, reconciled, unresolved)

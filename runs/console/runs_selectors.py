@@ -28,15 +28,28 @@ from runs.console.filters import (
 from runs.domain import effects
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, State
-from runs.models import EffectAttempt, Event, Evidence, Run, TerminalRecord
+from runs.models import (
+    CONTROL_TYPES,
+    REJECTED_TYPES,
+    EffectAttempt,
+    Event,
+    Evidence,
+    Run,
+    TerminalRecord,
+)
 from runs.policies import MODEL_SCENARIO, scenario_names
 from runs.policies import registry as policy_registry
-from runs.terminal import effect_account
+from runs.terminal import effect_account_with
 
 PAGE_SIZE = 50
 
 
 TIMELINE_LIMIT = 1000
+
+# The run page shows a run's latest checkpoints, effect attempts and follow-ups, this many
+# of each, and links the full lists (paged, RELATED_PAGE a page).
+RELATED_LIMIT = 10
+RELATED_PAGE = 100
 
 
 TIMELINE_KINDS = ("all", "transitions", "control", "rejected")
@@ -228,13 +241,15 @@ def ref_links(refs: Mapping[str, str]) -> tuple[RefLink, ...]:
 
 
 def _kind_filter(kind: str) -> Q:
-    control = [e.value for e in CONTROL_EVENTS]
+    """The events of a timeline kind: exactly the conditions of the partial indexes
+    ``event_run_transition``, ``event_run_control`` and ``event_run_rejected`` (see
+    ``runs.models``), so a page of any kind reads only its own rows."""
     if kind == "transitions":
-        return ~Q(type__in=control)
+        return ~Q(type__in=CONTROL_TYPES)
     if kind == "control":
-        return Q(type__in=control)
+        return Q(type__in=CONTROL_TYPES)
     if kind == "rejected":
-        return Q(type__in=[e.value for e in REJECTION_EVENTS])
+        return Q(type__in=REJECTED_TYPES)
     return Q()
 
 
@@ -368,13 +383,109 @@ def run_gauges(run: Run) -> list[Gauge]:
     ]
 
 
+@dataclass(frozen=True)
+class Latest:
+    """The latest rows of one of a run's lists, oldest first, and whether it has earlier
+    ones (the run page then links the whole list). Iterating gives the rows."""
+
+    rows: list[Any]
+    earlier: bool
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+
+def _latest(qs: QuerySet[Any], limit: int = RELATED_LIMIT) -> Latest:
+    """The newest ``limit`` rows of ``qs`` by (created_at, id), in one query that reads
+    ``limit + 1`` index entries (each list has a (run, -created_at, -id) index)."""
+    rows = list(qs.order_by("-created_at", "-id")[: limit + 1])
+    earlier = len(rows) > limit
+    rows = rows[:limit]
+    rows.reverse()
+    return Latest(rows, earlier)
+
+
+# A run's lists the run page shows the latest of, and the full list pages: the rows of
+# each for a run (the run page's and the full list's query are the same, ordered and cut).
+RELATED = ("checkpoints", "attempts", "follow-ups")
+
+
+def related_rows(run: Run, what: str) -> QuerySet[Any]:
+    """The run's checkpoints, effect attempts or follow-up runs (``what`` in RELATED)."""
+    if what == "checkpoints":
+        return Checkpoint.objects.filter(run=run)
+    if what == "attempts":
+        return EffectAttempt.objects.filter(run=run)
+    if what == "follow-ups":
+        return Run.objects.filter(follows_run=run).only("id", "state", "created_at")
+    raise ValueError(f"no list {what!r} on the run page")
+
+
+@dataclass(frozen=True)
+class RelatedPage:
+    """One page of a run's full list, newest first; ``older`` is the cursor of the next
+    page ("" on the last)."""
+
+    rows: list[Any]
+    older: str
+
+
+def encode_position(created_at: dt.datetime, pk: Any) -> str:
+    """A keyset cursor for a list ordered by (created_at, id), newest first."""
+    raw = f"{clock.iso(created_at)}|{pk}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_position(cursor: str) -> tuple[dt.datetime, str] | None:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, sep, pk = raw.partition("|")
+        if not sep or not pk:
+            return None
+        return clock.parse(stamp), pk
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def related_page(
+    *, run: Run, what: str, cursor: str = "", page_size: int = RELATED_PAGE
+) -> RelatedPage | None:
+    """One page of the run's ``what`` list (see ``related_rows``) after ``cursor``, newest
+    first, in one query at any length; None for a cursor that is not one of ours."""
+    qs = related_rows(run, what)
+    if cursor:
+        position = decode_position(cursor)
+        if position is None:
+            return None
+        created, pk = position
+        if what == "follow-ups":
+            try:
+                pk = str(uuid.UUID(pk))
+            except ValueError:
+                return None
+        qs = qs.filter(created_at__lte=created).filter(
+            Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk)
+        )
+    rows = list(qs.order_by("-created_at", "-id")[: page_size + 1])
+    if len(rows) <= page_size:
+        return RelatedPage(rows, "")
+    last = rows[page_size - 1]
+    return RelatedPage(rows[:page_size], encode_position(last.created_at, last.pk))
+
+
 @dataclass
 class RunDetail:
     run: Run
     terminal: TerminalRecord | None
-    checkpoints: list[Checkpoint]
-    attempts: list[EffectAttempt]
-    follow_ups: list[Run]
+    checkpoints: Latest
+    attempts: Latest
+    follow_ups: Latest
     waiting: Checkpoint | None = None
     gauges: list[Gauge] = field(default_factory=list)
     # For an ended run: its effects (counted at the end + reconciled since) and what may
@@ -384,13 +495,20 @@ class RunDetail:
 
 
 def run_detail(run: Run) -> RunDetail:
-    """Everything the run page shows besides the timeline, in a fixed number of queries."""
+    """Everything the run page shows besides the timeline, in a fixed number of queries
+    that each read a bounded number of rows: the latest RELATED_LIMIT checkpoints,
+    attempts and follow-ups (the page links the rest), however many the run has."""
     terminal = TerminalRecord.objects.filter(run=run).first() if run.is_terminal else None
-    checkpoints = list(Checkpoint.objects.filter(run=run).order_by("created_at"))
-    attempts = list(EffectAttempt.objects.filter(run=run).order_by("created_at"))
-    follow_ups = list(Run.objects.filter(follows_run=run).only("id", "state", "created_at"))
-    waiting = next((c for c in checkpoints if c.pk == run.waiting_checkpoint), None)
-    account = effect_account(run) if terminal is not None else None
+    checkpoints = _latest(related_rows(run, "checkpoints"))
+    attempts = _latest(related_rows(run, "attempts"))
+    follow_ups = _latest(related_rows(run, "follow-ups"))
+    waiting = None
+    if run.waiting_checkpoint:
+        # The checkpoint a run waits on is its newest; read it if the list somehow is not.
+        waiting = next((c for c in checkpoints if c.pk == run.waiting_checkpoint), None) or (
+            Checkpoint.objects.filter(run=run, pk=run.waiting_checkpoint).first()
+        )
+    account = effect_account_with(run, terminal) if terminal is not None else None
     return RunDetail(
         run=run,
         terminal=terminal,
