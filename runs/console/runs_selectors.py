@@ -21,7 +21,8 @@ from runs.console.filters import (
     DISPOSITIONS,
     ID_SEARCH_ERROR,
     WORLDS,
-    id_range,
+    digits_range,
+    id_digits,
     in_world,
     world_from_query,
 )
@@ -30,12 +31,14 @@ from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, State
 from runs.models import (
     CONTROL_TYPES,
+    ID_PREFIX_DIGITS,
     REJECTED_TYPES,
     EffectAttempt,
     Event,
     Evidence,
     Run,
     TerminalRecord,
+    id_prefix,
 )
 from runs.policies import MODEL_SCENARIO, scenario_names
 from runs.policies import registry as policy_registry
@@ -145,11 +148,31 @@ def runs_matching(*, tenant: str, filters: RunFilters) -> QuerySet[Run] | None:
         since = clock.now() - span
         qs = qs.filter(created_at__gte=since) if newer else qs.filter(created_at__lt=since)
     if filters.q:
-        bounds = id_range(filters.q)
-        if bounds is None:
-            return None
-        qs = qs.filter(pk__gte=bounds[0], pk__lte=bounds[1])
+        return _id_search(qs, filters.q, live=filters.world == DEFAULT_WORLD)
     return qs
+
+
+def _id_search(qs: QuerySet[Run], text: str, *, live: bool) -> QuerySet[Run] | None:
+    """Narrow ``qs`` to ids starting with the hex digits of ``text`` (None: not hex).
+
+    Ids are random, so the shape of the condition decides what a page reads at millions
+    of runs. A prefix of ID_PREFIX_DIGITS or more digits names its first digits, which
+    ``run_tenant_live_id_prefix`` (live world) orders by creation: the page seeks to them.
+    With exactly that many digits this is the whole condition: an id range next to it
+    would be estimated at one row (a range inside one histogram bucket), and the primary
+    key would be chosen and read every match. Longer prefixes add the range, whose few
+    matches either index finds. Shorter ones are the range alone: the creation order
+    finds a page of their many matches after reading 16x (one digit) or 256x the page.
+    Every form selects exactly the runs whose id starts with the digits."""
+    digits = id_digits(text)
+    if digits is None:
+        return None
+    if live and len(digits) >= ID_PREFIX_DIGITS:
+        qs = qs.alias(id_prefix=id_prefix()).filter(id_prefix=digits[:ID_PREFIX_DIGITS])
+        if len(digits) == ID_PREFIX_DIGITS:
+            return qs
+    low, high = digits_range(digits)
+    return qs.filter(pk__gte=low, pk__lte=high)
 
 
 def run_list_for_tenant(
