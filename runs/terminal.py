@@ -14,14 +14,7 @@ from runs.domain import effects
 from runs.domain.budgets import Budget
 from runs.domain.events import EventRecord
 from runs.domain.states import Disposition, EventType
-from runs.models import (
-    UNRESOLVED_STATUSES,
-    Correlation,
-    EffectAttempt,
-    Event,
-    Run,
-    TerminalRecord,
-)
+from runs.models import Correlation, EffectAttempt, Event, Run, TerminalRecord
 
 # (run, terminal event) -> what that app leaves unresolved, e.g. [{"checkpoint": "cp-..."}]
 Closer = Callable[[Run, EventRecord], list[dict[str, str]]]
@@ -49,7 +42,7 @@ def close(run: Run, event: EventRecord) -> None:
     """
     now = clock.now()
     unresolved_attempts = list(
-        EffectAttempt.objects.filter(run=run, status__in=UNRESOLVED_STATUSES).values_list(
+        EffectAttempt.objects.filter(run=run, status__in=effects.UNRESOLVED).values_list(
             "id", flat=True
         )
     )
@@ -107,5 +100,9 @@ def effect_account_with(run: Run, record: TerminalRecord | None) -> effects.Effe
         ).values_list("payload", flat=True)
         if effects.records_effect(EventType.EFFECT_RECONCILED, payload.get("outcome", ""))
     )
-    unresolved = EffectAttempt.objects.filter(run=run, status__in=UNRESOLVED_STATUSES).count()
+    # Sorted: the exact list of ``attempt_run_unresolved`` (models.UNRESOLVED_STATUSES), which
+    # SQLite needs term for term to use the partial index.
+    unresolved = EffectAttempt.objects.filter(
+        run=run, status__in=sorted(effects.UNRESOLVED)
+    ).count()
     return effects.EffectAccount(counted, reconciled, unresolved)
