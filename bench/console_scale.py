@@ -7,7 +7,9 @@ template) without a network:
 - the runs list unfiltered, filtered by state and by scenario, and searched by a short
   id prefix (one hex digit), each at its first, middle and last page (middle and last
   reached through the keyset cursor the page itself links), and searched by a long
-  prefix (the 1,000,000-event run's id, 12 hex digits: one match);
+  prefix (the 1,000,000-event run's id, 12 hex digits: one match) and by three digits
+  (reported without a target: ~one match at 1,000 runs, a full page at 10M);
+- the list's live counts per state (the fragment the list loads and polls);
 - the approval queue (250 runs wait at every size; the queue shows its 200 rows);
 - the run page of a run with a 1,000,000-event history (quick: 100,000): the latest
   timeline page, a page in the middle of the history and the oldest page (the ``before``
@@ -320,6 +322,8 @@ def page_urls(base: Base) -> dict[str, str]:
         # Reported without a target: it matches ~one run at 1,000 runs, a full page at
         # 10M, so the page renders 1 row against 50.
         "runs_search_3_digits": reverse("runs-list") + f"?q={base.long_run[:3]}",
+        # The runs list's live counts per state (loaded with the list, then every 5 s).
+        "state_counts": reverse("operations-state-counts"),
         "approvals_queue": reverse("approvals-queue"),
         "run_page": long_page,
         "run_page_middle": f"{long_page}?kind=all&before={base.long_events // 2}",
@@ -385,6 +389,9 @@ def _check_page(name: str, url: str, html: str, base: Base) -> None:
             r.pk.hex.startswith(query["q"]) for r in page.runs
         ):  # pragma: no cover - a check of the benchmark itself
             raise RuntimeError(f"{name} shows a run that does not match {query['q']!r}")
+    elif name == "state_counts":
+        if "COMPLETED: " not in html:
+            raise RuntimeError("the live counts do not show the completed runs")
     elif name == "approvals_queue":
         shown = len(approval_selectors.checkpoint_queue(tenant="north"))
         if shown != 200:

@@ -372,5 +372,10 @@ def runs_state_counts(request: AuthedHtmxRequest) -> HttpResponse:
     return render(
         request,
         "operations/_state_counts.html",
-        {"counts": counts, "filter_query": urlencode(query), "filters": filters},
+        {
+            "counts": counts,
+            "cap": selectors.COUNT_CAP,
+            "filter_query": urlencode(query),
+            "filters": filters,
+        },
     )

@@ -4,8 +4,11 @@ runs list's live counts per state."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from operations import selectors as op_selectors
 from operations.models import SavedView
 from runs import services as run_services
 from tests.operations.conftest import client_for, waiting_runs
@@ -72,3 +75,22 @@ def test_live_counts_per_state_follow_the_filter_but_not_its_state(operator):
     assert "CREATED: 0" not in client.get(reverse("operations-state-counts")).content.decode()
     page = client.get(reverse("runs-list"), {"world": "faultlab"}).content.decode()
     assert 'id="state-counts"' in page and 'form="save-view"' in page
+
+
+def test_live_counts_stop_at_the_cap_with_the_same_queries_at_any_size(
+    operator, monkeypatch, django_assert_num_queries
+):
+    """Each state's count reads at most COUNT_CAP + 1 runs: above the cap it says "3+"."""
+    monkeypatch.setattr(op_selectors, "COUNT_CAP", 3)
+    client = client_for(operator)
+    waiting_runs(2)
+    url = reverse("operations-state-counts")
+    client.get(url, {"world": "faultlab"})
+    with CaptureQueriesContext(connection) as small:
+        body = client.get(url, {"world": "faultlab"}).content.decode()
+    assert "CREATED: 2<" in body
+    queries = len(small.captured_queries)  # read now: the next request clears the log
+    waiting_runs(5)
+    with django_assert_num_queries(queries):
+        body = client.get(url, {"world": "faultlab"}).content.decode()
+    assert "CREATED: 3+<" in body
