@@ -373,7 +373,8 @@ def runs_state_counts(request: AuthedHtmxRequest) -> HttpResponse:
         request,
         "operations/_state_counts.html",
         {
-            "counts": counts,
+            "counts": counts.counts,
+            "capped": counts.capped,
             "cap": selectors.COUNT_CAP,
             "filter_query": urlencode(query),
             "filters": filters,

@@ -34,6 +34,7 @@ def id_prefix() -> Left:
     """The expression ``run_tenant_live_id_prefix`` indexes: the id's first digits."""
     return Left(Cast("id", output_field=models.TextField()), ID_PREFIX_DIGITS)
 
+
 # Reason codes the incident runbooks look up across runs; a partial index keeps those
 # lookups fast at millions of events without indexing every ordinary event.
 INCIDENT_REASONS = (

@@ -7,6 +7,7 @@ query's condition is the index's, term for term."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -54,7 +55,8 @@ def run(world: None) -> Run:
 )
 def test_each_timeline_kind_reads_its_own_index(run: Run, kind: str, index: str) -> None:
     for cursor in ({}, {"before": 50}, {"after": 50}):
-        assert index in plan_of(lambda: selectors.run_timeline(run=run, kind=kind, **cursor))
+        read = functools.partial(selectors.run_timeline, run=run, kind=kind, **cursor)
+        assert index in plan_of(read)
 
 
 @pytest.mark.parametrize(
