@@ -92,6 +92,7 @@ def checkpoint_open_approval(
             run=run, kind=Checkpoint.Kind.APPROVAL, status=Checkpoint.Status.DECLINED
         )
         .select_related("decision")
+        .only("id", "decision__requested_change")  # not the checkpoint's stored proposal
         .order_by("-created_at")
         .first()
     )
@@ -370,6 +371,7 @@ def approval_decide(
                     "quorum": checkpoint.quorum,
                 },
                 within=within,
+                run=run,  # read with the checkpoint at expected_revision: the CAS proves it
             )
         else:
             result = authority.append(
@@ -389,6 +391,7 @@ def approval_decide(
                 },
                 within=within,
                 advance_after=True,
+                run=run,  # read with the checkpoint at expected_revision: the CAS proves it
             )
         if result.applied:
             checkpoint.refresh_from_db()
@@ -541,6 +544,7 @@ def approval_consume(*, run: Run, proposal_hash: str, attempt_id: str) -> str:
     checkpoint = (
         Checkpoint.objects.select_for_update()
         .filter(run=run, kind=Checkpoint.Kind.APPROVAL, proposal_hash=proposal_hash)
+        .only("id", "status")
         .order_by("-created_at")
         .first()
     )
@@ -561,6 +565,7 @@ def approvers_of(checkpoint_id: str) -> list[str]:
     quorum names all of them, in the order they approved), for the effect's record."""
     decision = (
         Decision.objects.filter(checkpoint_id=checkpoint_id, verdict=Decision.Verdict.APPROVE)
+        .only("approvers", "decided_by_ref")
         .order_by("-created_at")
         .first()
     )

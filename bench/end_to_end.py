@@ -48,7 +48,10 @@ IDLE_P50_S, IDLE_P95_S = 0.3, 0.6
 
 def main() -> None:
     args = parse_args(__doc__ or "")
-    runs, reps = (12, 2) if args.quick else (30, 3)
+    # Enough runs that the round measures the fleet's steady rate, not filling and draining
+    # the pipeline (with 12 runs, the first proposal and the last approval's hand-over were
+    # a third of the round's span).
+    runs, reps = (40, 2) if args.quick else (120, 3)
     idle = 10 if args.quick else 30
     banner(f"2. end to end: {runs} runs x {reps} repetitions on 2 Celery workers")
     with celery_bench(DB, "e2e", keep=args.keep) as workers:

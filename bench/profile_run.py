@@ -79,7 +79,11 @@ def _caller() -> str:
     """The innermost project frame (not Django, not this script) issuing a query."""
     for frame in reversed(traceback.extract_stack()[:-3]):
         name = frame.filename
-        if "site-packages" in name or name.endswith("profile_run.py") or "/django/" in name:
+        if (
+            "site-packages" in name
+            or name.endswith(("profile_run.py", "fieldops/sql.py"))
+            or "/django/" in name
+        ):
             continue
         return f"{name.rsplit('/work/', 1)[-1].split('/', 1)[-1]}:{frame.lineno} {frame.name}"
     return "?"

@@ -70,12 +70,27 @@ def _validator(schema_digest: str, schema_json: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(schema_json))
 
 
-def schema_errors(schema: Mapping[str, Any], value: Any) -> list[str]:
-    """Return readable JSON Schema errors of ``value`` (empty when valid)."""
+# Validators by the identity of the schema object they were made for (contracts' schemas
+# are built once and never change); the object is kept with its validator so its id is
+# never reused for another schema while the entry lives.
+_BY_IDENTITY: dict[int, tuple[Mapping[str, Any], Draft202012Validator]] = {}
+
+
+def _validator_for(schema: Mapping[str, Any]) -> Draft202012Validator:
+    held = _BY_IDENTITY.get(id(schema))
+    if held is not None and held[0] is schema:
+        return held[1]
     import json
 
-    text = json.dumps(schema, sort_keys=True)
-    validator = _validator(digest(schema), text)
+    validator = _validator(digest(schema), json.dumps(schema, sort_keys=True))
+    if len(_BY_IDENTITY) < 1024:
+        _BY_IDENTITY[id(schema)] = (schema, validator)
+    return validator
+
+
+def schema_errors(schema: Mapping[str, Any], value: Any) -> list[str]:
+    """Return readable JSON Schema errors of ``value`` (empty when valid)."""
+    validator = _validator_for(schema)
     errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     out = []
     for err in errors[:5]:

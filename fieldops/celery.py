@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import task_postrun, task_prerun, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fieldops.settings")
 
@@ -35,3 +37,55 @@ def _install_drills(**_: object) -> None:
     from sim import crashpoints
 
     crashpoints.install_from_env()
+
+
+# -- database connections of a worker process ---------------------------------------------
+# A pool process keeps its connection from one task to the next (CELERY_DB_REUSE_MAX stops
+# Celery's Django fix-up from closing it around every task). Before each task Django's own
+# rule applies, as at the start of a web request: a connection older than
+# FIELDOPS_WORKER_CONN_MAX_AGE or left unusable is closed, and a kept one is health-checked
+# before its first use. After each task a timer is armed: when no task came for
+# FIELDOPS_WORKER_IDLE_DISCONNECT_S the connection is closed, so an idle worker (every run
+# waiting) holds none. The timer's signal is handled in the process's main thread while it
+# waits for work (a task disarms the timer before it starts), so no query is in flight.
+_pool_process = False
+
+
+@worker_process_init.connect
+def _keep_connections(**_: object) -> None:
+    global _pool_process
+    from django.conf import settings
+    from django.db import connections
+
+    for alias in connections:
+        connections[alias].settings_dict["CONN_MAX_AGE"] = settings.FIELDOPS_WORKER_CONN_MAX_AGE
+    signal.signal(signal.SIGALRM, _disconnect_idle)
+    _pool_process = True
+
+
+def _disconnect_idle(_signum: int, _frame: object) -> None:
+    from django.db import connections
+
+    try:
+        connections.close_all()
+    except Exception:  # a failed close must not kill the idle process; the next task reconnects
+        logging.getLogger("fieldops.worker").warning("idle disconnect failed", exc_info=True)
+
+
+@task_prerun.connect
+def _task_starts(**_: object) -> None:
+    if not _pool_process:
+        return
+    from django.db import connections
+
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for connection in connections.all(initialized_only=True):
+        connection.close_if_unusable_or_obsolete()
+
+
+@task_postrun.connect
+def _task_ended(**_: object) -> None:
+    if _pool_process:
+        from django.conf import settings
+
+        signal.setitimer(signal.ITIMER_REAL, settings.FIELDOPS_WORKER_IDLE_DISCONNECT_S)

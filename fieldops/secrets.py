@@ -14,6 +14,7 @@ built). Session cookies are cleansed from those reports by Django itself.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from html import escape
 from urllib.parse import unquote, urlsplit
 
@@ -35,6 +36,7 @@ class SecretLeak(ValueError):
     pass
 
 
+@lru_cache(maxsize=32)
 def _url_password(url: str) -> str:
     try:
         return unquote(urlsplit(url).password or "")

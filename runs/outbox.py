@@ -15,10 +15,18 @@ from collections.abc import Callable
 
 from django.db import transaction
 
+from fieldops.sql import Statement, param
 from kernel import clock
+from runs import rows
 from runs.models import Outbox
 
 log = logging.getLogger("fieldops.outbox")
+
+# Written with every event that needs follow-up work: a prepared statement (fieldops/sql.py).
+_PUT = Statement(
+    "INSERT INTO runs_outbox (run_id, kind, created_at, attempts) VALUES (%s, %s, %s, 0)"
+)
+_CREATED_AT = Outbox._meta.get_field("created_at")
 
 Relay = Callable[[str], object]
 _relay: Relay | None = None
@@ -32,7 +40,7 @@ def register_relay(relay: Relay) -> None:
 
 def put(*, run_id: str, kind: str = "advance") -> None:
     """Record that ``run_id`` needs ``kind`` and relay it when the transaction commits."""
-    Outbox.objects.create(run_id=run_id, kind=kind, created_at=clock.now())
+    _PUT.write([rows.run_pk(run_id), kind, param(_CREATED_AT, clock.now())])
     transaction.on_commit(lambda: relay(run_id))
 
 

@@ -116,7 +116,7 @@ def build(run: Run, *, uncharged_turns: int = 0) -> dict[str, Any]:
         },
         "recent_denials": _scrub(denials[-MAX_DENIALS:], run),
         "denial_counts": dict(sorted(Counter(d["reason"] for d in denials).items())),
-        "requested_change": _requested_change(run),
+        "requested_change": _requested_change(run, recorded),
     }
     _fit(projection)
     return projection
@@ -192,8 +192,14 @@ def _denial_detail(e: Mapping[str, Any]) -> str:
     return str(detail)[:MAX_DETAIL]
 
 
-def _requested_change(run: Run) -> dict[str, Any]:
-    """The fields the last declining reviewer asked to change (and only those fields)."""
+def _requested_change(run: Run, recorded: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The fields the last declining reviewer asked to change (and only those fields).
+
+    A declining decision is stored in the transaction of its ``approval.declined`` event,
+    so a run whose recorded history (``recorded``, at the revision the projection is built
+    at) holds none has none to read."""
+    if not any(e["type"] == EventType.APPROVAL_DECLINED.value for e in recorded):
+        return {}
     decision = (
         Decision.objects.filter(checkpoint__run=run, verdict=Decision.Verdict.DECLINE)
         .order_by("-created_at")

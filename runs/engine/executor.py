@@ -19,10 +19,12 @@ from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import F
 
 from fieldops import telemetry
+from fieldops.sql import Statement, param
 from kernel import clock
+from runs import rows
 from runs.models import Outbox
 
 log = logging.getLogger("fieldops.executor")
@@ -65,26 +67,32 @@ def enqueue_advance(run_id: str) -> bool:
     """
     if mode() == "deferred":
         return False
+    run_pk = rows.run_pk(run_id)
     if mode() != "celery":
-        _mark_dispatched(Outbox.objects.filter(run_id=run_id, dispatched_at__isnull=True))
+        _DISPATCHED_ALL.write([param(_DISPATCHED_AT, clock.now()), run_pk])
         _advance_inline(run_id)
         return True
     # Rows committed after this point belong to a later kick: only these are covered.
-    pending = list(
-        Outbox.objects.filter(run_id=run_id, dispatched_at__isnull=True).values_list(
-            "pk", flat=True
-        )
-    )
+    pending = [row[0] for row in _PENDING.rows([run_pk])]
     if not _publish(run_id):
         Outbox.objects.filter(pk__in=pending).update(attempts=F("attempts") + 1)
         _tell_listeners(run_id)
         return False
-    _mark_dispatched(Outbox.objects.filter(pk__in=pending))
+    for pk in pending:  # one row, nearly always
+        _DISPATCHED_ONE.write([param(_DISPATCHED_AT, clock.now()), pk])
     return True
 
 
-def _mark_dispatched(rows: QuerySet[Outbox]) -> None:
-    rows.update(dispatched_at=clock.now(), attempts=F("attempts") + 1)
+# The hand-over's reads and writes of the outbox, at every kick: prepared statements.
+_DISPATCHED_AT = Outbox._meta.get_field("dispatched_at")
+_PENDING = Statement("SELECT id FROM runs_outbox WHERE run_id = %s AND dispatched_at IS NULL")
+_DISPATCHED_ALL = Statement(
+    "UPDATE runs_outbox SET dispatched_at = %s, attempts = attempts + 1 "
+    "WHERE run_id = %s AND dispatched_at IS NULL"
+)
+_DISPATCHED_ONE = Statement(
+    "UPDATE runs_outbox SET dispatched_at = %s, attempts = attempts + 1 WHERE id = %s"
+)
 
 
 def _publish(run_id: str) -> bool:

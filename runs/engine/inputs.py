@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from approvals.models import Checkpoint, Decision
+from approvals.models import Checkpoint
 from capabilities import ports, registry, reserve_part
 from capabilities.contracts import Contract, Provenance
 from capabilities.rejected import REJECTED
-from catalog.models import CapabilityVersion, TenantEffectGate
+from fieldops.sql import Loader, Statement, converted
 from kernel import clock
-from runs import evidence, readcache
+from runs import evidence, readcache, rows
 from runs.domain import effects, validation
 from runs.domain.budgets import Budgets
 from runs.domain.completion import CompletionInputs, LedgerFact
@@ -41,20 +41,40 @@ def pinned_contract(run: Run, capability_id: str) -> Contract | None:
     return registry.contract_for(capability_id, version) if version else None
 
 
+# What enforcement needs of the catalog, read at every decision (never cached: a gate may
+# close mid-run): each pinned version's digest, lifecycle and deployment gate, and whether
+# the run's tenant closed its own gate. One prepared statement per number of pins instead
+# of two ORM queries that also decoded every version's contract JSON.
+_DIGEST, _LIFECYCLE, _GATE_OPEN, _TENANT_CLOSED = 3, 4, 5, 6
+_RULES_SQL = (
+    "SELECT v.id, v.capability_id, v.version, v.digest, v.lifecycle, v.effect_gate_open, "
+    "EXISTS (SELECT 1 FROM catalog_tenanteffectgate g "
+    "WHERE g.version_id = v.id AND g.tenant = %s AND g.open = %s) "
+    "FROM catalog_capabilityversion v "
+    "WHERE v.capability_id IN ({ids}) AND v.version IN ({versions})"
+)
+_RULES: dict[tuple[int, int], Statement] = {}
+
+
+def _catalog_rows(run: Run) -> list[tuple[Any, ...]]:
+    ids = list(run.components)
+    versions = sorted({pinned.split("#")[0] for pinned in run.components.values()})
+    if not ids:
+        return []
+    shape = (len(ids), len(versions))
+    statement = _RULES.get(shape)
+    if statement is None:
+        statement = _RULES[shape] = Statement(
+            _RULES_SQL.format(
+                ids=", ".join(["%s"] * len(ids)), versions=", ".join(["%s"] * len(versions))
+            )
+        )
+    return statement.rows([run.tenant, False, *ids, *versions])
+
+
 def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
     """Enforcement rules for every capability the run pinned, against the catalog now."""
-    versions = {pinned.split("#")[0] for pinned in run.components.values()}
-    rows = {
-        (v.capability_id, v.version): v
-        for v in CapabilityVersion.objects.filter(
-            capability_id__in=list(run.components), version__in=list(versions)
-        )
-    }
-    closed_for_tenant = set(
-        TenantEffectGate.objects.filter(
-            version__in=list(rows.values()), tenant=run.tenant, open=False
-        ).values_list("version_id", flat=True)
-    )
+    rows = {(row[1], row[2]): row for row in _catalog_rows(run)}
     rules = {}
     for cid, pinned in run.components.items():
         version = pinned.split("#")[0]
@@ -64,7 +84,7 @@ def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
             current = f"{version}#absent-from-code"
         elif row is None:
             current = f"{version}#absent-from-catalog"
-        elif row.digest != contract.digest:
+        elif row[_DIGEST] != contract.digest:
             current = f"{version}#catalog-disagrees"
         else:
             current = pinned_ref(version, contract.digest)
@@ -88,12 +108,17 @@ def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
             },
             pinned=pinned,
             current=current,
-            lifecycle=row.lifecycle if row else "DISCOVERED",
-            effect_gate_open=row.effect_gate_open if row else False,
+            lifecycle=row[_LIFECYCLE] if row else "DISCOVERED",
+            effect_gate_open=bool(row[_GATE_OPEN]) if row else False,
             location_bound=bool(contract.scope.get("location_bound")),
-            tenant_gate_open=row is None or row.pk not in closed_for_tenant,
+            tenant_gate_open=row is None or not row[_TENANT_CLOSED],
         )
     return rules
+
+
+# The model projection's input schema of each contract version (a contract's digest names
+# its content, so the schema of a key never changes).
+_MODEL_SCHEMAS: dict[tuple[str, str, str], Mapping[str, Any]] = {}
 
 
 def model_schema_errors(run: Run) -> Any:
@@ -103,7 +128,11 @@ def model_schema_errors(run: Run) -> Any:
 
     def check(capability: str, args: Mapping[str, Any]) -> list[str]:
         contract = pinned_contract(run, capability) or registry.ALL_CONTRACTS[capability]
-        return schema_errors(model_projection(contract)["input_schema"], dict(args))
+        key = (contract.id, contract.version, contract.digest)
+        schema = _MODEL_SCHEMAS.get(key)
+        if schema is None:
+            schema = _MODEL_SCHEMAS[key] = model_projection(contract)["input_schema"]
+        return schema_errors(schema, dict(args))
 
     return check
 
@@ -118,38 +147,44 @@ def canonical_proposal(
     return None, ""
 
 
+# What validation and completion need of the run's approval of a proposal: the newest
+# checkpoint's status and expiry and whether its decision is recorded (not the stored
+# proposal and evidence view a checkpoint also holds), then the attempts that consumed it.
+_CHECKPOINT_OF = Statement(
+    "SELECT c.status, c.expires_at, d.id FROM approvals_checkpoint c "
+    "LEFT JOIN approvals_decision d ON d.checkpoint_id = c.id "
+    "WHERE c.run_id = %s AND c.kind = %s AND c.proposal_hash = %s "
+    "ORDER BY c.created_at DESC LIMIT 1"
+)
+_EXPIRES_AT = Checkpoint._meta.get_field("expires_at")
+_ATTEMPTS_OF = Statement(
+    "SELECT status, answer FROM runs_effectattempt "
+    "WHERE run_id = %s AND proposal_hash = %s ORDER BY dispatch_sequence"
+)
+
+
 def approval_view(run: Run, proposal_hash: str) -> validation.ApprovalView | None:
     if not proposal_hash:
         return None
-    checkpoint = (
-        Checkpoint.objects.filter(
-            run=run, kind=Checkpoint.Kind.APPROVAL, proposal_hash=proposal_hash
-        )
-        .select_related("decision")
-        .order_by("-created_at")
-        .first()
-    )
-    if checkpoint is None:
+    run_pk = rows.run_pk(run.pk)
+    found = _CHECKPOINT_OF.one([run_pk, Checkpoint.Kind.APPROVAL.value, proposal_hash])
+    if found is None:
         return None
-    status = checkpoint.status
-    decision: Decision | None = getattr(checkpoint, "decision", None)
+    status, expires_at, decision_id = found
+    expires_at = converted(_EXPIRES_AT, expires_at)
     without_effect = False
     answer = ""
     if status == Checkpoint.Status.USED:
-        attempts = list(
-            EffectAttempt.objects.filter(run=run, proposal_hash=proposal_hash).order_by(
-                "dispatch_sequence"
-            )
-        )
-        without_effect = bool(attempts) and all(a.status in effects.NO_EFFECT for a in attempts)
-        if without_effect and attempts[-1].status == AttemptStatus.ABSENT:
-            answer = attempts[-1].answer
-    if status == Checkpoint.Status.APPROVED and decision is None:
+        attempts = _ATTEMPTS_OF.rows([run_pk, proposal_hash])
+        without_effect = bool(attempts) and all(a[0] in effects.NO_EFFECT for a in attempts)
+        if without_effect and attempts[-1][0] == AttemptStatus.ABSENT:
+            answer = attempts[-1][1]
+    if status == Checkpoint.Status.APPROVED and decision_id is None:
         status = "PENDING"
     return validation.ApprovalView(
         proposal_hash=proposal_hash,
         status=str(status),
-        expires_at=checkpoint.expires_at,
+        expires_at=expires_at,
         consumed_without_effect=without_effect,
         definite_answer=answer,
     )
@@ -183,14 +218,16 @@ def history(
     return out
 
 
+_EVENT_PAYLOAD = Loader(Event, ["payload"])
+_LAST_PROPOSAL = Statement(
+    "SELECT payload FROM runs_event WHERE run_id = %s AND type = %s ORDER BY sequence DESC LIMIT 1"
+)
+
+
 def decision_visible(run: Run) -> frozenset[str] | None:
     """The capabilities the latest decision's context showed (None: not recorded)."""
-    payload = (
-        Event.objects.filter(run=run, type=EventType.PROPOSAL_EMITTED.value)
-        .order_by("-sequence")
-        .values_list("payload", flat=True)
-        .first()
-    )
+    found = _LAST_PROPOSAL.one([rows.run_pk(run.pk), EventType.PROPOSAL_EMITTED.value])
+    payload = _EVENT_PAYLOAD.load(found).payload if found else None
     if not payload or "visible" not in payload:
         return None
     return frozenset(str(name) for name in payload["visible"])

@@ -19,7 +19,7 @@ from capabilities.base import CallOutcome
 from capabilities.ports import WorldPort
 from fieldops import points
 from kernel import clock, retry
-from runs import authority, readcache
+from runs import authority, readcache, rows
 from runs.authority import Result
 from runs.domain import safepoints
 from runs.domain.states import Actor, EventType, State, is_terminal
@@ -121,7 +121,9 @@ def append_fact(
     held = [run] if run is not None else []
 
     def attempt() -> Result | None:
-        run = held.pop() if held else Run.objects.get(pk=owner.run_id)
+        run = held.pop() if held else rows.run_row(owner.run_id)
+        if run is None:
+            raise Run.DoesNotExist(owner.run_id)
         if run.owner_epoch != owner.epoch or run.state != expected_state.value:
             # Not ours any more, or not where the fact belongs: the authority records why.
             return append(owner, run, type, actor, reason, **kw)
@@ -151,11 +153,14 @@ def safe_point(owner: Owner, point: str, run: Run) -> Run | None:
     event, so bumps the revision: a cancellation does). Only when it moved is the whole row
     read again, so cancellation is still seen before every model and capability call."""
     inject_cancel(owner, point)
-    found = Run.objects.filter(pk=owner.run_id).values_list("revision", "owner_epoch").first()
+    found = rows.run_position(owner.run_id)
     if found is None or found[1] != owner.epoch:
         return None
     if found[0] != run.revision or run.owner_epoch != owner.epoch:
-        run = Run.objects.get(pk=owner.run_id)
+        fresh = rows.run_row(owner.run_id)
+        if fresh is None:
+            return None
+        run = fresh
     if is_terminal(run.state) or run.owner_epoch != owner.epoch:
         return None
     return run

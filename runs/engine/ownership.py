@@ -9,15 +9,15 @@ Taking over an expired lease is a recovery: the attempt number increases and a
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import OperationalError, transaction
-from django.db.models import F
 
 from fieldops.db import lock_wait_failed
+from fieldops.sql import Statement, param
 from kernel import clock
-from runs import authority
+from runs import authority, rows
 from runs.domain.states import Actor, EventType, is_terminal, is_waiting
 from runs.models import Run
 
@@ -29,6 +29,9 @@ class Claim:
     attempt: int
     worker: str
     recovered: bool
+    # The run row as this claim left it (None when a recovery event changed it since): the
+    # runner's first step starts from it instead of reading the row again.
+    row: Run | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,23 @@ class NotClaimed:
         return False
 
 
+# The lease statements: compare-and-set on the owner epoch (and the worker, for renewals
+# and releases), prepared once per connection (fieldops/sql.py).
+_LEASE_EXPIRES = Run._meta.get_field("lease_expires_at")
+_TAKE = Statement(
+    "UPDATE runs_run SET owner_epoch = owner_epoch + 1, attempt = %s, lease_owner = %s, "
+    "lease_expires_at = %s WHERE id = %s AND owner_epoch = %s"
+)
+_RENEW = Statement(
+    "UPDATE runs_run SET lease_expires_at = %s "
+    "WHERE id = %s AND owner_epoch = %s AND lease_owner = %s"
+)
+_RELEASE = Statement(
+    "UPDATE runs_run SET lease_owner = '', lease_expires_at = NULL "
+    "WHERE id = %s AND owner_epoch = %s AND lease_owner = %s"
+)
+
+
 def lease_length() -> dt.timedelta:
     return dt.timedelta(seconds=settings.FIELDOPS_LEASE_SECONDS)
 
@@ -53,7 +73,7 @@ def claim(run_id: str, worker: str) -> Claim | NotClaimed:
     with transaction.atomic():
         # SKIP LOCKED: a row locked by another transaction reads as absent here. NO KEY:
         # rows that merely reference the run (evidence, attempts) can still be inserted.
-        run = Run.objects.select_for_update(skip_locked=True, no_key=True).filter(pk=run_id).first()
+        run = rows.run_row_locked(run_id)
         if run is None:
             reason = "busy" if Run.objects.filter(pk=run_id).exists() else "missing"
             return NotClaimed(run_id, reason)
@@ -78,11 +98,14 @@ def claim(run_id: str, worker: str) -> Claim | NotClaimed:
                 payload={"attempts": run.attempt, "owner": "operator"},
             )
             return NotClaimed(run_id, "attempts_exhausted")
-        updated = Run.objects.filter(pk=run_id, owner_epoch=run.owner_epoch).update(
-            owner_epoch=F("owner_epoch") + 1,
-            attempt=new_attempt,
-            lease_owner=worker,
-            lease_expires_at=now + lease_length(),
+        updated = _TAKE.write(
+            [
+                new_attempt,
+                worker,
+                param(_LEASE_EXPIRES, now + lease_length()),
+                rows.run_pk(run_id),
+                run.owner_epoch,
+            ]
         )
         if updated != 1:
             return NotClaimed(run_id, "raced")
@@ -101,8 +124,19 @@ def claim(run_id: str, worker: str) -> Claim | NotClaimed:
                     "worker": worker,
                 },
             )
+    row: Run | None = None
+    if not recovered:
+        # Exactly what the compare-and-set above wrote, on the row read under its lock.
+        run.owner_epoch, run.attempt = epoch, new_attempt
+        run.lease_owner, run.lease_expires_at = worker, now + lease_length()
+        row = run
     return Claim(
-        run_id=run_id, epoch=epoch, attempt=new_attempt, worker=worker, recovered=recovered
+        run_id=run_id,
+        epoch=epoch,
+        attempt=new_attempt,
+        worker=worker,
+        recovered=recovered,
+        row=row,
     )
 
 
@@ -110,8 +144,13 @@ def renew(c: Claim) -> bool:
     """Extend the lease; False if ownership was lost or the run is held by another
     transaction past the lock timeout (either way the caller must stop)."""
     try:
-        renewed = Run.objects.filter(pk=c.run_id, owner_epoch=c.epoch, lease_owner=c.worker).update(
-            lease_expires_at=clock.now() + lease_length()
+        renewed = _RENEW.write(
+            [
+                param(_LEASE_EXPIRES, clock.now() + lease_length()),
+                rows.run_pk(c.run_id),
+                c.epoch,
+                c.worker,
+            ]
         )
     except OperationalError as exc:
         if not lock_wait_failed(exc):
@@ -123,9 +162,7 @@ def renew(c: Claim) -> bool:
 def release(c: Claim) -> None:
     """Give the run back; if another transaction holds it, the lease simply expires."""
     try:
-        Run.objects.filter(pk=c.run_id, owner_epoch=c.epoch, lease_owner=c.worker).update(
-            lease_owner="", lease_expires_at=None
-        )
+        _RELEASE.write([rows.run_pk(c.run_id), c.epoch, c.worker])
     except OperationalError as exc:
         if not lock_wait_failed(exc):
             raise

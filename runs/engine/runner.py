@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from fieldops import points, telemetry
 from kernel import clock
-from runs import readcache
+from runs import readcache, rows
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
 from runs.engine import effects as effect_steps
@@ -36,9 +36,11 @@ def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEP
     claim = ownership.claim(run_id, worker or worker_name())
     if not isinstance(claim, ownership.Claim):
         log.info("claim refused: %s", claim.reason, extra={"run_id": run_id})
-        run = Run.objects.filter(pk=run_id).only("state").first()
-        return run.state if run else "MISSING"
-    run = Run.objects.get(pk=run_id)
+        return rows.run_state(run_id) or "MISSING"
+    run = claim.row or rows.run_row(run_id)
+    if run is None:
+        ownership.release(claim)
+        return "MISSING"
     owner = Owner(claim=claim, plan=tuple(run.fault_plan), fired=set())
     try:
         reach_point(owner, "after_claim")
@@ -53,7 +55,7 @@ def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEP
         ownership.release(owner.claim)
         raise
     ownership.release(owner.claim)
-    return Run.objects.get(pk=run_id).state
+    return rows.run_state(run_id) or "MISSING"
 
 
 def _loop(owner: Owner, max_steps: int, first: Run) -> None:
@@ -71,7 +73,9 @@ def _loop(owner: Owner, max_steps: int, first: Run) -> None:
     run: Run | None = first
     for _ in range(max_steps):
         if run is None:
-            run = Run.objects.get(pk=owner.run_id)
+            run = rows.run_row(owner.run_id)
+            if run is None:
+                return
         if run.owner_epoch != owner.epoch or is_terminal(run.state) or is_waiting(run.state):
             return
         if clock.now() > run.deadline:

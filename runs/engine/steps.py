@@ -8,8 +8,9 @@ import datetime as dt
 from typing import Any
 
 from capabilities import registry
+from fieldops.sql import Statement
 from kernel import clock
-from runs import authority, evidence
+from runs import authority, evidence, rows
 from runs.authority import new_id
 from runs.domain import completion, validation
 from runs.domain.budgets import Budget, exhausted_reason
@@ -28,7 +29,7 @@ from runs.engine.owner import (
     safe_point,
     world_of,
 )
-from runs.models import Correlation, Evidence, Run
+from runs.models import Correlation, Run
 
 
 def step_created(owner: Owner, run: Run) -> None:
@@ -141,7 +142,9 @@ def step_deciding(owner: Owner, run: Run) -> None:
         run_id=str(run.pk), kind="proposal", content=to_dict(proposal)
     )
     live = safe_point(owner, "after_model_response", run)
-    target = live or Run.objects.get(pk=owner.run_id)
+    target = live or rows.run_row(owner.run_id)
+    if target is None:
+        raise Run.DoesNotExist(owner.run_id)
     result = append(
         owner,
         target,
@@ -172,8 +175,12 @@ def uncharged_turns(run: Run) -> int:
     proposal event charges the turn, so the difference is the calls whose worker died in
     between.
     """
-    calls = Evidence.objects.filter(run_id=run.pk, kind="context").count()
+    found = _CONTEXT_CALLS.one([rows.run_pk(run.pk), "context"])
+    calls = found[0] if found else 0
     return max(0, calls - run.counters.get(Budget.TURNS, 0))
+
+
+_CONTEXT_CALLS = Statement("SELECT COUNT(*) FROM runs_evidence WHERE run_id = %s AND kind = %s")
 
 
 def step_validating(owner: Owner, run: Run) -> None:

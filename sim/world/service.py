@@ -14,22 +14,62 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, OperationalError, transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Greatest
+from django.db import OperationalError, transaction
+from django.db.models import Q
 
 from capabilities.ports import LedgerLookup, LedgerRecord, ServiceFault
 from capabilities.reserve_part import LEDGER_RETENTION
 from fieldops import db, points
 from fieldops.db import lock_wait_failed
+from fieldops.sql import Loader, Statement, param
 from kernel import clock
 from kernel.canonical import digest
 from sim.world import fixtures
 from sim.world.faults import Fault, fires, parse_plan
-from sim.world.models import InventorySlot, LedgerEntry, LedgerFence, ServiceRequest
+from sim.world.models import InventorySlot, LedgerEntry, ServiceRequest
 
 STALE_READ_AGE = dt.timedelta(minutes=15)
 STOCK_ATTEMPTS = 5
+
+# The request log is written and counted at every call: prepared statements (fieldops/sql.py).
+_CALLS = Statement(
+    "SELECT COUNT(*) FROM world_servicerequest "
+    "WHERE namespace = %s AND run_id = %s AND capability = %s"
+)
+_LOG = Statement(
+    "INSERT INTO world_servicerequest (namespace, run_id, capability, call_index, operation, "
+    "idempotency_key, args_digest, fault, outcome, created_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_CREATED_AT = ServiceRequest._meta.get_field("created_at")
+
+# The reservation's commit, once per effect: the key's fence raised (an upsert that keeps
+# the higher token and locks the row), the ledger entry of the key, the slot's stock
+# compare-and-set, the new entry.
+_RAISE_FENCE = Statement(
+    "INSERT INTO world_ledgerfence (namespace, idempotency_key, token) VALUES (%s, %s, %s) "
+    "ON CONFLICT (namespace, idempotency_key) DO UPDATE SET token = CASE "
+    "WHEN excluded.token > world_ledgerfence.token THEN excluded.token "
+    "ELSE world_ledgerfence.token END RETURNING token"
+)
+_ENTRY = Loader(LedgerEntry)
+_ENTRY_INSERTED = [f for f in LedgerEntry._meta.concrete_fields if not f.primary_key]
+_ENTRY_BY_KEY = Statement(
+    f"SELECT {_ENTRY.columns} FROM world_ledgerentry "  # noqa: S608  # nosec B608
+    "WHERE namespace = %s AND idempotency_key = %s"
+)
+_INSERT_ENTRY = Statement(
+    f"INSERT INTO world_ledgerentry ({', '.join(f.column for f in _ENTRY_INSERTED)}) "  # noqa: S608  # nosec B608
+    f"VALUES ({', '.join(['%s'] * len(_ENTRY_INSERTED))}) RETURNING id"
+)
+_SLOT = Loader(InventorySlot)
+_SLOT_BY_ID = Statement(
+    f"SELECT {_SLOT.columns} FROM world_inventoryslot "  # noqa: S608  # nosec B608
+    "WHERE namespace = %s AND slot_id = %s"
+)
+_TAKE_STOCK = Statement(
+    "UPDATE world_inventoryslot SET available = %s, revision = %s WHERE id = %s AND revision = %s"
+)
 
 
 class WorldService:
@@ -51,12 +91,8 @@ class WorldService:
 
     # -- fault schedule and request log -------------------------------------------------
     def next_call_index(self, capability: str) -> int:
-        return (
-            ServiceRequest.objects.filter(
-                namespace=self.namespace, run_id=self.run_id, capability=capability
-            ).count()
-            + 1
-        )
+        found = _CALLS.one([self.namespace, self.run_id, capability])
+        return (found[0] if found else 0) + 1
 
     def fires(self, point: str, capability: str, call_index: int) -> bool:
         return fires(self.plan, point, capability, call_index)
@@ -72,16 +108,19 @@ class WorldService:
         key: str = "",
         operation: str = "invoke",
     ) -> None:
-        ServiceRequest.objects.create(
-            namespace=self.namespace,
-            run_id=self.run_id,
-            capability=capability,
-            call_index=call_index,
-            operation=operation,
-            idempotency_key=key,
-            args_digest=digest(dict(args)),
-            fault=fault,
-            outcome=outcome,
+        _LOG.write(
+            [
+                self.namespace,
+                self.run_id,
+                capability,
+                call_index,
+                operation,
+                key,
+                digest(dict(args)),
+                fault,
+                outcome,
+                param(_CREATED_AT, clock.now()),
+            ]
         )
 
     def _common_faults(self, capability: str, call_index: int, args: Mapping[str, Any]) -> None:
@@ -337,9 +376,8 @@ class WorldService:
         quantity = int(intent["quantity"])
         with transaction.atomic():
             highest = self._raise_fence(key, token)
-            existing = LedgerEntry.objects.filter(
-                namespace=self.namespace, idempotency_key=key
-            ).first()
+            found = _ENTRY_BY_KEY.one([self.namespace, key])
+            existing = _ENTRY.load(found) if found is not None else None
             if existing is not None:
                 if existing.intent_hash != intent_hash:
                     return ServiceFault("SAME_KEY_DIFFERENT_INTENT", "definite", existing.effect_id)
@@ -361,9 +399,8 @@ class WorldService:
             # reservation that changed the slot meanwhile makes us read again, never
             # oversell. Persistent contention is a CONFLICT the caller sees.
             for _ in range(STOCK_ATTEMPTS):
-                slot = InventorySlot.objects.filter(
-                    namespace=self.namespace, slot_id=intent["slot_id"]
-                ).first()
+                found = _SLOT_BY_ID.one([self.namespace, intent["slot_id"]])
+                slot = _SLOT.load(found) if found is not None else None
                 if (
                     slot is None
                     or slot.part_id != intent["part_id"]
@@ -379,7 +416,7 @@ class WorldService:
             else:
                 return ServiceFault("CONFLICT", "definite", "slot changed concurrently")
             now = clock.now()
-            entry = LedgerEntry.objects.create(
+            entry = LedgerEntry(
                 namespace=self.namespace,
                 idempotency_key=key,
                 intent_hash=intent_hash,
@@ -396,6 +433,10 @@ class WorldService:
                 committed_at=now,
                 retain_until=now + LEDGER_RETENTION,
             )
+            (entry.pk,) = _INSERT_ENTRY.one(  # type: ignore[misc]
+                [param(f, getattr(entry, f.attname)) for f in _ENTRY_INSERTED]
+            )
+            entry._state.adding = False
             # Inside the commit: the row is written and not yet visible to anyone else.
             points.reach("world.after_ledger_insert", self.run_id)
             return entry, False
@@ -403,17 +444,9 @@ class WorldService:
     def _raise_fence(self, key: str, token: int) -> int:
         """Raise the key's fence to at least ``token`` and lock it until the transaction
         ends; return the highest token now recorded (call inside ``atomic``)."""
-        fence = LedgerFence.objects.filter(namespace=self.namespace, idempotency_key=key)
-        if not fence.update(token=Greatest(F("token"), Value(token))):
-            try:
-                with transaction.atomic():
-                    LedgerFence.objects.create(
-                        namespace=self.namespace, idempotency_key=key, token=token
-                    )
-                return token
-            except IntegrityError:
-                fence.update(token=Greatest(F("token"), Value(token)))
-        return int(fence.values_list("token", flat=True).get())
+        # One upsert: the row is created or raised, and locked until the transaction ends.
+        (highest,) = _RAISE_FENCE.one([self.namespace, key, token])  # type: ignore[misc]
+        return int(highest)
 
     def _plant_conflicting_entry(self, key: str, intent: Mapping[str, Any]) -> None:
         if LedgerEntry.objects.filter(namespace=self.namespace, idempotency_key=key).exists():
@@ -493,8 +526,8 @@ def take_stock(slot: InventorySlot, quantity: int) -> bool:
     A concurrent reservation that read the same revision loses (CONFLICT) instead of
     overselling the slot. Return False when the slot changed since it was read.
     """
-    taken = InventorySlot.objects.filter(pk=slot.pk, revision=slot.revision).update(
-        available=slot.available - quantity, revision=slot.revision + 1
+    taken = _TAKE_STOCK.write(
+        [slot.available - quantity, slot.revision + 1, slot.pk, slot.revision]
     )
     return taken == 1
 

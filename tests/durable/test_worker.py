@@ -133,3 +133,45 @@ def test_broker_loss_is_recovered_by_the_sweeper(cluster):
         wait_for(run, ["WAITING_HUMAN"])
         assert_sound(run)
     assert Run.objects.filter(pk__in=[r.pk for r in runs], state="WAITING_HUMAN").count() == 3
+
+
+def _sessions_and_open_connections() -> tuple[int, int]:
+    """Sessions ever established to the test database, and those open now (this test's own
+    connection excluded)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+        )
+        (sessions,) = cursor.fetchone()
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        (open_now,) = cursor.fetchone()
+    return int(sessions), int(open_now)
+
+
+def test_a_worker_keeps_its_connection_through_a_burst_and_drops_it_when_idle(cluster):
+    """Reconnecting for every task costs a server process per task; an idle worker holding
+    a connection would make waiting cost something. A pool process does neither."""
+    import time
+
+    cluster.start_worker(FIELDOPS_WORKER_IDLE_DISCONNECT_S="1")
+    runs = [start() for _ in range(6)]  # 6 tasks, handed to the one pool process in a burst
+    for run in runs:
+        wait_for(run, ["WAITING_HUMAN"], sweep=False)
+    before, _ = _sessions_and_open_connections()
+    more = [start() for _ in range(6)]
+    for run in more:
+        wait_for(run, ["WAITING_HUMAN"], sweep=False)
+    during, _ = _sessions_and_open_connections()
+    # Six tasks opened at most two sessions (one, plus one if the worker had gone idle
+    # between two of them), not six.
+    assert during - before <= 2
+    deadline = time.monotonic() + 10
+    while _sessions_and_open_connections()[1] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _sessions_and_open_connections()[1] == 0, "an idle worker still holds a connection"

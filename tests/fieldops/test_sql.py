@@ -1,0 +1,103 @@
+"""Hot statements (fieldops/sql.py, runs/rows.py) give exactly what the ORM gives, on both
+databases, and stay visible to query logging."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Model
+from django.test.utils import CaptureQueriesContext
+
+from fieldops.sql import Loader, Statement, param
+from runs import evidence, rows
+from runs.engine import ownership
+from runs.models import Evidence, Run
+from tests.helpers import approve, make_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def same_fields(a: Model, b: Model) -> None:
+    for field in type(a)._meta.concrete_fields:
+        assert getattr(a, field.attname) == getattr(b, field.attname), field.attname
+
+
+def test_it_loads_a_run_row_equal_to_the_orm_row(world: None, approver: Any) -> None:
+    run = make_run()
+    approve(run, approver)  # counters, hashes, JSON columns, datetimes all set
+    loaded = rows.run_row(run.pk)
+    assert loaded is not None
+    same_fields(loaded, Run.objects.get(pk=run.pk))
+    assert loaded._state.adding is False and loaded._state.db == connection.alias
+    assert rows.run_position(run.pk) == (loaded.revision, loaded.owner_epoch)
+    assert rows.run_state(str(run.pk)) == loaded.state
+
+
+def test_it_answers_none_for_a_missing_run(world: None) -> None:
+    missing = "00000000-0000-4000-8000-000000000000"
+    assert rows.run_row(missing) is None
+    assert rows.run_position(missing) is None
+    assert rows.run_state(missing) is None
+
+
+def test_stored_evidence_reads_back_as_the_orm_reads_it(world: None) -> None:
+    run = make_run(advance=False)
+    content = {"b": [1, 2.5, "é"], "a": {"nested": True, "none": None}}
+    evidence_id = evidence.store(run_id=str(run.pk), kind="observation", content=content)
+    row = Evidence.objects.get(pk=evidence_id)
+    assert row.content == content
+    assert row.run_id == run.pk
+    assert row.size == len(row_text(content))
+    loaded = Loader(Evidence).load(
+        Statement(
+            f"SELECT {Loader(Evidence).columns} FROM runs_evidence WHERE id = %s"  # noqa: S608
+        ).one([evidence_id])
+    )
+    same_fields(loaded, row)
+
+
+def row_text(content: dict[str, Any]) -> str:
+    from kernel.canonical import canonical_json
+
+    return canonical_json(content)
+
+
+def test_a_statement_joins_the_callers_transaction_and_raises_djangos_errors(
+    world: None,
+) -> None:
+    run = make_run(advance=False)
+    insert = Statement(
+        "INSERT INTO runs_outbox (run_id, kind, created_at, attempts) VALUES (%s, %s, %s, 0)"
+    )
+    created = param(Run._meta.get_field("created_at"), run.created_at)
+    with transaction.atomic():
+        insert.write([rows.run_pk(run.pk), "probe", created])
+        transaction.set_rollback(True)
+    count = Statement("SELECT COUNT(*) FROM runs_outbox WHERE kind = %s")
+    assert count.one(["probe"]) == (0,)
+    unknown_run = rows.run_pk("00000000-0000-4000-8000-000000000000")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert.write([unknown_run, "probe", created])
+
+
+def test_statements_are_counted_by_query_logging(world: None) -> None:
+    run = make_run(advance=False)
+    with CaptureQueriesContext(connection) as queries:
+        rows.run_position(run.pk)
+        rows.run_row(run.pk)
+    assert len(queries.captured_queries) == 2
+    assert "SELECT revision, owner_epoch FROM runs_run" in queries.captured_queries[0]["sql"]
+
+
+def test_a_claim_leaves_the_row_it_wrote(world: None) -> None:
+    run = make_run(advance=False)
+    claim = ownership.claim(str(run.pk), "worker-a")
+    assert isinstance(claim, ownership.Claim) and claim.row is not None
+    same_fields(claim.row, Run.objects.get(pk=run.pk))
+    assert ownership.renew(claim)
+    ownership.release(claim)
+    after = Run.objects.get(pk=run.pk)
+    assert (after.lease_owner, after.lease_expires_at) == ("", None)
+    assert after.owner_epoch == claim.epoch
