@@ -117,18 +117,46 @@ class RunPage:
     search_error: str = ""
 
 
-def encode_cursor(run: Run) -> str:
-    raw = f"{clock.iso(run.created_at)}|{run.pk}"
+def encode_position(created_at: dt.datetime, pk: Any) -> str:
+    """A keyset cursor for a list ordered by (created_at, id), newest first."""
+    raw = f"{clock.iso(created_at)}|{pk}"
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID] | None:
+def decode_position(cursor: str) -> tuple[dt.datetime, str] | None:
+    """The (created_at, id) of a cursor from ``encode_position``; None if it is not one."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        stamp, _, run_id = raw.partition("|")
-        return clock.parse(stamp), uuid.UUID(run_id)
+        stamp, sep, pk = raw.partition("|")
+        if not sep or not pk:
+            return None
+        return clock.parse(stamp), pk
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+def encode_cursor(run: Run) -> str:
+    return encode_position(run.created_at, run.pk)
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID] | None:
+    position = decode_position(cursor)
+    if position is None:
+        return None
+    try:
+        return position[0], uuid.UUID(position[1])
+    except ValueError:
+        return None
+
+
+def older_than(qs: QuerySet[Any], created: dt.datetime, pk: Any) -> QuerySet[Any]:
+    """The rows of ``qs`` after (created, pk) in (-created_at, -id) order: a keyset seek.
+
+    The redundant ``created_at <= created`` bound is what the index range starts from;
+    without it PostgreSQL walks (and filters) every row before the cursor."""
+    return qs.filter(created_at__lte=created).filter(
+        Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk)
+    )
 
 
 def runs_matching(*, tenant: str, filters: RunFilters) -> QuerySet[Run] | None:
@@ -188,12 +216,7 @@ def run_list_for_tenant(
         return RunPage([], "", filters, ID_SEARCH_ERROR)
     position = decode_cursor(cursor) if cursor else None
     if position is not None:
-        created, run_id = position
-        # The redundant ``created_at <= created`` bound is what the index range starts
-        # from; without it PostgreSQL walks (and filters) every row before the cursor.
-        qs = qs.filter(created_at__lte=created).filter(
-            Q(created_at__lt=created) | Q(created_at=created, pk__lt=run_id)
-        )
+        qs = older_than(qs, *position)
     rows = list(
         qs.order_by("-created_at", "-id").only(
             "id",
@@ -459,23 +482,6 @@ class RelatedPage:
     older: str
 
 
-def encode_position(created_at: dt.datetime, pk: Any) -> str:
-    """A keyset cursor for a list ordered by (created_at, id), newest first."""
-    raw = f"{clock.iso(created_at)}|{pk}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_position(cursor: str) -> tuple[dt.datetime, str] | None:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        stamp, sep, pk = raw.partition("|")
-        if not sep or not pk:
-            return None
-        return clock.parse(stamp), pk
-    except (ValueError, UnicodeDecodeError):
-        return None
-
-
 def related_page(
     *, run: Run, what: str, cursor: str = "", page_size: int = RELATED_PAGE
 ) -> RelatedPage | None:
@@ -492,9 +498,7 @@ def related_page(
                 pk = str(uuid.UUID(pk))
             except ValueError:
                 return None
-        qs = qs.filter(created_at__lte=created).filter(
-            Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk)
-        )
+        qs = older_than(qs, created, pk)
     rows = list(qs.order_by("-created_at", "-id")[: page_size + 1])
     if len(rows) <= page_size:
         return RelatedPage(rows, "")
