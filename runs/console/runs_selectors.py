@@ -15,6 +15,7 @@ from django.db.models import Q, QuerySet
 
 from approvals.models import Checkpoint
 from kernel import clock
+from runs.console import jsonstream
 from runs.console.filters import (
     AGES,
     DEFAULT_WORLD,
@@ -555,62 +556,81 @@ def run_evidence(*, run: Run, evidence_id: str) -> Evidence | None:
     return Evidence.objects.filter(run=run, pk=evidence_id).first()
 
 
-def run_export(run: Run) -> dict[str, Any]:
-    """The run's identity, events and the evidence references they carry (not payloads)."""
-    events = list(Event.objects.filter(run=run).order_by("sequence"))
-    evidence = list(
-        Evidence.objects.filter(run=run)
-        .order_by("created_at", "id")
-        .values("id", "kind", "content_hash", "redaction_class", "size", "created_at")
-    )
-    return {
+# Rows read per round trip of the export's server-side cursors.
+EXPORT_CHUNK = 2000
+
+
+def run_export(run: Run) -> Iterator[str]:
+    """The run's identity, events and the evidence references they carry (not payloads), as
+    the pieces of one JSON document: byte for byte what ``JsonResponse`` (indent 2) writes
+    for the whole document, but the events and evidence references are read through
+    server-side cursors and written as they are read, so memory stays flat at any history
+    length (the document of a 1,000,000-event run is over a gigabyte)."""
+    head = {
         "format": "fieldops-run-export@1",
         "exported_at": clock.iso(clock.now()),
-        "run": {
-            "run_id": str(run.pk),
-            "task_id": run.task_id,
-            "tenant": run.tenant,
-            "principal_ref": run.principal_ref,
-            "scenario": run.scenario,
-            "state": run.state,
-            "revision": run.revision,
-            "attempt": run.attempt,
-            "owner_epoch": run.owner_epoch,
-            "contract_version": run.contract_version,
-            "policy_version": run.policy_version,
-            "model_adapter_version": run.model_adapter_version,
-            "component_set": run.component_set,
-            "components": run.components,
-            "limits": run.limits,
-            "budget_limits": run.budget_limits,
-            "counters": run.counters,
-            "cancel_revision": run.cancel_revision,
-            "disposition": run.disposition,
-            "terminal_reason": run.terminal_reason,
-            "created_at": clock.iso(run.created_at),
-        },
-        "events": [
-            {
-                "event_id": str(e.event_id),
-                "sequence": e.sequence,
-                "attempt": e.attempt,
-                "owner_epoch": e.owner_epoch,
-                "type": e.type,
-                "actor": e.actor,
-                "prev_state": e.prev_state,
-                "next_state": e.next_state,
-                "reason_code": e.reason_code,
-                "refs": e.refs,
-                "payload": e.payload,
-                "budget": e.budget,
-                "cancel_revision": e.cancel_revision,
-                "occurred_at": e.occurred_at,
-                "schema_version": e.schema_version,
-                "prev_hash": e.prev_hash,
-                "content_hash": e.content_hash,
-                "hash": e.hash,
-            }
-            for e in events
-        ],
-        "evidence_refs": [{**row, "created_at": clock.iso(row["created_at"])} for row in evidence],
+        "run": _export_identity(run),
+        "events": [],
+        "evidence_refs": [],
+    }
+    events = (
+        _export_event(e)
+        for e in Event.objects.filter(run=run).order_by("sequence").iterator(EXPORT_CHUNK)
+    )
+    evidence = (
+        {**row, "created_at": clock.iso(row["created_at"])}
+        for row in Evidence.objects.filter(run=run)
+        .order_by("created_at", "id")
+        .values("id", "kind", "content_hash", "redaction_class", "size", "created_at")
+        .iterator(EXPORT_CHUNK)
+    )
+    return jsonstream.document(head, {"events": events, "evidence_refs": evidence})
+
+
+def _export_identity(run: Run) -> dict[str, Any]:
+    return {
+        "run_id": str(run.pk),
+        "task_id": run.task_id,
+        "tenant": run.tenant,
+        "principal_ref": run.principal_ref,
+        "scenario": run.scenario,
+        "state": run.state,
+        "revision": run.revision,
+        "attempt": run.attempt,
+        "owner_epoch": run.owner_epoch,
+        "contract_version": run.contract_version,
+        "policy_version": run.policy_version,
+        "model_adapter_version": run.model_adapter_version,
+        "component_set": run.component_set,
+        "components": run.components,
+        "limits": run.limits,
+        "budget_limits": run.budget_limits,
+        "counters": run.counters,
+        "cancel_revision": run.cancel_revision,
+        "disposition": run.disposition,
+        "terminal_reason": run.terminal_reason,
+        "created_at": clock.iso(run.created_at),
+    }
+
+
+def _export_event(e: Event) -> dict[str, Any]:
+    return {
+        "event_id": str(e.event_id),
+        "sequence": e.sequence,
+        "attempt": e.attempt,
+        "owner_epoch": e.owner_epoch,
+        "type": e.type,
+        "actor": e.actor,
+        "prev_state": e.prev_state,
+        "next_state": e.next_state,
+        "reason_code": e.reason_code,
+        "refs": e.refs,
+        "payload": e.payload,
+        "budget": e.budget,
+        "cancel_revision": e.cancel_revision,
+        "occurred_at": e.occurred_at,
+        "schema_version": e.schema_version,
+        "prev_hash": e.prev_hash,
+        "content_hash": e.content_hash,
+        "hash": e.hash,
     }

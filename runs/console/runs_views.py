@@ -10,7 +10,7 @@ from uuid import UUID
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -279,7 +279,8 @@ def runs_related(request: AuthedHtmxRequest, run_id: UUID, what: str) -> HttpRes
 @login_required
 def runs_export(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    response = JsonResponse(run_selectors.run_export(run), json_dumps_params={"indent": 2})
+    # Streamed: a long history's document is written as its events are read.
+    response = StreamingHttpResponse(run_selectors.run_export(run), content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.json"'
     return response
 
