@@ -23,7 +23,10 @@ class Checkpoint(models.Model):
         USED = "USED"
 
     id = models.CharField(primary_key=True, max_length=40)
-    run = models.ForeignKey("runs.Run", on_delete=models.PROTECT, related_name="checkpoints")
+    # Indexed by ``checkpoint_run_created`` (a run's checkpoints in order), not alone.
+    run = models.ForeignKey(
+        "runs.Run", on_delete=models.PROTECT, related_name="checkpoints", db_index=False
+    )
     tenant = models.CharField(max_length=32)
     kind = models.CharField(max_length=16, choices=Kind.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -52,7 +55,12 @@ class Checkpoint(models.Model):
     quorum = models.PositiveSmallIntegerField(default=1)
 
     class Meta:
-        indexes = [models.Index(fields=["tenant", "status", "expires_at"])]
+        indexes = [
+            models.Index(fields=["tenant", "status", "expires_at"]),
+            # A run's checkpoints, newest first, a page at a time (the run page shows the
+            # latest few and links the rest).
+            models.Index(fields=["run", "-created_at", "-id"], name="checkpoint_run_created"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.pk} {self.status}"

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,10 +50,15 @@ if str(ROOT) not in sys.path:
 
 
 # -- command line ------------------------------------------------------------------------
-def parse_args(description: str) -> argparse.Namespace:
+def parse_args(
+    description: str, extra: Callable[[argparse.ArgumentParser], None] | None = None
+) -> argparse.Namespace:
+    """The common options (``--quick``, ``--keep``) and a benchmark's own (``extra``)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    if extra is not None:
+        extra(parser)
     return parser.parse_args()
 
 
@@ -245,6 +250,16 @@ def recreate_database(name: str) -> str:
     with _admin() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE_DB}"')
+    return pg_url(name)
+
+
+def copy_database(source: str, name: str) -> str:
+    """Drop and create ``name`` as a copy of the benchmark database ``source`` (which must
+    have no open connections); return its URL."""
+    source, name = db_name(source), db_name(name)
+    with _admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
     return pg_url(name)
 
 

@@ -29,12 +29,13 @@ class Template:
     run: dict[str, Any]
     events: list[dict[str, Any]]
     checkpoint: dict[str, Any]
+    attempt: dict[str, Any]
 
 
 def real_template() -> Template:
     """Run one real reservation run (policy, validation, approval, effect) and copy it."""
     from approvals.models import Checkpoint
-    from runs.models import Event, Run
+    from runs.models import EffectAttempt, Event, Run
     from sim.faultlab import Lab
 
     lab = Lab()
@@ -45,16 +46,22 @@ def real_template() -> Template:
     row = Run.objects.filter(pk=run.pk).values().get()
     events = list(Event.objects.filter(run=run).order_by("sequence").values())
     checkpoint = Checkpoint.objects.filter(run=run).values().first()
-    assert checkpoint is not None
-    return Template(run=row, events=events, checkpoint=checkpoint)
+    attempt = EffectAttempt.objects.filter(run=run).values().first()
+    assert checkpoint is not None and attempt is not None
+    return Template(run=row, events=events, checkpoint=checkpoint, attempt=attempt)
 
 
 # -- a long, valid history -----------------------------------------------------------------
-def long_history(run: Any, count: int, template: Template) -> Any:
+def long_history(run: Any, count: int, template: Template, *, control_every: int = 0) -> Any:
     """Give ``run`` (fresh, CREATED) a valid history of ``count`` events; return the run.
 
     The events cycle OBSERVING -> DECIDING -> VALIDATING -> EXECUTING -> OBSERVING with the
-    real run's payloads; every reference points at evidence stored for this run.
+    real run's payloads; every reference points at evidence stored for this run. With
+    ``control_every``, every that-many-th event is instead a control event the authority
+    writes for outside inputs (state unchanged), alternately a refused transition
+    (``transition.rejected``: a "rejected" event) and a deduplicated callback
+    (``duplicate.deduplicated``: control, not rejected), so the timeline's kind filters
+    have rare rows spread over the whole history.
     """
     from django.db import connection
 
@@ -101,17 +108,25 @@ def long_history(run: Any, count: int, template: Template) -> Any:
     }
     rows = []
     event_bytes = 0
+    step = 0  # position in the cycle (control events do not advance it)
     for i in range(count):
         if i == 0:
             etype, actor, target = "run.started", Actor.HARNESS, State.OBSERVING
             refs: dict[str, str] = {"observation": request_id}
             payload: dict[str, Any] = {}
+            reason_code = (by_type.get(etype) or {}).get("reason_code", "contract_valid")
+        elif control_every and i % control_every == 0:
+            etype, actor, target, refs, payload, reason_code = _control_event(
+                i // control_every, snapshot.state
+            )
         else:
-            etype = CYCLE[(i - 1) % 4]
+            etype = CYCLE[step % 4]
+            step += 1
             actor, target = actors[etype], targets[etype]
             source = by_type[etype]
             refs = {k: evidence_ids[(i + n) % 8] for n, k in enumerate(sorted(source["refs"]))}
             payload = source["payload"]
+            reason_code = (by_type.get(etype) or {}).get("reason_code", "contract_valid")
         event = build_event(
             snapshot,
             event_id=str(uuid.uuid4()),
@@ -121,7 +136,7 @@ def long_history(run: Any, count: int, template: Template) -> Any:
             occurred_at=clock.iso(base + dt.timedelta(milliseconds=5 * i + 5)),
             counters_delta=deltas.get(etype),
             elapsed_ms=5 * i + 5,
-            reason_code=(by_type.get(etype) or {}).get("reason_code", "contract_valid"),
+            reason_code=reason_code,
             refs=refs,
             payload=payload,
         )
@@ -143,6 +158,96 @@ def long_history(run: Any, count: int, template: Template) -> Any:
     )
     run.refresh_from_db()
     return run
+
+
+def _control_event(n: int, state: Any) -> tuple[Any, Any, Any, dict[str, str], dict[str, Any], str]:
+    """The ``n``-th control event of a long history: what the authority records for a
+    refused transition (odd ``n``) or a redelivered callback (even ``n``); state unchanged."""
+    from runs.domain.states import Actor, EventType
+
+    if n % 2:
+        payload = {
+            "attempted": EventType.APPROVAL_GRANTED.value,
+            "attempted_reason": "approved",
+            "refs": {},
+            "detail": {},
+        }
+        return (
+            EventType.TRANSITION_REJECTED,
+            Actor.HARNESS,
+            state,
+            {},
+            payload,
+            "illegal_transition",
+        )
+    delivery = {"delivery_id": f"dl-{n:012d}", "first_outcome": "accepted"}
+    return (
+        EventType.DUPLICATE_DEDUPLICATED,
+        Actor.HARNESS,
+        state,
+        {"correlation": f"co-{n:012d}"},
+        delivery,
+        "duplicate_callback",
+    )
+
+
+def run_records(run: Any, template: Template, *, checkpoints: int, attempts: int) -> None:
+    """COPY ``checkpoints`` used approval checkpoints and ``attempts`` recorded effect
+    attempts for ``run`` (the real run's rows with new ids and times, one a second): the
+    run page must show a bounded list of each, not all of them."""
+    from django.db import connection
+
+    base, second, tag = run.created_at, dt.timedelta(seconds=1), run.pk.hex[:12]
+    checkpoint = _Row(
+        CHECKPOINT_COLUMNS,
+        {**template.checkpoint, "status": "USED", "tenant": run.tenant},
+        ("id", "run_id", "created_at", "expires_at", "closed_at"),
+    )
+    attempt_columns = tuple(template.attempt)
+    attempt = _Row(
+        attempt_columns,
+        template.attempt,
+        ("id", "run_id", "idempotency_key", "created_at", "resolved_at", "dispatch_sequence"),
+    )
+    with connection.cursor() as cursor:
+        _copy_lines(
+            cursor,
+            "approvals_checkpoint",
+            CHECKPOINT_COLUMNS,
+            [
+                checkpoint.fill(
+                    f"cp-{tag}-{n:08d}",
+                    str(run.pk),
+                    (base + n * second).isoformat(),
+                    (base + (n + 900) * second).isoformat(),
+                    (base + (n + 30) * second).isoformat(),
+                )
+                for n in range(checkpoints)
+            ],
+        )
+        _copy_lines(
+            cursor,
+            "runs_effectattempt",
+            attempt_columns,
+            [
+                attempt.fill(
+                    f"at-{tag}-{n:08d}",
+                    str(run.pk),
+                    f"key-{tag}-{n:08d}",
+                    (base + n * second).isoformat(),
+                    (base + (n + 1) * second).isoformat(),
+                    str(n + 1),
+                )
+                for n in range(attempts)
+            ],
+        )
+
+
+def _copy_lines(cursor: Any, table: str, columns: Sequence[str], lines: list[str]) -> None:
+    """COPY rows already in COPY text format (Django cursor)."""
+    if lines:
+        with cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            copy.write("\n".join(lines) + "\n")
 
 
 def _copy_events(connection: Any, rows: list[list[Any]]) -> int:
@@ -285,7 +390,15 @@ CHECKPOINT_COLUMNS = (
 
 @dataclass
 class BulkPlan:
-    """Rows to add: ``count`` runs, ``waiting`` of them waiting for approval."""
+    """Rows to add: ``count`` runs, ``waiting`` of them waiting for approval.
+
+    ``events_per_run`` may be 0 when nothing measured reads the bulk runs' events;
+    ``checkpoint_bodies=False`` stores the used checkpoints of completed runs with their
+    ids, times, status and policy columns but empty bodies (proposal, evidence view,
+    notes: what only that checkpoint's own page shows), so a 10M-run database fits on a
+    shared disk; the
+    pending checkpoints the approval queue shows always carry their bodies. ``scenarios``
+    (name, weight) spreads the runs over scenarios (the template's own by default)."""
 
     count: int
     waiting: int
@@ -293,6 +406,8 @@ class BulkPlan:
     newest: dt.datetime
     spacing: dt.timedelta
     tenants: tuple[tuple[str, int], ...] = (("north", 9), ("south", 1))
+    checkpoint_bodies: bool = True
+    scenarios: tuple[tuple[str, int], ...] = ()
 
 
 class _Row:
@@ -320,6 +435,7 @@ class _Row:
 
 _RUN_VARIABLE = (
     "id",
+    "scenario",
     "task_id",
     "tenant",
     "principal_ref",
@@ -334,6 +450,17 @@ _RUN_VARIABLE = (
     "waiting_checkpoint",
 )
 _EVENT_VARIABLE = ("event_id", "run_id", "sequence", "next_state", "occurred_at")
+# What only a checkpoint's own page shows: left empty in bulk used checkpoints when
+# ``BulkPlan.checkpoint_bodies`` is off (JSON columns first, then text).
+_CHECKPOINT_BODIES = (
+    "canonical",
+    "evidence_view",
+    "data_crossing",
+    "effect_summary",
+    "idempotency_note",
+    "lost_response_note",
+    "compensation_note",
+)
 _CHECKPOINT_VARIABLE = ("id", "run_id", "tenant", "status", "created_at", "expires_at", "closed_at")
 
 
@@ -362,7 +489,11 @@ def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str,
         },
         _RUN_VARIABLE,
     )
-    shown = [*template.events[: plan.events_per_run - 1], template.events[-1]]
+    shown = (
+        [*template.events[: plan.events_per_run - 1], template.events[-1]]
+        if plan.events_per_run
+        else []
+    )
     event_rows = [
         _Row(
             event_columns(),
@@ -372,6 +503,22 @@ def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str,
         for e in shown
     ]
     checkpoint_row = _Row(CHECKPOINT_COLUMNS, template.checkpoint, _CHECKPOINT_VARIABLE)
+    used_row = (
+        checkpoint_row
+        if plan.checkpoint_bodies
+        else _Row(
+            CHECKPOINT_COLUMNS,
+            {
+                **template.checkpoint,
+                **{c: {} if c == "canonical" else [] for c in _CHECKPOINT_BODIES[:3]},
+                **{c: "" for c in _CHECKPOINT_BODIES[3:]},
+            },
+            _CHECKPOINT_VARIABLE,
+        )
+    )
+    scenarios = [name for name, weight in plan.scenarios for _ in range(weight)] or [
+        template.run["scenario"]
+    ]
     pending_expiry = dt.datetime.now(tz=dt.UTC) + dt.timedelta(hours=6)
     writer = _CopyWriter(connection)
     runs: list[str] = []
@@ -397,7 +544,7 @@ def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str,
                 checkpoint_id = f"cp-{hex_id[:20]}"
                 pending = state == "WAITING_HUMAN"
                 checkpoints.append(
-                    checkpoint_row.fill(
+                    (checkpoint_row if pending else used_row).fill(
                         checkpoint_id,
                         run_id,
                         tenant,
@@ -412,6 +559,9 @@ def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str,
             runs.append(
                 run_row.fill(
                     run_id,
+                    scenarios[rng.randrange(len(scenarios))]
+                    if len(scenarios) > 1 and state != "WAITING_HUMAN"
+                    else template.run["scenario"],
                     f"task-{hex_id[:12]}",
                     tenant,
                     f"user:operator-{n % 17}",
@@ -421,7 +571,7 @@ def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str,
                     state,
                     disposition,
                     reason,
-                    str(len(event_rows)),
+                    str(len(event_rows) or template.run["revision"]),
                     f"{n:064x}",
                     checkpoint_id if state == "WAITING_HUMAN" else "",
                 )

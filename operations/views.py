@@ -372,5 +372,11 @@ def runs_state_counts(request: AuthedHtmxRequest) -> HttpResponse:
     return render(
         request,
         "operations/_state_counts.html",
-        {"counts": counts, "filter_query": urlencode(query), "filters": filters},
+        {
+            "counts": counts.counts,
+            "capped": counts.capped,
+            "cap": selectors.COUNT_CAP,
+            "filter_query": urlencode(query),
+            "filters": filters,
+        },
     )

@@ -9,12 +9,31 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Cast, Left
 
 from runs.domain import effects
 from runs.domain.effects import AttemptStatus
-from runs.domain.states import State
+from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, State
 
 STATE_CHOICES = [(s.value, s.value) for s in State]
+
+# The timeline's kinds as stored type lists, sorted: partial indexes are defined with these
+# exact lists and the queries filter with the same ones (SQLite uses a partial index only
+# when the query's condition is the index's, term for term; a set's order would vary).
+CONTROL_TYPES = tuple(sorted(e.value for e in CONTROL_EVENTS))
+REJECTED_TYPES = tuple(sorted(e.value for e in REJECTION_EVENTS))
+# Effect attempts whose outcome is not known yet (the run page counts a run's), sorted.
+UNRESOLVED_STATUSES = tuple(sorted(s.value for s in effects.UNRESOLVED))
+
+# A run id's first hex digits (the same text on PostgreSQL's dashed form and SQLite's hex),
+# indexed with the creation order: an id-prefix search of the runs list seeks to them.
+ID_PREFIX_DIGITS = 3
+
+
+def id_prefix() -> Left:
+    """The expression ``run_tenant_live_id_prefix`` indexes: the id's first digits."""
+    return Left(Cast("id", output_field=models.TextField()), ID_PREFIX_DIGITS)
+
 
 # Reason codes the incident runbooks look up across runs; a partial index keeps those
 # lookups fast at millions of events without indexing every ordinary event.
@@ -51,8 +70,14 @@ class Run(models.Model):
     created_at = models.DateTimeField()
     fault_plan = models.JSONField(default=list, blank=True)
     namespace = models.CharField(max_length=64, default="live")
+    # Indexed by ``run_follows_created`` (follow-ups of a run, newest first), not alone.
     follows_run = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="follow_ups"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="follow_ups",
+        db_index=False,
     )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -96,6 +121,29 @@ class Run(models.Model):
                 condition=models.Q(namespace="live"),
                 name="run_tenant_live_created",
             ),
+            # The runs list searched by an id prefix, newest first: ids are random, so a
+            # prefix's runs are spread over the whole creation order, and neither the
+            # primary key (every match read, then sorted) nor the creation order (every
+            # run read until a page of matches is found) serves a prefix of a few digits
+            # at millions of runs. Seeking to the first digits in creation order does: a
+            # page reads its own rows (three digits), or 16x them per digit more (the
+            # primary key takes over from four digits on, where matches are few).
+            models.Index(
+                models.F("tenant"),
+                id_prefix(),
+                models.F("created_at").desc(),
+                models.F("id").desc(),
+                condition=models.Q(namespace="live"),
+                name="run_tenant_live_id_prefix",
+            ),
+            # A run's follow-ups, newest first, a page at a time (the run page shows the
+            # latest few); partial: most runs follow none, and every index entry of this
+            # table is rewritten when a transition moves the run.
+            models.Index(
+                fields=["follows_run", "-created_at", "-id"],
+                condition=models.Q(follows_run__isnull=False),
+                name="run_follows_created",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -123,7 +171,8 @@ class Event(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     event_id = models.UUIDField(unique=True)
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events")
+    # Served by ``event_run_sequence`` (run, sequence): an index on run alone is redundant.
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events", db_index=False)
     sequence = models.PositiveIntegerField()
     attempt = models.PositiveIntegerField()
     owner_epoch = models.PositiveIntegerField()
@@ -154,6 +203,32 @@ class Event(models.Model):
                 fields=["reason_code", "-id"],
                 name="event_incident_reason",
                 condition=models.Q(reason_code__in=INCIDENT_REASONS),
+            ),
+            # The timeline's kind filters page a run's events of one kind by sequence: each
+            # kind has its own (run, sequence) index, so a page reads its own rows only,
+            # however rare the kind is in a long history. Control and rejected events are
+            # few (partial indexes of a few rows); the transitions index takes the place
+            # of an index on run alone.
+            models.Index(
+                fields=["run", "sequence"],
+                name="event_run_transition",
+                condition=~models.Q(type__in=CONTROL_TYPES),
+            ),
+            models.Index(
+                fields=["run", "sequence"],
+                name="event_run_control",
+                condition=models.Q(type__in=CONTROL_TYPES),
+            ),
+            models.Index(
+                fields=["run", "sequence"],
+                name="event_run_rejected",
+                condition=models.Q(type__in=REJECTED_TYPES),
+            ),
+            # Reconciliations recorded after a run ended (its effect account counts them).
+            models.Index(
+                fields=["run", "sequence"],
+                name="event_run_reconciled",
+                condition=models.Q(type="effect.reconciled"),
             ),
         ]
 
@@ -206,7 +281,10 @@ class EffectAttempt(models.Model):
     Status = models.TextChoices("Status", [(s.value, s.value) for s in AttemptStatus])
 
     id = models.CharField(primary_key=True, max_length=40)
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="effect_attempts")
+    # Indexed by ``attempt_run_created`` (a run's attempts in order), not alone.
+    run = models.ForeignKey(
+        Run, on_delete=models.PROTECT, related_name="effect_attempts", db_index=False
+    )
     idempotency_key = models.CharField(max_length=64, db_index=True)
     proposal_hash = models.CharField(max_length=64)
     checkpoint_id = models.CharField(max_length=64, blank=True, default="")
@@ -225,6 +303,20 @@ class EffectAttempt(models.Model):
     detail = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # A run's attempts, newest first, a page at a time (the run page shows the
+            # latest few and links the rest).
+            models.Index(fields=["run", "-created_at", "-id"], name="attempt_run_created"),
+            # A run's attempts with an unknown outcome (the run page counts them): few,
+            # so counting them reads only them, whatever the run's number of attempts.
+            models.Index(
+                fields=["run"],
+                name="attempt_run_unresolved",
+                condition=models.Q(status__in=UNRESOLVED_STATUSES),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.pk} {self.status}"

@@ -129,7 +129,13 @@ def close_many(closing: Sequence[tuple[Run, EventRecord]]) -> None:
 def effect_account(run: Run) -> effects.EffectAccount:
     """The effects of an ended run: counted by its terminal record, reconciled since, and
     still unknown (SPEC §7: terminal records are never edited; corrections are appended)."""
-    record = TerminalRecord.objects.filter(run=run).first()
+    return effect_account_with(run, TerminalRecord.objects.filter(run=run).first())
+
+
+def effect_account_with(run: Run, record: TerminalRecord | None) -> effects.EffectAccount:
+    """``effect_account`` for a caller that has read the run's terminal record (``record``,
+    None if it has none). Both reads are served by partial indexes (``event_run_reconciled``,
+    ``attempt_run_unresolved``): they cost the same at any history length."""
     counted = int((record.final_counters if record else run.counters).get(Budget.EFFECTS, 0))
     after = record.deciding_sequence if record else run.revision
     reconciled = sum(
@@ -139,5 +145,9 @@ def effect_account(run: Run) -> effects.EffectAccount:
         ).values_list("payload", flat=True)
         if effects.records_effect(EventType.EFFECT_RECONCILED, payload.get("outcome", ""))
     )
-    unresolved = EffectAttempt.objects.filter(run=run, status__in=effects.UNRESOLVED).count()
+    # Sorted: the exact list of ``attempt_run_unresolved`` (models.UNRESOLVED_STATUSES), which
+    # SQLite needs term for term to use the partial index.
+    unresolved = EffectAttempt.objects.filter(
+        run=run, status__in=sorted(effects.UNRESOLVED)
+    ).count()
     return effects.EffectAccount(counted, reconciled, unresolved)

@@ -12,6 +12,24 @@ urlpatterns = [
     path("runs/<uuid:run_id>/budget/", runs_views.runs_budget, name="runs-budget"),
     path("runs/<uuid:run_id>/export.json", runs_views.runs_export, name="runs-export"),
     path(
+        "runs/<uuid:run_id>/checkpoints/",
+        runs_views.runs_related,
+        {"what": "checkpoints"},
+        name="runs-checkpoints",
+    ),
+    path(
+        "runs/<uuid:run_id>/attempts/",
+        runs_views.runs_related,
+        {"what": "attempts"},
+        name="runs-attempts",
+    ),
+    path(
+        "runs/<uuid:run_id>/follow-ups/",
+        runs_views.runs_related,
+        {"what": "follow-ups"},
+        name="runs-follow-ups",
+    ),
+    path(
         "runs/<uuid:run_id>/evidence/<str:evidence_id>/",
         runs_views.runs_evidence,
         name="runs-evidence",

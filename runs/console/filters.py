@@ -61,9 +61,21 @@ def in_world(qs: QuerySet[Any], world: str, *, field: str = "namespace") -> Quer
 ID_SEARCH_ERROR = "A run id is hexadecimal (a full id or a prefix)."
 
 
-def id_range(text: str) -> tuple[uuid.UUID, uuid.UUID] | None:
-    """Return the UUID range a full id or hex prefix covers, or None if it is not hex."""
+def id_digits(text: str) -> str | None:
+    """The hex digits of a full id or a prefix (lower case, no dashes), or None if it is
+    not one."""
     digits = text.replace("-", "").lower()
     if not digits or len(digits) > 32 or any(c not in "0123456789abcdef" for c in digits):
         return None
+    return digits
+
+
+def digits_range(digits: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """The UUID range the ids starting with ``digits`` (see ``id_digits``) cover."""
     return uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
+
+
+def id_range(text: str) -> tuple[uuid.UUID, uuid.UUID] | None:
+    """Return the UUID range a full id or hex prefix covers, or None if it is not hex."""
+    digits = id_digits(text)
+    return None if digits is None else digits_range(digits)

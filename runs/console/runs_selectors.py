@@ -15,28 +15,45 @@ from django.db.models import Q, QuerySet
 
 from approvals.models import Checkpoint
 from kernel import clock
+from runs.console import jsonstream
 from runs.console.filters import (
     AGES,
     DEFAULT_WORLD,
     DISPOSITIONS,
     ID_SEARCH_ERROR,
     WORLDS,
-    id_range,
+    digits_range,
+    id_digits,
     in_world,
     world_from_query,
 )
 from runs.domain import effects
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, State
-from runs.models import EffectAttempt, Event, Evidence, Run, TerminalRecord
+from runs.models import (
+    CONTROL_TYPES,
+    ID_PREFIX_DIGITS,
+    REJECTED_TYPES,
+    EffectAttempt,
+    Event,
+    Evidence,
+    Run,
+    TerminalRecord,
+    id_prefix,
+)
 from runs.policies import MODEL_SCENARIO, scenario_names
 from runs.policies import registry as policy_registry
-from runs.terminal import effect_account
+from runs.terminal import effect_account_with
 
 PAGE_SIZE = 50
 
 
 TIMELINE_LIMIT = 1000
+
+# The run page shows a run's latest checkpoints, effect attempts and follow-ups, this many
+# of each, and links the full lists (paged, RELATED_PAGE a page).
+RELATED_LIMIT = 10
+RELATED_PAGE = 100
 
 
 TIMELINE_KINDS = ("all", "transitions", "control", "rejected")
@@ -101,18 +118,46 @@ class RunPage:
     search_error: str = ""
 
 
-def encode_cursor(run: Run) -> str:
-    raw = f"{clock.iso(run.created_at)}|{run.pk}"
+def encode_position(created_at: dt.datetime, pk: Any) -> str:
+    """A keyset cursor for a list ordered by (created_at, id), newest first."""
+    raw = f"{clock.iso(created_at)}|{pk}"
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID] | None:
+def decode_position(cursor: str) -> tuple[dt.datetime, str] | None:
+    """The (created_at, id) of a cursor from ``encode_position``; None if it is not one."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        stamp, _, run_id = raw.partition("|")
-        return clock.parse(stamp), uuid.UUID(run_id)
+        stamp, sep, pk = raw.partition("|")
+        if not sep or not pk:
+            return None
+        return clock.parse(stamp), pk
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+def encode_cursor(run: Run) -> str:
+    return encode_position(run.created_at, run.pk)
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID] | None:
+    position = decode_position(cursor)
+    if position is None:
+        return None
+    try:
+        return position[0], uuid.UUID(position[1])
+    except ValueError:
+        return None
+
+
+def older_than(qs: QuerySet[Any], created: dt.datetime, pk: Any) -> QuerySet[Any]:
+    """The rows of ``qs`` after (created, pk) in (-created_at, -id) order: a keyset seek.
+
+    The redundant ``created_at <= created`` bound is what the index range starts from;
+    without it PostgreSQL walks (and filters) every row before the cursor."""
+    return qs.filter(created_at__lte=created).filter(
+        Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk)
+    )
 
 
 def runs_matching(*, tenant: str, filters: RunFilters) -> QuerySet[Run] | None:
@@ -132,11 +177,31 @@ def runs_matching(*, tenant: str, filters: RunFilters) -> QuerySet[Run] | None:
         since = clock.now() - span
         qs = qs.filter(created_at__gte=since) if newer else qs.filter(created_at__lt=since)
     if filters.q:
-        bounds = id_range(filters.q)
-        if bounds is None:
-            return None
-        qs = qs.filter(pk__gte=bounds[0], pk__lte=bounds[1])
+        return _id_search(qs, filters.q, live=filters.world == DEFAULT_WORLD)
     return qs
+
+
+def _id_search(qs: QuerySet[Run], text: str, *, live: bool) -> QuerySet[Run] | None:
+    """Narrow ``qs`` to ids starting with the hex digits of ``text`` (None: not hex).
+
+    Ids are random, so the shape of the condition decides what a page reads at millions
+    of runs. A prefix of ID_PREFIX_DIGITS or more digits names its first digits, which
+    ``run_tenant_live_id_prefix`` (live world) orders by creation: the page seeks to them.
+    With exactly that many digits this is the whole condition: an id range next to it
+    would be estimated at one row (a range inside one histogram bucket), and the primary
+    key would be chosen and read every match. Longer prefixes add the range, whose few
+    matches either index finds. Shorter ones are the range alone: the creation order
+    finds a page of their many matches after reading 16x (one digit) or 256x the page.
+    Every form selects exactly the runs whose id starts with the digits."""
+    digits = id_digits(text)
+    if digits is None:
+        return None
+    if live and len(digits) >= ID_PREFIX_DIGITS:
+        qs = qs.alias(id_prefix=id_prefix()).filter(id_prefix=digits[:ID_PREFIX_DIGITS])
+        if len(digits) == ID_PREFIX_DIGITS:
+            return qs
+    low, high = digits_range(digits)
+    return qs.filter(pk__gte=low, pk__lte=high)
 
 
 def run_list_for_tenant(
@@ -152,12 +217,7 @@ def run_list_for_tenant(
         return RunPage([], "", filters, ID_SEARCH_ERROR)
     position = decode_cursor(cursor) if cursor else None
     if position is not None:
-        created, run_id = position
-        # The redundant ``created_at <= created`` bound is what the index range starts
-        # from; without it PostgreSQL walks (and filters) every row before the cursor.
-        qs = qs.filter(created_at__lte=created).filter(
-            Q(created_at__lt=created) | Q(created_at=created, pk__lt=run_id)
-        )
+        qs = older_than(qs, *position)
     rows = list(
         qs.order_by("-created_at", "-id").only(
             "id",
@@ -228,13 +288,15 @@ def ref_links(refs: Mapping[str, str]) -> tuple[RefLink, ...]:
 
 
 def _kind_filter(kind: str) -> Q:
-    control = [e.value for e in CONTROL_EVENTS]
+    """The events of a timeline kind: exactly the conditions of the partial indexes
+    ``event_run_transition``, ``event_run_control`` and ``event_run_rejected`` (see
+    ``runs.models``), so a page of any kind reads only its own rows."""
     if kind == "transitions":
-        return ~Q(type__in=control)
+        return ~Q(type__in=CONTROL_TYPES)
     if kind == "control":
-        return Q(type__in=control)
+        return Q(type__in=CONTROL_TYPES)
     if kind == "rejected":
-        return Q(type__in=[e.value for e in REJECTION_EVENTS])
+        return Q(type__in=REJECTED_TYPES)
     return Q()
 
 
@@ -368,13 +430,90 @@ def run_gauges(run: Run) -> list[Gauge]:
     ]
 
 
+@dataclass(frozen=True)
+class Latest:
+    """The latest rows of one of a run's lists, oldest first, and whether it has earlier
+    ones (the run page then links the whole list). Iterating gives the rows."""
+
+    rows: list[Any]
+    earlier: bool
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+
+def _latest(qs: QuerySet[Any], limit: int = RELATED_LIMIT) -> Latest:
+    """The newest ``limit`` rows of ``qs`` by (created_at, id), in one query that reads
+    ``limit + 1`` index entries (each list has a (run, -created_at, -id) index)."""
+    rows = list(qs.order_by("-created_at", "-id")[: limit + 1])
+    earlier = len(rows) > limit
+    rows = rows[:limit]
+    rows.reverse()
+    return Latest(rows, earlier)
+
+
+# A run's lists the run page shows the latest of, and the full list pages: the rows of
+# each for a run (the run page's and the full list's query are the same, ordered and cut).
+RELATED = ("checkpoints", "attempts", "follow-ups")
+
+
+def related_rows(run: Run, what: str) -> QuerySet[Any]:
+    """The run's checkpoints, effect attempts or follow-up runs (``what`` in RELATED)."""
+    if what == "checkpoints":
+        return Checkpoint.objects.filter(run=run)
+    if what == "attempts":
+        return EffectAttempt.objects.filter(run=run)
+    if what == "follow-ups":
+        return Run.objects.filter(follows_run=run).only("id", "state", "created_at")
+    raise ValueError(f"no list {what!r} on the run page")
+
+
+@dataclass(frozen=True)
+class RelatedPage:
+    """One page of a run's full list, newest first; ``older`` is the cursor of the next
+    page ("" on the last)."""
+
+    rows: list[Any]
+    older: str
+
+
+def related_page(
+    *, run: Run, what: str, cursor: str = "", page_size: int = RELATED_PAGE
+) -> RelatedPage | None:
+    """One page of the run's ``what`` list (see ``related_rows``) after ``cursor``, newest
+    first, in one query at any length; None for a cursor that is not one of ours."""
+    qs = related_rows(run, what)
+    if cursor:
+        position = decode_position(cursor)
+        if position is None:
+            return None
+        created, pk = position
+        if what == "follow-ups":
+            try:
+                pk = str(uuid.UUID(pk))
+            except ValueError:
+                return None
+        qs = older_than(qs, created, pk)
+    rows = list(qs.order_by("-created_at", "-id")[: page_size + 1])
+    if len(rows) <= page_size:
+        return RelatedPage(rows, "")
+    last = rows[page_size - 1]
+    return RelatedPage(rows[:page_size], encode_position(last.created_at, last.pk))
+
+
 @dataclass
 class RunDetail:
     run: Run
     terminal: TerminalRecord | None
-    checkpoints: list[Checkpoint]
-    attempts: list[EffectAttempt]
-    follow_ups: list[Run]
+    checkpoints: Latest
+    attempts: Latest
+    follow_ups: Latest
     waiting: Checkpoint | None = None
     gauges: list[Gauge] = field(default_factory=list)
     # For an ended run: its effects (counted at the end + reconciled since) and what may
@@ -384,13 +523,20 @@ class RunDetail:
 
 
 def run_detail(run: Run) -> RunDetail:
-    """Everything the run page shows besides the timeline, in a fixed number of queries."""
+    """Everything the run page shows besides the timeline, in a fixed number of queries
+    that each read a bounded number of rows: the latest RELATED_LIMIT checkpoints,
+    attempts and follow-ups (the page links the rest), however many the run has."""
     terminal = TerminalRecord.objects.filter(run=run).first() if run.is_terminal else None
-    checkpoints = list(Checkpoint.objects.filter(run=run).order_by("created_at"))
-    attempts = list(EffectAttempt.objects.filter(run=run).order_by("created_at"))
-    follow_ups = list(Run.objects.filter(follows_run=run).only("id", "state", "created_at"))
-    waiting = next((c for c in checkpoints if c.pk == run.waiting_checkpoint), None)
-    account = effect_account(run) if terminal is not None else None
+    checkpoints = _latest(related_rows(run, "checkpoints"))
+    attempts = _latest(related_rows(run, "attempts"))
+    follow_ups = _latest(related_rows(run, "follow-ups"))
+    waiting = None
+    if run.waiting_checkpoint:
+        # The checkpoint a run waits on is its newest; read it if the list somehow is not.
+        waiting = next((c for c in checkpoints if c.pk == run.waiting_checkpoint), None) or (
+            Checkpoint.objects.filter(run=run, pk=run.waiting_checkpoint).first()
+        )
+    account = effect_account_with(run, terminal) if terminal is not None else None
     return RunDetail(
         run=run,
         terminal=terminal,
@@ -410,62 +556,81 @@ def run_evidence(*, run: Run, evidence_id: str) -> Evidence | None:
     return Evidence.objects.filter(run=run, pk=evidence_id).first()
 
 
-def run_export(run: Run) -> dict[str, Any]:
-    """The run's identity, events and the evidence references they carry (not payloads)."""
-    events = list(Event.objects.filter(run=run).order_by("sequence"))
-    evidence = list(
-        Evidence.objects.filter(run=run)
-        .order_by("created_at", "id")
-        .values("id", "kind", "content_hash", "redaction_class", "size", "created_at")
-    )
-    return {
+# Rows read per round trip of the export's server-side cursors.
+EXPORT_CHUNK = 2000
+
+
+def run_export(run: Run) -> Iterator[str]:
+    """The run's identity, events and the evidence references they carry (not payloads), as
+    the pieces of one JSON document: byte for byte what ``JsonResponse`` (indent 2) writes
+    for the whole document, but the events and evidence references are read through
+    server-side cursors and written as they are read, so memory stays flat at any history
+    length (the document of a 1,000,000-event run is over a gigabyte)."""
+    head = {
         "format": "fieldops-run-export@1",
         "exported_at": clock.iso(clock.now()),
-        "run": {
-            "run_id": str(run.pk),
-            "task_id": run.task_id,
-            "tenant": run.tenant,
-            "principal_ref": run.principal_ref,
-            "scenario": run.scenario,
-            "state": run.state,
-            "revision": run.revision,
-            "attempt": run.attempt,
-            "owner_epoch": run.owner_epoch,
-            "contract_version": run.contract_version,
-            "policy_version": run.policy_version,
-            "model_adapter_version": run.model_adapter_version,
-            "component_set": run.component_set,
-            "components": run.components,
-            "limits": run.limits,
-            "budget_limits": run.budget_limits,
-            "counters": run.counters,
-            "cancel_revision": run.cancel_revision,
-            "disposition": run.disposition,
-            "terminal_reason": run.terminal_reason,
-            "created_at": clock.iso(run.created_at),
-        },
-        "events": [
-            {
-                "event_id": str(e.event_id),
-                "sequence": e.sequence,
-                "attempt": e.attempt,
-                "owner_epoch": e.owner_epoch,
-                "type": e.type,
-                "actor": e.actor,
-                "prev_state": e.prev_state,
-                "next_state": e.next_state,
-                "reason_code": e.reason_code,
-                "refs": e.refs,
-                "payload": e.payload,
-                "budget": e.budget,
-                "cancel_revision": e.cancel_revision,
-                "occurred_at": e.occurred_at,
-                "schema_version": e.schema_version,
-                "prev_hash": e.prev_hash,
-                "content_hash": e.content_hash,
-                "hash": e.hash,
-            }
-            for e in events
-        ],
-        "evidence_refs": [{**row, "created_at": clock.iso(row["created_at"])} for row in evidence],
+        "run": _export_identity(run),
+        "events": [],
+        "evidence_refs": [],
+    }
+    events = (
+        _export_event(e)
+        for e in Event.objects.filter(run=run).order_by("sequence").iterator(EXPORT_CHUNK)
+    )
+    evidence = (
+        {**row, "created_at": clock.iso(row["created_at"])}
+        for row in Evidence.objects.filter(run=run)
+        .order_by("created_at", "id")
+        .values("id", "kind", "content_hash", "redaction_class", "size", "created_at")
+        .iterator(EXPORT_CHUNK)
+    )
+    return jsonstream.document(head, {"events": events, "evidence_refs": evidence})
+
+
+def _export_identity(run: Run) -> dict[str, Any]:
+    return {
+        "run_id": str(run.pk),
+        "task_id": run.task_id,
+        "tenant": run.tenant,
+        "principal_ref": run.principal_ref,
+        "scenario": run.scenario,
+        "state": run.state,
+        "revision": run.revision,
+        "attempt": run.attempt,
+        "owner_epoch": run.owner_epoch,
+        "contract_version": run.contract_version,
+        "policy_version": run.policy_version,
+        "model_adapter_version": run.model_adapter_version,
+        "component_set": run.component_set,
+        "components": run.components,
+        "limits": run.limits,
+        "budget_limits": run.budget_limits,
+        "counters": run.counters,
+        "cancel_revision": run.cancel_revision,
+        "disposition": run.disposition,
+        "terminal_reason": run.terminal_reason,
+        "created_at": clock.iso(run.created_at),
+    }
+
+
+def _export_event(e: Event) -> dict[str, Any]:
+    return {
+        "event_id": str(e.event_id),
+        "sequence": e.sequence,
+        "attempt": e.attempt,
+        "owner_epoch": e.owner_epoch,
+        "type": e.type,
+        "actor": e.actor,
+        "prev_state": e.prev_state,
+        "next_state": e.next_state,
+        "reason_code": e.reason_code,
+        "refs": e.refs,
+        "payload": e.payload,
+        "budget": e.budget,
+        "cancel_revision": e.cancel_revision,
+        "occurred_at": e.occurred_at,
+        "schema_version": e.schema_version,
+        "prev_hash": e.prev_hash,
+        "content_hash": e.content_hash,
+        "hash": e.hash,
     }

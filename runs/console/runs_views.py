@@ -10,7 +10,7 @@ from uuid import UUID
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -260,9 +260,27 @@ def runs_budget(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
 
 @require_GET
 @login_required
+def runs_related(request: AuthedHtmxRequest, run_id: UUID, what: str) -> HttpResponse:
+    """A run's whole list of checkpoints, effect attempts or follow-ups, newest first, a
+    page at a time (the run page shows the latest few of each)."""
+    run = get_run_for_user(request.user, run_id)
+    cursor = request.GET.get("before", "")
+    page = run_selectors.related_page(run=run, what=what, cursor=cursor)
+    if page is None:
+        return HttpResponse("Bad page cursor.", status=400, content_type="text/plain")
+    return render(
+        request,
+        "runs/related.html",
+        {"run": run, "what": what, "page": page, "is_first_page": not cursor},
+    )
+
+
+@require_GET
+@login_required
 def runs_export(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    response = JsonResponse(run_selectors.run_export(run), json_dumps_params={"indent": 2})
+    # Streamed: a long history's document is written as its events are read.
+    response = StreamingHttpResponse(run_selectors.run_export(run), content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.json"'
     return response
 

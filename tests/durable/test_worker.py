@@ -142,9 +142,7 @@ def _sessions_and_open_connections() -> tuple[int, int]:
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute(
-            "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
-        )
+        cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
         (sessions,) = cursor.fetchone()
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity "

@@ -4,8 +4,11 @@ runs list's live counts per state."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from operations import selectors as op_selectors
 from operations.models import SavedView
 from runs import services as run_services
 from tests.operations.conftest import client_for, waiting_runs
@@ -72,3 +75,25 @@ def test_live_counts_per_state_follow_the_filter_but_not_its_state(operator):
     assert "CREATED: 0" not in client.get(reverse("operations-state-counts")).content.decode()
     page = client.get(reverse("runs-list"), {"world": "faultlab"}).content.decode()
     assert 'id="state-counts"' in page and 'form="save-view"' in page
+
+
+def test_live_counts_cover_the_newest_runs_up_to_the_cap_in_one_query(
+    operator, monkeypatch, django_assert_num_queries
+):
+    """At most COUNT_CAP runs are counted, the newest the filter selects, and the fragment
+    says so when the filter selects more; the same single read at any size."""
+    monkeypatch.setattr(op_selectors, "COUNT_CAP", 3)
+    client = client_for(operator)
+    older = waiting_runs(2)
+    run_services.run_cancel(run_id=str(older[0].pk), by_ref="user:operator", reason="r")
+    url = reverse("operations-state-counts")
+    client.get(url, {"world": "faultlab"})
+    with CaptureQueriesContext(connection) as small:
+        body = client.get(url, {"world": "faultlab"}).content.decode()
+    assert "CREATED: 1<" in body and "CANCELLED: 1<" in body and "newest" not in body
+    queries = len(small.captured_queries)  # read now: the next request clears the log
+    waiting_runs(3)  # newer than the cancelled one, which drops out of the newest 3
+    with django_assert_num_queries(queries):
+        body = client.get(url, {"world": "faultlab"}).content.decode()
+    assert "CREATED: 3<" in body and "CANCELLED" not in body
+    assert "among the newest 3 runs of this filter" in body

@@ -21,11 +21,26 @@ CYCLE = (
 )
 
 
-def long_run(count: int, alter: dict[int, dict[str, Any]] | None = None) -> Run:
+# Control events a long history can carry (state unchanged), in turn: a refused transition
+# ("rejected" in the timeline) and a deduplicated callback (control, not rejected).
+CONTROL = (
+    (EventType.TRANSITION_REJECTED, "illegal_transition", {"attempted": "approval.granted"}),
+    (EventType.DUPLICATE_DEDUPLICATED, "duplicate_callback", {"first_outcome": "accepted"}),
+)
+
+
+def long_run(
+    count: int,
+    alter: dict[int, dict[str, Any]] | None = None,
+    *,
+    control_at: frozenset[int] = frozenset(),
+) -> Run:
     """A run with a valid, hash-linked history of ``count`` events, every reference to
     evidence stored for it (one evidence row per 50 events: each chunk looks its own up).
     ``alter``: stored columns to change, by sequence, after the event was built (the
-    table is append-only, so a corrupt row is stored corrupt)."""
+    table is append-only, so a corrupt row is stored corrupt). ``control_at``: sequences
+    that are control events instead (alternately rejected and deduplicated, see CONTROL);
+    the cycle of transitions goes on after them."""
     run = services.run_create(
         scenario="reservation",
         tenant="north",
@@ -49,7 +64,12 @@ def long_run(count: int, alter: dict[int, dict[str, Any]] | None = None) -> Run:
     )
     snapshot = snapshot_of(run)
     rows = []
+    step = 0  # position in the cycle of transitions (control events do not advance it)
+    controls = 0
     for i in range(count):
+        refs: dict[str, str]
+        payload: dict[str, Any] = {"i": i}
+        reason = "ok"
         if i == 0:
             etype, actor, target, delta = (
                 EventType.RUN_STARTED,
@@ -58,8 +78,13 @@ def long_run(count: int, alter: dict[int, dict[str, Any]] | None = None) -> Run:
                 None,
             )
             refs = {"observation": f"rq-{run.pk.hex[:20]}"}  # stored by run_create
+        elif i + 1 in control_at:
+            etype, reason, payload = CONTROL[controls % 2]
+            actor, target, delta, refs = Actor.HARNESS, snapshot.state, None, {}
+            controls += 1
         else:
-            etype, actor, target, delta = CYCLE[(i - 1) % 4]
+            etype, actor, target, delta = CYCLE[step % 4]
+            step += 1
             refs = {"observation": evidence_ids[i // 50]}
         event = build_event(
             snapshot,
@@ -70,9 +95,9 @@ def long_run(count: int, alter: dict[int, dict[str, Any]] | None = None) -> Run:
             occurred_at=clock.iso(run.created_at + dt.timedelta(milliseconds=i + 1)),
             counters_delta=delta,
             elapsed_ms=i + 1,
-            reason_code="ok",
+            reason_code=reason,
             refs=refs,
-            payload={"i": i},
+            payload=payload,
         )
         snapshot = apply(snapshot, event)
         rows.append(Event(**{**event_rows.model_fields(event), **(alter or {}).get(i + 1, {})}))

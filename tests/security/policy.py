@@ -247,6 +247,9 @@ POLICY: Mapping[str, Rule] = {
         body=_const({"budget": "turns", "limit": "40", "reason": "matrix"}),
     ),
     "runs-export": Rule({"GET": signed_in}, objects="run"),
+    "runs-checkpoints": Rule({"GET": signed_in}, objects="run"),
+    "runs-attempts": Rule({"GET": signed_in}, objects="run"),
+    "runs-follow-ups": Rule({"GET": signed_in}, objects="run"),
     "runs-evidence": Rule({"GET": signed_in}, objects="evidence"),
     "runs-replay-audit": Rule({"GET": signed_in}, objects="run"),
     "runs-replay-decision": Rule(

@@ -297,7 +297,8 @@ def test_the_export_carries_every_event_and_evidence_reference(
 ) -> None:
     response = as_operator.get(reverse("runs-export", args=[waiting_run.pk]))
     assert response["Content-Disposition"] == f'attachment; filename="run-{waiting_run.pk}.json"'
-    data = json.loads(response.content)
+    assert response.streaming and response["Content-Type"] == "application/json"
+    data = json.loads(b"".join(response.streaming_content))
     assert data["run"]["run_id"] == str(waiting_run.pk)
     assert [e["sequence"] for e in data["events"]] == list(range(1, waiting_run.revision + 1))
     assert {e["id"] for e in data["evidence_refs"]} == set(
