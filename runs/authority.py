@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.db import (
@@ -36,6 +35,7 @@ from django.dispatch import receiver
 
 from fieldops import points, telemetry
 from fieldops.db import lock_wait_failed
+from fieldops.sql import binding_cursor
 from kernel import clock, retry
 from runs import event_rows, outbox, terminal
 from runs.domain import guards, invariants
@@ -798,21 +798,11 @@ def _store_postgresql(
         # plans this statement once per connection instead of once per append (Django's
         # own cursors send every query as literal text). Errors are translated to Django's.
         with db.wrap_database_errors:
-            cursor = _binding_cursor(db)
+            cursor = binding_cursor(db)  # shared with fieldops/sql.py's statements
             cursor.execute(_CAS_INSERT_SQL, params, prepare=_current().prepared_statements)
             return cursor.rowcount == 1
     except IntegrityError:
         return False
-
-
-def _binding_cursor(db: Any) -> psycopg.Cursor[Any]:
-    """The connection's server-side-binding cursor, made once per open psycopg connection
-    and kept on Django's connection wrapper (it holds no results: the statement returns
-    none), so an append does not build a cursor object every time."""
-    held = getattr(db, "_fieldops_binding_cursor", None)
-    if held is None or held.connection is not db.connection or held.closed:
-        held = db._fieldops_binding_cursor = psycopg.Cursor(db.connection)
-    return held
 
 
 def _store_orm(
