@@ -134,11 +134,19 @@ class Loader:
         return found
 
     def load(self, row: Row) -> Any:
+        """``row`` as a model instance."""
         db = connections[DEFAULT_DB_ALIAS]
+        return self.model.from_db(db.alias, self.attnames, self._converted(row, db))
+
+    def load_values(self, row: Row) -> list[Any]:
+        """``row``'s values as the ORM's ``values()`` would give them (converted)."""
+        return self._converted(row, connections[DEFAULT_DB_ALIAS])
+
+    def _converted(self, row: Row, db: Any) -> list[Any]:
         values = list(row)
         for index, column, chain in self._chains(db):
             value = values[index]
             for convert in chain:
                 value = convert(value, column, db)
             values[index] = value
-        return self.model.from_db(db.alias, self.attnames, values)
+        return values

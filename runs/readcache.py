@@ -30,6 +30,8 @@ from typing import Any
 
 from django.db import connection
 
+from fieldops.sql import Loader, Statement
+from runs import rows
 from runs.domain.events import EventRecord
 from runs.domain.states import EventType
 from runs.models import Event, Evidence
@@ -43,6 +45,18 @@ RECORDED_TYPES: tuple[str, ...] = (
     EventType.COMPLETION_REJECTED.value,
 )
 RECORDED_FIELDS = ("sequence", "type", "refs", "reason_code", "payload")
+
+# Both reads run at every advance: prepared statements (fieldops/sql.py). Column names are
+# the models' own, never input.
+_RECORDED_ROW = Loader(Event, RECORDED_FIELDS)
+_RECORDED = Statement(
+    f"SELECT {_RECORDED_ROW.columns} FROM runs_event "  # noqa: S608  # nosec B608
+    f"WHERE run_id = %s AND type IN ({', '.join(['%s'] * len(RECORDED_TYPES))}) "
+    "AND sequence <= %s ORDER BY sequence"
+)
+_EVIDENCE = Loader(Evidence)
+_EVIDENCE_CHUNK = 100
+_EVIDENCE_BY_IDS: dict[int, Statement] = {}
 
 
 @dataclass
@@ -90,11 +104,10 @@ def recorded_events(run_id: str, revision: int) -> list[dict[str, Any]]:
         cached = reads.histories.get(str(run_id))
         if cached is not None and cached.revision == revision:
             return cached.events
-    events = list(
-        Event.objects.filter(run_id=run_id, type__in=RECORDED_TYPES, sequence__lte=revision)
-        .order_by("sequence")
-        .values(*RECORDED_FIELDS)
-    )
+    events = [
+        dict(zip(RECORDED_FIELDS, _RECORDED_ROW.load_values(row), strict=True))
+        for row in _RECORDED.rows([rows.run_pk(run_id), *RECORDED_TYPES, revision])
+    ]
     if reads is not None:
         reads.histories[str(run_id)] = _History(revision, events)
     return events
@@ -133,12 +146,26 @@ def evidence_rows(ids: Iterable[str]) -> dict[str, Evidence]:
     wanted = list(dict.fromkeys(i for i in ids if i))
     reads = _ACTIVE.get()
     if reads is None:
-        return {e.pk: e for e in Evidence.objects.filter(pk__in=wanted)}
+        return {e.pk: e for e in _evidence_by_ids(wanted)}
     missing = [i for i in wanted if i not in reads.evidence]
     if missing:
-        for row in Evidence.objects.filter(pk__in=missing):
+        for row in _evidence_by_ids(missing):
             reads.evidence[row.pk] = row
     return {i: reads.evidence[i] for i in wanted if i in reads.evidence}
+
+
+def _evidence_by_ids(ids: list[str]) -> list[Evidence]:
+    rows_found: list[Evidence] = []
+    for start in range(0, len(ids), _EVIDENCE_CHUNK):
+        chunk = ids[start : start + _EVIDENCE_CHUNK]
+        statement = _EVIDENCE_BY_IDS.get(len(chunk))
+        if statement is None:
+            statement = _EVIDENCE_BY_IDS[len(chunk)] = Statement(
+                f"SELECT {_EVIDENCE.columns} FROM runs_evidence "  # noqa: S608  # nosec B608
+                f"WHERE id IN ({', '.join(['%s'] * len(chunk))})"
+            )
+        rows_found.extend(_EVIDENCE.load(row) for row in statement.rows(chunk))
+    return rows_found
 
 
 def remember_evidence(row: Evidence) -> None:
