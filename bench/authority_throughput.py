@@ -213,7 +213,6 @@ def _event_fields(run_id: str, sequence: int, epoch: int, i: int) -> dict[str, A
 
 def raw_loop(url: str, run_id: str, epoch: int, seconds: float, start_at: float) -> int:
     import psycopg
-    from psycopg.types.json import Jsonb
 
     with psycopg.connect(url, autocommit=True) as conn:
         cur = conn.cursor()
@@ -223,31 +222,39 @@ def raw_loop(url: str, run_id: str, epoch: int, seconds: float, start_at: float)
         end = start_at + seconds
         done = 0
         while time.perf_counter() < end:
-            f = _event_fields(run_id, revision + 1, epoch, done)
-            cur.execute(
-                RAW_CTE,
-                (
-                    revision + 1,
-                    STATES[(done + 1) % 4],
-                    Jsonb(f["budget"]),
-                    f["hash"],
-                    1000,
-                    run_id,
-                    revision,
-                    epoch,
-                    *(
-                        Jsonb(f[c]) if isinstance(f[c], dict) else f[c]
-                        for c in _EVENT_NAMES
-                        if c != "run_id"
-                    ),
-                ),
-                prepare=True,
-            )
-            if cur.rowcount != 1:
-                raise RuntimeError("raw CAS lost")
+            raw_append(cur, run_id, epoch, revision, done)
             revision += 1
             done += 1
         return done
+
+
+def raw_append(cur: Any, run_id: str, epoch: int, revision: int, done: int) -> None:
+    """One transition of the raw baseline: the prepared CTE, compare-and-set from
+    ``revision`` and the event insert (``done``: transitions made so far)."""
+    from psycopg.types.json import Jsonb
+
+    f = _event_fields(run_id, revision + 1, epoch, done)
+    cur.execute(
+        RAW_CTE,
+        (
+            revision + 1,
+            STATES[(done + 1) % 4],
+            Jsonb(f["budget"]),
+            f["hash"],
+            1000,
+            run_id,
+            revision,
+            epoch,
+            *(
+                Jsonb(f[c]) if isinstance(f[c], dict) else f[c]
+                for c in _EVENT_NAMES
+                if c != "run_id"
+            ),
+        ),
+        prepare=True,
+    )
+    if cur.rowcount != 1:
+        raise RuntimeError("raw CAS lost")
 
 
 # -- harness -----------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import statistics
 import time
 from typing import Any
 
-from authority_throughput import _EVENT_NAMES, RAW_CTE, STATES, _event_fields, new_run, payload
+from authority_throughput import new_run, payload, raw_append
 from common import banner, django_setup, drop_database, pg_url, recreate_database, say
 
 DB = "fieldops_bench_profile_authority"
@@ -59,34 +59,10 @@ def fieldops_block(state: dict[str, Any], n: int) -> None:
 
 
 def raw_block(state: dict[str, Any], n: int) -> None:
-    from psycopg.types.json import Jsonb
-
     cur, run_id, epoch = state["cur"], state["run_id"], state["epoch"]
     for _ in range(n):
-        revision, done = state["revision"], state["done"]
-        f = _event_fields(run_id, revision + 1, epoch, done)
-        cur.execute(
-            RAW_CTE,
-            (
-                revision + 1,
-                STATES[(done + 1) % 4],
-                Jsonb(f["budget"]),
-                f["hash"],
-                1000,
-                run_id,
-                revision,
-                epoch,
-                *(
-                    Jsonb(f[c]) if isinstance(f[c], dict) else f[c]
-                    for c in _EVENT_NAMES
-                    if c != "run_id"
-                ),
-            ),
-            prepare=True,
-        )
-        if cur.rowcount != 1:
-            raise RuntimeError("raw CAS lost")
-        state["revision"], state["done"] = revision + 1, done + 1
+        raw_append(cur, run_id, epoch, state["revision"], state["done"])
+        state["revision"], state["done"] = state["revision"] + 1, state["done"] + 1
 
 
 def _start_fieldops() -> dict[str, Any]:

@@ -31,7 +31,7 @@ from typing import Any
 
 from django.db import connection
 
-from fieldops import db, points, telemetry
+from fieldops import points, sql, telemetry
 from kernel import clock
 from runs import event_rows, terminal
 from runs.authority import (
@@ -202,11 +202,11 @@ def _store_writes(writes: Sequence[Decision]) -> dict[str, RunSnapshot]:
         )
         events.append(texts)
         afters[str(run.pk)] = after
-    with db.binding_cursor() as cursor:
-        cursor.execute(_runs_cas_sql(), [now, *db.columns_of(runs)])
+    with sql.batch_cursor() as cursor:
+        cursor.execute(_runs_cas_sql(), [now, *sql.columns_of(runs)])
         if cursor.rowcount != len(runs):
             raise StaleRow(f"{len(runs) - cursor.rowcount} run(s) changed under the batch")
-    db.insert_many(Event, event_rows.COLUMNS, events)
+    sql.insert_many(Event, event_rows.COLUMNS, events)
     # What the compare-and-set wrote, on the caller's row objects (as ``_store`` does).
     for decision in writes:
         run = decision.request.run
@@ -225,11 +225,11 @@ def _runs_cas_sql() -> str:
     state = [column for column, _ in event_rows.RUN_STATE]
     arrays = ", ".join(
         ["%b::uuid[]", "%b::integer[]", "%b::integer[]"]
-        + [f"%b::{db.array_type(Run, column)}" for column in state]
+        + [f"%b::{sql.array_type(Run, column)}" for column in state]
         + ["%b::bigint[]"]
     )
     names = ", ".join(["cas_id", "cas_revision", "cas_epoch", *state, "event_bytes"])
-    sets = ", ".join(f"{column} = {db.unnest_value(Run, column, 'v')}" for column in state)
+    sets = ", ".join(f"{column} = {sql.unnest_value(Run, column, 'v')}" for column in state)
     # Column names are constants of runs/event_rows.py, never input.
     return (
         f"UPDATE runs_run AS r SET {sets}, event_bytes = v.event_bytes, updated_at = %s "  # noqa: S608  # nosec B608

@@ -30,7 +30,7 @@ from typing import Any
 
 from django.db import connection
 
-from fieldops.sql import Loader, Statement
+from fieldops.sql import Loader, Statement, with_lists
 from runs import rows
 from runs.domain.events import EventRecord
 from runs.domain.states import EventType
@@ -56,7 +56,7 @@ _RECORDED = Statement(
 )
 _EVIDENCE = Loader(Evidence)
 _EVIDENCE_CHUNK = 100
-_EVIDENCE_BY_IDS: dict[int, Statement] = {}
+_EVIDENCE_BY_IDS = f"SELECT {_EVIDENCE.columns} FROM runs_evidence WHERE id IN ({{ids}})"  # noqa: S608  # nosec B608
 
 
 @dataclass
@@ -158,12 +158,7 @@ def _evidence_by_ids(ids: list[str]) -> list[Evidence]:
     rows_found: list[Evidence] = []
     for start in range(0, len(ids), _EVIDENCE_CHUNK):
         chunk = ids[start : start + _EVIDENCE_CHUNK]
-        statement = _EVIDENCE_BY_IDS.get(len(chunk))
-        if statement is None:
-            statement = _EVIDENCE_BY_IDS[len(chunk)] = Statement(
-                f"SELECT {_EVIDENCE.columns} FROM runs_evidence "  # noqa: S608  # nosec B608
-                f"WHERE id IN ({', '.join(['%s'] * len(chunk))})"
-            )
+        statement = with_lists(_EVIDENCE_BY_IDS, ids=len(chunk))
         rows_found.extend(_EVIDENCE.load(row) for row in statement.rows(chunk))
     return rows_found
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from django.db.models import Q
 
-from fieldops import db
+from fieldops import sql
 from kernel import clock
 from runs.domain import effects
 from runs.domain.budgets import Budget
@@ -119,7 +119,7 @@ def close_many(closing: Sequence[tuple[Run, EventRecord]]) -> None:
                 created_at=now,
             )
         )
-    db.create_many(TerminalRecord, records)
+    sql.create_many(TerminalRecord, records)
     # Release the leases still held (a run nobody claimed keeps its row as it is).
     Run.objects.filter(pk__in=run_ids).filter(
         Q(lease_expires_at__isnull=False) | ~Q(lease_owner="")

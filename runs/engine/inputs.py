@@ -14,7 +14,7 @@ from approvals.models import Checkpoint
 from capabilities import ports, registry, reserve_part
 from capabilities.contracts import Contract, Provenance
 from capabilities.rejected import REJECTED
-from fieldops.sql import Loader, Statement, converted
+from fieldops.sql import Loader, Statement, converted, with_lists
 from kernel import clock
 from runs import evidence, readcache, rows
 from runs.domain import effects, validation
@@ -53,7 +53,6 @@ _RULES_SQL = (
     "FROM catalog_capabilityversion v "
     "WHERE v.capability_id IN ({ids}) AND v.version IN ({versions})"
 )
-_RULES: dict[tuple[int, int], Statement] = {}
 
 
 def _catalog_rows(run: Run) -> list[tuple[Any, ...]]:
@@ -61,14 +60,7 @@ def _catalog_rows(run: Run) -> list[tuple[Any, ...]]:
     versions = sorted({pinned.split("#")[0] for pinned in run.components.values()})
     if not ids:
         return []
-    shape = (len(ids), len(versions))
-    statement = _RULES.get(shape)
-    if statement is None:
-        statement = _RULES[shape] = Statement(
-            _RULES_SQL.format(
-                ids=", ".join(["%s"] * len(ids)), versions=", ".join(["%s"] * len(versions))
-            )
-        )
+    statement = with_lists(_RULES_SQL, ids=len(ids), versions=len(versions))
     return statement.rows([run.tenant, False, *ids, *versions])
 
 
