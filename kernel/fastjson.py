@@ -81,6 +81,25 @@ def plain_canonical_bytes(value: Any) -> bytes | None:
     return data if data.isascii() else None
 
 
+def plain_json_text(value: Any) -> str | None:
+    """Compact JSON text of ``value`` (keys in their own order, non-ASCII text as is) when
+    ``value`` is plain (``_plain``); None otherwise (the caller encodes it with ``json``).
+
+    For stored JSON, not for hashing: PostgreSQL's jsonb keeps the value, not the text, so
+    any text that decodes to the same value will do, and for a plain value orjson's
+    decodes to exactly what ``json.dumps`` writes (ints, strings and containers only; no
+    float, whose text orjson may write differently)."""
+    if orjson is None:
+        return None
+    try:
+        if not _plain(value):
+            return None
+        data: bytes = orjson.dumps(value)
+    except (TypeError, RecursionError):  # ints beyond 64 bits, lone surrogates, deep nesting
+        return None
+    return data.decode("utf-8")
+
+
 def install() -> None:
     """Make ``kernel.canonical`` use ``plain_canonical_bytes`` (when orjson is there)."""
     if orjson is not None:

@@ -13,6 +13,7 @@ Callers never hold a transaction across a capability or model call: they call
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 import os
@@ -27,7 +28,6 @@ from django.db import (
     DEFAULT_DB_ALIAS,
     IntegrityError,
     OperationalError,
-    connection,
     connections,
     transaction,
 )
@@ -372,9 +372,9 @@ def _decide_from_copy(ask: _Ask, run: Run) -> Result | None:
     )
     try:
         if alone:
-            return _write(run, snapshot, decision)
+            return _write(run, snapshot, decision, db)
         with transaction.atomic():
-            return _write(run, snapshot, decision)
+            return _write(run, snapshot, decision, db)
     except _LostRace:
         return None
     except Refused as refused:
@@ -465,13 +465,18 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
     )
 
 
-def _write(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
-    """Store the decided event under compare-and-set and everything that goes with it.
+def _write(run: Run, snapshot: RunSnapshot, decision: _Write, db: Any = None) -> Result:
+    """Store the decided event under compare-and-set and everything that goes with it
+    (``db``: the default connection's wrapper, if the caller already looked it up).
 
     Raise _LostRace when the compare-and-set fails; the caller rolls back.
     """
+    if db is None:
+        db = connections[DEFAULT_DB_ALIAS]
     event = decision.event
-    after = _store(run, snapshot, event, snapshot.revision, payload_text=decision.payload_text)
+    after = _store(
+        run, snapshot, event, snapshot.revision, payload_text=decision.payload_text, db=db
+    )
     if not decision.applied:
         log.info(
             "%s",
@@ -492,7 +497,7 @@ def _write(run: Run, snapshot: RunSnapshot, decision: _Write) -> Result:
         decision.within(run, event)
     if decision.advance_after:
         outbox.put(run_id=str(run.pk))
-    if connection.in_atomic_block:
+    if db.in_atomic_block:
         # Everything of this event is written and holds the run's row lock until commit.
         points.reach(f"authority.in_transaction:{event.type}", str(run.pk))
     if decision.within is None:
@@ -700,10 +705,12 @@ def _store(
     expected_revision: int,
     *,
     payload_text: str | None = None,
+    db: Any = None,
 ) -> RunSnapshot:
     """Compare-and-set the run row from ``revision`` to the event's and insert the event;
     return the run's snapshot after it (what the compare-and-set wrote). ``payload_text``:
-    the event's payload as stored JSON text, if the caller already encoded it.
+    the event's payload as stored JSON text, if the caller already encoded it; ``db``: the
+    default connection's wrapper, if the caller already looked it up.
 
     Raise _LostRace when no row matched the expected revision and epoch, or the event
     collided with a stored one (unique sequence or event id); the caller rolls back.
@@ -713,15 +720,18 @@ def _store(
     texts = event_rows.values(event, json_text=True, payload_text=payload_text)
     size = stored_size(texts)
     now = clock.now()
-    state = event_rows.run_state(after)
-    db = connections[DEFAULT_DB_ALIAS]
+    if db is None:
+        db = connections[DEFAULT_DB_ALIAS]
     if db.vendor == "postgresql":
-        stored = _store_postgresql(db, run, state, event, texts, expected_revision, size, now)
+        changes = event_rows.state_changes(snapshot, after)
+        if not _store_postgresql(db, run, changes, event, texts, expected_revision, size, now):
+            raise _LostRace()
     else:
-        stored = _store_orm(run, after, event, expected_revision, size, now)
-    if not stored:
-        raise _LostRace()
-    event_rows.apply_to_row(run, after, state=state)
+        changes = event_rows.run_state(after)
+        if not _store_orm(run, changes, event, expected_revision, size, now):
+            raise _LostRace()
+    for column, value in changes.items():
+        setattr(run, column, value)
     run.event_bytes += size
     run.updated_at = now
     return after
@@ -729,15 +739,17 @@ def _store(
 
 # The compare-and-set and the event insert as one statement: the INSERT selects from the
 # UPDATE's RETURNING, so it inserts nothing unless the CAS matched the row, and a unique
-# violation on the insert fails the whole statement (the UPDATE with it). Both column lists
-# come from runs/event_rows.py.
-def _cas_insert_sql() -> str:
+# violation on the insert fails the whole statement (the UPDATE with it). The UPDATE sets
+# the state columns the event changes (``event_rows.state_changes``): one statement text,
+# prepared once per connection, per set of changed columns (a few dozen at most: the
+# transition table's edges). Both column lists come from runs/event_rows.py.
+@functools.cache
+def _cas_insert_sql(changed: tuple[str, ...]) -> str:
     def placeholder(column: str, json_columns: frozenset[str]) -> str:
         return "%s::jsonb" if column in json_columns else "%s"
 
     sets = ", ".join(
-        f"{column} = {placeholder(column, event_rows.RUN_JSON_COLUMNS)}"
-        for column, _ in event_rows.RUN_STATE
+        f"{column} = {placeholder(column, event_rows.RUN_JSON_COLUMNS)}" for column in changed
     )
     selects = ", ".join(
         "cas.id"
@@ -747,7 +759,7 @@ def _cas_insert_sql() -> str:
         else placeholder(column, event_rows.JSON_COLUMNS)
         for column in event_rows.COLUMNS
     )
-    # Column names are this module's constants, never input.
+    # Column names are constants of runs/event_rows.py, never input.
     return (
         f"WITH cas AS (UPDATE runs_run SET {sets}, event_bytes = %s, updated_at = %s "  # noqa: S608  # nosec B608
         "WHERE id = %s AND revision = %s AND owner_epoch = %s RETURNING id) "
@@ -755,7 +767,6 @@ def _cas_insert_sql() -> str:
     )
 
 
-_CAS_INSERT_SQL = _cas_insert_sql()
 _RUN_ID = event_rows.COLUMNS.index("run_id")
 _PAYLOAD = event_rows.COLUMNS.index("payload")
 _REFS = event_rows.COLUMNS.index("refs")
@@ -771,18 +782,18 @@ def stored_size(texts: list[Any]) -> int:
 def _store_postgresql(
     db: Any,
     run: Run,
-    state: dict[str, Any],
+    changes: dict[str, Any],
     event: EventRecord,
     texts: list[Any],
     expected: int,
     size: int,
     now: Any,
 ) -> bool:
-    """The compare-and-set and insert as one prepared statement; ``state`` is the run row's
-    state columns after ``event`` (``event_rows.run_state``), ``texts`` the event's row in
-    ``event_rows.COLUMNS`` order with JSON as text."""
+    """The compare-and-set and insert as one prepared statement; ``changes`` are the run
+    row's state columns ``event`` changes (``event_rows.state_changes``), ``texts`` the
+    event's row in ``event_rows.COLUMNS`` order with JSON as text."""
     params: list[Any] = [
-        *event_rows.run_state_params(state, event=event, event_texts=texts),
+        *event_rows.state_params(changes, event=event, event_texts=texts),
         run.event_bytes + size,
         now,
         run.id,
@@ -799,17 +810,19 @@ def _store_postgresql(
         # own cursors send every query as literal text). Errors are translated to Django's.
         with db.wrap_database_errors:
             cursor = binding_cursor(db)  # shared with fieldops/sql.py's statements
-            cursor.execute(_CAS_INSERT_SQL, params, prepare=_current().prepared_statements)
+            cursor.execute(
+                _cas_insert_sql(tuple(changes)), params, prepare=_current().prepared_statements
+            )
             return cursor.rowcount == 1
     except IntegrityError:
         return False
 
 
 def _store_orm(
-    run: Run, after: RunSnapshot, event: EventRecord, expected: int, size: int, now: Any
+    run: Run, state: dict[str, Any], event: EventRecord, expected: int, size: int, now: Any
 ) -> bool:
     updated = Run.objects.filter(pk=run.pk, revision=expected, owner_epoch=run.owner_epoch).update(
-        **event_rows.run_state(after), event_bytes=run.event_bytes + size, updated_at=now
+        **state, event_bytes=run.event_bytes + size, updated_at=now
     )
     if updated != 1:
         return False

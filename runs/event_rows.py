@@ -13,6 +13,7 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
+from kernel.fastjson import plain_json_text
 from runs.domain.events import EventRecord, RunSnapshot
 from runs.domain.states import EventType, State
 from runs.models import Event
@@ -42,8 +43,8 @@ RUN_STATE: tuple[tuple[str, str], ...] = (
 RUN_JSON_COLUMNS: frozenset[str] = frozenset({"counters", "budget_limits"})
 
 
-# One encoder for the stored JSON text (``json.dumps`` with ``default`` builds a new encoder
-# on every call; this is on the authority's path, once per JSON column per event).
+# The encoder for stored JSON text that is not plain (``json.dumps`` with ``default`` builds
+# a new encoder on every call; this is on the authority's path, once per JSON column).
 _TEXT = json.JSONEncoder(default=str)
 # The vocabulary's enums and their text (a dict lookup costs less than ``.value``, which
 # goes through the enum's descriptor); anything else is its own text.
@@ -56,10 +57,16 @@ def _plain(value: Any) -> Any:
 
 def payload_text(payload: Mapping[str, Any]) -> str:
     """A JSON column's value as stored JSON text (what ``values(json_text=True)`` holds
-    for a dict; the authority measures an event's payload with it)."""
-    return _TEXT.encode(payload)
+    for a dict; the authority measures an event's payload with it): compact text through
+    orjson when the value is plain (``kernel.fastjson.plain_json_text``: jsonb keeps the
+    value, not the text), else ``json.dumps(value, default=str)``."""
+    text = plain_json_text(payload)
+    if text is not None:
+        return text
+    return _TEXT.encode(payload if type(payload) is dict else dict(payload))
 
 
+_json_text = payload_text  # for ``values``, whose argument of that name shadows it
 _ROW = operator.attrgetter(*COLUMNS)
 _ENUM_AT = tuple(i for i, column in enumerate(COLUMNS) if column in ENUM_COLUMNS)
 _JSON_AT = tuple(i for i, column in enumerate(COLUMNS) if column in JSON_COLUMNS)
@@ -84,7 +91,7 @@ def values(
         elif i == _PAYLOAD_AT and payload_text is not None:
             out[i] = payload_text
         else:
-            out[i] = _TEXT.encode(dict(out[i]))
+            out[i] = _json_text(out[i])
     return out
 
 
@@ -113,30 +120,47 @@ def run_state(after: RunSnapshot, *, json_text: bool = False) -> dict[str, Any]:
     row = list(_RUN_STATE(after))
     row[_STATE_AT] = _plain(row[_STATE_AT])
     for i in _RUN_JSON_AT:
-        row[i] = _TEXT.encode(dict(row[i])) if json_text else dict(row[i])
+        row[i] = payload_text(row[i]) if json_text else dict(row[i])
     return dict(zip(_RUN_COLUMNS, row, strict=True))
 
 
-def run_state_params(
-    state: Mapping[str, Any], *, event: EventRecord, event_texts: list[Any]
+def state_changes(before: RunSnapshot, after: RunSnapshot) -> dict[str, Any]:
+    """The run row's state columns that an event changes from ``before`` to ``after``:
+    column -> value after it (the state as its text, JSON columns as dicts), in RUN_STATE
+    order; the revision always.
+
+    Only the authority writes these columns, each time with a new revision, so a row that
+    the compare-and-set finds at ``before``'s revision holds ``before`` in every column:
+    writing the changed ones writes ``run_state(after)``."""
+    changes: dict[str, Any] = {}
+    for column, old, new in zip(_RUN_COLUMNS, _RUN_STATE(before), _RUN_STATE(after), strict=True):
+        if new != old:
+            changes[column] = dict(new) if column in RUN_JSON_COLUMNS else _plain(new)
+    return changes
+
+
+def state_params(
+    changes: Mapping[str, Any], *, event: EventRecord, event_texts: list[Any]
 ) -> list[Any]:
-    """``run_state(after, json_text=True).values()`` from ``state = run_state(after)``,
-    for the event stored with it (``event_texts``: its ``values(event, json_text=True)``).
+    """The SQL parameters of ``state_changes`` (JSON as text), for the event stored with
+    them (``event_texts``: its ``values(event, json_text=True)``).
 
     The run's counters after an event are the event's budget (``apply``): when they are
     equal, the budget's text is reused. The limits change only with a budget change: their
     text is kept from the last append that had the same limits."""
-    out = list(state.values())
-    counters = state["counters"]
-    budget = event_texts[_BUDGET_AT] if counters == event.budget else None
-    out[_COUNTERS_AT] = budget if budget is not None else _TEXT.encode(counters)
-    out[_LIMITS_AT] = _limits_text(state["budget_limits"])
+    out = list(changes.values())
+    if "counters" in changes or "budget_limits" in changes:
+        for i, column in enumerate(changes):
+            value = changes[column]
+            if column == "counters":
+                same = value == event.budget
+                out[i] = event_texts[_BUDGET_AT] if same else payload_text(value)
+            elif column == "budget_limits":
+                out[i] = _limits_text(value)
     return out
 
 
 _BUDGET_AT = COLUMNS.index("budget")
-_COUNTERS_AT = _RUN_COLUMNS.index("counters")
-_LIMITS_AT = _RUN_COLUMNS.index("budget_limits")
 # The last limits encoded and their text (one entry: a run's limits rarely change).
 _last_limits: tuple[dict[str, Any], str] = ({}, "{}")
 
@@ -146,7 +170,7 @@ def _limits_text(limits: Mapping[str, Any]) -> str:
     held, text = _last_limits
     if type(limits) is dict and limits == held:
         return text
-    text = _TEXT.encode(dict(limits))
+    text = payload_text(limits)
     _last_limits = (dict(limits), text)
     return text
 

@@ -21,6 +21,7 @@ from kernel.fastjson import (
     canonical_bytes_of_decoded,
     digest_of_decoded,
     plain_canonical_bytes,
+    plain_json_text,
 )
 
 TEXT = (
@@ -170,3 +171,36 @@ def test_without_orjson_the_exact_path_answers(monkeypatch):
     value = decoded({"b": [1, "\u00e9"], "a": 1.5})
     assert canonical_bytes_of_decoded(value) == standard_canonical_json(value).encode("utf-8")
     assert plain_canonical_bytes(value) is None
+
+
+@given(ANYTHING)
+@example({"a": [1e-06, 1e16, 1.0], "b": "x"})
+@example({"\u00e9": "e\u0301", "big": 2**64, "ctl": "\x00\x1f\x7f", "lone": "\ud800"})
+@example({"k": (1, 2), "e": Colour.RED, "u": uuid.UUID(int=5), "t": Text("x")})
+def test_stored_json_text_decodes_to_what_json_dumps_writes_or_declines(value):
+    """The stored text of a JSON column (jsonb keeps the value, not the text): whenever the
+    fast path answers, its text decodes to exactly the value ``json.dumps`` would store."""
+    text = plain_json_text(value)
+    if text is None:
+        return
+    assert json.loads(text) == json.loads(json.dumps(value, default=str))
+    assert "NaN" not in text and "Infinity" not in text
+
+
+@given(PLAIN)
+def test_plain_values_are_stored_through_the_fast_path_unless_huge(value):
+    text = plain_json_text(value)
+    if all(-(2**63) <= i < 2**64 for i in _ints(value)) and _encodable(value):
+        assert text is not None
+        assert json.loads(text) == json.loads(json.dumps(value))
+    else:
+        assert text is None
+
+
+def _encodable(value):
+    """Whether all text in ``value`` is valid UTF-8 (no lone surrogate, which orjson refuses)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
