@@ -53,6 +53,8 @@ def reset() -> None:
 
 
 def iso(moment: dt.datetime) -> str:
+    if moment.tzinfo is dt.UTC:  # what ``now()`` returns: no conversion to make
+        return moment.isoformat(timespec="microseconds")
     return moment.astimezone(dt.UTC).isoformat(timespec="microseconds")
 
 

@@ -301,7 +301,8 @@ class _Write:
     changed once made; not frozen, for the same reason as ``_Ask``).
 
     ``payload_text``: the event's payload as stored JSON text, when it is already known
-    (the requested payload, encoded once by ``_check_request``)."""
+    (the requested payload, encoded once by ``_check_request``); ``at``: the clock reading
+    the event's time came from (the row's ``updated_at`` too), when the decision took one."""
 
     event: EventRecord
     applied: bool
@@ -309,6 +310,7 @@ class _Write:
     within: Within | None = None
     advance_after: bool = False
     payload_text: str | None = None
+    at: dt.datetime | None = None
 
     def closes_run(self, snapshot: RunSnapshot) -> bool:
         return self.event.next_state is not snapshot.state and is_terminal(self.event.next_state)
@@ -427,10 +429,6 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
     payload_text = ask.payload_text
     limits = _limits()
     size_reason = guards.history_refusal(snapshot, type, event_bytes=run.event_bytes, limits=limits)
-    if size_reason is None and guards.history_large(
-        snapshot, event_bytes=run.event_bytes, limits=limits
-    ):
-        log.warning("run history is large", extra={"run_id": str(run.pk), "sequence": run.revision})
     if size_reason is not None:
         type, actor, reason_code, refs, payload = (
             EventType.RUN_FAILED,
@@ -462,6 +460,7 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
         within=within,
         advance_after=advance_after,
         payload_text=payload_text,
+        at=now,
     )
 
 
@@ -475,7 +474,13 @@ def _write(run: Run, snapshot: RunSnapshot, decision: _Write, db: Any = None) ->
         db = connections[DEFAULT_DB_ALIAS]
     event = decision.event
     after = _store(
-        run, snapshot, event, snapshot.revision, payload_text=decision.payload_text, db=db
+        run,
+        snapshot,
+        event,
+        snapshot.revision,
+        payload_text=decision.payload_text,
+        db=db,
+        now=decision.at,
     )
     if not decision.applied:
         log.info(
@@ -706,11 +711,13 @@ def _store(
     *,
     payload_text: str | None = None,
     db: Any = None,
+    now: dt.datetime | None = None,
 ) -> RunSnapshot:
     """Compare-and-set the run row from ``revision`` to the event's and insert the event;
     return the run's snapshot after it (what the compare-and-set wrote). ``payload_text``:
     the event's payload as stored JSON text, if the caller already encoded it; ``db``: the
-    default connection's wrapper, if the caller already looked it up.
+    default connection's wrapper, if the caller already looked it up; ``now``: the clock
+    reading the event was made at (the row's ``updated_at``), if the caller took one.
 
     Raise _LostRace when no row matched the expected revision and epoch, or the event
     collided with a stored one (unique sequence or event id); the caller rolls back.
@@ -719,7 +726,8 @@ def _store(
     after = apply(snapshot, event)
     texts = event_rows.values(event, json_text=True, payload_text=payload_text)
     size = stored_size(texts)
-    now = clock.now()
+    if now is None:
+        now = clock.now()
     if db is None:
         db = connections[DEFAULT_DB_ALIAS]
     if db.vendor == "postgresql":
@@ -732,8 +740,14 @@ def _store(
             raise _LostRace()
     for column, value in changes.items():
         setattr(run, column, value)
-    run.event_bytes += size
+    before, run.event_bytes = run.event_bytes, run.event_bytes + size
     run.updated_at = now
+    if guards.history_large(
+        after, bytes_before=before, bytes_after=run.event_bytes, limits=_limits()
+    ):
+        log.warning(
+            "run history is large", extra={"run_id": str(run.pk), "sequence": after.revision}
+        )
     return after
 
 

@@ -92,9 +92,13 @@ def history_refusal(
     return None
 
 
-def history_large(run: RunSnapshot, *, event_bytes: int, limits: HistoryLimits) -> bool:
-    """Whether the history just reached the size an operator should hear about."""
-    return run.revision + 1 == limits.warn_events or event_bytes > limits.warn_bytes
+def history_large(
+    after: RunSnapshot, *, bytes_before: int, bytes_after: int, limits: HistoryLimits
+) -> bool:
+    """Whether the event that brought the run to ``after`` (its history growing from
+    ``bytes_before`` to ``bytes_after``) made the history reach the size an operator should
+    hear about: true once, for the event that crosses a warning line, never again after."""
+    return after.revision == limits.warn_events or (bytes_before <= limits.warn_bytes < bytes_after)
 
 
 def control_fits(

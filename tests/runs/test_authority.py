@@ -104,6 +104,22 @@ def test_history_limit_fails_the_run_with_a_precise_reason(world, settings):
     assert run.revision == 4
 
 
+def test_a_large_history_is_reported_once_per_warning_line(world, settings, caplog):
+    """The warning is for the event that crosses the line (events or bytes), not for every
+    event after it: a long run must not flood the log."""
+    settings.FIELDOPS_HISTORY_WARN_EVENTS = 3
+    settings.FIELDOPS_HISTORY_WARN_BYTES = 5_000
+    run = make_run(advance=False)
+    for i in range(12):
+        result = _append(
+            run, EventType.BUDGET_CHANGED, actor=Actor.OPERATOR, payload={"limits": {}, "n": i}
+        )
+        assert result.applied
+    warned = [r for r in caplog.records if r.getMessage() == "run history is large"]
+    # Event 3 reaches the event line; the bytes line (600 bytes a row) is crossed at event 9.
+    assert [r.sequence for r in warned] == [3, 9]
+
+
 def test_a_reused_event_id(world):
     run = make_run(advance=False)
     event_id = str(uuid.uuid4())
