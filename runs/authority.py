@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ from fieldops import points, telemetry
 from fieldops.db import lock_wait_failed
 from fieldops.sql import binding_cursor
 from kernel import clock, retry
-from runs import event_rows, outbox, terminal
+from runs import event_rows, evidence, outbox, terminal
 from runs.domain import guards, invariants
 from runs.domain.events import EventRecord, RunConfig, RunSnapshot, apply, build_event
 from runs.domain.states import (
@@ -201,6 +201,7 @@ def append(
     within: Within | None = None,
     advance_after: bool = False,
     run: Run | None = None,
+    evidence: Sequence[evidence.Made] = (),
 ) -> Result:
     """Append one event to a run under compare-and-set; see the module docstring.
 
@@ -214,6 +215,13 @@ def append(
     revision and epoch proves the copy was current; when it fails, the authority re-reads
     the row and decides again, exactly as without ``run``. An applied event brings the
     caller's row up to date in place.
+
+    ``evidence``: evidence rows the event references, made but not yet written
+    (``evidence.make``): they are written by the same statement as the event, or the
+    control event recording a refusal (each row at most once, so a retried append may
+    offer them again). A refusal that stores nothing writes them only when it lost a
+    race to another writer: an unreferenced evidence row, as one stored before a failed
+    append always could be.
     """
     if event_id is not None:
         prior = _prior_result(event_id, run_id, type, reason_code, refs, payload)
@@ -234,6 +242,7 @@ def append(
         within=within,
         advance_after=advance_after,
         payload_text=payload_text,
+        evidence=evidence,
     )
     result: Result | None = None
     try:
@@ -293,6 +302,7 @@ class _Ask:
     within: Within | None
     advance_after: bool
     payload_text: str | None = None
+    evidence: Sequence[evidence.Made] = ()
 
 
 @dataclass(slots=True)
@@ -311,6 +321,7 @@ class _Write:
     advance_after: bool = False
     payload_text: str | None = None
     at: dt.datetime | None = None
+    evidence: Sequence[evidence.Made] = ()
 
     def closes_run(self, snapshot: RunSnapshot) -> bool:
         return self.event.next_state is not snapshot.state and is_terminal(self.event.next_state)
@@ -404,7 +415,7 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
         )
         if control is None:
             return Result(False, snapshot, refusal="stale_owner", control=None)
-        return _Write(control, applied=False, refusal="stale_owner")
+        return _Write(control, applied=False, refusal="stale_owner", evidence=ask.evidence)
     if run.revision != ask.expected_revision:
         return Result(False, snapshot, refusal="revision_conflict")
     refusal = guards.refusal(snapshot, type, actor, refs, counters_delta)
@@ -425,7 +436,7 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
         )
         if control is None:
             return Result(False, snapshot, refusal=reason, control=None)
-        return _Write(control, applied=False, refusal=reason)
+        return _Write(control, applied=False, refusal=reason, evidence=ask.evidence)
     payload_text = ask.payload_text
     limits = _limits()
     size_reason = guards.history_refusal(snapshot, type, event_bytes=run.event_bytes, limits=limits)
@@ -461,6 +472,7 @@ def _decide(ask: _Ask, run: Run, snapshot: RunSnapshot) -> _Write | Result:
         advance_after=advance_after,
         payload_text=payload_text,
         at=now,
+        evidence=ask.evidence,
     )
 
 
@@ -481,6 +493,7 @@ def _write(run: Run, snapshot: RunSnapshot, decision: _Write, db: Any = None) ->
         payload_text=decision.payload_text,
         db=db,
         now=decision.at,
+        made=decision.evidence,
     )
     if not decision.applied:
         log.info(
@@ -712,12 +725,14 @@ def _store(
     payload_text: str | None = None,
     db: Any = None,
     now: dt.datetime | None = None,
+    made: Sequence[evidence.Made] = (),
 ) -> RunSnapshot:
     """Compare-and-set the run row from ``revision`` to the event's and insert the event;
     return the run's snapshot after it (what the compare-and-set wrote). ``payload_text``:
     the event's payload as stored JSON text, if the caller already encoded it; ``db``: the
     default connection's wrapper, if the caller already looked it up; ``now``: the clock
-    reading the event was made at (the row's ``updated_at``), if the caller took one.
+    reading the event was made at (the row's ``updated_at``), if the caller took one;
+    ``made``: evidence the event references, written with it.
 
     Raise _LostRace when no row matched the expected revision and epoch, or the event
     collided with a stored one (unique sequence or event id); the caller rolls back.
@@ -732,12 +747,18 @@ def _store(
         db = connections[DEFAULT_DB_ALIAS]
     if db.vendor == "postgresql":
         changes = event_rows.state_changes(snapshot, after)
-        if not _store_postgresql(db, run, changes, event, texts, expected_revision, size, now):
-            raise _LostRace()
+        stored = _store_postgresql(
+            db, run, changes, event, texts, expected_revision, size, now, made
+        )
     else:
         changes = event_rows.run_state(after)
-        if not _store_orm(run, changes, event, expected_revision, size, now):
-            raise _LostRace()
+        if made:
+            evidence.write(made)
+        stored = _store_orm(run, changes, event, expected_revision, size, now)
+    if not stored:
+        raise _LostRace()
+    if made:
+        evidence.written(made)
     for column, value in changes.items():
         setattr(run, column, value)
     before, run.event_bytes = run.event_bytes, run.event_bytes + size
@@ -758,7 +779,7 @@ def _store(
 # prepared once per connection, per set of changed columns (a few dozen at most: the
 # transition table's edges). Both column lists come from runs/event_rows.py.
 @functools.cache
-def _cas_insert_sql(changed: tuple[str, ...]) -> str:
+def _cas_insert_sql(changed: tuple[str, ...], *, with_evidence: bool = False) -> str:
     def placeholder(column: str, json_columns: frozenset[str]) -> str:
         return "%s::jsonb" if column in json_columns else "%s"
 
@@ -774,8 +795,11 @@ def _cas_insert_sql(changed: tuple[str, ...]) -> str:
         for column in event_rows.COLUMNS
     )
     # Column names are constants of runs/event_rows.py, never input.
+    # With evidence, its insert comes first (``evidence.INSERT_CTE``): a data-modifying CTE
+    # runs whether or not the compare-and-set matches, and fails with the statement.
+    ahead = f"{evidence.INSERT_CTE}, " if with_evidence else ""
     return (
-        f"WITH cas AS (UPDATE runs_run SET {sets}, event_bytes = %s, updated_at = %s "  # noqa: S608  # nosec B608
+        f"WITH {ahead}cas AS (UPDATE runs_run SET {sets}, event_bytes = %s, updated_at = %s "  # noqa: S608  # nosec B608
         "WHERE id = %s AND revision = %s AND owner_epoch = %s RETURNING id) "
         f"INSERT INTO runs_event ({', '.join(event_rows.COLUMNS)}) SELECT {selects} FROM cas"
     )
@@ -802,11 +826,14 @@ def _store_postgresql(
     expected: int,
     size: int,
     now: Any,
+    made: Sequence[evidence.Made] = (),
 ) -> bool:
     """The compare-and-set and insert as one prepared statement; ``changes`` are the run
     row's state columns ``event`` changes (``event_rows.state_changes``), ``texts`` the
-    event's row in ``event_rows.COLUMNS`` order with JSON as text."""
+    event's row in ``event_rows.COLUMNS`` order with JSON as text, ``made`` the evidence
+    written ahead of it in the same statement."""
     params: list[Any] = [
+        *(evidence.cte_params(run.id, made) if made else ()),
         *event_rows.state_params(changes, event=event, event_texts=texts),
         run.event_bytes + size,
         now,
@@ -825,7 +852,9 @@ def _store_postgresql(
         with db.wrap_database_errors:
             cursor = binding_cursor(db)  # shared with fieldops/sql.py's statements
             cursor.execute(
-                _cas_insert_sql(tuple(changes)), params, prepare=_current().prepared_statements
+                _cas_insert_sql(tuple(changes), with_evidence=bool(made)),
+                params,
+                prepare=_current().prepared_statements,
             )
             return cursor.rowcount == 1
     except IntegrityError:

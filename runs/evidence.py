@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fieldops import secrets
@@ -33,10 +34,26 @@ _RUN, _CONTENT, _CREATED_AT = (
 )
 
 
-def store(
+@dataclass(frozen=True, slots=True)
+class Made:
+    """Evidence made and checked (size, secrets, hash) but not written yet: it is written by
+    the append of the event that references it, in the same statement
+    (``authority.append(evidence=...)``), so the evidence and its event share one round
+    trip and one commit. Evidence that must be on record before something happens (a
+    model call's context, its raw output before it is parsed) is ``store``d instead."""
+
+    row: Evidence
+    text: str  # the content's canonical JSON: what the row's jsonb is written from
+
+    @property
+    def id(self) -> str:
+        return str(self.row.id)
+
+
+def make(
     *, run_id: str, kind: str, content: Mapping[str, Any], redaction_class: str = "internal"
-) -> str:
-    """Store ``content`` as evidence of ``run_id`` and return its id."""
+) -> Made:
+    """Evidence of ``run_id`` ready to be written (see ``Made``); nothing is written."""
     data = json.loads(json.dumps(dict(content), default=str))
     # One canonical text serves the size limit, the secret scan and the content hash.
     text = canonical_json(data)
@@ -44,9 +61,8 @@ def store(
         data = {"truncated": True, "digest": digest(data), "bytes": len(text)}
         text = canonical_json(data)
     secrets.assert_clean(text, where=f"{kind} evidence")
-    evidence_id = f"ev-{uuid.uuid4().hex[:20]}"
     row = Evidence(
-        id=evidence_id,
+        id=f"ev-{uuid.uuid4().hex[:20]}",
         run_id=run_id,
         kind=kind,
         content=data,
@@ -55,22 +71,73 @@ def store(
         size=len(text),
         created_at=clock.now(),
     )
+    return Made(row, text)
+
+
+def store(
+    *, run_id: str, kind: str, content: Mapping[str, Any], redaction_class: str = "internal"
+) -> str:
+    """Store ``content`` as evidence of ``run_id`` now and return its id."""
+    made = make(run_id=run_id, kind=kind, content=content, redaction_class=redaction_class)
+    row = made.row
     # Evidence is insert-only: one prepared INSERT instead of the ORM's save machinery.
     _INSERT.write(
         [
-            evidence_id,
-            param(_RUN, run_id),
-            kind,
-            json_param(_CONTENT, data, text),
+            row.id,
+            param(_RUN, row.run_id),
+            row.kind,
+            json_param(_CONTENT, row.content, made.text),
             row.content_hash,
-            redaction_class,
+            row.redaction_class,
             row.size,
             param(_CREATED_AT, row.created_at),
         ]
     )
-    row._state.adding = False
-    readcache.remember_evidence(row)
-    return evidence_id
+    written([made])
+    return made.id
+
+
+def write(made: Sequence[Made]) -> None:
+    """Write evidence ``make`` made, where no event statement carries it (the embedded
+    SQLite database): each row at most once, however often it is offered."""
+    Evidence.objects.bulk_create([m.row for m in made], ignore_conflicts=True)
+    written(made)
+
+
+def written(made: Sequence[Made]) -> None:
+    """The rows are written: reads within this advance find them without a query."""
+    for m in made:
+        m.row._state.adding = False
+        readcache.remember_evidence(m.row)
+
+
+# What the authority's statement writes ahead of the event when an append carries evidence
+# (a data-modifying CTE; runs/authority.py): the rows as one binary array per column,
+# each row at most once (an append retried after a lost race offers the same rows again).
+INSERT_CTE = (
+    "ev AS (INSERT INTO runs_evidence "
+    "(id, run_id, kind, content, content_hash, redaction_class, size, created_at) "
+    "SELECT v.id, %s::uuid, v.kind, v.content::jsonb, v.content_hash, v.redaction_class, "
+    "v.size, v.created_at FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], "
+    "%b::text[], %b::integer[], %b::timestamptz[]) "
+    "AS v(id, kind, content, content_hash, redaction_class, size, created_at) "
+    "ON CONFLICT (id) DO NOTHING)"
+)
+
+
+def cte_params(run_id: Any, made: Sequence[Made]) -> list[Any]:
+    """``INSERT_CTE``'s parameters for ``made`` (all evidence of ``run_id``)."""
+    rows = [m.row for m in made]
+    return [
+        run_id,
+        [r.id for r in rows],
+        [r.kind for r in rows],
+        [m.text for m in made],
+        [r.content_hash for r in rows],
+        [r.redaction_class for r in rows],
+        [r.size for r in rows],
+        [r.created_at for r in rows],
+    ]
 
 
 def get(evidence_id: str) -> Evidence | None:

@@ -131,16 +131,21 @@ def step_deciding(owner: Owner, run: Run) -> None:
     reading = boundary.read_output(vocabulary, output, kinds)
     proposal: Proposal = reading.proposal
     refs = {"proposal": "", "raw_output": raw_id, "observation": context_id}
+    # Written with the proposal's event (the context and the raw output are on record
+    # already: before the call, and before the output was parsed).
+    made: list[evidence.Made] = []
     if reading.commentary:
         # The preamble rule: text beside the call is evidence on the timeline, not authority.
-        refs["commentary"] = evidence.store(
-            run_id=str(run.pk),
-            kind="commentary",
-            content=boundary.commentary_evidence(reading, output, raw_id),
+        made.append(
+            evidence.make(
+                run_id=str(run.pk),
+                kind="commentary",
+                content=boundary.commentary_evidence(reading, output, raw_id),
+            )
         )
-    refs["proposal"] = evidence.store(
-        run_id=str(run.pk), kind="proposal", content=to_dict(proposal)
-    )
+        refs["commentary"] = made[-1].id
+    made.append(evidence.make(run_id=str(run.pk), kind="proposal", content=to_dict(proposal)))
+    refs["proposal"] = made[-1].id
     live = safe_point(owner, "after_model_response", run)
     target = live or rows.run_row(owner.run_id)
     if target is None:
@@ -163,6 +168,7 @@ def step_deciding(owner: Owner, run: Run) -> None:
             **({"uncharged_turns": uncharged} if uncharged else {}),
         },
         counters_delta={Budget.TURNS: 1 + uncharged, Budget.PROPOSALS: 1},
+        evidence=made,
     )
     if not result.applied:
         log.info("proposal not admitted: %s", result.refusal, extra={"run_id": owner.run_id})
@@ -329,14 +335,19 @@ def step_executing(owner: Owner, run: Run) -> None:
     outcome = registry.dispatch(effect_steps.invocation_for(live, proposal), world_of(live))
     reach_point(owner, "after_capability_result")
     content = observation_content(proposal.capability, dict(proposal.args), outcome)
-    refs = {"observation": evidence.store(run_id=str(run.pk), kind="observation", content=content)}
+    # Written with the event that records the result (a retry offers them again).
+    made = [evidence.make(run_id=str(run.pk), kind="observation", content=content)]
+    refs = {"observation": made[0].id}
     if outcome.quarantined:
-        refs["validation"] = evidence.store(
-            run_id=str(run.pk),
-            kind="quarantine",
-            content=dict(outcome.quarantined),
-            redaction_class="quarantined",
+        made.append(
+            evidence.make(
+                run_id=str(run.pk),
+                kind="quarantine",
+                content=dict(outcome.quarantined),
+                redaction_class="quarantined",
+            )
         )
+        refs["validation"] = made[-1].id
     append_fact(
         owner,
         EventType.OBSERVATION_RECEIVED,
@@ -349,30 +360,35 @@ def step_executing(owner: Owner, run: Run) -> None:
             "stage": outcome.stage,
             "attempts": outcome.attempts,
         },
+        evidence=made,
     )
 
 
 def step_verifying(owner: Owner, run: Run) -> None:
     assessment = completion.verify(inputs.completion_inputs(run))
-    assessment_id = evidence.store(
-        run_id=str(run.pk),
-        kind="assessment",
-        content={
-            "capability": "verifier",
-            "ok": assessment.verdict is completion.Verdict.VERIFIED,
-            "error": ""
-            if assessment.verdict is completion.Verdict.VERIFIED
-            else "COMPLETION_" + assessment.verdict.value.upper(),
-            "data": assessment.as_dict(),
-        },
-    )
-    refs = {"completion": assessment_id}
+    # The assessment (and the artifact) are written with the event that records the verdict.
+    made = [
+        evidence.make(
+            run_id=str(run.pk),
+            kind="assessment",
+            content={
+                "capability": "verifier",
+                "ok": assessment.verdict is completion.Verdict.VERIFIED,
+                "error": ""
+                if assessment.verdict is completion.Verdict.VERIFIED
+                else "COMPLETION_" + assessment.verdict.value.upper(),
+                "data": assessment.as_dict(),
+            },
+        )
+    ]
+    refs = {"completion": made[0].id}
     payload = {"verdict": assessment.verdict.value, "reasons": assessment.reasons[:8]}
     if assessment.verdict is completion.Verdict.VERIFIED:
         assert assessment.artifact is not None
-        refs["artifact"] = evidence.store(
-            run_id=str(run.pk), kind="artifact", content=dict(assessment.artifact)
+        made.append(
+            evidence.make(run_id=str(run.pk), kind="artifact", content=dict(assessment.artifact))
         )
+        refs["artifact"] = made[-1].id
         refs["effect"] = assessment.artifact["effect_id"]
         append(
             owner,
@@ -382,6 +398,7 @@ def step_verifying(owner: Owner, run: Run) -> None:
             "all_predicates_pass",
             refs=refs,
             payload=payload,
+            evidence=made,
         )
     elif assessment.verdict is completion.Verdict.MISMATCH:
         payload["owner"] = "operator"
@@ -393,6 +410,7 @@ def step_verifying(owner: Owner, run: Run) -> None:
             "authoritative_state_contradicts_effect",
             refs=refs,
             payload=payload,
+            evidence=made,
         )
     elif run.counters.get(Budget.CORRECTIONS, 0) < run.budget_limits.get(Budget.CORRECTIONS, 0):
         append(
@@ -404,6 +422,7 @@ def step_verifying(owner: Owner, run: Run) -> None:
             refs=refs,
             payload=payload,
             counters_delta={Budget.CORRECTIONS: 1},
+            evidence=made,
         )
     else:
         append(
@@ -414,4 +433,5 @@ def step_verifying(owner: Owner, run: Run) -> None:
             "completion_evidence_missing",
             refs=refs,
             payload=payload,
+            evidence=made,
         )

@@ -349,3 +349,74 @@ def test_event_ids_are_version_4_uuids_in_their_text_form():
     for text in ids:
         parsed = uuid.UUID(text)
         assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def _claimed(run):
+    claim = ownership.claim(str(run.pk), "test")
+    assert isinstance(claim, ownership.Claim)
+    run.refresh_from_db()
+    return claim
+
+
+def test_evidence_offered_with_an_event_is_written_with_it_once(world):
+    """The event and the evidence it references are one write; offering the same rows
+    again (a retried append) writes nothing twice; the history replays clean."""
+    from runs import evidence
+    from runs.models import Evidence
+
+    run = make_run(advance=False)
+    claim = _claimed(run)
+    made = [
+        evidence.make(run_id=str(run.pk), kind="observation", content={"n": 1}),
+        evidence.make(run_id=str(run.pk), kind="quarantine", content={"x": "y"}),
+    ]
+    refs = {"observation": made[0].id, "validation": made[1].id}
+    assert not Evidence.objects.filter(pk__in=[m.id for m in made]).exists()
+    started = authority.append(
+        run_id=str(run.pk),
+        expected_revision=run.revision,
+        expected_epoch=claim.epoch,
+        type=EventType.RUN_STARTED,
+        actor=Actor.HARNESS,
+        reason_code="contract_valid",
+        refs=refs,
+        run=run,
+        evidence=made,
+    )
+    assert started.applied
+    stored = {e.pk: e for e in Evidence.objects.filter(pk__in=[m.id for m in made])}
+    assert {k: (e.kind, e.content, e.content_hash) for k, e in stored.items()} == {
+        m.id: (m.row.kind, m.row.content, m.row.content_hash) for m in made
+    }
+    again = _append(
+        run,
+        EventType.BUDGET_CHANGED,
+        actor=Actor.OPERATOR,
+        refs=refs,
+        payload={"limits": {}},
+        evidence=made,
+    )
+    assert again.applied
+    assert Evidence.objects.filter(pk__in=[m.id for m in made]).count() == 2
+    run.refresh_from_db()
+    _, findings = audit_replay(run)
+    assert findings == []
+
+
+def test_evidence_offered_with_a_refused_append_is_written_with_its_control_event(world):
+    """A refusal recorded as a control event carries the refs it was asked with: the
+    evidence they name is written by the same statement."""
+    from runs import evidence
+    from runs.models import Evidence
+
+    run = make_run(advance=False)
+    made = [evidence.make(run_id=str(run.pk), kind="observation", content={"n": 2})]
+    result = _append(
+        run,
+        EventType.COMPLETION_VERIFIED,
+        refs={"completion": made[0].id},
+        evidence=made,
+    )
+    assert not result.applied and result.refusal == "illegal_transition"
+    assert result.control.payload["refs"] == {"completion": made[0].id}
+    assert Evidence.objects.filter(pk=made[0].id).exists()
