@@ -9,6 +9,13 @@ rest. Printed: round trips per run and per transition, split by what issued them
 functions with the most cumulative time.
 
     .venv/bin/python bench/profile_run.py [--runs N] [--top K]
+
+Instructions per run (load-independent): ``--only N`` runs 3 warm-up runs and then N runs,
+nothing else (no profiler, no counting). Under callgrind the difference of two N divided
+by the difference of the N is the client's instructions per run:
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+        .venv/bin/python bench/profile_run.py --only 4     # and again with --only 12
 """
 
 from __future__ import annotations
@@ -36,11 +43,17 @@ def main() -> None:
     parser.add_argument(
         "--where", action="store_true", help="also count reads by the project line issuing them"
     )
+    parser.add_argument(
+        "--only", type=int, metavar="N", help="3 warm-up runs, then N runs; nothing else"
+    )
     args = parser.parse_args()
     recreate_database(DB)
     django_setup(DB, DJANGO_DEBUG="false", FIELDOPS_EXECUTION="inprocess")
     try:
-        profile(args.runs, args.top, where=args.where)
+        if args.only is not None:
+            only(args.only)
+        else:
+            profile(args.runs, args.top, where=args.where)
     finally:
         from django.db import connections
 
@@ -87,6 +100,12 @@ def _caller() -> str:
             continue
         return f"{name.rsplit('/work/', 1)[-1].split('/', 1)[-1]}:{frame.lineno} {frame.name}"
     return "?"
+
+
+def only(runs: int) -> None:
+    approver = make_user("bench-approver", "north", "approver")
+    for _ in range(3 + runs):
+        one_run(approver)
 
 
 def profile(runs: int, top: int, *, where: bool = False) -> None:
