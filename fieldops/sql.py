@@ -129,7 +129,8 @@ class Loader:
             [meta.get_field(name) for name in fields] if fields else list(meta.concrete_fields)
         )
         self.attnames = [field.attname for field in self.fields]  # type: ignore[union-attr]
-        self.columns = ", ".join(field.column for field in self.fields)  # type: ignore[union-attr]
+        # Quoted (standard SQL, both databases): a column may be a keyword ("group").
+        self.columns = ", ".join(f'"{field.column}"' for field in self.fields)  # type: ignore[union-attr]
         self._converters: dict[str, list[tuple[int, Any, list[Callable[..., Any]]]]] = {}
 
     def _chains(self, db: Any) -> list[tuple[int, Any, list[Callable[..., Any]]]]:
@@ -163,6 +164,53 @@ class Loader:
                 value = convert(value, column, db)
             values[index] = value
         return values
+
+
+# -- single-row writes of model instances ---------------------------------------------------
+class _Insert:
+    """The prepared INSERT of every concrete column of ``model`` (an auto primary key is the
+    database's: left out, and read back with ``RETURNING``)."""
+
+    def __init__(self, model: type[Model]) -> None:
+        meta = model._meta
+        pk = meta.pk
+        self.auto_pk = (
+            pk if pk is not None and pk.get_internal_type().endswith("AutoField") else None
+        )
+        self.fields = [field for field in meta.concrete_fields if field is not self.auto_pk]
+        columns = ", ".join(f'"{field.column}"' for field in self.fields)  # type: ignore[union-attr]
+        placeholders = ", ".join(["%s"] * len(self.fields))
+        returning = f" RETURNING {self.auto_pk.column}" if self.auto_pk is not None else ""
+        # Table and column names come from the model, never from input.
+        self.statement = Statement(
+            f"INSERT INTO {meta.db_table} ({columns}) VALUES ({placeholders}){returning}"  # noqa: S608  # nosec B608
+        )
+
+
+@functools.cache
+def _insert_of(model: type[Model]) -> _Insert:
+    return _Insert(model)
+
+
+def insert(obj: Model) -> Model:
+    """Save the new instance ``obj`` (``Model.objects.create`` without the ORM's per-call
+    query compilation): one prepared INSERT of all its columns, each value prepared by its
+    field exactly as the ORM's insert prepares it (``pre_save``, ``get_db_prep_save``). An
+    auto primary key is set from the database. No signals are sent (the project has no
+    receivers of model signals). Return ``obj``."""
+    plan = _insert_of(type(obj))
+    values = [
+        field.get_db_prep_save(field.pre_save(obj, True), connection) for field in plan.fields
+    ]  # type: ignore[union-attr]
+    if plan.auto_pk is not None:
+        row = plan.statement.one(values)
+        assert row is not None
+        setattr(obj, plan.auto_pk.attname, converted(plan.auto_pk, row[0]))
+    else:
+        plan.statement.write(values)
+    obj._state.adding = False
+    obj._state.db = DEFAULT_DB_ALIAS
+    return obj
 
 
 # -- batches: many rows in one statement ----------------------------------------------------
