@@ -505,9 +505,7 @@ def checkpoints_close_many(closing: Sequence[tuple[Run, Any]]) -> dict[str, list
     batch), in at most three statements; return each run's closed checkpoints by run id."""
     expiring = {str(run.pk) for run, event in closing if event.type is EventType.APPROVAL_EXPIRED}
     pending: dict[str, list[str]] = {str(run.pk): [] for run, _ in closing}
-    for run_id, checkpoint_id in Checkpoint.objects.filter(
-        run_id__in=[run.pk for run, _ in closing], status=Checkpoint.Status.PENDING
-    ).values_list("run_id", "id"):
+    for run_id, checkpoint_id in rows.pending_of_runs([run.pk for run, _ in closing]):
         pending[str(run_id)].append(checkpoint_id)
     now = clock.now()
     for status, ids in (
@@ -518,7 +516,7 @@ def checkpoints_close_many(closing: Sequence[tuple[Run, Any]]) -> dict[str, list
         ),
     ):
         if ids:
-            Checkpoint.objects.filter(pk__in=ids).update(status=status, closed_at=now)
+            rows.close_many(ids, status=status.value, at=now)
     return {run_id: [{"checkpoint": c} for c in ids] for run_id, ids in pending.items()}
 
 

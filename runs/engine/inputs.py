@@ -23,7 +23,7 @@ from runs.domain.completion import CompletionInputs, LedgerFact
 from runs.domain.effects import AttemptStatus
 from runs.domain.proposals import Proposal
 from runs.domain.states import EventType, State
-from runs.models import EffectAttempt, Event, Run
+from runs.models import Event, Run
 
 
 def pinned_ref(version: str, digest: str) -> str:
@@ -259,6 +259,18 @@ def proposal_of(run: Run) -> Proposal:
     return from_dict(content)
 
 
+_EVENT_REFS = Loader(Event, ["refs"])
+_LAST_EFFECT_REFS = Statement(
+    "SELECT refs FROM runs_event WHERE run_id = %s AND type IN (%s, %s) "
+    "ORDER BY sequence DESC LIMIT 1"
+)
+_UNRESOLVED_STATUSES = sorted(effects.UNRESOLVED)  # the partial index's own list, term by term
+_UNRESOLVED_COUNT = with_lists(
+    "SELECT COUNT(*) FROM runs_effectattempt WHERE run_id = %s AND status IN ({statuses})",
+    statuses=len(_UNRESOLVED_STATUSES),
+)
+
+
 def completion_inputs(run: Run) -> CompletionInputs:
     observations = evidence.admitted_observations(str(run.pk), revision=run.revision)
     proposal, proposal_hash = canonical_proposal(observations)
@@ -291,15 +303,12 @@ def completion_inputs(run: Run) -> CompletionInputs:
         )
         for e in ports.world().ledger(namespace=run.namespace, run_id=str(run.pk))
     ]
-    recorded = (
-        Event.objects.filter(
-            run=run,
-            type__in=[EventType.EFFECT_RECORDED.value, EventType.RECONCILIATION_MATCHED.value],
-        )
-        .order_by("-sequence")
-        .values_list("refs", flat=True)
-        .first()
+    run_pk = rows.run_pk(run.pk)
+    found = _LAST_EFFECT_REFS.one(
+        [run_pk, EventType.EFFECT_RECORDED.value, EventType.RECONCILIATION_MATCHED.value]
     )
+    recorded = _EVENT_REFS.load_values(found)[0] if found is not None else None
+    unresolved = _UNRESOLVED_COUNT.one([run_pk, *_UNRESOLVED_STATUSES])
     return CompletionInputs(
         tenant=run.tenant,
         observations=observations,
@@ -309,8 +318,6 @@ def completion_inputs(run: Run) -> CompletionInputs:
         expected_key=expected_key,
         ledger=ledger,
         recorded_effect_id=(recorded or {}).get("effect", ""),
-        unresolved_attempts=EffectAttempt.objects.filter(
-            run=run, status__in=effects.UNRESOLVED
-        ).count(),
+        unresolved_attempts=unresolved[0] if unresolved is not None else 0,
         parts=ports.world().reference.parts,
     )
