@@ -41,7 +41,9 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument(
-        "--where", action="store_true", help="also count statements by the project line issuing them"
+        "--where",
+        action="store_true",
+        help="also count statements by the project line issuing them",
     )
     parser.add_argument(
         "--only", type=int, metavar="N", help="3 warm-up runs, then N runs; nothing else"

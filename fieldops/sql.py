@@ -105,15 +105,18 @@ def json_param(field: Field[Any, Any], value: Any, text: str) -> Any:
 def param(field: Field[Any, Any], value: Any) -> Any:
     """``value`` as the database expects it for ``field`` (a UUID is hex text on SQLite, a
     JSON value is adapted to jsonb on PostgreSQL), exactly as the ORM would send it."""
-    return field.get_db_prep_save(value, connection)
+    # The connection itself, not Django's ``connection`` proxy: a field reads several of
+    # its attributes, and each read through the proxy looks the connection up again.
+    return field.get_db_prep_save(value, connections[DEFAULT_DB_ALIAS])
 
 
 def converted(field: Field[Any, Any], value: Any) -> Any:
     """A value of ``field``'s column as read by a ``Statement``, as the ORM would return it
     (SQLite's datetimes and UUIDs are text; JSON is decoded)."""
+    db = connections[DEFAULT_DB_ALIAS]
     column = field.get_col(field.model._meta.db_table)
-    for convert in connection.ops.get_db_converters(column) + column.get_db_converters(connection):
-        value = convert(value, column, connection)
+    for convert in db.ops.get_db_converters(column) + column.get_db_converters(db):
+        value = convert(value, column, db)
     return value
 
 
@@ -199,9 +202,8 @@ def insert(obj: Model) -> Model:
     auto primary key is set from the database. No signals are sent (the project has no
     receivers of model signals). Return ``obj``."""
     plan = _insert_of(type(obj))
-    values = [
-        field.get_db_prep_save(field.pre_save(obj, True), connection) for field in plan.fields
-    ]  # type: ignore[union-attr]
+    db = connections[DEFAULT_DB_ALIAS]
+    values = [field.get_db_prep_save(field.pre_save(obj, True), db) for field in plan.fields]  # type: ignore[union-attr]
     if plan.auto_pk is not None:
         row = plan.statement.one(values)
         assert row is not None
