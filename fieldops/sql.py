@@ -31,6 +31,8 @@ import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 from psycopg.types.json import Jsonb
 
 Row = tuple[Any, ...]
@@ -120,6 +122,17 @@ def converted(field: Field[Any, Any], value: Any) -> Any:
     return value
 
 
+def _plain_model(model: type[Model]) -> bool:
+    """Whether instances of ``model`` may be made without ``Model.__init__``: neither it
+    nor ``from_db`` is overridden and no receiver listens to its init signals."""
+    return (
+        model.__init__ is Model.__init__
+        and model.from_db.__func__ is Model.from_db.__func__  # type: ignore[attr-defined]
+        and not pre_init.has_listeners(model)
+        and not post_init.has_listeners(model)
+    )
+
+
 class Loader:
     """Turns rows of ``model``'s columns (``fields``, by attribute name, in that order)
     into model instances, applying the same converters the ORM applies (JSON decoding,
@@ -135,6 +148,7 @@ class Loader:
         # Quoted (standard SQL, both databases): a column may be a keyword ("group").
         self.columns = ", ".join(f'"{field.column}"' for field in self.fields)  # type: ignore[union-attr]
         self._converters: dict[str, list[tuple[int, Any, list[Callable[..., Any]]]]] = {}
+        self._plain: bool | None = None  # decided at the first load (after apps are ready)
 
     def _chains(self, db: Any) -> list[tuple[int, Any, list[Callable[..., Any]]]]:
         """(index, column, converters) of every field that has converters on the database
@@ -153,7 +167,22 @@ class Loader:
     def load(self, row: Row) -> Any:
         """``row`` as a model instance."""
         db = connections[DEFAULT_DB_ALIAS]
-        return self.model.from_db(db.alias, self.attnames, self._converted(row, db))
+        values = self._converted(row, db)
+        if self._plain is None:
+            self._plain = _plain_model(self.model)
+        if not self._plain:
+            return self.model.from_db(db.alias, self.attnames, values)
+        # What ``from_db`` does for a model that overrides neither it nor ``__init__`` and
+        # whose init signals nobody hears, without ``Model.__init__``'s generic argument
+        # handling: the state, then each loaded attribute (fields not loaded are deferred,
+        # as with ``only()``).
+        obj = self.model.__new__(self.model)
+        obj._state = ModelState()
+        for attname, value in zip(self.attnames, values, strict=True):
+            setattr(obj, attname, value)
+        obj._state.adding = False
+        obj._state.db = db.alias
+        return obj
 
     def load_values(self, row: Row) -> list[Any]:
         """``row``'s values as the ORM's ``values()`` would give them (converted)."""
