@@ -167,7 +167,12 @@ class Loader:
     def load(self, row: Row) -> Any:
         """``row`` as a model instance."""
         db = connections[DEFAULT_DB_ALIAS]
-        values = self._converted(row, db)
+        return self.make(self._converted(row, db), db)
+
+    def make(self, values: Sequence[Any], db: Any = None) -> Any:
+        """The instance of a stored row whose values (in this loader's field order) the
+        caller has as the ORM gives them (converted): what ``load`` returns for its row."""
+        db = db or connections[DEFAULT_DB_ALIAS]
         if self._plain is None:
             self._plain = _plain_model(self.model)
         if not self._plain:

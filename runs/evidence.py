@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fieldops import secrets
-from fieldops.sql import Statement, json_param, param
+from fieldops.sql import Loader, Statement, json_param, param
 from kernel import clock
 from kernel.canonical import canonical_json, digest
-from runs import readcache
+from runs import readcache, rows
 from runs.domain.states import EventType
 from runs.models import Event, Evidence
 
@@ -28,47 +28,54 @@ _INSERT = Statement(
     "(id, run_id, kind, content, content_hash, redaction_class, size, created_at) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
-_RUN, _CONTENT, _CREATED_AT = (
-    Evidence._meta.get_field(name) for name in ("run", "content", "created_at")
+_CONTENT, _CREATED_AT = (Evidence._meta.get_field(name) for name in ("content", "created_at"))
+# The stored row as a model instance, made from the values just written.
+_ROW = Loader(
+    Evidence,
+    ["id", "run", "kind", "content", "content_hash", "redaction_class", "size", "created_at"],
 )
 
 
 def store(
-    *, run_id: str, kind: str, content: Mapping[str, Any], redaction_class: str = "internal"
+    *,
+    run_id: str,
+    kind: str,
+    content: Mapping[str, Any],
+    redaction_class: str = "internal",
+    canonical: str | None = None,
 ) -> str:
-    """Store ``content`` as evidence of ``run_id`` and return its id."""
+    """Store ``content`` as evidence of ``run_id`` and return its id.
+
+    ``canonical``: ``canonical_json(content)``, when the caller has made it already (the
+    context, whose hash the decision records); only for content that holds nothing but
+    what JSON decoding gives (dicts with str keys, lists, str, int, float, bool, None),
+    whose canonical text is then also that of the stored copy."""
     data = json.loads(json.dumps(dict(content), default=str))
     # One canonical text serves the size limit, the secret scan and the content hash.
-    text = canonical_json(data)
+    text = canonical if canonical is not None else canonical_json(data)
     if len(text) > MAX_EVIDENCE_BYTES:
         data = {"truncated": True, "digest": digest(data), "bytes": len(text)}
         text = canonical_json(data)
     secrets.assert_clean(text, where=f"{kind} evidence")
     evidence_id = f"ev-{uuid.uuid4().hex[:20]}"
-    row = Evidence(
-        id=evidence_id,
-        run_id=run_id,
-        kind=kind,
-        content=data,
-        content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        redaction_class=redaction_class,
-        size=len(text),
-        created_at=clock.now(),
-    )
+    content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    created_at = clock.now()
     # Evidence is insert-only: one prepared INSERT instead of the ORM's save machinery.
     _INSERT.write(
         [
             evidence_id,
-            param(_RUN, run_id),
+            rows.run_pk(run_id),
             kind,
             json_param(_CONTENT, data, text),
-            row.content_hash,
+            content_hash,
             redaction_class,
-            row.size,
-            param(_CREATED_AT, row.created_at),
+            len(text),
+            param(_CREATED_AT, created_at),
         ]
     )
-    row._state.adding = False
+    row = _ROW.make(
+        [evidence_id, run_id, kind, data, content_hash, redaction_class, len(text), created_at]
+    )
     readcache.remember_evidence(row)
     return evidence_id
 

@@ -15,6 +15,8 @@ around one advance) remembers the answers for that advance only:
 - **Catalog rows** for the visibility funnel (what the model is shown) are read once per
   advance. Enforcement is not cached: validation reads the catalog's lifecycle and effect
   gate at every decision (``runs.engine.inputs.capability_rules``).
+- **Values derived from those** (``derived``: the context's scrubbed observations, made
+  from immutable evidence) are kept as JSON text and decoded afresh at every use.
 
 Outside a scope every function reads the database, as before. Nothing here writes.
 """
@@ -70,6 +72,7 @@ class Reads:
     histories: dict[str, _History] = field(default_factory=dict)
     evidence: dict[str, Evidence] = field(default_factory=dict)
     catalog: dict[str, list[Any]] = field(default_factory=dict)
+    derived: dict[tuple[Any, ...], str] = field(default_factory=dict)
 
 
 _ACTIVE: ContextVar[Reads | None] = ContextVar("fieldops_advance_reads", default=None)
@@ -178,6 +181,21 @@ def catalog_rows(key: str, load: Callable[[], Iterable[Any]]) -> list[Any]:
     if key not in reads.catalog:
         reads.catalog[key] = list(load())
     return reads.catalog[key]
+
+
+def derived(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """``make()``, a JSON value that depends only on ``key`` (immutable rows it names),
+    made once per advance: each call returns a new value equal to ``make()``'s, key order
+    and types included (it is kept as JSON text)."""
+    reads = _ACTIVE.get()
+    if reads is None:
+        return make()
+    text = reads.derived.get(key)
+    if text is None:
+        value = make()
+        reads.derived[key] = json.dumps(value)
+        return value
+    return json.loads(text)
 
 
 def admitted_observation_ids(events: Iterable[Mapping[str, Any]]) -> list[str]:
