@@ -218,11 +218,17 @@ _LAST_PROPOSAL = Statement(
 
 def decision_visible(run: Run) -> frozenset[str] | None:
     """The capabilities the latest decision's context showed (None: not recorded)."""
-    found = _LAST_PROPOSAL.one([rows.run_pk(run.pk), EventType.PROPOSAL_EMITTED.value])
-    payload = _EVENT_PAYLOAD.load(found).payload if found else None
-    if not payload or "visible" not in payload:
+
+    def read() -> Any:
+        found = _LAST_PROPOSAL.one([rows.run_pk(run.pk), EventType.PROPOSAL_EMITTED.value])
+        payload = _EVENT_PAYLOAD.load(found).payload if found else None
+        return payload.get("visible") if payload else None
+
+    # Usually the decision this owner has just stored (runs/readcache.py).
+    visible = readcache.latest_visible(str(run.pk), run.revision, read)
+    if visible is None:
         return None
-    return frozenset(str(name) for name in payload["visible"])
+    return frozenset(str(name) for name in visible)
 
 
 def validation_context(run: Run) -> validation.ValidationContext:

@@ -14,7 +14,7 @@ from capabilities.contracts import _model_projection, model_projection
 from kernel.canonical import canonical_json
 from runs import readcache
 from runs.domain.states import EventType
-from runs.engine import context
+from runs.engine import context, inputs
 from runs.models import Event, Evidence, Run
 from tests.helpers import approve, make_run
 
@@ -55,3 +55,25 @@ def test_each_decision_records_the_hash_of_the_context_it_stored(
         assert stored.kind == "context"
         assert stored.content_hash == event.payload["context_hash"]
         assert canonical_json(stored.content) == context.projection_text(stored.content)
+
+
+def test_validation_sees_the_decision_the_database_holds(
+    world: None, approver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[Any, Any]] = []
+    remembered = inputs.decision_visible
+
+    def both(run: Run) -> Any:
+        from_cache = remembered(run)
+        outside = readcache._ACTIVE.set(None)  # no advance's reads: the database's answer
+        try:
+            seen.append((from_cache, remembered(run)))
+        finally:
+            readcache._ACTIVE.reset(outside)
+        return from_cache
+
+    monkeypatch.setattr(inputs, "decision_visible", both)
+    run = make_run()
+    approve(run, approver)
+    assert Run.objects.get(pk=run.pk).state == "COMPLETED"
+    assert len(seen) >= 5 and all(a == b and a for a, b in seen)
