@@ -24,13 +24,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
 
 from access.roles import APPROVER
+from approvals import rows
 from approvals.models import Checkpoint, Delivery, DeliveryAttempt, WebhookEndpoint
 from kernel import clock
 
@@ -86,17 +86,13 @@ def message(checkpoint: Checkpoint, event: str) -> dict[str, Any]:
 
 
 def _recipients(checkpoint: Checkpoint) -> list[str]:
-    users = (
-        get_user_model()
-        .objects.filter(membership__tenant=checkpoint.tenant, groups__name=APPROVER, is_active=True)
-        .exclude(email="")
+    return rows.recipients(
+        tenant=checkpoint.tenant,
+        role=APPROVER,
+        requester=checkpoint.requested_by_ref.removeprefix("user:"),
+        group=checkpoint.eligible_group,
+        usernames=[str(name) for name in checkpoint.eligible_users],
     )
-    if checkpoint.eligible_group:
-        users = users.filter(groups__name=checkpoint.eligible_group)
-    if checkpoint.eligible_users:
-        users = users.filter(username__in=list(checkpoint.eligible_users))
-    requester = checkpoint.requested_by_ref.removeprefix("user:")
-    return sorted(set(users.exclude(username=requester).values_list("email", flat=True)))
 
 
 def checkpoint_notify(*, checkpoint: Checkpoint, event: str) -> int:
@@ -108,7 +104,7 @@ def checkpoint_notify(*, checkpoint: Checkpoint, event: str) -> int:
         return 0
     now = clock.now()
     content = message(checkpoint, event)
-    rows = [
+    deliveries = [
         Delivery(
             tenant=checkpoint.tenant,
             checkpoint=checkpoint,
@@ -121,7 +117,7 @@ def checkpoint_notify(*, checkpoint: Checkpoint, event: str) -> int:
         )
         for address in _recipients(checkpoint)
     ]
-    rows += [
+    deliveries += [
         Delivery(
             tenant=checkpoint.tenant,
             checkpoint=checkpoint,
@@ -133,10 +129,10 @@ def checkpoint_notify(*, checkpoint: Checkpoint, event: str) -> int:
             next_attempt_at=now,
             created_at=now,
         )
-        for endpoint in WebhookEndpoint.objects.filter(tenant=checkpoint.tenant, active=True)
+        for endpoint in rows.webhook_endpoints(checkpoint.tenant)
     ]
-    Delivery.objects.bulk_create(rows, ignore_conflicts=True)
-    return len(rows)
+    Delivery.objects.bulk_create(deliveries, ignore_conflicts=True)
+    return len(deliveries)
 
 
 def checkpoints_remind(*, now: dt.datetime | None = None, limit: int = 100) -> int:

@@ -16,11 +16,11 @@ from django.conf import settings
 from django.db import transaction
 
 from access.roles import APPROVER, has_role, principal_ref_of, roles_of
-from approvals import domain, notify
-from approvals.models import ApprovalPolicy, ApprovalVote, Checkpoint, Decision, DecisionRefusal
+from approvals import domain, notify, rows
+from approvals.models import ApprovalVote, Checkpoint, Decision, DecisionRefusal
 from capabilities import evidence as ev
 from capabilities.reserve_part import CONTRACT as RESERVE_CONTRACT
-from fieldops import points, telemetry
+from fieldops import points, sql, telemetry
 from kernel import clock, retry
 from runs import authority, evidence
 from runs.domain.states import Actor, EventType, State
@@ -48,7 +48,7 @@ def world_of_namespace(namespace: str) -> str:
 
 def eligibility_of(run: Run, proposal: Mapping[str, Any]) -> domain.Eligibility:
     """Who may decide ``proposal`` of ``run``: the tenant's matching approval policy."""
-    rules = [p.rule() for p in ApprovalPolicy.objects.filter(tenant=run.tenant)]
+    rules = [p.rule() for p in rows.policies(run.tenant)]
     try:
         quantity = domain.canonical_quantity(proposal.get("quantity", 1))
     except domain.ProposalError:
@@ -87,22 +87,9 @@ def checkpoint_open_approval(
                 else None,
             }
         )
-    previous = (
-        Checkpoint.objects.filter(
-            run=run, kind=Checkpoint.Kind.APPROVAL, status=Checkpoint.Status.DECLINED
-        )
-        .select_related("decision")
-        .only("id", "decision__requested_change")  # not the checkpoint's stored proposal
-        .order_by("-created_at")
-        .first()
-    )
-    prior_change = (
-        dict(previous.decision.requested_change)
-        if previous and hasattr(previous, "decision")
-        else {}
-    )
+    prior_change = rows.prior_requested_change(run)
     eligibility = eligibility_of(run, proposal)
-    checkpoint = Checkpoint.objects.create(
+    checkpoint = Checkpoint(
         id=checkpoint_id,
         run=run,
         tenant=run.tenant,
@@ -133,6 +120,7 @@ def checkpoint_open_approval(
         expires_at=_expiry(proposal),
         created_at=now,
     )
+    sql.insert(checkpoint)
     notify.checkpoint_notify(checkpoint=checkpoint, event="opened")
     return checkpoint
 
@@ -249,11 +237,7 @@ def is_eligible(user: Any, checkpoint: Checkpoint) -> bool:
 
 
 def approvers_so_far(checkpoint: Checkpoint) -> list[str]:
-    return list(
-        ApprovalVote.objects.filter(checkpoint=checkpoint)
-        .order_by("created_at", "id")
-        .values_list("by_ref", flat=True)
-    )
+    return rows.approvers_so_far(checkpoint.pk)
 
 
 @telemetry.traced_decision("approve")
@@ -282,7 +266,7 @@ def approval_decide(
     change = {k: v for k, v in (requested_change or {}).items() if v not in (None, "")}
 
     def attempt() -> DecisionResult | None:
-        checkpoint = Checkpoint.objects.select_related("run").get(pk=checkpoint_id)
+        checkpoint = rows.checkpoint_with_run(checkpoint_id)
         if checkpoint.kind != Checkpoint.Kind.APPROVAL:
             return DecisionResult.refused("not_an_approval", checkpoint)
         run = checkpoint.run
@@ -305,11 +289,7 @@ def approval_decide(
                 eligible=is_eligible(user, checkpoint),
                 quorum=checkpoint.quorum,
                 approved_by=tuple(votes),
-                other_proposal_hashes=frozenset(
-                    Checkpoint.objects.filter(run=run)
-                    .exclude(pk=checkpoint.pk)
-                    .values_list("proposal_hash", flat=True)
-                ),
+                other_proposal_hashes=rows.other_proposal_hashes(run.pk, checkpoint.pk),
                 requested_change=change,
             )
         )
@@ -321,17 +301,19 @@ def approval_decide(
         def within(run_row: Run, event: Any, checkpoint: Checkpoint = checkpoint) -> None:
             now = clock.now()
             if approve:
-                ApprovalVote.objects.create(
-                    checkpoint=checkpoint,
-                    user=user,
-                    by_ref=me,
-                    seen_hash=seen_hash,
-                    reason=reason,
-                    created_at=now,
+                sql.insert(
+                    ApprovalVote(
+                        checkpoint=checkpoint,
+                        user=user,
+                        by_ref=me,
+                        seen_hash=seen_hash,
+                        reason=reason,
+                        created_at=now,
+                    )
                 )
             if approve and not granted:
                 return
-            Decision.objects.create(
+            decision = Decision(
                 checkpoint=checkpoint,
                 verdict=Decision.Verdict.APPROVE if approve else Decision.Verdict.DECLINE,
                 decided_by=user,
@@ -342,13 +324,10 @@ def approval_decide(
                 approvers=approvers,
                 created_at=now,
             )
-            Checkpoint.objects.filter(pk=checkpoint.pk).update(
-                status=Checkpoint.Status.APPROVED if approve else Checkpoint.Status.DECLINED,
-                closed_at=now,
-            )
-            checkpoint.status = (
-                Checkpoint.Status.APPROVED if approve else Checkpoint.Status.DECLINED
-            )
+            sql.insert(decision)
+            status = Checkpoint.Status.APPROVED if approve else Checkpoint.Status.DECLINED
+            rows.close(checkpoint.pk, status=status.value, at=now)
+            checkpoint.status = status
             notify.checkpoint_notify(checkpoint=checkpoint, event="decided")
 
         # A drill point between the read and the compare-and-set: the fault lab's race of
@@ -394,7 +373,7 @@ def approval_decide(
                 run=run,  # read with the checkpoint at expected_revision: the CAS proves it
             )
         if result.applied:
-            checkpoint.refresh_from_db()
+            rows.refresh(checkpoint)
             return DecisionResult(True, checkpoint=checkpoint, counted=approve and not granted)
         if result.busy:
             return DecisionResult.refused("busy", checkpoint)
@@ -526,9 +505,7 @@ def checkpoints_close_many(closing: Sequence[tuple[Run, Any]]) -> dict[str, list
     batch), in at most three statements; return each run's closed checkpoints by run id."""
     expiring = {str(run.pk) for run, event in closing if event.type is EventType.APPROVAL_EXPIRED}
     pending: dict[str, list[str]] = {str(run.pk): [] for run, _ in closing}
-    for run_id, checkpoint_id in Checkpoint.objects.filter(
-        run_id__in=[run.pk for run, _ in closing], status=Checkpoint.Status.PENDING
-    ).values_list("run_id", "id"):
+    for run_id, checkpoint_id in rows.pending_of_runs([run.pk for run, _ in closing]):
         pending[str(run_id)].append(checkpoint_id)
     now = clock.now()
     for status, ids in (
@@ -539,7 +516,7 @@ def checkpoints_close_many(closing: Sequence[tuple[Run, Any]]) -> dict[str, list
         ),
     ):
         if ids:
-            Checkpoint.objects.filter(pk__in=ids).update(status=status, closed_at=now)
+            rows.close_many(ids, status=status.value, at=now)
     return {run_id: [{"checkpoint": c} for c in ids] for run_id, ids in pending.items()}
 
 
@@ -552,37 +529,26 @@ def approval_consume(*, run: Run, proposal_hash: str, attempt_id: str) -> str:
     redispatch after a proven absence) is returned as it is. Raise ApprovalNotConsumable
     when no checkpoint binds the hash or the approval was consumed meanwhile.
     """
-    checkpoint = (
-        Checkpoint.objects.select_for_update()
-        .filter(run=run, kind=Checkpoint.Kind.APPROVAL, proposal_hash=proposal_hash)
-        .only("id", "status")
-        .order_by("-created_at")
-        .first()
-    )
-    if checkpoint is None:
+    found = rows.to_consume(run, proposal_hash)
+    if found is None:
         raise ApprovalNotConsumable("effect admitted without a checkpoint for its hash")
-    if checkpoint.status == Checkpoint.Status.APPROVED:
-        consumed = Decision.objects.filter(
-            checkpoint=checkpoint, verdict=Decision.Verdict.APPROVE, consumed_at__isnull=True
-        ).update(consumed_at=clock.now(), consumed_by_attempt=attempt_id)
+    checkpoint_id, status = found
+    if status == Checkpoint.Status.APPROVED:
+        consumed = rows.consume(checkpoint_id, attempt_id=attempt_id, at=clock.now())
         if consumed != 1:
             raise ApprovalNotConsumable("the approval was already consumed")
-        Checkpoint.objects.filter(pk=checkpoint.pk).update(status=Checkpoint.Status.USED)
-    return str(checkpoint.pk)
+        rows.set_status(checkpoint_id, Checkpoint.Status.USED.value)
+    return str(checkpoint_id)
 
 
 def approvers_of(checkpoint_id: str) -> list[str]:
     """Every approver whose approval made up the consumed decision of ``checkpoint_id`` (a
     quorum names all of them, in the order they approved), for the effect's record."""
-    decision = (
-        Decision.objects.filter(checkpoint_id=checkpoint_id, verdict=Decision.Verdict.APPROVE)
-        .only("approvers", "decided_by_ref")
-        .order_by("-created_at")
-        .first()
-    )
-    if decision is None:
+    found = rows.approval_approvers(checkpoint_id)
+    if found is None:
         return []
-    return list(decision.approvers) or [decision.decided_by_ref]
+    approvers, decided_by_ref = found
+    return approvers or [decided_by_ref]
 
 
 class ApprovalNotConsumable(RuntimeError):

@@ -9,6 +9,13 @@ rest. Printed: round trips per run and per transition, split by what issued them
 functions with the most cumulative time.
 
     .venv/bin/python bench/profile_run.py [--runs N] [--top K]
+
+Instructions per run (load-independent): ``--only N`` runs 3 warm-up runs and then N runs,
+nothing else (no profiler, no counting). Under callgrind the difference of two N divided
+by the difference of the N is the client's instructions per run:
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+        .venv/bin/python bench/profile_run.py --only 4     # and again with --only 12
 """
 
 from __future__ import annotations
@@ -34,13 +41,21 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument(
-        "--where", action="store_true", help="also count reads by the project line issuing them"
+        "--where",
+        action="store_true",
+        help="also count statements by the project line issuing them",
+    )
+    parser.add_argument(
+        "--only", type=int, metavar="N", help="3 warm-up runs, then N runs; nothing else"
     )
     args = parser.parse_args()
     recreate_database(DB)
     django_setup(DB, DJANGO_DEBUG="false", FIELDOPS_EXECUTION="inprocess")
     try:
-        profile(args.runs, args.top, where=args.where)
+        if args.only is not None:
+            only(args.only)
+        else:
+            profile(args.runs, args.top, where=args.where)
     finally:
         from django.db import connections
 
@@ -76,8 +91,11 @@ _TABLE = re.compile(r'(?:FROM|INTO|UPDATE)\s+"?(\w+)"?', re.IGNORECASE)
 
 
 def _caller() -> str:
-    """The innermost project frame (not Django, not this script) issuing a query."""
-    for frame in reversed(traceback.extract_stack()[:-3]):
+    """The innermost project frame (not Django, not this script) issuing a query, marked
+    ``[orm]`` when the query did not come through ``fieldops.sql`` (a prepared statement)."""
+    stack = traceback.extract_stack()[:-3]
+    orm = "" if any(f.filename.endswith("fieldops/sql.py") for f in stack) else " [orm]"
+    for frame in reversed(stack):
         name = frame.filename
         if (
             "site-packages" in name
@@ -85,8 +103,15 @@ def _caller() -> str:
             or "/django/" in name
         ):
             continue
-        return f"{name.rsplit('/work/', 1)[-1].split('/', 1)[-1]}:{frame.lineno} {frame.name}"
-    return "?"
+        where = name.rsplit("/work/", 1)[-1].split("/", 1)[-1]
+        return f"{where}:{frame.lineno} {frame.name}{orm}"
+    return "?" + orm
+
+
+def only(runs: int) -> None:
+    approver = make_user("bench-approver", "north", "approver")
+    for _ in range(3 + runs):
+        one_run(approver)
 
 
 def profile(runs: int, top: int, *, where: bool = False) -> None:
@@ -105,7 +130,7 @@ def profile(runs: int, top: int, *, where: bool = False) -> None:
         match = _TABLE.search(sql)
         what = f"{verb} {match.group(1) if match else ''}".strip()
         queries[what] += 1
-        if where and verb == "SELECT":
+        if where:
             callers[f"{what:<34} {_caller()}"] += 1
         return execute(sql, params, many, context)
 
@@ -135,7 +160,7 @@ def profile(runs: int, top: int, *, where: bool = False) -> None:
     for what, n in queries.most_common():
         say(f"{n / runs:7.2f} per run  {what}")
     if where:
-        banner("reads by the line issuing them (per run)")
+        banner("statements by the line issuing them (per run; [orm]: not a prepared statement)")
         for what, n in callers.most_common():
             say(f"{n / runs:7.2f}  {what}")
     out = io.StringIO()

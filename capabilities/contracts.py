@@ -9,6 +9,7 @@ Pure module: standard library only.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -141,6 +142,11 @@ class Contract:
         return plain
 
     @cached_property
+    def model_projection_json(self) -> str:
+        """``model_projection(self)`` as JSON (made once: the contract is frozen)."""
+        return json.dumps(_model_projection(self))
+
+    @cached_property
     def digest(self) -> str:
         """The digest of the canonical contract (computed once: the contract is frozen)."""
         return digest(self.as_dict())
@@ -166,7 +172,15 @@ def _plain(value: Any) -> Any:
 
 
 def model_projection(contract: Contract) -> dict[str, Any]:
-    """Return what a policy sees: name, a discriminative description, model-owned inputs."""
+    """Return what a policy sees: name, a discriminative description, model-owned inputs.
+
+    A new value at every call, decoded from the projection made once per contract (every
+    decision shows the same contracts again): equal, key order included, to a fresh one."""
+    projection: dict[str, Any] = json.loads(contract.model_projection_json)
+    return projection
+
+
+def _model_projection(contract: Contract) -> dict[str, Any]:
     model_fields = contract.fields_by(Provenance.MODEL)
     props = contract.input_schema.get("properties", {})
     required = [f for f in contract.input_schema.get("required", []) if f in model_fields]

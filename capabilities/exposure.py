@@ -13,6 +13,7 @@ Pure module: standard library only.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -219,6 +220,12 @@ STOPWORDS = frozenset(_STOP_TEXT.split())
 
 def tokens(text: str) -> list[str]:
     """Lower-case word tokens without stopwords; a light plural fold ("parts" -> "part")."""
+    return list(_tokens(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tokens(text: str) -> tuple[str, ...]:
+    # Remembered: every decision scores the same catalog descriptions and goal again.
     out = []
     for word in _TOKEN.findall(text.lower().replace("_", " ")):
         if word in STOPWORDS or len(word) < 2:
@@ -226,7 +233,7 @@ def tokens(text: str) -> list[str]:
         if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
             word = word[:-1]
         out.append(word)
-    return out
+    return tuple(out)
 
 
 def positive_text(c: Candidate) -> str:
@@ -240,8 +247,8 @@ def lexical_scores(query: str, candidates: Sequence[Candidate]) -> dict[str, flo
     avoid-when count against it at half weight (a discriminative description says when
     a neighbour should win). Scores are comparable only within one call.
     """
-    wanted = set(tokens(query))
-    docs = {c.id: set(tokens(positive_text(c))) for c in candidates}
+    wanted = set(_tokens(query))
+    docs = {c.id: set(_tokens(positive_text(c))) for c in candidates}
     n = len(candidates)
     df: dict[str, int] = {}
     for words in docs.values():
@@ -253,7 +260,7 @@ def lexical_scores(query: str, candidates: Sequence[Candidate]) -> dict[str, flo
 
     scores = {}
     for c in candidates:
-        against = set(tokens(" ".join(c.avoid_when))) - docs[c.id]
+        against = set(_tokens(" ".join(c.avoid_when))) - docs[c.id]
         gain = sum(idf(w) for w in wanted & docs[c.id])
         loss = 0.5 * sum(idf(w) for w in wanted & against)
         scores[c.id] = gain - loss

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from html import escape
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.views.debug import ExceptionReporter
 
 _SETTINGS = (
@@ -44,7 +47,26 @@ def _url_password(url: str) -> str:
         return ""
 
 
+_values: list[str] | None = None
+
+
 def secret_values() -> list[str]:
+    """The configured secret values (8 characters or more). Read once: evidence stores and
+    context projections ask for them hundreds of times per run; read again after any
+    setting changes (``setting_changed``: tests' overrides)."""
+    global _values
+    if _values is None:
+        _values = _read_secret_values()
+    return _values
+
+
+@receiver(setting_changed)
+def _forget_secret_values(**_: Any) -> None:
+    global _values
+    _values = None
+
+
+def _read_secret_values() -> list[str]:
     values = [str(getattr(settings, name, "") or "") for name in _SETTINGS]
     values.append(str(settings.DATABASES["default"].get("PASSWORD") or ""))
     values.extend(_url_password(str(getattr(settings, name, "") or "")) for name in _URL_SETTINGS)

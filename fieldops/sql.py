@@ -31,6 +31,8 @@ import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 from psycopg.types.json import Jsonb
 
 Row = tuple[Any, ...]
@@ -105,16 +107,30 @@ def json_param(field: Field[Any, Any], value: Any, text: str) -> Any:
 def param(field: Field[Any, Any], value: Any) -> Any:
     """``value`` as the database expects it for ``field`` (a UUID is hex text on SQLite, a
     JSON value is adapted to jsonb on PostgreSQL), exactly as the ORM would send it."""
-    return field.get_db_prep_save(value, connection)
+    # The connection itself, not Django's ``connection`` proxy: a field reads several of
+    # its attributes, and each read through the proxy looks the connection up again.
+    return field.get_db_prep_save(value, connections[DEFAULT_DB_ALIAS])
 
 
 def converted(field: Field[Any, Any], value: Any) -> Any:
     """A value of ``field``'s column as read by a ``Statement``, as the ORM would return it
     (SQLite's datetimes and UUIDs are text; JSON is decoded)."""
+    db = connections[DEFAULT_DB_ALIAS]
     column = field.get_col(field.model._meta.db_table)
-    for convert in connection.ops.get_db_converters(column) + column.get_db_converters(connection):
-        value = convert(value, column, connection)
+    for convert in db.ops.get_db_converters(column) + column.get_db_converters(db):
+        value = convert(value, column, db)
     return value
+
+
+def _plain_model(model: type[Model]) -> bool:
+    """Whether instances of ``model`` may be made without ``Model.__init__``: neither it
+    nor ``from_db`` is overridden and no receiver listens to its init signals."""
+    return (
+        model.__init__ is Model.__init__
+        and model.from_db.__func__ is Model.from_db.__func__  # type: ignore[attr-defined]
+        and not pre_init.has_listeners(model)
+        and not post_init.has_listeners(model)
+    )
 
 
 class Loader:
@@ -129,8 +145,10 @@ class Loader:
             [meta.get_field(name) for name in fields] if fields else list(meta.concrete_fields)
         )
         self.attnames = [field.attname for field in self.fields]  # type: ignore[union-attr]
-        self.columns = ", ".join(field.column for field in self.fields)  # type: ignore[union-attr]
+        # Quoted (standard SQL, both databases): a column may be a keyword ("group").
+        self.columns = ", ".join(f'"{field.column}"' for field in self.fields)  # type: ignore[union-attr]
         self._converters: dict[str, list[tuple[int, Any, list[Callable[..., Any]]]]] = {}
+        self._plain: bool | None = None  # decided at the first load (after apps are ready)
 
     def _chains(self, db: Any) -> list[tuple[int, Any, list[Callable[..., Any]]]]:
         """(index, column, converters) of every field that has converters on the database
@@ -149,7 +167,27 @@ class Loader:
     def load(self, row: Row) -> Any:
         """``row`` as a model instance."""
         db = connections[DEFAULT_DB_ALIAS]
-        return self.model.from_db(db.alias, self.attnames, self._converted(row, db))
+        return self.make(self._converted(row, db), db)
+
+    def make(self, values: Sequence[Any], db: Any = None) -> Any:
+        """The instance of a stored row whose values (in this loader's field order) the
+        caller has as the ORM gives them (converted): what ``load`` returns for its row."""
+        db = db or connections[DEFAULT_DB_ALIAS]
+        if self._plain is None:
+            self._plain = _plain_model(self.model)
+        if not self._plain:
+            return self.model.from_db(db.alias, self.attnames, values)
+        # What ``from_db`` does for a model that overrides neither it nor ``__init__`` and
+        # whose init signals nobody hears, without ``Model.__init__``'s generic argument
+        # handling: the state, then each loaded attribute (fields not loaded are deferred,
+        # as with ``only()``).
+        obj = self.model.__new__(self.model)
+        obj._state = ModelState()
+        for attname, value in zip(self.attnames, values, strict=True):
+            setattr(obj, attname, value)
+        obj._state.adding = False
+        obj._state.db = db.alias
+        return obj
 
     def load_values(self, row: Row) -> list[Any]:
         """``row``'s values as the ORM's ``values()`` would give them (converted)."""
@@ -163,6 +201,52 @@ class Loader:
                 value = convert(value, column, db)
             values[index] = value
         return values
+
+
+# -- single-row writes of model instances ---------------------------------------------------
+class _Insert:
+    """The prepared INSERT of every concrete column of ``model`` (an auto primary key is the
+    database's: left out, and read back with ``RETURNING``)."""
+
+    def __init__(self, model: type[Model]) -> None:
+        meta = model._meta
+        pk = meta.pk
+        self.auto_pk = (
+            pk if pk is not None and pk.get_internal_type().endswith("AutoField") else None
+        )
+        self.fields = [field for field in meta.concrete_fields if field is not self.auto_pk]
+        columns = ", ".join(f'"{field.column}"' for field in self.fields)  # type: ignore[union-attr]
+        placeholders = ", ".join(["%s"] * len(self.fields))
+        returning = f" RETURNING {self.auto_pk.column}" if self.auto_pk is not None else ""
+        # Table and column names come from the model, never from input.
+        self.statement = Statement(
+            f"INSERT INTO {meta.db_table} ({columns}) VALUES ({placeholders}){returning}"  # noqa: S608  # nosec B608
+        )
+
+
+@functools.cache
+def _insert_of(model: type[Model]) -> _Insert:
+    return _Insert(model)
+
+
+def insert(obj: Model) -> Model:
+    """Save the new instance ``obj`` (``Model.objects.create`` without the ORM's per-call
+    query compilation): one prepared INSERT of all its columns, each value prepared by its
+    field exactly as the ORM's insert prepares it (``pre_save``, ``get_db_prep_save``). An
+    auto primary key is set from the database. No signals are sent (the project has no
+    receivers of model signals). Return ``obj``."""
+    plan = _insert_of(type(obj))
+    db = connections[DEFAULT_DB_ALIAS]
+    values = [field.get_db_prep_save(field.pre_save(obj, True), db) for field in plan.fields]  # type: ignore[union-attr]
+    if plan.auto_pk is not None:
+        row = plan.statement.one(values)
+        assert row is not None
+        setattr(obj, plan.auto_pk.attname, converted(plan.auto_pk, row[0]))
+    else:
+        plan.statement.write(values)
+    obj._state.adding = False
+    obj._state.db = DEFAULT_DB_ALIAS
+    return obj
 
 
 # -- batches: many rows in one statement ----------------------------------------------------

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fieldops import secrets
-from fieldops.sql import Statement, json_param, param
+from fieldops.sql import Loader, Statement, json_param, param
 from kernel import clock
 from kernel.canonical import canonical_json, digest
-from runs import readcache
+from runs import readcache, rows
 from runs.domain.states import EventType
 from runs.models import Event, Evidence
 
@@ -29,8 +29,11 @@ _INSERT = Statement(
     "(id, run_id, kind, content, content_hash, redaction_class, size, created_at) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
-_RUN, _CONTENT, _CREATED_AT = (
-    Evidence._meta.get_field(name) for name in ("run", "content", "created_at")
+_CONTENT, _CREATED_AT = (Evidence._meta.get_field(name) for name in ("content", "created_at"))
+# The stored row as a model instance, made from the values just written.
+_ROW = Loader(
+    Evidence,
+    ["id", "run", "kind", "content", "content_hash", "redaction_class", "size", "created_at"],
 )
 
 
@@ -51,40 +54,57 @@ class Made:
 
 
 def make(
-    *, run_id: str, kind: str, content: Mapping[str, Any], redaction_class: str = "internal"
+    *,
+    run_id: str,
+    kind: str,
+    content: Mapping[str, Any],
+    redaction_class: str = "internal",
+    canonical: str | None = None,
 ) -> Made:
-    """Evidence of ``run_id`` ready to be written (see ``Made``); nothing is written."""
+    """Evidence of ``run_id`` ready to be written (see ``Made``); nothing is written.
+
+    ``canonical``: ``canonical_json(content)``, when the caller has made it already (the
+    context, whose hash the decision records); only for content that holds nothing but
+    what JSON decoding gives (dicts with str keys, lists, str, int, float, bool, None),
+    whose canonical text is then also that of the stored copy."""
     data = json.loads(json.dumps(dict(content), default=str))
     # One canonical text serves the size limit, the secret scan and the content hash.
-    text = canonical_json(data)
+    text = canonical if canonical is not None else canonical_json(data)
     if len(text) > MAX_EVIDENCE_BYTES:
         data = {"truncated": True, "digest": digest(data), "bytes": len(text)}
         text = canonical_json(data)
     secrets.assert_clean(text, where=f"{kind} evidence")
-    row = Evidence(
-        id=f"ev-{uuid.uuid4().hex[:20]}",
-        run_id=run_id,
-        kind=kind,
-        content=data,
-        content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        redaction_class=redaction_class,
-        size=len(text),
-        created_at=clock.now(),
+    evidence_id = f"ev-{uuid.uuid4().hex[:20]}"
+    content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    row = _ROW.make(
+        [evidence_id, run_id, kind, data, content_hash, redaction_class, len(text), clock.now()]
     )
     return Made(row, text)
 
 
 def store(
-    *, run_id: str, kind: str, content: Mapping[str, Any], redaction_class: str = "internal"
+    *,
+    run_id: str,
+    kind: str,
+    content: Mapping[str, Any],
+    redaction_class: str = "internal",
+    canonical: str | None = None,
 ) -> str:
-    """Store ``content`` as evidence of ``run_id`` now and return its id."""
-    made = make(run_id=run_id, kind=kind, content=content, redaction_class=redaction_class)
+    """Store ``content`` as evidence of ``run_id`` now and return its id (``canonical``:
+    see ``make``)."""
+    made = make(
+        run_id=run_id,
+        kind=kind,
+        content=content,
+        redaction_class=redaction_class,
+        canonical=canonical,
+    )
     row = made.row
     # Evidence is insert-only: one prepared INSERT instead of the ORM's save machinery.
     _INSERT.write(
         [
             row.id,
-            param(_RUN, row.run_id),
+            rows.run_pk(run_id),
             row.kind,
             json_param(_CONTENT, row.content, made.text),
             row.content_hash,
@@ -127,16 +147,16 @@ INSERT_CTE = (
 
 def cte_params(run_id: Any, made: Sequence[Made]) -> list[Any]:
     """``INSERT_CTE``'s parameters for ``made`` (all evidence of ``run_id``)."""
-    rows = [m.row for m in made]
+    built = [m.row for m in made]
     return [
         run_id,
-        [r.id for r in rows],
-        [r.kind for r in rows],
+        [r.id for r in built],
+        [r.kind for r in built],
         [m.text for m in made],
-        [r.content_hash for r in rows],
-        [r.redaction_class for r in rows],
-        [r.size for r in rows],
-        [r.created_at for r in rows],
+        [r.content_hash for r in built],
+        [r.redaction_class for r in built],
+        [r.size for r in built],
+        [r.created_at for r in built],
     ]
 
 

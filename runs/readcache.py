@@ -15,6 +15,11 @@ around one advance) remembers the answers for that advance only:
 - **Catalog rows** for the visibility funnel (what the model is shown) are read once per
   advance. Enforcement is not cached: validation reads the catalog's lifecycle and effect
   gate at every decision (``runs.engine.inputs.capability_rules``).
+- **What the latest decision showed** (``proposal.emitted``'s ``visible``) as of a
+  revision: known only from an event this process stored and saw committed, and rolled
+  on by its next ones like the history; any other revision reads the database.
+- **Values derived from those** (``derived``: the context's scrubbed observations, made
+  from immutable evidence) are kept as JSON text and decoded afresh at every use.
 
 Outside a scope every function reads the database, as before. Nothing here writes.
 """
@@ -66,10 +71,18 @@ class _History:
 
 
 @dataclass
+class _Decision:
+    revision: int
+    visible: Any
+
+
+@dataclass
 class Reads:
     histories: dict[str, _History] = field(default_factory=dict)
     evidence: dict[str, Evidence] = field(default_factory=dict)
     catalog: dict[str, list[Any]] = field(default_factory=dict)
+    derived: dict[tuple[Any, ...], str] = field(default_factory=dict)
+    decisions: dict[str, _Decision] = field(default_factory=dict)
 
 
 _ACTIVE: ContextVar[Reads | None] = ContextVar("fieldops_advance_reads", default=None)
@@ -113,13 +126,44 @@ def recorded_events(run_id: str, revision: int) -> list[dict[str, Any]]:
     return events
 
 
+def latest_visible(run_id: str, revision: int, read: Callable[[], Any]) -> Any:
+    """The ``visible`` of the run's latest ``proposal.emitted`` payload (None: absent) when
+    its revision is ``revision``: known when this process stored that event and every
+    later one up to ``revision`` (the same object at every call: read it, never change
+    it); otherwise ``read()`` (the database's latest)."""
+    reads = _ACTIVE.get()
+    known = reads.decisions.get(str(run_id)) if reads is not None else None
+    if known is not None and known.revision == revision:
+        return known.visible
+    return read()
+
+
+def _roll_decision(reads: Reads, run_id: str, event: EventRecord) -> None:
+    if not _committed():
+        reads.decisions.pop(run_id, None)
+    elif event.type is EventType.PROPOSAL_EMITTED:
+        # As the row reads back: the JSON column through JSON.
+        visible = event.payload.get("visible")
+        reads.decisions[run_id] = _Decision(
+            event.sequence, json.loads(json.dumps(visible, default=str))
+        )
+    else:
+        known = reads.decisions.get(run_id)
+        if known is not None and known.revision == event.sequence - 1:
+            known.revision = event.sequence
+        elif known is not None:
+            del reads.decisions[run_id]
+
+
 def roll(event: EventRecord) -> None:
-    """``event`` was stored by this process: move a history cached at the revision before
-    it to the event's (or forget the history when that cannot be proven)."""
+    """``event`` was stored by this process: move a history (and a latest decision)
+    cached at the revision before it to the event's (or forget it when that cannot be
+    proven)."""
     reads = _ACTIVE.get()
     if reads is None:
         return
     run_id = str(event.run_id)
+    _roll_decision(reads, run_id, event)
     cached = reads.histories.get(run_id)
     if cached is None:
         return
@@ -178,6 +222,21 @@ def catalog_rows(key: str, load: Callable[[], Iterable[Any]]) -> list[Any]:
     if key not in reads.catalog:
         reads.catalog[key] = list(load())
     return reads.catalog[key]
+
+
+def derived(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """``make()``, a JSON value that depends only on ``key`` (immutable rows it names),
+    made once per advance: each call returns a new value equal to ``make()``'s, key order
+    and types included (it is kept as JSON text)."""
+    reads = _ACTIVE.get()
+    if reads is None:
+        return make()
+    text = reads.derived.get(key)
+    if text is None:
+        value = make()
+        reads.derived[key] = json.dumps(value)
+        return value
+    return json.loads(text)
 
 
 def admitted_observation_ids(events: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -9,9 +9,10 @@ returns (``tests/runs/test_rows.py`` compares them field by field).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from fieldops.sql import Loader, Statement, param
 from runs.models import Run
@@ -29,7 +30,13 @@ _STATE = Statement("SELECT state FROM runs_run WHERE id = %s")
 
 
 def run_pk(run_id: Any) -> Any:
-    """``run_id`` as the database stores the run's primary key."""
+    """``run_id`` as the database stores the run's primary key (a UUID on PostgreSQL, its
+    hex text on SQLite). Asked at nearly every statement of a run: remembered per run id."""
+    return _run_pk(connections[DEFAULT_DB_ALIAS].vendor, run_id)
+
+
+@functools.lru_cache(maxsize=1024)
+def _run_pk(vendor: str, run_id: Any) -> Any:
     return param(_PK, run_id)  # type: ignore[arg-type]
 
 

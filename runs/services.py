@@ -14,8 +14,10 @@ from django.db import OperationalError, transaction
 
 from capabilities import ports, registry
 from catalog.domain import versions
-from catalog.models import CapabilityVersion, Lifecycle, Source
+from catalog.models import Lifecycle, Source
+from fieldops import sql
 from fieldops.db import lock_wait_failed
+from fieldops.sql import Statement
 from kernel import clock, retry
 from kernel.canonical import digest
 from runs import authority, authority_batch, outbox, policies, terminal
@@ -42,6 +44,13 @@ class RunInputError(ValueError):
         super().__init__(message)
 
 
+# The versions a new run may pin, in the model's order (CapabilityVersion.Meta.ordering).
+_ADMITTED_REVIEWED = Statement(
+    "SELECT capability_id, version, digest, lifecycle FROM catalog_capabilityversion "
+    "WHERE lifecycle = %s AND source = %s ORDER BY capability_id, version"
+)
+
+
 def pinned_components(components: Mapping[str, str] | None = None) -> dict[str, str]:
     """Pin, per capability, the newest ADMITTED reviewed version the code can dispatch
     (``version#digest``): the pinning rule of ``catalog.domain.versions``.
@@ -51,11 +60,11 @@ def pinned_components(components: Mapping[str, str] | None = None) -> dict[str, 
     """
     if components is not None:
         return dict(components)
-    rows = CapabilityVersion.objects.filter(lifecycle=Lifecycle.ADMITTED, source=Source.REVIEWED)
+    found = _ADMITTED_REVIEWED.rows([Lifecycle.ADMITTED.value, Source.REVIEWED.value])
     offered = [
-        versions.Offer(row.capability_id, row.version, row.digest, row.lifecycle)
-        for row in rows
-        if registry.contract_for(row.capability_id, row.version) is not None
+        versions.Offer(capability_id, version, digest_, lifecycle)
+        for capability_id, version, digest_, lifecycle in found
+        if registry.contract_for(capability_id, version) is not None
     ]
     return {
         cid: pinned_ref(offer.version, offer.digest)
@@ -137,7 +146,7 @@ def run_create(
     )
     objective = DEFAULT_OBJECTIVE.format(equipment=equipment_id, location=location_id)
     with transaction.atomic():
-        run = Run.objects.create(
+        run = Run(
             id=run_id,
             task_id=config.task_id,
             scenario=scenario,
@@ -163,6 +172,7 @@ def run_create(
             last_hash=config.genesis_hash(),
             state=State.CREATED.value,
         )
+        sql.insert(run)
         request = {
             "capability": "request",
             "ok": True,
@@ -177,14 +187,16 @@ def run_create(
             },
             "observed_at": clock.iso(now),
         }
-        Evidence.objects.create(
-            id=f"rq-{run_id.hex[:20]}",
-            run=run,
-            kind="request",
-            content=request,
-            content_hash=digest(request),
-            size=len(str(request)),
-            created_at=now,
+        sql.insert(
+            Evidence(
+                id=f"rq-{run_id.hex[:20]}",
+                run=run,
+                kind="request",
+                content=request,
+                content_hash=digest(request),
+                size=len(str(request)),
+                created_at=now,
+            )
         )
         if start:
             outbox.put(run_id=str(run.pk))

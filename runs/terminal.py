@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from django.db.models import Q
-
 from fieldops import sql
+from fieldops.sql import Loader, with_lists
 from kernel import clock
+from runs import rows
 from runs.domain import effects
 from runs.domain.budgets import Budget
 from runs.domain.events import EventRecord
 from runs.domain.states import Disposition, EventType
-from runs.models import Correlation, EffectAttempt, Event, Run, TerminalRecord
+from runs.models import EffectAttempt, Event, Run, TerminalRecord
 
 # (run, terminal event) -> what that app leaves unresolved, e.g. [{"checkpoint": "cp-..."}]
 Closer = Callable[[Run, EventRecord], list[dict[str, str]]]
@@ -35,6 +35,22 @@ def register_closer(closer: Closer, *, many: ManyCloser | None = None) -> None:
     if many is not None:
         _MANY[closer] = many
 
+
+# The statements of a close, for any number of runs (``IN`` lists: one prepared statement
+# per batch size). Column names are constants, never input.
+_UNRESOLVED_OF = Loader(EffectAttempt, ["run", "id"])
+_UNRESOLVED_STATUSES = sorted(effects.UNRESOLVED)  # the partial index's own list, term by term
+_UNRESOLVED_SQL = (
+    "SELECT run_id, id FROM runs_effectattempt WHERE run_id IN ({runs}) AND status IN ({statuses})"
+)
+_CLOSE_CORRELATIONS_SQL = (
+    "UPDATE runs_correlation SET status = %s WHERE run_id IN ({runs}) AND status = 'OPEN'"
+)
+# The leases still held (a run nobody claimed keeps its row as it is).
+_RELEASE_SQL = (
+    "UPDATE runs_run SET lease_owner = '', lease_expires_at = NULL WHERE id IN ({runs}) "
+    "AND (lease_expires_at IS NOT NULL OR NOT (lease_owner = ''))"
+)
 
 _OWNERS = {
     Disposition.COMPLETED: "none",
@@ -65,10 +81,13 @@ def close_many(closing: Sequence[tuple[Run, EventRecord]]) -> None:
         return
     now = clock.now()
     run_ids = [run.pk for run, _ in closing]
+    run_pks = [rows.run_pk(pk) for pk in run_ids]
     unresolved_attempts: dict[str, list[str]] = {str(pk): [] for pk in run_ids}
-    for run_id, attempt_id in EffectAttempt.objects.filter(
-        run_id__in=run_ids, status__in=effects.UNRESOLVED
-    ).values_list("run_id", "id"):
+    found = with_lists(_UNRESOLVED_SQL, runs=len(run_pks), statuses=len(_UNRESOLVED_STATUSES)).rows(
+        [*run_pks, *_UNRESOLVED_STATUSES]
+    )
+    for row in found:
+        run_id, attempt_id = _UNRESOLVED_OF.load_values(row)
         unresolved_attempts[str(run_id)].append(attempt_id)
     unresolved_elsewhere: dict[str, list[dict[str, str]]] = {str(pk): [] for pk in run_ids}
     for closer in _CLOSERS:
@@ -79,11 +98,17 @@ def close_many(closing: Sequence[tuple[Run, EventRecord]]) -> None:
         else:
             for run, event in closing:
                 unresolved_elsewhere[str(run.pk)].extend(closer(run, event))
-    expired = [run.pk for run, event in closing if event.type is EventType.EXTERNAL_EXPIRED]
-    closed = [run.pk for run, event in closing if event.type is not EventType.EXTERNAL_EXPIRED]
+    expired = [
+        rows.run_pk(run.pk) for run, event in closing if event.type is EventType.EXTERNAL_EXPIRED
+    ]
+    closed = [
+        rows.run_pk(run.pk)
+        for run, event in closing
+        if event.type is not EventType.EXTERNAL_EXPIRED
+    ]
     for status, ids in (("EXPIRED", expired), ("CLOSED", closed)):
         if ids:
-            Correlation.objects.filter(run_id__in=ids, status="OPEN").update(status=status)
+            with_lists(_CLOSE_CORRELATIONS_SQL, runs=len(ids)).write([status, *ids])
     records = []
     for run, event in closing:
         disposition = Disposition(event.next_state.value)
@@ -120,10 +145,7 @@ def close_many(closing: Sequence[tuple[Run, EventRecord]]) -> None:
             )
         )
     sql.create_many(TerminalRecord, records)
-    # Release the leases still held (a run nobody claimed keeps its row as it is).
-    Run.objects.filter(pk__in=run_ids).filter(
-        Q(lease_expires_at__isnull=False) | ~Q(lease_owner="")
-    ).update(lease_owner="", lease_expires_at=None)
+    with_lists(_RELEASE_SQL, runs=len(run_pks)).write(run_pks)
 
 
 def effect_account(run: Run) -> effects.EffectAccount:

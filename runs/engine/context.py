@@ -15,6 +15,8 @@ request is always kept), each at most ``MAX_OBSERVATION_BYTES``, the whole at mo
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import re
 from collections import Counter
@@ -24,7 +26,7 @@ from typing import Any
 from approvals.domain import CHANGEABLE_FIELDS
 from approvals.models import Decision
 from fieldops import secrets
-from kernel.canonical import digest
+from kernel.canonical import canonical_json, digest
 from runs import evidence, readcache
 from runs.domain.budgets import Budget
 from runs.domain.states import EventType
@@ -87,16 +89,14 @@ def build(run: Run, *, uncharged_turns: int = 0) -> dict[str, Any]:
         content = contents.get(ref)
         if content is None:
             continue
-        observation = {
-            "ref": ref,
-            "seq": e["sequence"],
-            "capability": content.get("capability", ""),
-            "ok": bool(content.get("ok")),
-            "error": content.get("error", ""),
-            "detail": str(content.get("detail", ""))[:MAX_DETAIL],
-            "data": _bounded(content.get("data", {})),
-        }
-        observations.append(_scrub(observation, run))
+        # Every decision of an advance shows the earlier observations again: each is made
+        # once per advance from its immutable evidence.
+        observations.append(
+            readcache.derived(
+                ("context.observation", str(run.pk), run.principal_ref, ref, e["sequence"]),
+                functools.partial(_observation, ref, e["sequence"], content, run),
+            )
+        )
     denials = [
         {"seq": e["sequence"], "reason": _denial_reason(e), "detail": _denial_detail(e)}
         for e in recorded
@@ -120,6 +120,19 @@ def build(run: Run, *, uncharged_turns: int = 0) -> dict[str, Any]:
     }
     _fit(projection)
     return projection
+
+
+def _observation(ref: str, seq: int, content: Mapping[str, Any], run: Run) -> Any:
+    observation = {
+        "ref": ref,
+        "seq": seq,
+        "capability": content.get("capability", ""),
+        "ok": bool(content.get("ok")),
+        "error": content.get("error", ""),
+        "detail": str(content.get("detail", ""))[:MAX_DETAIL],
+        "data": _bounded(content.get("data", {})),
+    }
+    return _scrub(observation, run)
 
 
 def _fit(projection: dict[str, Any]) -> None:
@@ -223,3 +236,13 @@ def visible_capabilities(run: Run) -> list[dict[str, Any]]:
 
 def projection_hash(projection: Mapping[str, Any]) -> str:
     return digest(dict(projection))
+
+
+def projection_text(projection: Mapping[str, Any]) -> str:
+    """The canonical JSON of ``projection``: what ``projection_hash`` hashes."""
+    return canonical_json(dict(projection))
+
+
+def text_hash(text: str) -> str:
+    """``projection_hash`` of the projection whose ``projection_text`` is ``text``."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

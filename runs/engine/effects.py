@@ -15,9 +15,10 @@ from django.db import OperationalError, transaction
 from approvals import services as approvals
 from capabilities import ports, registry, reserve_part
 from capabilities.base import CallOutcome, Invocation
+from fieldops import sql
 from fieldops.db import lock_wait_failed
 from kernel import clock
-from runs import authority, evidence
+from runs import authority, evidence, rows
 from runs.authority import Result, new_id
 from runs.domain import effects, validation
 from runs.domain.budgets import Budget
@@ -61,17 +62,19 @@ def record_dispatch(
         checkpoint_id = approvals.approval_consume(
             run=run, proposal_hash=ctx.canonical_hash, attempt_id=attempt_id
         )
-        EffectAttempt.objects.create(
-            id=attempt_id,
-            run=run,
-            idempotency_key=key,
-            proposal_hash=ctx.canonical_hash,
-            checkpoint_id=checkpoint_id,
-            attempt=run.attempt,
-            owner_epoch=owner.epoch,
-            dispatch_sequence=event.sequence,
-            status=EffectAttempt.Status.DISPATCH_RECORDED,
-            created_at=clock.now(),
+        sql.insert(
+            EffectAttempt(
+                id=attempt_id,
+                run=run,
+                idempotency_key=key,
+                proposal_hash=ctx.canonical_hash,
+                checkpoint_id=checkpoint_id,
+                attempt=run.attempt,
+                owner_epoch=owner.epoch,
+                dispatch_sequence=event.sequence,
+                status=EffectAttempt.Status.DISPATCH_RECORDED,
+                created_at=clock.now(),
+            )
         )
 
     return within
@@ -109,9 +112,7 @@ def invocation_for(
 
 
 def execute_effect(owner: Owner, run: Run, proposal: ActionIntent) -> str | None:
-    attempt = (
-        EffectAttempt.objects.filter(run=run).order_by("-dispatch_sequence", "-created_at").first()
-    )
+    attempt = attempts.latest(run.pk)
     status = AttemptStatus(attempt.status) if attempt is not None else None
     if attempt is None or status not in effects.RECONCILABLE:
         # The dispatch record is written with proposal.allowed, and every later status
@@ -158,15 +159,13 @@ def send_gate(owner: Owner, attempt: EffectAttempt) -> Run | None:
     """
     try:
         with transaction.atomic():
-            locked = (
-                EffectAttempt.objects.select_for_update()
-                .filter(pk=attempt.pk, status=AttemptStatus.DISPATCH_RECORDED)
-                .first()
-            )
-            run = Run.objects.get(pk=owner.run_id)
-            if locked is None or is_terminal(run.state) or run.owner_epoch != owner.epoch:
+            locked = attempts.in_status(attempt.pk, AttemptStatus.DISPATCH_RECORDED, lock=True)
+            run = rows.run_row(owner.run_id)
+            if run is None:
+                raise Run.DoesNotExist(f"no run {owner.run_id}")
+            if not locked or is_terminal(run.state) or run.owner_epoch != owner.epoch:
                 return None
-            EffectAttempt.objects.filter(pk=attempt.pk).update(status=AttemptStatus.SENDING)
+            attempts.set_status(attempt.pk, AttemptStatus.SENDING)
     except OperationalError as exc:
         if not lock_wait_failed(exc):
             raise

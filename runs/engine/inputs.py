@@ -23,7 +23,7 @@ from runs.domain.completion import CompletionInputs, LedgerFact
 from runs.domain.effects import AttemptStatus
 from runs.domain.proposals import Proposal
 from runs.domain.states import EventType, State
-from runs.models import EffectAttempt, Event, Run
+from runs.models import Event, Run
 
 
 def pinned_ref(version: str, digest: str) -> str:
@@ -218,11 +218,17 @@ _LAST_PROPOSAL = Statement(
 
 def decision_visible(run: Run) -> frozenset[str] | None:
     """The capabilities the latest decision's context showed (None: not recorded)."""
-    found = _LAST_PROPOSAL.one([rows.run_pk(run.pk), EventType.PROPOSAL_EMITTED.value])
-    payload = _EVENT_PAYLOAD.load(found).payload if found else None
-    if not payload or "visible" not in payload:
+
+    def read() -> Any:
+        found = _LAST_PROPOSAL.one([rows.run_pk(run.pk), EventType.PROPOSAL_EMITTED.value])
+        payload = _EVENT_PAYLOAD.load(found).payload if found else None
+        return payload.get("visible") if payload else None
+
+    # Usually the decision this owner has just stored (runs/readcache.py).
+    visible = readcache.latest_visible(str(run.pk), run.revision, read)
+    if visible is None:
         return None
-    return frozenset(str(name) for name in payload["visible"])
+    return frozenset(str(name) for name in visible)
 
 
 def validation_context(run: Run) -> validation.ValidationContext:
@@ -259,6 +265,18 @@ def proposal_of(run: Run) -> Proposal:
     return from_dict(content)
 
 
+_EVENT_REFS = Loader(Event, ["refs"])
+_LAST_EFFECT_REFS = Statement(
+    "SELECT refs FROM runs_event WHERE run_id = %s AND type IN (%s, %s) "
+    "ORDER BY sequence DESC LIMIT 1"
+)
+_UNRESOLVED_STATUSES = sorted(effects.UNRESOLVED)  # the partial index's own list, term by term
+_UNRESOLVED_COUNT = with_lists(
+    "SELECT COUNT(*) FROM runs_effectattempt WHERE run_id = %s AND status IN ({statuses})",
+    statuses=len(_UNRESOLVED_STATUSES),
+)
+
+
 def completion_inputs(run: Run) -> CompletionInputs:
     observations = evidence.admitted_observations(str(run.pk), revision=run.revision)
     proposal, proposal_hash = canonical_proposal(observations)
@@ -291,15 +309,12 @@ def completion_inputs(run: Run) -> CompletionInputs:
         )
         for e in ports.world().ledger(namespace=run.namespace, run_id=str(run.pk))
     ]
-    recorded = (
-        Event.objects.filter(
-            run=run,
-            type__in=[EventType.EFFECT_RECORDED.value, EventType.RECONCILIATION_MATCHED.value],
-        )
-        .order_by("-sequence")
-        .values_list("refs", flat=True)
-        .first()
+    run_pk = rows.run_pk(run.pk)
+    found = _LAST_EFFECT_REFS.one(
+        [run_pk, EventType.EFFECT_RECORDED.value, EventType.RECONCILIATION_MATCHED.value]
     )
+    recorded = _EVENT_REFS.load_values(found)[0] if found is not None else None
+    unresolved = _UNRESOLVED_COUNT.one([run_pk, *_UNRESOLVED_STATUSES])
     return CompletionInputs(
         tenant=run.tenant,
         observations=observations,
@@ -309,8 +324,6 @@ def completion_inputs(run: Run) -> CompletionInputs:
         expected_key=expected_key,
         ledger=ledger,
         recorded_effect_id=(recorded or {}).get("effect", ""),
-        unresolved_attempts=EffectAttempt.objects.filter(
-            run=run, status__in=effects.UNRESOLVED
-        ).count(),
+        unresolved_attempts=unresolved[0] if unresolved is not None else 0,
         parts=ports.world().reference.parts,
     )

@@ -110,8 +110,13 @@ def step_deciding(owner: Owner, run: Run) -> None:
             return
     policy, vocabulary = resolve(run)
     projection = context.build(run, uncharged_turns=uncharged)
-    projection_hash = context.projection_hash(projection)
-    context_id = evidence.store(run_id=str(run.pk), kind="context", content=projection)
+    # One canonical text of the projection: the decision's context hash and the stored
+    # context's content hash are both its sha256 (a projection holds only JSON values).
+    projection_text = context.projection_text(projection)
+    projection_hash = context.text_hash(projection_text)
+    context_id = evidence.store(
+        run_id=str(run.pk), kind="context", content=projection, canonical=projection_text
+    )
     # Nothing a model sends may stop the run (issue 14 item 8): a raising policy is a
     # provider failure, the raw output is stored (bounded) before it is parsed, and any
     # adapter failure is a typed rejection. See runs/policies/boundary.py.

@@ -16,6 +16,7 @@ from capabilities.contracts import EffectClass, model_projection
 from capabilities.controls import CONTROL_CONTRACTS
 from capabilities.exposure import PHASE_POLICIES, Candidate, Funnel, expose, phase_for
 from catalog.models import CapabilityVersion, Source
+from fieldops.sql import Loader, Statement
 from runs import readcache
 
 # Retrieval budget for ordinary capabilities in live runs (controls never consume it).
@@ -57,6 +58,18 @@ def candidate_from(row: CapabilityVersion, pins: Mapping[str, str]) -> Candidate
     )
 
 
+# Every catalog version, with only what the funnel reads (``CapabilityVersion.objects.only``
+# of these columns, as a prepared statement; column names are the model's, never input).
+_SHOWN = Loader(
+    CapabilityVersion,
+    ["id", "capability_id", "version", "digest", "contract", "lifecycle", "source"],
+)
+_ALL_VERSIONS = Statement(
+    f"SELECT {_SHOWN.columns} FROM catalog_capabilityversion "  # noqa: S608  # nosec B608
+    "ORDER BY capability_id, version"
+)
+
+
 def observed_capabilities(run: Any) -> frozenset[str]:
     """Capabilities whose successful observations the run has admitted."""
     from runs import evidence
@@ -82,10 +95,7 @@ def funnel_for(run: Any, observed: Iterable[str]) -> Funnel:
     # What the model is shown: the catalog read once per advance (runs/readcache.py);
     # validation reads the catalog again at every decision (it enforces).
     rows = readcache.catalog_rows(
-        "visibility",
-        lambda: CapabilityVersion.objects.only(
-            "capability_id", "version", "digest", "contract", "lifecycle", "source"
-        ).order_by("capability_id", "version"),
+        "visibility", lambda: [_SHOWN.load(row) for row in _ALL_VERSIONS.rows([])]
     )
     candidates = [candidate_from(row, run.components) for row in rows]
     phase = phase_for(observed)

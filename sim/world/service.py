@@ -67,6 +67,15 @@ _SLOT_BY_ID = Statement(
     f"SELECT {_SLOT.columns} FROM world_inventoryslot "  # noqa: S608  # nosec B608
     "WHERE namespace = %s AND slot_id = %s"
 )
+_SLOTS_OF_PART = Statement(
+    f"SELECT {_SLOT.columns} FROM world_inventoryslot "  # noqa: S608  # nosec B608
+    "WHERE namespace = %s AND location_id = %s AND part_id = %s ORDER BY slot_id"
+)
+# What the verifier reads of one run's effects (``ledger_entries`` by namespace and run).
+_ENTRIES_OF_RUN = Statement(
+    f"SELECT {_ENTRY.columns} FROM world_ledgerentry "  # noqa: S608  # nosec B608
+    "WHERE namespace = %s AND run_id = %s ORDER BY committed_at, id LIMIT %s"
+)
 _TAKE_STOCK = Statement(
     "UPDATE world_inventoryslot SET available = %s, revision = %s WHERE id = %s AND revision = %s"
 )
@@ -228,11 +237,9 @@ class WorldService:
                 capability="check_inventory", call_index=call_index, args=args, outcome="NOT_FOUND"
             )
             raise ServiceFault("NOT_FOUND", "definite", location_id)
-        slots = list(
-            InventorySlot.objects.filter(
-                namespace=self.namespace, location_id=location_id, part_id=part_id
-            ).order_by("slot_id")
-        )
+        slots = [
+            _SLOT.load(row) for row in _SLOTS_OF_PART.rows([self.namespace, location_id, part_id])
+        ]
         observed = clock.now()
         fault = ""
         if self.fires("revision_changed", "check_inventory", call_index):
@@ -592,6 +599,11 @@ def ledger_entries(
     limit: int = 200,
 ) -> list[LedgerRecord]:
     """Ledger entries matching every given filter (keys or effect id: either matches)."""
+    one_run = namespace is not None and run_id is not None
+    if one_run and tenant is None and not keys and not effect_id:
+        # One run's entries: what the verifier reads at every completion.
+        found = _ENTRIES_OF_RUN.rows([namespace, run_id, limit])
+        return [record_of(_ENTRY.load(row)) for row in found]
     rows = LedgerEntry.objects.all()
     if namespace is not None:
         rows = rows.filter(namespace=namespace)

@@ -3,6 +3,7 @@ only at the exact revision it was read or rolled to; anything else reads the dat
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -73,3 +74,41 @@ def test_outside_a_scope_nothing_is_cached(world: Any, django_assert_num_queries
     with django_assert_num_queries(2):
         readcache.recorded_events(str(run.pk), run.revision)
         readcache.recorded_events(str(run.pk), run.revision)
+
+
+def test_what_a_decision_showed_is_known_from_own_committed_events_only(
+    world: Any,
+) -> None:
+    run = make_run()
+    reads: list[int] = []
+
+    def read() -> str:
+        reads.append(1)
+        return "from the database"
+
+    key = str(run.pk)
+    with readcache.scope():
+        assert readcache.latest_visible(key, run.revision, read) == "from the database"
+        decision = SimpleNamespace(
+            run_id=run.pk,
+            sequence=run.revision + 1,
+            type=EventType.PROPOSAL_EMITTED,
+            payload={"visible": ("a", "b"), "n": 1},
+            refs={},
+        )
+        readcache.roll(decision)  # type: ignore[arg-type]
+        # As the JSON column reads back.
+        assert readcache.latest_visible(key, run.revision + 1, read) == ["a", "b"]
+        assert len(reads) == 1
+        later = SimpleNamespace(**{**vars(decision), "sequence": run.revision + 2})
+        later.type = EventType.BUDGET_CHANGED
+        readcache.roll(later)  # type: ignore[arg-type]
+        assert readcache.latest_visible(key, run.revision + 2, read) == ["a", "b"]
+        assert readcache.latest_visible(key, run.revision + 3, read) == "from the database"
+        gap = SimpleNamespace(**{**vars(later), "sequence": run.revision + 4})
+        readcache.roll(gap)  # type: ignore[arg-type]
+        assert readcache.latest_visible(key, run.revision + 2, read) == "from the database"
+        with transaction.atomic():
+            readcache.roll(decision)  # type: ignore[arg-type]
+        assert readcache.latest_visible(key, run.revision + 1, read) == "from the database"
+    assert readcache.latest_visible(key, run.revision + 1, read) == "from the database"
