@@ -27,7 +27,7 @@ from access.roles import tenant_of
 from approvals.models import Checkpoint
 from kernel import clock
 from runs import callbacks
-from runs.models import Run, WorkerHeartbeat
+from runs.models import CallbackReceipt, Correlation, Run, WorkerHeartbeat
 
 MAX_CALLBACK_BYTES = 64 * 1024
 SIGNATURE_HEADER = "X-FieldOps-Signature"
@@ -100,6 +100,18 @@ def _unstorable(data: Any) -> str:
     return ""
 
 
+# A callback's text fields and the longest each may be: what the columns that record them
+# hold (a correlation id names a Correlation row and is kept on the receipt).
+_TEXT_FIELDS = {
+    "delivery_id": CallbackReceipt._meta.get_field("delivery_id").max_length or 64,
+    "correlation_id": min(
+        Correlation._meta.get_field("id").max_length or 40,
+        CallbackReceipt._meta.get_field("correlation_id").max_length or 40,
+    ),
+    "response_type": Correlation._meta.get_field("expected_response_type").max_length or 64,
+}
+
+
 def _fields(data: Any) -> dict[str, Any] | str:
     if not isinstance(data, dict):
         return "body must be a JSON object"
@@ -107,10 +119,10 @@ def _fields(data: Any) -> dict[str, Any] | str:
     if problem:
         return problem
     out: dict[str, Any] = {}
-    for name in ("delivery_id", "correlation_id", "response_type"):
+    for name, longest in _TEXT_FIELDS.items():
         value = data.get(name)
-        if not isinstance(value, str) or not 0 < len(value) <= 64:
-            return f"{name} must be a string of 1 to 64 characters"
+        if not isinstance(value, str) or not 0 < len(value) <= longest:
+            return f"{name} must be a string of 1 to {longest} characters"
         out[name] = value
     for name in ("attempt", "owner_epoch"):
         value = data.get(name)

@@ -109,6 +109,10 @@ def test_a_callback_after_the_end_cannot_reopen_the_run(client, waiting):
         (lambda d: ({}, {"timestamp": "yesterday"}), 401, "bad_timestamp"),
         (lambda d: ({"attempt": "one"}, {}), 400, "invalid_callback"),
         (lambda d: ({"surprise": 1}, {}), 400, "invalid_callback"),
+        # Longer than any correlation id can be (its column holds 40): refused as input,
+        # not failed on the receipt's column.
+        (lambda d: ({"correlation_id": "c" * 41}, {}), 400, "invalid_callback"),
+        (lambda d: ({"delivery_id": "d" * 65}, {}), 400, "invalid_callback"),
         (lambda d: ({}, {"raw": b"{not json"}), 400, "malformed_json"),
         (lambda d: ({}, {"raw": b"x" * 70_000}), 413, "too_large"),
     ],
