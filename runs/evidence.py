@@ -119,9 +119,9 @@ def store(
 
 def write(made: Sequence[Made]) -> None:
     """Write evidence ``make`` made, where no event statement carries it (the embedded
-    SQLite database): each row at most once, however often it is offered."""
+    SQLite database, in the append's transaction): each row at most once, however often
+    it is offered. The caller says ``written`` once the transaction is sure to keep them."""
     Evidence.objects.bulk_create([m.row for m in made], ignore_conflicts=True)
-    written(made)
 
 
 def written(made: Sequence[Made]) -> None:
