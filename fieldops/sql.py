@@ -92,8 +92,16 @@ def binding_cursor(db: Any) -> psycopg.Cursor[Any]:
     which never prepares). Call inside ``db.wrap_database_errors``."""
     held = getattr(db, "_fieldops_binding_cursor", None)
     if held is None or held.connection is not db.connection or held.closed:
+        # psycopg keeps 100 prepared statements per connection and deallocates the least
+        # recently used beyond that; a worker's run path alone prepares ~65 (the
+        # authority's one per set of changed columns among them), sweeps and bulk
+        # operations add theirs: room for all, so none is parsed and planned twice.
+        db.connection.prepared_max = PREPARED_MAX
         held = db._fieldops_binding_cursor = psycopg.Cursor(db.connection)
     return held
+
+
+PREPARED_MAX = 512
 
 
 def json_param(field: Field[Any, Any], value: Any, text: str) -> Any:

@@ -101,3 +101,19 @@ def test_a_claim_leaves_the_row_it_wrote(world: None) -> None:
     after = Run.objects.get(pk=run.pk)
     assert (after.lease_owner, after.lease_expires_at) == ("", None)
     assert after.owner_epoch == claim.epoch
+
+
+@pytest.mark.postgres
+def test_a_connection_keeps_every_statement_of_a_run_prepared(world: None, approver: Any) -> None:
+    """A reservation run's statements all stay prepared on the worker's connection (psycopg's
+    default of 100 would start deallocating and re-preparing once sweeps and bulk
+    operations add theirs)."""
+    from fieldops.sql import PREPARED_MAX, binding_cursor
+
+    approve(make_run(), approver)
+    assert connection.connection.prepared_max == PREPARED_MAX
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        prepared = cursor.fetchone()[0]
+    assert 0 < prepared <= PREPARED_MAX
+    assert binding_cursor(connection).connection is connection.connection
