@@ -649,13 +649,13 @@ def _check_request(
 def _check_payload_size(payload: Mapping[str, Any] | None) -> str | None:
     """Refuse a payload whose stored text is over the limit; return that text.
 
-    The measure is the payload's stored JSON text (``event_rows.payload_text``). For a
+    The measure is the payload's stored JSON text (``event_rows.stored_json``). For a
     plain dict that text is exactly what the event row will hold (the event's payload is
     a copy of it), so it is returned for the store to reuse; for any other mapping None
     (the row's text is then made from the event's own copy)."""
     if not payload:
         return None
-    text = event_rows.payload_text(payload)
+    text = event_rows.stored_json(payload)
     if len(text) > _current().max_payload_bytes:
         raise ValueError("event payload over 256 KB: store it as evidence and reference it")
     return text if type(payload) is dict else None

@@ -55,7 +55,7 @@ def _plain(value: Any) -> Any:
     return _TEXT_OF.get(value, value)
 
 
-def payload_text(payload: Mapping[str, Any]) -> str:
+def stored_json(payload: Mapping[str, Any]) -> str:
     """A JSON column's value as stored JSON text (what ``values(json_text=True)`` holds
     for a dict; the authority measures an event's payload with it): compact text through
     orjson when the value is plain (``kernel.fastjson.plain_json_text``: jsonb keeps the
@@ -66,7 +66,6 @@ def payload_text(payload: Mapping[str, Any]) -> str:
     return _TEXT.encode(payload if type(payload) is dict else dict(payload))
 
 
-_json_text = payload_text  # for ``values``, whose argument of that name shadows it
 _ROW = operator.attrgetter(*COLUMNS)
 _ENUM_AT = tuple(i for i, column in enumerate(COLUMNS) if column in ENUM_COLUMNS)
 _JSON_AT = tuple(i for i, column in enumerate(COLUMNS) if column in JSON_COLUMNS)
@@ -80,7 +79,7 @@ def values(
     dicts (or as JSON text with ``json_text``, for SQL and COPY).
 
     ``payload_text``: the payload's JSON text when the caller already has it (exactly
-    ``payload_text(dict(event.payload))``); used with ``json_text`` instead of encoding
+    ``stored_json(dict(event.payload))``); used with ``json_text`` instead of encoding
     the payload again."""
     out = list(_ROW(event))
     for i in _ENUM_AT:  # only these columns hold the vocabulary's enums (EventRecord's types)
@@ -91,7 +90,7 @@ def values(
         elif i == _PAYLOAD_AT and payload_text is not None:
             out[i] = payload_text
         else:
-            out[i] = _json_text(out[i])
+            out[i] = stored_json(out[i])
     return out
 
 
@@ -120,7 +119,7 @@ def run_state(after: RunSnapshot, *, json_text: bool = False) -> dict[str, Any]:
     row = list(_RUN_STATE(after))
     row[_STATE_AT] = _plain(row[_STATE_AT])
     for i in _RUN_JSON_AT:
-        row[i] = payload_text(row[i]) if json_text else dict(row[i])
+        row[i] = stored_json(row[i]) if json_text else dict(row[i])
     return dict(zip(_RUN_COLUMNS, row, strict=True))
 
 
@@ -148,15 +147,13 @@ def state_params(
     The run's counters after an event are the event's budget (``apply``): when they are
     equal, the budget's text is reused. The limits change only with a budget change: their
     text is kept from the last append that had the same limits."""
-    out = list(changes.values())
-    if "counters" in changes or "budget_limits" in changes:
-        for i, column in enumerate(changes):
-            value = changes[column]
-            if column == "counters":
-                same = value == event.budget
-                out[i] = event_texts[_BUDGET_AT] if same else payload_text(value)
-            elif column == "budget_limits":
-                out[i] = _limits_text(value)
+    out = []
+    for column, value in changes.items():
+        if column == "counters":
+            value = event_texts[_BUDGET_AT] if value == event.budget else stored_json(value)
+        elif column == "budget_limits":
+            value = _limits_text(value)
+        out.append(value)
     return out
 
 
@@ -170,7 +167,7 @@ def _limits_text(limits: Mapping[str, Any]) -> str:
     held, text = _last_limits
     if type(limits) is dict and limits == held:
         return text
-    text = payload_text(limits)
+    text = stored_json(limits)
     _last_limits = (dict(limits), text)
     return text
 
