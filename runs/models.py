@@ -256,7 +256,9 @@ class Evidence(models.Model):
     ]
 
     id = models.CharField(primary_key=True, max_length=40)
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="evidence")
+    # Looked up by run through the (run, kind) index: a second index on run alone would
+    # only cost each insert (a run writes ~20 evidence rows).
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="evidence", db_index=False)
     kind = models.CharField(max_length=24, choices=[(k, k) for k in KINDS])
     content = models.JSONField()
     content_hash = models.CharField(max_length=64)

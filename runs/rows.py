@@ -29,6 +29,15 @@ _POSITION = Statement("SELECT revision, owner_epoch FROM runs_run WHERE id = %s"
 _STATE = Statement("SELECT state FROM runs_run WHERE id = %s")
 
 
+# The column list of a whole run row, for statements that return one (``RETURNING``).
+RUN_COLUMNS = _RUN.columns
+
+
+def load_run(row: Any) -> Run:
+    """A whole run row (``RUN_COLUMNS``, in order) as the ``Run`` the ORM would return."""
+    return _RUN.load(row)
+
+
 def run_pk(run_id: Any) -> Any:
     """``run_id`` as the database stores the run's primary key (a UUID on PostgreSQL, its
     hex text on SQLite). Asked at nearly every statement of a run: remembered per run id."""

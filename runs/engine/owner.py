@@ -49,9 +49,15 @@ class Owner:
     # the authority, its compare-and-set proving it current), or None when the last
     # append did not leave a current copy: the runner then reads the row again.
     row: Run | None = None
+    # The copy ``take_row`` last handed to a step, while no safe point has used it: the
+    # compare-and-set of this owner's own event proved it current (revision and owner
+    # epoch) a moment ago, with no I/O since, so the step's first safe point need not
+    # read the row again (see ``safe_point``).
+    confirmed: Run | None = None
 
     def take_row(self) -> Run | None:
         row, self.row = self.row, None
+        self.confirmed = row
         return row
 
     @property
@@ -134,16 +140,18 @@ def append_fact(
     return outcome if isinstance(outcome, Result) else None
 
 
-def inject_cancel(owner: Owner, point: str) -> None:
-    """Fire a cancellation the fault plan scheduled at ``point`` (once per advance)."""
+def inject_cancel(owner: Owner, point: str) -> bool:
+    """Fire a cancellation the fault plan scheduled at ``point`` (once per advance);
+    whether one was fired."""
     if point in owner.fired or not safepoints.cancellation_scheduled(owner.plan, point):
-        return
+        return False
     owner.fired.add(point)
     from runs import services
 
     services.run_cancel(
         run_id=owner.run_id, by_ref="faultlab:scheduled", reason=f"fault lab: cancellation {point}"
     )
+    return True
 
 
 def safe_point(owner: Owner, point: str, run: Run) -> Run | None:
@@ -151,8 +159,18 @@ def safe_point(owner: Owner, point: str, run: Run) -> Run | None:
     stop. ``run`` is the caller's copy; a narrow read of the revision and owner epoch shows
     whether it is still current (every change to the run's columns but the lease is an
     event, so bumps the revision: a cancellation does). Only when it moved is the whole row
-    read again, so cancellation is still seen before every model and capability call."""
-    inject_cancel(owner, point)
+    read again, so cancellation is still seen before every model and capability call.
+
+    A step's first safe point, reached with the copy its predecessor's own event left
+    current (``Owner.confirmed``) and nothing but computation since, takes that event's
+    compare-and-set as its read: it proved the revision and owner epoch current a moment
+    earlier, exactly what the read would check (a cancellation committed in between is
+    seen by the next safe point or refused by the next compare-and-set, as one committed
+    just after a read would be). Only once: any later safe point, after I/O, reads."""
+    fired = inject_cancel(owner, point)
+    confirmed, owner.confirmed = owner.confirmed, None
+    if not fired and confirmed is run and run.owner_epoch == owner.epoch:
+        return None if is_terminal(run.state) else run
     found = rows.run_position(owner.run_id)
     if found is None or found[1] != owner.epoch:
         return None

@@ -12,13 +12,20 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import OperationalError, transaction
+from django.db import OperationalError, connection, transaction
 
 from fieldops.db import lock_wait_failed
 from fieldops.sql import Statement, param
 from kernel import clock
 from runs import authority, rows
-from runs.domain.states import Actor, EventType, is_terminal, is_waiting
+from runs.domain.states import (
+    TERMINAL_STATES,
+    WAITING_STATES,
+    Actor,
+    EventType,
+    is_terminal,
+    is_waiting,
+)
 from runs.models import Run
 
 
@@ -63,6 +70,20 @@ _RELEASE = Statement(
 )
 
 
+# The usual claim as one statement (PostgreSQL): a run that is neither ended nor waiting,
+# whose lease is free (never taken, or released) and which is not held by another
+# transaction (SKIP LOCKED: never wait), taken with the owner epoch's increment, its row
+# returned for the first step. Anything else (no row comes back) takes ``claim``'s
+# transaction below, which says why, or recovers an expired lease. Constants only.
+_NOT_CLAIMABLE = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL_STATES | WAITING_STATES))
+_TAKE_FREE = Statement(
+    "UPDATE runs_run SET owner_epoch = owner_epoch + 1, lease_owner = %s, lease_expires_at = %s "  # noqa: S608  # nosec B608
+    "WHERE id = (SELECT id FROM runs_run WHERE id = %s FOR NO KEY UPDATE SKIP LOCKED) "
+    f"AND state NOT IN ({_NOT_CLAIMABLE}) AND (lease_owner = '' OR lease_expires_at IS NULL) "
+    f"AND attempt <= %s RETURNING {rows.RUN_COLUMNS}"
+)
+
+
 def lease_length() -> dt.timedelta:
     return dt.timedelta(seconds=settings.FIELDOPS_LEASE_SECONDS)
 
@@ -70,6 +91,25 @@ def lease_length() -> dt.timedelta:
 def claim(run_id: str, worker: str) -> Claim | NotClaimed:
     """Take ownership of an advanceable run, or say why not (never waits on a lock)."""
     now = clock.now()
+    if connection.vendor == "postgresql":
+        taken = _TAKE_FREE.one(
+            [
+                worker,
+                param(_LEASE_EXPIRES, now + lease_length()),
+                rows.run_pk(run_id),
+                settings.FIELDOPS_MAX_ATTEMPTS,
+            ]
+        )
+        if taken is not None:
+            row = rows.load_run(taken)
+            return Claim(
+                run_id=run_id,
+                epoch=row.owner_epoch,
+                attempt=row.attempt,
+                worker=worker,
+                recovered=False,
+                row=row,
+            )
     with transaction.atomic():
         # SKIP LOCKED: a row locked by another transaction reads as absent here. NO KEY:
         # rows that merely reference the run (evidence, attempts) can still be inserted.

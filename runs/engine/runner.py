@@ -47,7 +47,7 @@ def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEP
         # Reads made once per advance: the run's recorded history at a revision, evidence
         # rows, the catalog the model is shown (runs/readcache.py).
         with readcache.scope():
-            _loop(owner, max_steps, run)
+            last = _loop(owner, max_steps, run)
     except points.WorkerKilled:
         # The process "died" (a drill): its lease stays until it expires, like after SIGKILL.
         raise
@@ -55,11 +55,14 @@ def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEP
         ownership.release(owner.claim)
         raise
     ownership.release(owner.claim)
+    if last is not None and is_terminal(last.state):
+        return last.state  # an ended run's state never changes: no need to read it
     return rows.run_state(run_id) or "MISSING"
 
 
-def _loop(owner: Owner, max_steps: int, first: Run) -> None:
-    """Run steps until the run waits, ends, pauses or is no longer ours.
+def _loop(owner: Owner, max_steps: int, first: Run) -> Run | None:
+    """Run steps until the run waits, ends, pauses or is no longer ours; return the copy
+    of the row that showed it (None when the loop stopped for another reason).
 
     Each step starts from the row its predecessor's applied append brought up to date in
     place (``owner.row``): the compare-and-set of that event proved the copy current at
@@ -75,9 +78,9 @@ def _loop(owner: Owner, max_steps: int, first: Run) -> None:
         if run is None:
             run = rows.run_row(owner.run_id)
             if run is None:
-                return
+                return None
         if run.owner_epoch != owner.epoch or is_terminal(run.state) or is_waiting(run.state):
-            return
+            return run
         if clock.now() > run.deadline:
             append(
                 owner,
@@ -90,7 +93,7 @@ def _loop(owner: Owner, max_steps: int, first: Run) -> None:
             continue
         owner.row = None
         if STEP_FOR_STATE[State(run.state)](owner, run) == PAUSE or owner.busy:
-            return
+            return None
         run = owner.take_row()
         # Renew once a third of the lease has passed, not after every step (a commit
         # each). Ownership is still checked every step: every append compares the owner
@@ -98,8 +101,9 @@ def _loop(owner: Owner, max_steps: int, first: Run) -> None:
         # is unexpired.
         if clock.now() - renewed_at >= ownership.lease_length() / 3:
             if not ownership.renew(owner.claim):
-                return
+                return None
             renewed_at = clock.now()
+    return None
 
 
 STEP_FOR_STATE: dict[State, Callable[[Owner, Run], str | None]] = {

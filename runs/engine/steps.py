@@ -23,6 +23,7 @@ from runs.engine.owner import (
     Owner,
     append,
     append_fact,
+    inject_cancel,
     log,
     observation_content,
     reach_point,
@@ -151,16 +152,18 @@ def step_deciding(owner: Owner, run: Run) -> None:
         refs["commentary"] = made[-1].id
     made.append(evidence.make(run_id=str(run.pk), kind="proposal", content=to_dict(proposal)))
     refs["proposal"] = made[-1].id
-    live = safe_point(owner, "after_model_response", run)
-    target = live or rows.run_row(owner.run_id)
-    if target is None:
-        raise Run.DoesNotExist(owner.run_id)
-    result = append(
+    # The safe point after the model's answer is the proposal's own compare-and-set: it
+    # decides from the copy read before the call, and if anything moved meanwhile (a
+    # cancellation, a takeover) it fails, the row is read again and the authority records
+    # why the proposal is refused (``append_fact``), as a re-read here would have shown.
+    inject_cancel(owner, "after_model_response")
+    result = append_fact(
         owner,
-        target,
         EventType.PROPOSAL_EMITTED,
         Actor.MODEL,
         proposal.kind,
+        expected_state=State.DECIDING,
+        run=run,
         refs=refs,
         payload={
             "kind": proposal.kind,
@@ -175,7 +178,7 @@ def step_deciding(owner: Owner, run: Run) -> None:
         counters_delta={Budget.TURNS: 1 + uncharged, Budget.PROPOSALS: 1},
         evidence=made,
     )
-    if not result.applied:
+    if result is not None and not result.applied:
         log.info("proposal not admitted: %s", result.refusal, extra={"run_id": owner.run_id})
 
 

@@ -59,15 +59,42 @@ def candidate_from(row: CapabilityVersion, pins: Mapping[str, str]) -> Candidate
 
 
 # Every catalog version, with only what the funnel reads (``CapabilityVersion.objects.only``
-# of these columns, as a prepared statement; column names are the model's, never input).
+# of these columns, as a prepared statement; column names are the model's, never input),
+# but its contract: a reviewed version's digest is the digest of its contract, which is
+# never rewritten (catalog/services.py creates it with the row), so a contract read once
+# is kept by digest (``_REVIEWED``) and the catalog read sends a few bytes per version
+# instead of each contract's ~5 KB of JSON.
 _SHOWN = Loader(
-    CapabilityVersion,
-    ["id", "capability_id", "version", "digest", "contract", "lifecycle", "source"],
+    CapabilityVersion, ["id", "capability_id", "version", "digest", "lifecycle", "source"]
 )
 _ALL_VERSIONS = Statement(
     f"SELECT {_SHOWN.columns} FROM catalog_capabilityversion "  # noqa: S608  # nosec B608
     "ORDER BY capability_id, version"
 )
+_CONTRACT_OF = Loader(CapabilityVersion, ["contract"])
+_CONTRACT = Statement(
+    f"SELECT {_CONTRACT_OF.columns} FROM catalog_capabilityversion WHERE id = %s"  # noqa: S608  # nosec B608
+)
+_REVIEWED: dict[str, dict[str, Any]] = {}
+
+
+def catalog_versions() -> list[CapabilityVersion]:
+    """Every stored version, ``contract`` set for a reviewed one (``{}`` for the others:
+    discovered definitions never reach a model) and shared: read it, never change it."""
+    versions = []
+    for values in _ALL_VERSIONS.rows([]):
+        row = _SHOWN.load(values)
+        contract: dict[str, Any] = {}
+        if row.source == Source.REVIEWED:
+            contract = _REVIEWED.get(row.digest) or {}
+            if not contract:
+                found = _CONTRACT.one([row.pk])
+                contract = _CONTRACT_OF.load_values(found)[0] if found else {}
+                if contract:
+                    _REVIEWED[row.digest] = contract
+        row.contract = contract
+        versions.append(row)
+    return versions
 
 
 def observed_capabilities(run: Any) -> frozenset[str]:
@@ -94,9 +121,7 @@ def funnel_for(run: Any, observed: Iterable[str]) -> Funnel:
     replay asks it for each recorded context."""
     # What the model is shown: the catalog read once per advance (runs/readcache.py);
     # validation reads the catalog again at every decision (it enforces).
-    rows = readcache.catalog_rows(
-        "visibility", lambda: [_SHOWN.load(row) for row in _ALL_VERSIONS.rows([])]
-    )
+    rows = readcache.catalog_rows("visibility", catalog_versions)
     candidates = [candidate_from(row, run.components) for row in rows]
     phase = phase_for(observed)
     return expose(
