@@ -167,7 +167,7 @@ def test_a_whole_run_still_completes_with_every_event_in_place(world: None, appr
     approve(run, approver)
     run.refresh_from_db()
     assert run.state == "COMPLETED"
-    sequences = list(Event.objects.filter(run=run).values_list("sequence", flat=True))
+    sequences = sorted(Event.objects.filter(run=run).values_list("sequence", flat=True))
     assert sequences == list(range(1, len(sequences) + 1))
 
 
