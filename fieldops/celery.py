@@ -7,7 +7,7 @@ import os
 import signal
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_process_init
+from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fieldops.settings")
 
@@ -29,6 +29,17 @@ app.conf.beat_schedule = {
         "schedule": float(os.environ.get("FIELDOPS_REDISCOVER_INTERVAL_SECONDS", "3600")),
     },
 }
+
+
+@worker_init.connect
+def _load_urls(**_: object) -> None:
+    """Build the URL resolver's reverse index in the worker's main process, before the pool
+    forks: otherwise each pool process builds it (importing every view module and compiling
+    every route) at its first ``reverse``, which is the notification link of the first
+    approval it opens, inside that approval's transaction, holding the run's row lock."""
+    from django.urls import get_resolver
+
+    get_resolver().reverse_dict  # noqa: B018  # built on first access, then kept
 
 
 @worker_process_init.connect
