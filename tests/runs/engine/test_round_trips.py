@@ -1,4 +1,5 @@
-"""Round trips the engine no longer makes, and why what it skips was redundant (issue 21).
+"""Round trips the engine no longer makes, and why what it skips was redundant (issue 21;
+docs/runner.md).
 
 - A step's first safe point takes its predecessor's own compare-and-set as its read; a
   cancellation committed in that moment is refused by the next compare-and-set.
