@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,15 +50,16 @@ class Owner:
     # the authority, its compare-and-set proving it current), or None when the last
     # append did not leave a current copy: the runner then reads the row again.
     row: Run | None = None
-    # The copy ``take_row`` last handed to a step, while no safe point has used it: the
-    # compare-and-set of this owner's own event proved it current (revision and owner
-    # epoch) a moment ago, with no I/O since, so the step's first safe point need not
-    # read the row again (see ``safe_point``).
+    # The copy ``take_row`` last handed to a step, while no safe point has used it, and
+    # when: the compare-and-set of this owner's own event proved it current (revision and
+    # owner epoch) a moment ago, with no I/O since, so the step's first safe point need
+    # not read the row again (see ``safe_point``).
     confirmed: Run | None = None
+    confirmed_at: float = 0.0
 
     def take_row(self) -> Run | None:
         row, self.row = self.row, None
-        self.confirmed = row
+        self.confirmed, self.confirmed_at = row, time.monotonic()
         return row
 
     @property
@@ -154,6 +156,12 @@ def inject_cancel(owner: Owner, point: str) -> bool:
     return True
 
 
+# How long a step's own compare-and-set stands for a safe point's read: far longer than
+# the computation between a step's start and its first safe point (milliseconds), far
+# shorter than a lease (a takeover needs the lease to have expired).
+CONFIRMED_FOR = 1.0
+
+
 def safe_point(owner: Owner, point: str, run: Run) -> Run | None:
     """Inject a scheduled cancellation at ``point``, then re-check the run: None if we must
     stop. ``run`` is the caller's copy; a narrow read of the revision and owner epoch shows
@@ -166,10 +174,17 @@ def safe_point(owner: Owner, point: str, run: Run) -> Run | None:
     compare-and-set as its read: it proved the revision and owner epoch current a moment
     earlier, exactly what the read would check (a cancellation committed in between is
     seen by the next safe point or refused by the next compare-and-set, as one committed
-    just after a read would be). Only once: any later safe point, after I/O, reads."""
+    just after a read would be). Only once: any later safe point, after I/O, reads; and
+    only while that moment is recent (``CONFIRMED_FOR``): a process paused in between (a
+    stop signal, a stalled host) reads, as a takeover may have happened meanwhile."""
     fired = inject_cancel(owner, point)
     confirmed, owner.confirmed = owner.confirmed, None
-    if not fired and confirmed is run and run.owner_epoch == owner.epoch:
+    if (
+        not fired
+        and confirmed is run
+        and run.owner_epoch == owner.epoch
+        and time.monotonic() - owner.confirmed_at <= CONFIRMED_FOR
+    ):
         return None if is_terminal(run.state) else run
     found = rows.run_position(owner.run_id)
     if found is None or found[1] != owner.epoch:

@@ -48,6 +48,19 @@ def test_a_steps_first_safe_point_reads_nothing_and_the_next_one_reads(world: No
     assert len(second.captured_queries) == 1
 
 
+def test_a_process_paused_since_its_compare_and_set_reads_again(world: None) -> None:
+    from runs.engine import owner as owner_module
+
+    owner, row = owner_of(make_run(advance=False))
+    steps.step_created(owner, row)
+    current = owner.take_row()
+    assert current is not None
+    owner.confirmed_at -= owner_module.CONFIRMED_FOR + 1  # as if stopped for that long
+    with CaptureQueriesContext(connection) as paused:
+        assert safe_point(owner, "before_model_dispatch", current) is current
+    assert len(paused.captured_queries) == 1
+
+
 def test_a_cancellation_in_that_moment_is_refused_by_the_next_compare_and_set(
     world: None,
 ) -> None:
