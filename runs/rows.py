@@ -52,7 +52,7 @@ def _run_pk(vendor: str, run_id: Any) -> Any:
 def run_row(run_id: Any) -> Run | None:
     """The whole run row (None: no such run)."""
     row = _BY_ID.one([run_pk(run_id)])
-    return _RUN.load(row) if row is not None else None
+    return load_run(row) if row is not None else None
 
 
 def run_row_locked(run_id: Any) -> Run | None:
@@ -60,7 +60,7 @@ def run_row_locked(run_id: Any) -> Run | None:
     transaction holds it (call inside ``transaction.atomic()``)."""
     statement = _BY_ID_LOCKED if connection.vendor == "postgresql" else _BY_ID
     row = statement.one([run_pk(run_id)])
-    return _RUN.load(row) if row is not None else None
+    return load_run(row) if row is not None else None
 
 
 def run_position(run_id: Any) -> tuple[int, int] | None:

@@ -179,12 +179,7 @@ def safe_point(owner: Owner, point: str, run: Run) -> Run | None:
     stop signal, a stalled host) reads, as a takeover may have happened meanwhile."""
     fired = inject_cancel(owner, point)
     confirmed, owner.confirmed = owner.confirmed, None
-    if (
-        not fired
-        and confirmed is run
-        and run.owner_epoch == owner.epoch
-        and time.monotonic() - owner.confirmed_at <= CONFIRMED_FOR
-    ):
+    if not fired and confirmed is run and time.monotonic() - owner.confirmed_at <= CONFIRMED_FOR:
         return None if is_terminal(run.state) else run
     found = rows.run_position(owner.run_id)
     if found is None or found[1] != owner.epoch:

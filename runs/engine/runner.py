@@ -70,7 +70,7 @@ def _loop(owner: Owner, max_steps: int, first: Run) -> Run | None:
     which the next append's compare-and-set checks. Whenever the last step did not end in
     such an append (a refusal, a lost race, a control event, an append the authority had
     to decide from a fresh read, an append outside ``owner.append``), the row is read
-    again. Safe points keep their own re-read before a model or capability call.
+    again. Safe points re-check before a model or capability call (``owner.safe_point``).
     """
     renewed_at = clock.now()
     run: Run | None = first

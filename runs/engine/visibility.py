@@ -84,17 +84,19 @@ def catalog_versions() -> list[CapabilityVersion]:
     versions = []
     for values in _ALL_VERSIONS.rows([]):
         row = _SHOWN.load(values)
-        contract: dict[str, Any] = {}
-        if row.source == Source.REVIEWED:
-            contract = _REVIEWED.get(row.digest) or {}
-            if not contract:
-                found = _CONTRACT.one([row.pk])
-                contract = _CONTRACT_OF.load_values(found)[0] if found else {}
-                if contract:
-                    _REVIEWED[row.digest] = contract
-        row.contract = contract
+        row.contract = _reviewed_contract(row) if row.source == Source.REVIEWED else {}
         versions.append(row)
     return versions
+
+
+def _reviewed_contract(row: CapabilityVersion) -> dict[str, Any]:
+    contract = _REVIEWED.get(row.digest)
+    if contract is None:
+        found = _CONTRACT.one([row.pk])
+        if found is None:  # deleted since the catalog read: nothing to show, nothing kept
+            return {}
+        contract = _REVIEWED[row.digest] = _CONTRACT_OF.load_values(found)[0]
+    return contract
 
 
 def observed_capabilities(run: Any) -> frozenset[str]:
