@@ -270,7 +270,9 @@ def approval_decide(
         if checkpoint.kind != Checkpoint.Kind.APPROVAL:
             return DecisionResult.refused("not_an_approval", checkpoint)
         run = checkpoint.run
-        votes = approvers_so_far(checkpoint)
+        # Votes are recorded only below a quorum of two or more: a checkpoint of quorum 1
+        # is granted (and closed) by its first approval, so it never has one to read.
+        votes = approvers_so_far(checkpoint) if checkpoint.quorum > 1 else []
         me = principal_ref_of(user)
         refusal = domain.decision_refusal(
             domain.DecisionAttempt(
@@ -289,7 +291,13 @@ def approval_decide(
                 eligible=is_eligible(user, checkpoint),
                 quorum=checkpoint.quorum,
                 approved_by=tuple(votes),
-                other_proposal_hashes=rows.other_proposal_hashes(run.pk, checkpoint.pk),
+                # Only a hash that differs from the checkpoint's is looked up among the
+                # run's other proposals (a changed proposal apart from an altered page).
+                other_proposal_hashes=(
+                    rows.other_proposal_hashes(run.pk, checkpoint.pk)
+                    if seen_hash != checkpoint.proposal_hash
+                    else frozenset()
+                ),
                 requested_change=change,
             )
         )

@@ -63,7 +63,10 @@ class WorldPort(Protocol):
     namespace: str
     run_id: str
 
-    def next_call_index(self, capability: str) -> int: ...
+    def next_call_index(self, capability: str) -> int:
+        """The call's number for the fault plan; a service may answer 0 when no fault
+        counts this capability's calls, and number the call when it logs it."""
+        ...
 
     def fires(self, point: str, capability: str, call_index: int) -> bool: ...
 

@@ -50,17 +50,21 @@ class Owner:
     # the authority, its compare-and-set proving it current), or None when the last
     # append did not leave a current copy: the runner then reads the row again.
     row: Run | None = None
-    # The copy ``take_row`` last handed to a step, while no safe point has used it, and
-    # when: the compare-and-set of this owner's own event proved it current (revision and
-    # owner epoch) a moment ago, with no I/O since, so the step's first safe point need
-    # not read the row again (see ``safe_point``).
+    # The copy ``take_row`` last handed to a step (or the claim's row), while no safe
+    # point has used it, and when: the compare-and-set of this owner's own event (or the
+    # claim) proved it current (revision and owner epoch) a moment ago, with no I/O since,
+    # so the step's first safe point need not read the row again (see ``safe_point``).
     confirmed: Run | None = None
     confirmed_at: float = 0.0
 
     def take_row(self) -> Run | None:
         row, self.row = self.row, None
-        self.confirmed, self.confirmed_at = row, time.monotonic()
+        self.confirm(row)
         return row
+
+    def confirm(self, row: Run | None) -> None:
+        """``row`` was shown current just now (this owner's compare-and-set, or its claim)."""
+        self.confirmed, self.confirmed_at = row, time.monotonic()
 
     @property
     def run_id(self) -> str:
@@ -73,6 +77,9 @@ class Owner:
 
 def reach_point(owner: Owner, name: str) -> None:
     points.reach(name, owner.run_id)
+    if points.HOOK is not None:
+        # A drill acted here (it may have handed the run over): nothing stands confirmed.
+        owner.confirmed = None
 
 
 # A step returns PAUSE when the run must wait for something outside it before it can move
@@ -170,13 +177,15 @@ def safe_point(owner: Owner, point: str, run: Run) -> Run | None:
     read again, so cancellation is still seen before every model and capability call.
 
     A step's first safe point, reached with the copy its predecessor's own event left
-    current (``Owner.confirmed``) and nothing but computation since, takes that event's
-    compare-and-set as its read: it proved the revision and owner epoch current a moment
-    earlier, exactly what the read would check (a cancellation committed in between is
-    seen by the next safe point or refused by the next compare-and-set, as one committed
-    just after a read would be). Only once: any later safe point, after I/O, reads; and
-    only while that moment is recent (``CONFIRMED_FOR``): a process paused in between (a
-    stop signal, a stalled host) reads, as a takeover may have happened meanwhile."""
+    current (``Owner.confirmed``; for an advance's first step, the claim's row) and
+    nothing but computation since, takes that compare-and-set (or claim) as its read: it
+    proved the revision and owner epoch current a moment earlier, exactly what the read
+    would check (a cancellation committed in between is seen by the next safe point or
+    refused by the next compare-and-set, as one committed just after a read would be).
+    Only once: any later safe point, after I/O, reads; and only while that moment is
+    recent (``CONFIRMED_FOR``): a process paused in between (a stop signal, a stalled
+    host) reads, as a takeover may have happened meanwhile; and never after a drill point
+    a drill acted at (``reach_point``)."""
     fired = inject_cancel(owner, point)
     confirmed, owner.confirmed = owner.confirmed, None
     if not fired and confirmed is run and time.monotonic() - owner.confirmed_at <= CONFIRMED_FOR:

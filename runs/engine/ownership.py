@@ -66,7 +66,7 @@ _RENEW = Statement(
 )
 _RELEASE = Statement(
     "UPDATE runs_run SET lease_owner = '', lease_expires_at = NULL "
-    "WHERE id = %s AND owner_epoch = %s AND lease_owner = %s"
+    "WHERE id = %s AND owner_epoch = %s AND lease_owner = %s RETURNING state"
 )
 
 
@@ -199,10 +199,13 @@ def renew(c: Claim) -> bool:
     return renewed == 1
 
 
-def release(c: Claim) -> None:
-    """Give the run back; if another transaction holds it, the lease simply expires."""
+def release(c: Claim) -> str | None:
+    """Give the run back and return its state as released (None when it was no longer
+    ours; if another transaction holds it, the lease simply expires)."""
     try:
-        _RELEASE.write([rows.run_pk(c.run_id), c.epoch, c.worker])
+        released = _RELEASE.one([rows.run_pk(c.run_id), c.epoch, c.worker])
     except OperationalError as exc:
         if not lock_wait_failed(exc):
             raise
+        return None
+    return released[0] if released is not None else None

@@ -3,7 +3,8 @@
 ``advance`` claims the run (new owner epoch), then runs the step of its current state
 (``steps.py``; the effect and its reconciliation in ``effects.py``) until the run waits,
 ends, pauses, becomes busy or ownership is lost. The lease is renewed as it goes and
-released at the end, except when the worker "dies" (a drill), exactly as after SIGKILL.
+released at the end (by the run's own end, when it ended), except when the worker "dies"
+(a drill), exactly as after SIGKILL.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEP
         ownership.release(claim)
         return "MISSING"
     owner = Owner(claim=claim, plan=tuple(run.fault_plan), fired=set())
+    # The claim's own statement (or the read just after it) showed this copy current with
+    # the new owner epoch: the first step's first safe point need not read it again.
+    owner.confirm(run)
     try:
         reach_point(owner, "after_claim")
         # Reads made once per advance: the run's recorded history at a revision, evidence
@@ -54,10 +58,11 @@ def advance(run_id: str, *, worker: str | None = None, max_steps: int = MAX_STEP
     except BaseException:
         ownership.release(owner.claim)
         raise
-    ownership.release(owner.claim)
     if last is not None and is_terminal(last.state):
-        return last.state  # an ended run's state never changes: no need to read it
-    return rows.run_state(run_id) or "MISSING"
+        # The run's end released its lease in the same transaction (runs/terminal.py), and
+        # an ended run is never claimed again: nothing to give back, nothing to read.
+        return last.state
+    return ownership.release(owner.claim) or rows.run_state(run_id) or "MISSING"
 
 
 def _loop(owner: Owner, max_steps: int, first: Run) -> Run | None:

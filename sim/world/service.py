@@ -25,7 +25,7 @@ from fieldops.sql import Loader, Statement, param
 from kernel import clock
 from kernel.canonical import digest
 from sim.world import fixtures
-from sim.world.faults import Fault, fires, parse_plan
+from sim.world.faults import WORLD_POINTS, Fault, fires, parse_plan
 from sim.world.models import InventorySlot, LedgerEntry, ServiceRequest
 
 STALE_READ_AGE = dt.timedelta(minutes=15)
@@ -41,6 +41,16 @@ _LOG = Statement(
     "idempotency_key, args_digest, fault, outcome, created_at) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
+# The same, numbering the call in the statement itself (see ``next_call_index``).
+_LOG_NUMBERED = Statement(
+    "INSERT INTO world_servicerequest (namespace, run_id, capability, call_index, operation, "
+    "idempotency_key, args_digest, fault, outcome, created_at) "
+    "VALUES (%s, %s, %s, (SELECT COUNT(*) + 1 FROM world_servicerequest "
+    "WHERE namespace = %s AND run_id = %s AND capability = %s), %s, %s, %s, %s, %s, %s)"
+)
+# ``next_call_index`` for a call no fault of the plan is counting: its number is given when
+# the call is logged.
+NUMBERED_AT_LOG = 0
 _CREATED_AT = ServiceRequest._meta.get_field("created_at")
 
 # The reservation's commit, once per effect: the key's fence raised (an upsert that keeps
@@ -100,8 +110,21 @@ class WorldService:
 
     # -- fault schedule and request log -------------------------------------------------
     def next_call_index(self, capability: str) -> int:
+        """The number of the next call of ``capability`` in this run (1-based), which the
+        fault plan's ``on_call`` counts. When no fault of the plan counts this capability's
+        calls (the usual, empty plan), the number only goes into the request log, so it is
+        given there, in the log's own statement (``NUMBERED_AT_LOG``): one statement a
+        call instead of two."""
+        if not self._counted(capability):
+            return NUMBERED_AT_LOG
         found = _CALLS.one([self.namespace, self.run_id, capability])
         return (found[0] if found else 0) + 1
+
+    def _counted(self, capability: str) -> bool:
+        return any(
+            f.point in WORLD_POINTS and f.capability in ("*", capability) and f.on_call != 0
+            for f in self.plan
+        )
 
     def fires(self, point: str, capability: str, call_index: int) -> bool:
         return fires(self.plan, point, capability, call_index)
@@ -117,20 +140,13 @@ class WorldService:
         key: str = "",
         operation: str = "invoke",
     ) -> None:
-        _LOG.write(
-            [
-                self.namespace,
-                self.run_id,
-                capability,
-                call_index,
-                operation,
-                key,
-                digest(dict(args)),
-                fault,
-                outcome,
-                param(_CREATED_AT, clock.now()),
-            ]
-        )
+        now = param(_CREATED_AT, clock.now())
+        logged = [operation, key, digest(dict(args)), fault, outcome, now]
+        if call_index == NUMBERED_AT_LOG:
+            where = [self.namespace, self.run_id, capability]
+            _LOG_NUMBERED.write([*where, *where, *logged])
+        else:
+            _LOG.write([self.namespace, self.run_id, capability, call_index, *logged])
 
     def _common_faults(self, capability: str, call_index: int, args: Mapping[str, Any]) -> None:
         for point, code in (

@@ -8,6 +8,13 @@ docs/runner.md).
 - The usual claim is one statement (PostgreSQL); every other case keeps its transaction.
 - The catalog the model is shown is read without its contracts once they are known.
 - The indexes only the writes paid for are gone (PostgreSQL).
+- An advance's first safe point takes the claim's row as its read, unless a drill acted
+  after the claim; an advance gives a waiting run back and learns its state in one
+  statement, and gives nothing back for a run that ended (its end released it).
+- An approval of quorum 1 reads no votes, and the run's other proposals are read only for
+  a hash that differs.
+- The world double numbers a call in its request log's own statement unless the fault plan
+  counts that capability's calls.
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from catalog.models import CapabilityVersion, Source
+from fieldops import points
 from kernel import clock
 from runs import services
 from runs.domain.states import EventType
-from runs.engine import ownership, steps, visibility
+from runs.engine import ownership, runner, steps, visibility
 from runs.engine.owner import Owner, safe_point
-from runs.models import Event, Run
+from runs.models import Event, Evidence, Run
 from tests.helpers import approve, make_run, types
 
 
@@ -199,3 +207,126 @@ def test_indexes_only_the_writes_paid_for_are_gone(db: None) -> None:
     evidence = [d for t, d in found if t == "runs_evidence"]
     assert not [d for d in evidence if d.endswith("(run_id)")]
     assert [d for d in evidence if d.endswith("(run_id, kind)")]
+
+
+_POSITION_READ = "SELECT revision, owner_epoch FROM runs_run"
+
+
+def deciding_run() -> Run:
+    """A run stopped in DECIDING, its lease given back (the next advance claims it there)."""
+    run = make_run(advance=False)
+    runner.advance(str(run.pk), worker="worker-0", max_steps=2)
+    run.refresh_from_db()
+    assert run.state == "DECIDING" and not run.lease_owner
+    return run
+
+
+def test_an_advances_first_safe_point_takes_the_claims_row(world: None) -> None:
+    run = deciding_run()
+    with CaptureQueriesContext(connection) as advanced:
+        runner.advance(str(run.pk), worker="worker-a", max_steps=1)
+    run.refresh_from_db()
+    assert EventType.PROPOSAL_EMITTED.value in types(run)
+    assert not [q for q in advanced.captured_queries if _POSITION_READ in q["sql"]]
+
+
+def test_a_takeover_where_a_drill_acted_after_the_claim_is_seen_before_the_model_call(
+    world: None,
+) -> None:
+    run = deciding_run()
+    contexts = Evidence.objects.filter(run=run, kind="context").count()
+
+    def take_over(point: str, run_id: str) -> None:
+        if point == "after_claim" and run_id == str(run.pk):
+            Run.objects.filter(pk=run.pk).update(
+                lease_expires_at=clock.now() - dt.timedelta(seconds=1)
+            )
+            assert isinstance(ownership.claim(run_id, "worker-b"), ownership.Claim)
+
+    previous = points.install(take_over)
+    try:
+        runner.advance(str(run.pk), worker="worker-a", max_steps=1)
+    finally:
+        points.install(previous)
+    run.refresh_from_db()
+    # The first safe point read the row, saw worker-b's epoch and stopped: no model call,
+    # no proposal refused for a stale owner.
+    assert Evidence.objects.filter(run=run, kind="context").count() == contexts
+    assert run.lease_owner == "worker-b" and run.state == "DECIDING"
+    assert EventType.STALE_OWNER_REJECTED.value not in types(run)
+
+
+def test_a_waiting_run_is_given_back_and_its_state_known_in_one_statement(
+    world: None,
+) -> None:
+    run = make_run(advance=False)
+    with CaptureQueriesContext(connection) as advanced:
+        state = runner.advance(str(run.pk), worker="worker-a")
+    run.refresh_from_db()
+    assert state == run.state == "WAITING_HUMAN" and not run.lease_owner
+    assert not [q for q in advanced.captured_queries if "SELECT state FROM" in q["sql"]]
+    assert [q for q in advanced.captured_queries if "RETURNING state" in q["sql"]]
+
+
+def test_an_ended_run_is_not_given_back_again(world: None, approver: Any) -> None:
+    run = make_run()
+    approve(run, approver, advance=False)
+    with CaptureQueriesContext(connection) as advanced:
+        state = runner.advance(str(run.pk), worker="worker-a")
+    run.refresh_from_db()
+    assert state == run.state == "COMPLETED"
+    assert not run.lease_owner and run.lease_expires_at is None
+    releases = [q for q in advanced.captured_queries if "SET lease_owner = ''" in q["sql"]]
+    assert len(releases) == 1  # the terminal close's own, in the terminal event's transaction
+
+
+def test_released_is_none_for_a_run_that_is_no_longer_ours(world: None) -> None:
+    run = make_run(advance=False)
+    first = ownership.claim(str(run.pk), "worker-a")
+    assert isinstance(first, ownership.Claim)
+    assert ownership.release(first) == "CREATED"
+    assert ownership.release(first) is None  # given back already
+
+
+def test_an_approval_of_quorum_one_reads_no_votes_nor_other_proposals(
+    world: None, approver: Any
+) -> None:
+    run = make_run()
+    assert run.state == "WAITING_HUMAN"
+    with CaptureQueriesContext(connection) as decided:
+        assert approve(run, approver, advance=False).recorded
+    sent = [q["sql"] for q in decided.captured_queries]
+    assert not [q for q in sent if "FROM approvals_approvalvote WHERE" in q]
+    assert not [q for q in sent if "SELECT proposal_hash FROM approvals_checkpoint" in q]
+
+
+def test_the_world_numbers_an_uncounted_call_in_its_log_and_a_counted_one_before(
+    world: None,
+) -> None:
+    from sim.world.models import ServiceRequest
+    from sim.world.service import NUMBERED_AT_LOG, WorldService
+
+    plain = WorldService(namespace="faultlab", run_id="run-plain")
+    counted = WorldService(
+        namespace="faultlab",
+        run_id="run-counted",
+        fault_plan=[{"point": "timeout", "capability": "search_manual", "on_call": 2}],
+    )
+    for world_view in (plain, counted):
+        for _ in range(3):
+            index = world_view.next_call_index("search_manual")
+            world_view.log(capability="search_manual", call_index=index, args={}, outcome="ok")
+        # Another capability's calls are numbered on their own (no fault counts them).
+        index = world_view.next_call_index("read_equipment")
+        assert index == NUMBERED_AT_LOG
+        world_view.log(capability="read_equipment", call_index=index, args={}, outcome="ok")
+        logged = ServiceRequest.objects.filter(run_id=world_view.run_id).order_by("pk")
+        assert [(r.capability, r.call_index) for r in logged] == [
+            ("search_manual", 1),
+            ("search_manual", 2),
+            ("search_manual", 3),
+            ("read_equipment", 1),
+        ]
+    assert plain.next_call_index("search_manual") == NUMBERED_AT_LOG
+    assert counted.next_call_index("search_manual") == 4
+    assert counted.fires("timeout", "search_manual", 2)
