@@ -29,6 +29,13 @@ _INSERT = Statement(
     "(id, run_id, kind, content, content_hash, redaction_class, size, created_at) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
+# The same, only while the run has exactly N rows of the kind (``store_if_count``).
+_INSERT_IF_COUNT = Statement(
+    "INSERT INTO runs_evidence "
+    "(id, run_id, kind, content, content_hash, redaction_class, size, created_at) "
+    "SELECT %s, %s, %s, %s, %s, %s, %s, %s "
+    "WHERE (SELECT COUNT(*) FROM runs_evidence WHERE run_id = %s AND kind = %s) = %s"
+)
 _CONTENT, _CREATED_AT = (Evidence._meta.get_field(name) for name in ("content", "created_at"))
 # The stored row as a model instance, made from the values just written.
 _ROW = Loader(
@@ -99,22 +106,45 @@ def store(
         redaction_class=redaction_class,
         canonical=canonical,
     )
-    row = made.row
     # Evidence is insert-only: one prepared INSERT instead of the ORM's save machinery.
-    _INSERT.write(
-        [
-            row.id,
-            rows.run_pk(run_id),
-            row.kind,
-            json_param(_CONTENT, row.content, made.text),
-            row.content_hash,
-            row.redaction_class,
-            row.size,
-            param(_CREATED_AT, row.created_at),
-        ]
-    )
+    _INSERT.write(_values(made))
     written([made])
     return made.id
+
+
+def store_if_count(
+    *,
+    run_id: str,
+    kind: str,
+    content: Mapping[str, Any],
+    count: int | None,
+    canonical: str | None = None,
+) -> str | None:
+    """``store``, and with a ``count`` only while ``run_id`` has exactly ``count`` rows of
+    ``kind``, which the insert's own statement checks: the new row's id, or None (nothing
+    written) when it has not."""
+    if count is None:
+        return store(run_id=run_id, kind=kind, content=content, canonical=canonical)
+    made = make(run_id=run_id, kind=kind, content=content, canonical=canonical)
+    values = _values(made)
+    if not _INSERT_IF_COUNT.write([*values, values[1], kind, count]):
+        return None
+    written([made])
+    return made.id
+
+
+def _values(made: Made) -> list[Any]:
+    row = made.row
+    return [
+        row.id,
+        rows.run_pk(row.run_id),
+        row.kind,
+        json_param(_CONTENT, row.content, made.text),
+        row.content_hash,
+        row.redaction_class,
+        row.size,
+        param(_CREATED_AT, row.created_at),
+    ]
 
 
 def write(made: Sequence[Made]) -> None:

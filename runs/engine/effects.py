@@ -146,7 +146,7 @@ def execute_effect(owner: Owner, run: Run, proposal: ActionIntent) -> str | None
     outcome = registry.dispatch(invocation, world_of(live))
     reach_point(owner, "after_effect_committed")
     inject_cancel(owner, "after_effect_dispatch")
-    record_effect_outcome(owner, attempt, proposal, outcome)
+    record_effect_outcome(owner, attempt, proposal, outcome, run=live)
     return None
 
 
@@ -177,13 +177,21 @@ def send_gate(owner: Owner, attempt: EffectAttempt) -> Run | None:
 
 
 def record_effect_outcome(
-    owner: Owner, attempt: EffectAttempt, proposal: ActionIntent, outcome: CallOutcome
+    owner: Owner,
+    attempt: EffectAttempt,
+    proposal: ActionIntent,
+    outcome: CallOutcome,
+    *,
+    run: Run | None = None,
 ) -> None:
     """Record what the dispatch answered, as the effect table says (runs/domain/effects.py).
 
     The attempt's new status commits with the run event that records it. If the run ended
     meanwhile (a cancellation won), the event is refused and the outcome is settled from
     the ledger as ``effect.reconciled`` instead: an effect is never left off the record.
+    ``run``: the row the send gate read before the dispatch; the event's compare-and-set
+    decides from it, and anything that moved during the dispatch fails it, so the row is
+    read again and the authority decides from that (``append_fact``).
     """
     rule = registry.ALL_CONTRACTS[proposal.capability].error(outcome.error)
     resolution = effects.resolve_dispatch(
@@ -215,6 +223,7 @@ def record_effect_outcome(
         owner,
         attempt,
         resolution,
+        run=run,
         refs=refs,
         payload=payload,
         detail=outcome.detail,
@@ -231,6 +240,7 @@ def record_resolution(
     attempt: EffectAttempt,
     resolution: effects.Resolution,
     *,
+    run: Run | None = None,
     refs: dict[str, str],
     payload: dict[str, Any] | None = None,
     expected_state: State = State.EXECUTING,
@@ -240,7 +250,8 @@ def record_resolution(
     effect_id: str = "",
 ) -> Result | None:
     """Append ``resolution.event`` and move the attempt to ``resolution.status`` in the same
-    transaction; refused (nothing written) if the attempt moved meanwhile."""
+    transaction; refused (nothing written) if the attempt moved meanwhile. ``run``: the row
+    read before the I/O being recorded, if the caller has it (see ``append_fact``)."""
     assert resolution.event is not None
     source = AttemptStatus(attempt.status)
 
@@ -261,6 +272,7 @@ def record_resolution(
         Actor.CAPABILITY_ADAPTER if expected_state is State.EXECUTING else Actor.HARNESS,
         resolution.reason,
         expected_state=expected_state,
+        run=run,
         refs=refs,
         payload=payload or {},
         counters_delta={Budget.EFFECTS: 1} if resolution.effect else None,

@@ -5,7 +5,7 @@ EXECUTING (reads), VERIFYING. Each does its I/O, then appends one event.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, NamedTuple
 
 from capabilities import registry
 from fieldops.sql import Statement
@@ -91,33 +91,11 @@ def step_deciding(owner: Owner, run: Run) -> None:
     if live is None:
         return
     run = live
-    # A turn is a model call, counted at dispatch (SPEC §1, Budgets). The context is stored
-    # before the call as its dispatch record, so a call whose worker died before the
-    # proposal was recorded is charged too: on the next recorded proposal, or on the
-    # failure that ends the run for want of turns.
-    uncharged = uncharged_turns(run)
-    for budget in (Budget.TURNS, Budget.PROPOSALS):
-        used = run.counters.get(budget, 0) + (uncharged if budget is Budget.TURNS else 0)
-        if used >= run.budget_limits.get(budget, 0):
-            delta = {Budget.TURNS: uncharged} if uncharged else None
-            append(
-                owner,
-                run,
-                EventType.RUN_FAILED,
-                Actor.HARNESS,
-                exhausted_reason(budget),
-                counters_delta=delta,
-            )
-            return
     policy, vocabulary = resolve(run)
-    projection = context.build(run, uncharged_turns=uncharged)
-    # One canonical text of the projection: the decision's context hash and the stored
-    # context's content hash are both its sha256 (a projection holds only JSON values).
-    projection_text = context.projection_text(projection)
-    projection_hash = context.text_hash(projection_text)
-    context_id = evidence.store(
-        run_id=str(run.pk), kind="context", content=projection, canonical=projection_text
-    )
+    dispatched = dispatch_record(owner, run)
+    if dispatched is None:
+        return  # the run failed for want of turns
+    projection, projection_hash, context_id, uncharged = dispatched
     # Nothing a model sends may stop the run (issue 14 item 8): a raising policy is a
     # provider failure, the raw output is stored (bounded) before it is parsed, and any
     # adapter failure is a typed rejection. See runs/policies/boundary.py.
@@ -180,6 +158,74 @@ def step_deciding(owner: Owner, run: Run) -> None:
     )
     if result is not None and not result.applied:
         log.info("proposal not admitted: %s", result.refusal, extra={"run_id": owner.run_id})
+
+
+class DispatchRecord(NamedTuple):
+    projection: dict[str, Any]
+    projection_hash: str
+    context_id: str
+    uncharged: int
+
+
+def dispatch_record(owner: Owner, run: Run) -> DispatchRecord | None:
+    """Store the model call's context, its dispatch record; None when the run failed for
+    want of turns instead.
+
+    A turn is a model call, counted at dispatch (SPEC §1, Budgets). The context is stored
+    before the call, so a call whose worker died before the proposal was recorded is
+    charged too: on the next recorded proposal, or on the failure that ends the run for
+    want of turns. Usually every call made so far is charged (as many contexts as turns
+    counted): the context is then stored on that condition, which the insert's own
+    statement checks, and the calls are not counted separately. Only when it fails (a
+    dead worker's call) or a budget looks spent are the calls counted first.
+    """
+    if _spent(run, uncharged=0) is None:
+        stored = _store_context(run, uncharged=0, stored_so_far=run.counters.get(Budget.TURNS, 0))
+        if stored is not None:
+            return stored
+    uncharged = uncharged_turns(run)
+    spent = _spent(run, uncharged)
+    if spent is not None:
+        delta = {Budget.TURNS: uncharged} if uncharged else None
+        append(
+            owner,
+            run,
+            EventType.RUN_FAILED,
+            Actor.HARNESS,
+            exhausted_reason(spent),
+            counters_delta=delta,
+        )
+        return None
+    stored = _store_context(run, uncharged)
+    assert stored is not None  # stored unconditionally
+    return stored
+
+
+def _spent(run: Run, uncharged: int) -> Budget | None:
+    """The first of turns and proposals ``run`` has used up, with ``uncharged`` calls."""
+    for budget in (Budget.TURNS, Budget.PROPOSALS):
+        used = run.counters.get(budget, 0) + (uncharged if budget is Budget.TURNS else 0)
+        if used >= run.budget_limits.get(budget, 0):
+            return budget
+    return None
+
+
+def _store_context(
+    run: Run, uncharged: int, *, stored_so_far: int | None = None
+) -> DispatchRecord | None:
+    """Store the context a call with ``uncharged`` calls before it is shown; with
+    ``stored_so_far``, only while the run has exactly that many (None if not: nothing
+    is stored)."""
+    projection = context.build(run, uncharged_turns=uncharged)
+    # One canonical text of the projection: the decision's context hash and the stored
+    # context's content hash are both its sha256 (a projection holds only JSON values).
+    text = context.projection_text(projection)
+    context_id = evidence.store_if_count(
+        run_id=str(run.pk), kind="context", content=projection, canonical=text, count=stored_so_far
+    )
+    if context_id is None:
+        return None
+    return DispatchRecord(projection, context.text_hash(text), context_id, uncharged)
 
 
 def uncharged_turns(run: Run) -> int:

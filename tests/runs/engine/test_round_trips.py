@@ -15,6 +15,10 @@ docs/runner.md).
   a hash that differs.
 - The world double numbers a call in its request log's own statement unless the fault plan
   counts that capability's calls.
+- A model call's context is stored on the condition that every earlier call is charged,
+  checked by its own statement (tests/runs/engine/test_turns.py: a dead worker's call
+  fails the condition and is charged); the effect's outcome is recorded by a
+  compare-and-set on the send gate's copy.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from django.test.utils import CaptureQueriesContext
 from catalog.models import CapabilityVersion, Source
 from fieldops import points
 from kernel import clock
-from runs import services
+from runs import evidence, services
+from runs import rows as rows_module
 from runs.domain.states import EventType
 from runs.engine import ownership, runner, steps, visibility
 from runs.engine.owner import Owner, safe_point
@@ -330,3 +335,45 @@ def test_the_world_numbers_an_uncounted_call_in_its_log_and_a_counted_one_before
     assert plain.next_call_index("search_manual") == NUMBERED_AT_LOG
     assert counted.next_call_index("search_manual") == 4
     assert counted.fires("timeout", "search_manual", 2)
+
+
+def test_a_model_calls_context_is_stored_without_counting_the_calls_first(world: None) -> None:
+    run = deciding_run()
+    with CaptureQueriesContext(connection) as decided:
+        runner.advance(str(run.pk), worker="worker-a", max_steps=1)
+    run.refresh_from_db()
+    assert run.counters["turns"] == 1
+    assert Evidence.objects.filter(run=run, kind="context").count() == 1
+    sent = [q["sql"] for q in decided.captured_queries]
+    assert not [q for q in sent if q.startswith("SELECT COUNT(*) FROM runs_evidence")]
+
+
+def test_evidence_stored_on_a_count_is_not_stored_on_another(world: None) -> None:
+    run = make_run(advance=False)
+    kept = evidence.store_if_count(run_id=str(run.pk), kind="note", content={"n": 1}, count=0)
+    assert kept is not None
+    assert (
+        evidence.store_if_count(run_id=str(run.pk), kind="note", content={"n": 2}, count=0) is None
+    )
+    assert list(Evidence.objects.filter(run=run, kind="note").values_list("pk", flat=True)) == [
+        kept
+    ]
+    assert evidence.store_if_count(run_id=str(run.pk), kind="note", content={"n": 3}, count=1)
+
+
+def test_the_effects_outcome_is_recorded_on_the_send_gates_copy(world: None, approver: Any) -> None:
+    run = make_run()
+    approve(run, approver, advance=False)
+    reads: list[int] = []
+    real = rows_module.run_row
+
+    def counted(run_id: Any) -> Any:
+        reads.append(1)
+        return real(run_id)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rows_module, "run_row", counted)
+        runner.advance(str(run.pk), worker="worker-a")
+    run.refresh_from_db()
+    assert run.state == "COMPLETED"
+    assert len(reads) == 1  # the send gate's, under the dispatch record's lock
