@@ -24,11 +24,14 @@ log = logging.getLogger("fieldops.outbox")
 
 # Written with every event that needs follow-up work: a prepared statement (fieldops/sql.py).
 _PUT = Statement(
-    "INSERT INTO runs_outbox (run_id, kind, created_at, attempts) VALUES (%s, %s, %s, 0)"
+    "INSERT INTO runs_outbox (run_id, kind, created_at, attempts) VALUES (%s, %s, %s, 0) "
+    "RETURNING id"
 )
 _CREATED_AT = Outbox._meta.get_field("created_at")
 
-Relay = Callable[[str], object]
+# The relay is told the run and, when it comes from ``put``, the row it hands over (so it
+# need not look the run's pending rows up); from ``rearm``, None: every pending row.
+Relay = Callable[[str, int | None], object]
 _relay: Relay | None = None
 
 
@@ -40,17 +43,20 @@ def register_relay(relay: Relay) -> None:
 
 def put(*, run_id: str, kind: str = "advance") -> None:
     """Record that ``run_id`` needs ``kind`` and relay it when the transaction commits."""
-    _PUT.write([rows.run_pk(run_id), kind, param(_CREATED_AT, clock.now())])
-    transaction.on_commit(lambda: relay(run_id))
+    written = _PUT.one([rows.run_pk(run_id), kind, param(_CREATED_AT, clock.now())])
+    row_id = int(written[0]) if written is not None else None
+    transaction.on_commit(lambda: relay(run_id, row_id))
 
 
-def relay(run_id: str) -> None:
-    """Hand ``run_id`` over now; never raises (the row stays pending if nothing took it)."""
+def relay(run_id: str, row_id: int | None = None) -> None:
+    """Hand ``run_id`` over now (``row_id``: the pending row this hand-over is for, or None
+    for every pending row of the run); never raises (the row stays pending if nothing
+    took it)."""
     if _relay is None:
         log.warning("no outbox relay registered; the sweeper will re-arm", extra={"run_id": run_id})
         return
     try:
-        _relay(run_id)
+        _relay(run_id, row_id)
     except Exception:
         log.exception("relay failed; the sweeper re-arms the run", extra={"run_id": run_id})
 

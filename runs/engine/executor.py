@@ -40,7 +40,7 @@ def kick_on_commit(run_id: str) -> None:
     transaction.on_commit(lambda: kick(run_id))
 
 
-def kick(run_id: str) -> None:
+def kick(run_id: str, outbox_row: int | None = None) -> None:
     """Hand a committed run to the executor now; never raise.
 
     The work is already durable in the outbox, so nothing the hand-over does may turn the
@@ -48,22 +48,25 @@ def kick(run_id: str) -> None:
     re-drives the run (an undispatched outbox row, or an idle run).
     """
     try:
-        enqueue_advance(run_id)
+        enqueue_advance(run_id, outbox_row)
     except Exception:
         log.exception(
             "kick failed after commit; the sweeper re-drives the run", extra={"run_id": run_id}
         )
 
 
-def enqueue_advance(run_id: str) -> bool:
+def enqueue_advance(run_id: str, outbox_row: int | None = None) -> bool:
     """Hand ``run_id`` to the configured executor; return whether it was handed over.
 
-    Celery: publish one ``run_advance`` task, then mark the run's outbox rows seen before
-    the publish as dispatched. A publish the broker did not take returns False, leaves
-    those rows undispatched (only their ``attempts`` grows) and tells this thread's
-    ``undelivered_listener``; it never raises. In-process: advance now in this thread.
-    Deferred: nothing is handed over and the outbox rows stay pending; whoever set it
-    (the effect explorer) advances runs itself, step by step.
+    Celery: publish one ``run_advance`` task, then mark as dispatched ``outbox_row`` (the
+    row the transaction that called for this hand-over wrote), or without one the run's
+    outbox rows seen before the publish (a row an earlier hand-over failed to deliver is
+    left to the sweeper's re-arm, which covers every pending row). A publish the broker
+    did not take returns False, leaves those rows undispatched (only their ``attempts``
+    grows) and tells this thread's ``undelivered_listener``; it never raises.
+    In-process: advance now in this thread. Deferred: nothing is handed over and the
+    outbox rows stay pending; whoever set it (the effect explorer) advances runs itself,
+    step by step.
     """
     if mode() == "deferred":
         return False
@@ -73,7 +76,7 @@ def enqueue_advance(run_id: str) -> bool:
         _advance_inline(run_id)
         return True
     # Rows committed after this point belong to a later kick: only these are covered.
-    pending = [row[0] for row in _PENDING.rows([run_pk])]
+    pending = [outbox_row] if outbox_row is not None else [r[0] for r in _PENDING.rows([run_pk])]
     if not _publish(run_id):
         Outbox.objects.filter(pk__in=pending).update(attempts=F("attempts") + 1)
         _tell_listeners(run_id)

@@ -19,6 +19,8 @@ docs/runner.md).
   checked by its own statement (tests/runs/engine/test_turns.py: a dead worker's call
   fails the condition and is charged); the effect's outcome is recorded by a
   compare-and-set on the send gate's copy.
+- A Celery hand-over marks the outbox row its transaction wrote without looking the run's
+  pending rows up.
 """
 
 from __future__ import annotations
@@ -377,3 +379,33 @@ def test_the_effects_outcome_is_recorded_on_the_send_gates_copy(world: None, app
     run.refresh_from_db()
     assert run.state == "COMPLETED"
     assert len(reads) == 1  # the send gate's, under the dispatch record's lock
+
+
+def test_a_kick_marks_the_row_its_transaction_wrote_without_looking_it_up(
+    world: None,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    from runs import outbox
+    from runs.engine import executor
+    from runs.models import Outbox
+
+    settings.FIELDOPS_EXECUTION = "celery"
+    published: list[str] = []
+    monkeypatch.setattr(executor, "_publish", lambda run_id: published.append(run_id) or True)
+    run = make_run(advance=False)
+    earlier = Outbox.objects.create(run=run, kind="advance", created_at=clock.now())
+    with (
+        CaptureQueriesContext(connection) as kicked,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        outbox.put(run_id=str(run.pk))
+    assert published == [str(run.pk)]
+    assert not [q for q in kicked.captured_queries if q["sql"].startswith("SELECT id FROM")]
+    ours = Outbox.objects.exclude(pk=earlier.pk).get(run=run)
+    assert ours.dispatched_at is not None and ours.attempts == 1
+    # An earlier row no hand-over delivered stays pending: the sweeper re-arms it.
+    earlier.refresh_from_db()
+    assert earlier.dispatched_at is None
+    assert str(run.pk) in outbox.pending_run_ids(created_before=clock.now(), limit=10)
