@@ -29,12 +29,13 @@ _INSERT = Statement(
     "(id, run_id, kind, content, content_hash, redaction_class, size, created_at) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
-# The same, only while the run has exactly N rows of the kind (``store_if_count``).
+_COUNT_SQL = "SELECT COUNT(*) FROM runs_evidence WHERE run_id = %s AND kind = %s"
+_COUNT = Statement(_COUNT_SQL)
+# The insert, only while the run has exactly N rows of the kind (``store_if_count``).
 _INSERT_IF_COUNT = Statement(
     "INSERT INTO runs_evidence "
     "(id, run_id, kind, content, content_hash, redaction_class, size, created_at) "
-    "SELECT %s, %s, %s, %s, %s, %s, %s, %s "
-    "WHERE (SELECT COUNT(*) FROM runs_evidence WHERE run_id = %s AND kind = %s) = %s"
+    f"SELECT %s, %s, %s, %s, %s, %s, %s, %s WHERE ({_COUNT_SQL}) = %s"
 )
 _CONTENT, _CREATED_AT = (Evidence._meta.get_field(name) for name in ("content", "created_at"))
 # The stored row as a model instance, made from the values just written.
@@ -131,6 +132,12 @@ def store_if_count(
         return None
     written([made])
     return made.id
+
+
+def count(run_id: str, kind: str) -> int:
+    """How many rows of ``kind`` ``run_id`` has."""
+    found = _COUNT.one([rows.run_pk(run_id), kind])
+    return int(found[0]) if found else 0
 
 
 def _values(made: Made) -> list[Any]:

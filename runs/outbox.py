@@ -43,9 +43,8 @@ def register_relay(relay: Relay) -> None:
 
 def put(*, run_id: str, kind: str = "advance") -> None:
     """Record that ``run_id`` needs ``kind`` and relay it when the transaction commits."""
-    written = _PUT.one([rows.run_pk(run_id), kind, param(_CREATED_AT, clock.now())])
-    row_id = int(written[0]) if written is not None else None
-    transaction.on_commit(lambda: relay(run_id, row_id))
+    ((row_id,),) = _PUT.rows([rows.run_pk(run_id), kind, param(_CREATED_AT, clock.now())])
+    transaction.on_commit(lambda: relay(run_id, int(row_id)))
 
 
 def relay(run_id: str, row_id: int | None = None) -> None:

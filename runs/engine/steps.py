@@ -8,9 +8,8 @@ import datetime as dt
 from typing import Any, NamedTuple
 
 from capabilities import registry
-from fieldops.sql import Statement
 from kernel import clock
-from runs import authority, evidence, rows
+from runs import authority, evidence
 from runs.authority import new_id
 from runs.domain import completion, validation
 from runs.domain.budgets import Budget, exhausted_reason
@@ -235,12 +234,8 @@ def uncharged_turns(run: Run) -> int:
     proposal event charges the turn, so the difference is the calls whose worker died in
     between.
     """
-    found = _CONTEXT_CALLS.one([rows.run_pk(run.pk), "context"])
-    calls = found[0] if found else 0
+    calls = evidence.count(str(run.pk), "context")
     return max(0, calls - run.counters.get(Budget.TURNS, 0))
-
-
-_CONTEXT_CALLS = Statement("SELECT COUNT(*) FROM runs_evidence WHERE run_id = %s AND kind = %s")
 
 
 def step_validating(owner: Owner, run: Run) -> None:

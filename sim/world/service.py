@@ -32,22 +32,19 @@ STALE_READ_AGE = dt.timedelta(minutes=15)
 STOCK_ATTEMPTS = 5
 
 # The request log is written and counted at every call: prepared statements (fieldops/sql.py).
-_CALLS = Statement(
+_CALLS_SQL = (
     "SELECT COUNT(*) FROM world_servicerequest "
     "WHERE namespace = %s AND run_id = %s AND capability = %s"
 )
-_LOG = Statement(
+_CALLS = Statement(_CALLS_SQL)
+_LOG_SQL = (
     "INSERT INTO world_servicerequest (namespace, run_id, capability, call_index, operation, "
     "idempotency_key, args_digest, fault, outcome, created_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "VALUES (%s, %s, %s, {index}, %s, %s, %s, %s, %s, %s)"
 )
+_LOG = Statement(_LOG_SQL.format(index="%s"))
 # The same, numbering the call in the statement itself (see ``next_call_index``).
-_LOG_NUMBERED = Statement(
-    "INSERT INTO world_servicerequest (namespace, run_id, capability, call_index, operation, "
-    "idempotency_key, args_digest, fault, outcome, created_at) "
-    "VALUES (%s, %s, %s, (SELECT COUNT(*) + 1 FROM world_servicerequest "
-    "WHERE namespace = %s AND run_id = %s AND capability = %s), %s, %s, %s, %s, %s, %s)"
-)
+_LOG_NUMBERED = Statement(_LOG_SQL.format(index=f"({_CALLS_SQL}) + 1"))
 # ``next_call_index`` for a call no fault of the plan is counting: its number is given when
 # the call is logged.
 NUMBERED_AT_LOG = 0
