@@ -13,6 +13,7 @@ A few of them are then approved to show the waits are live and resume on the wor
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from common import (
     REDIS_URL,
@@ -81,7 +82,7 @@ def measure(workers: Workers, queue: str, count: int) -> None:
         busy_waiting.append(workers.busy())
         conns = connections_to(DB, exclude_pids=[_own_pid()])
         conns_waiting.append(len(conns))
-        queued.append(int(broker.llen(queue)))
+        queued.append(_queued(broker, queue))
         time.sleep(0.5)
     pending = Checkpoint.objects.filter(run_id__in=ids, status=Checkpoint.Status.PENDING).count()
     leased = Run.objects.filter(pk__in=ids).exclude(lease_owner="").count()
@@ -131,6 +132,14 @@ def measure(workers: Workers, queue: str, count: int) -> None:
         time.sleep(0.1)
     outcomes = sorted(Run.objects.filter(pk__in=resumed).values_list("state", flat=True))
     say(f"approved {len(resumed)} of them: they resumed on the same workers and ended {outcomes}")
+
+
+def _queued(broker: Any, queue: str) -> int:
+    """Messages waiting on ``queue`` at every priority (kombu's Redis transport keeps one
+    list per priority step: the queue's own name for 0, ``<queue>\\x06\\x16<n>`` for n)."""
+    return sum(
+        int(broker.llen(key)) for key in [queue, *(f"{queue}\x06\x16{n}" for n in (3, 6, 9))]
+    )
 
 
 if __name__ == "__main__":

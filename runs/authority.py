@@ -208,7 +208,8 @@ def append(
     ``expected_epoch`` is the caller's ownership epoch (None for non-owner writers such as
     approvers, operators and the clock). ``within`` runs inside the same transaction after
     the event is stored (checkpoints, dispatch records, ...). ``advance_after`` puts the
-    run in the outbox, committed with the event, to be advanced after commit.
+    run in the outbox, committed with the event, to be advanced after commit (as a resume:
+    a waiting run someone answered, handed over ahead of queued work).
 
     ``run`` is the caller's copy of the run row, read at ``expected_revision``: the
     authority decides from it instead of reading the row again. The compare-and-set on
@@ -513,8 +514,8 @@ def _write(run: Run, snapshot: RunSnapshot, decision: _Write, db: Any = None) ->
         terminal.close(run, event)
     if decision.within is not None:
         decision.within(run, event)
-    if decision.advance_after:
-        outbox.put(run_id=str(run.pk))
+    if decision.advance_after:  # a waiting run answered: handed over ahead of queued work
+        outbox.put(run_id=str(run.pk), kind=outbox.RESUME)
     if db.in_atomic_block:
         # Everything of this event is written and holds the run's row lock until commit.
         points.reach(f"authority.in_transaction:{event.type}", str(run.pk))

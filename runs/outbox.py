@@ -2,6 +2,10 @@
 
 A writer (the authority, ``run_create``) calls ``put`` inside its transaction: the row is
 committed with the event, and once the transaction commits the relay hands the run over.
+A row's kind says how urgent it is: ``RESUME`` for a waiting run a person or an external
+system just answered (an approval decided, a clarification answered, a callback
+correlated), which the relay hands over ahead of queued work; ``ADVANCE`` for everything
+else (a new run, a re-drive).
 The relay is registered by the engine when the app is ready (``runs.apps``); writers know
 nothing about who executes runs. A relay that could not hand a run over leaves its row
 pending, and the sweeper re-arms pending rows (``rearm``), so a lost hand-over costs a
@@ -29,9 +33,13 @@ _PUT = Statement(
 )
 _CREATED_AT = Outbox._meta.get_field("created_at")
 
-# The relay is told the run and, when it comes from ``put``, the row it hands over (so it
-# need not look the run's pending rows up); from ``rearm``, None: every pending row.
-Relay = Callable[[str, int | None], object]
+ADVANCE = "advance"
+RESUME = "resume"
+
+# The relay is told the run and, when it comes from ``put``, the row it hands over and its
+# kind (so it need not look the run's pending rows up); from ``rearm``, None and None:
+# every pending row, whose kinds it reads.
+Relay = Callable[[str, int | None, str | None], object]
 _relay: Relay | None = None
 
 
@@ -41,21 +49,21 @@ def register_relay(relay: Relay) -> None:
     _relay = relay
 
 
-def put(*, run_id: str, kind: str = "advance") -> None:
+def put(*, run_id: str, kind: str = ADVANCE) -> None:
     """Record that ``run_id`` needs ``kind`` and relay it when the transaction commits."""
     ((row_id,),) = _PUT.rows([rows.run_pk(run_id), kind, param(_CREATED_AT, clock.now())])
-    transaction.on_commit(lambda: relay(run_id, int(row_id)))
+    transaction.on_commit(lambda: relay(run_id, int(row_id), kind))
 
 
-def relay(run_id: str, row_id: int | None = None) -> None:
-    """Hand ``run_id`` over now (``row_id``: the pending row this hand-over is for, or None
-    for every pending row of the run); never raises (the row stays pending if nothing
-    took it)."""
+def relay(run_id: str, row_id: int | None = None, kind: str | None = None) -> None:
+    """Hand ``run_id`` over now (``row_id`` and ``kind``: the pending row this hand-over is
+    for, or None for every pending row of the run); never raises (the row stays pending if
+    nothing took it)."""
     if _relay is None:
         log.warning("no outbox relay registered; the sweeper will re-arm", extra={"run_id": run_id})
         return
     try:
-        _relay(run_id, row_id)
+        _relay(run_id, row_id, kind)
     except Exception:
         log.exception("relay failed; the sweeper re-arms the run", extra={"run_id": run_id})
 
@@ -64,7 +72,7 @@ def rearm(run_id: str) -> None:
     """The sweeper's hand-over of a run that should move (its message was lost, or its
     owner died): make sure a pending row says so, then relay it now."""
     if not Outbox.objects.filter(run_id=run_id, dispatched_at__isnull=True).exists():
-        Outbox.objects.create(run_id=run_id, kind="advance", created_at=clock.now())
+        Outbox.objects.create(run_id=run_id, kind=ADVANCE, created_at=clock.now())
     relay(run_id)
 
 

@@ -8,6 +8,12 @@ A kick that cannot be published (the broker is down or unreachable) is not an er
 publish gives up within the bounded retry policy of ``fieldops/settings.py``, the outbox
 rows stay undispatched for the sweeper's re-drive, and whoever listens in this thread
 (``undelivered_listener``: the web request's note) is told.
+
+On Celery a waiting run that was just answered (an outbox row of kind ``RESUME``: an
+approval decided, a clarification answered, a callback correlated) is published at the
+broker's first priority, every other advance (a new run, a re-drive) at a lower one, so
+the next free worker takes the run somebody is waiting on before the queued starts:
+under load the approver's wait is one task's, not the queue's.
 """
 
 from __future__ import annotations
@@ -18,16 +24,22 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F
 
 from fieldops import telemetry
 from fieldops.sql import Statement, param
 from kernel import clock
-from runs import rows
+from runs import outbox, rows
 from runs.models import Outbox
 
 log = logging.getLogger("fieldops.executor")
+
+# Task priorities on the Redis broker, whose transport serves 0 first, then 3, 6 and 9
+# (kombu's ``priority_steps``; a task published without one is 0): a resumed run before
+# every queued advance, the sweeper's and beat's own tasks alongside it.
+RESUME_PRIORITY = 0
+ADVANCE_PRIORITY = 6
+
 _local = threading.local()
 
 
@@ -35,12 +47,7 @@ def mode() -> str:
     return settings.FIELDOPS_EXECUTION
 
 
-def kick_on_commit(run_id: str) -> None:
-    """After the current transaction commits, ``kick`` ``run_id``."""
-    transaction.on_commit(lambda: kick(run_id))
-
-
-def kick(run_id: str, outbox_row: int | None = None) -> None:
+def kick(run_id: str, outbox_row: int | None = None, kind: str | None = None) -> None:
     """Hand a committed run to the executor now; never raise.
 
     The work is already durable in the outbox, so nothing the hand-over does may turn the
@@ -48,22 +55,23 @@ def kick(run_id: str, outbox_row: int | None = None) -> None:
     re-drives the run (an undispatched outbox row, or an idle run).
     """
     try:
-        enqueue_advance(run_id, outbox_row)
+        enqueue_advance(run_id, outbox_row, kind)
     except Exception:
         log.exception(
             "kick failed after commit; the sweeper re-drives the run", extra={"run_id": run_id}
         )
 
 
-def enqueue_advance(run_id: str, outbox_row: int | None = None) -> bool:
+def enqueue_advance(run_id: str, outbox_row: int | None = None, kind: str | None = None) -> bool:
     """Hand ``run_id`` to the configured executor; return whether it was handed over.
 
     Celery: publish one ``run_advance`` task, then mark as dispatched ``outbox_row`` (the
-    row the transaction that called for this hand-over wrote), or without one the run's
-    outbox rows seen before the publish (a row an earlier hand-over failed to deliver is
-    left to the sweeper's re-arm, which covers every pending row). A publish the broker
-    did not take returns False, leaves those rows undispatched (only their ``attempts``
-    grows) and tells this thread's ``undelivered_listener``; it never raises.
+    row of ``kind`` the transaction that called for this hand-over wrote), or without one
+    the run's outbox rows seen before the publish (a row an earlier hand-over failed to
+    deliver is left to the sweeper's re-arm, which covers every pending row); at
+    ``RESUME_PRIORITY`` when the row, or one of the rows, is a resume. A publish the
+    broker did not take returns False, leaves those rows undispatched (only their
+    ``attempts`` grows) and tells this thread's ``undelivered_listener``; it never raises.
     In-process: advance now in this thread. Deferred: nothing is handed over and the
     outbox rows stay pending; whoever set it (the effect explorer) advances runs itself,
     step by step.
@@ -76,8 +84,13 @@ def enqueue_advance(run_id: str, outbox_row: int | None = None) -> bool:
         _advance_inline(run_id)
         return True
     # Rows committed after this point belong to a later kick: only these are covered.
-    pending = [outbox_row] if outbox_row is not None else [r[0] for r in _PENDING.rows([run_pk])]
-    if not _publish(run_id):
+    if outbox_row is not None:
+        pending, kinds = [outbox_row], {kind}
+    else:
+        found = _PENDING.rows([run_pk])
+        pending, kinds = [row[0] for row in found], {row[1] for row in found}
+    priority = RESUME_PRIORITY if outbox.RESUME in kinds else ADVANCE_PRIORITY
+    if not _publish(run_id, priority):
         Outbox.objects.filter(pk__in=pending).update(attempts=F("attempts") + 1)
         _tell_listeners(run_id)
         return False
@@ -88,7 +101,7 @@ def enqueue_advance(run_id: str, outbox_row: int | None = None) -> bool:
 
 # The hand-over's reads and writes of the outbox, at every kick: prepared statements.
 _DISPATCHED_AT = Outbox._meta.get_field("dispatched_at")
-_PENDING = Statement("SELECT id FROM runs_outbox WHERE run_id = %s AND dispatched_at IS NULL")
+_PENDING = Statement("SELECT id, kind FROM runs_outbox WHERE run_id = %s AND dispatched_at IS NULL")
 _DISPATCHED_ALL = Statement(
     "UPDATE runs_outbox SET dispatched_at = %s, attempts = attempts + 1 "
     "WHERE run_id = %s AND dispatched_at IS NULL"
@@ -98,8 +111,9 @@ _DISPATCHED_ONE = Statement(
 )
 
 
-def _publish(run_id: str) -> bool:
-    """Publish one run_advance task on the project's app; False when the broker refused.
+def _publish(run_id: str, priority: int) -> bool:
+    """Publish one run_advance task at ``priority`` on the project's app; False when the
+    broker refused.
 
     Retries and connection timeouts are the settings' (``CELERY_TASK_PUBLISH_RETRY_POLICY``,
     ``CELERY_BROKER_CONNECTION_TIMEOUT``, the transport's socket timeouts), so a broker
@@ -109,7 +123,7 @@ def _publish(run_id: str) -> bool:
 
     try:
         with telemetry.run_context(run_id):  # the task headers carry the run's trace
-            tasks.run_advance.apply_async(args=[run_id])
+            tasks.run_advance.apply_async(args=[run_id], priority=priority)
     except Exception as exc:  # any broker/transport failure: the outbox keeps the work
         log.warning(
             "kick not delivered; the sweeper re-drives the run",

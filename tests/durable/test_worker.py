@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from pathlib import Path
 
@@ -70,6 +71,30 @@ def test_the_reservation_walkthrough_through_a_worker(cluster, approver):
     epochs = sorted(set(Event.objects.filter(run=run).values_list("owner_epoch", flat=True)))
     assert epochs == [1, 2]  # two claims: before and after the approval
     assert assert_sound(run) == 1
+
+
+def test_an_approved_run_goes_ahead_of_the_queued_starts(cluster, approver):
+    """The approver's wait under load is one task's, not the queue's: with six new runs'
+    advances queued on the broker before the approval's, the one worker that comes up
+    next finishes the approved run before it starts any of them (Redis priorities: the
+    resume is published at priority 0, the starts at 6; runs/engine/executor.py)."""
+    worker = cluster.start_worker()
+    waiting = wait_for(start(), ["WAITING_HUMAN"], sweep=False)
+    cluster.stop(worker)  # nobody consumes: everything published now queues up
+    queued = [start() for _ in range(6)]
+    assert approve(waiting, approver).recorded  # published last
+    assert all(Run.objects.get(pk=r.pk).state == "CREATED" for r in queued)
+    cluster.start_worker()
+    waiting = wait_for(waiting, ["COMPLETED"], sweep=False)
+    for run in queued:
+        wait_for(run, ["WAITING_HUMAN"], sweep=False)
+    finished = _at(Event.objects.get(run=waiting, type="completion.verified").occurred_at)
+    first_starts = [_at(Event.objects.get(run=r, sequence=1).occurred_at) for r in queued]
+    assert finished < min(first_starts)
+
+
+def _at(occurred_at: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(occurred_at)
 
 
 CRASH_POINTS = [

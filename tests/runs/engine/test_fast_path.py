@@ -88,3 +88,62 @@ def test_without_the_commit_nothing_moves(world, approver, no_sweeper, counted_a
     run.refresh_from_db()
     assert run.state == "VALIDATING" and counted_advances == []
     assert Outbox.objects.filter(run=run, dispatched_at__isnull=True).exists()
+
+
+@pytest.fixture
+def published(settings, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Celery hand-overs, captured instead of published: (run id, priority)."""
+    from runs.engine import executor
+
+    settings.FIELDOPS_EXECUTION = "celery"
+    sent: list[tuple[str, int]] = []
+    monkeypatch.setattr(
+        executor, "_publish", lambda run_id, priority: sent.append((run_id, priority)) or True
+    )
+    return sent
+
+
+def test_on_celery_an_answered_run_is_handed_over_ahead_of_queued_advances(
+    world, approver, published, django_capture_on_commit_callbacks
+):
+    """The approval's hand-over is published at the broker's first priority, a new run's
+    at a lower one: the next free worker takes the run an approver is waiting on before
+    the queued starts (the order itself, on a real worker and broker:
+    tests/durable/test_worker.py)."""
+    from runs import services
+    from runs.engine import executor
+
+    waiting = make_run()
+    with django_capture_on_commit_callbacks(execute=True):
+        started = services.run_create(
+            scenario="reservation",
+            tenant="north",
+            principal_ref="user:operator",
+            namespace="faultlab",
+        )
+        assert approve(waiting, approver, advance=False).recorded
+    assert published == [
+        (str(started.pk), executor.ADVANCE_PRIORITY),
+        (str(waiting.pk), executor.RESUME_PRIORITY),
+    ]
+    assert executor.RESUME_PRIORITY < executor.ADVANCE_PRIORITY  # Redis serves 0 first
+    assert Outbox.objects.get(run=waiting).kind == "resume"
+    assert Outbox.objects.get(run=started).kind == "advance"
+
+
+def test_a_re_armed_resume_keeps_its_priority(world, approver, published):
+    """A resume whose row is still pending (its hand-over never happened: here the
+    decision's commit never ran its relay) is re-published by the sweeper's re-arm at
+    the resume's priority; a run with no resume pending, at the advances'."""
+    from runs import outbox
+    from runs.engine import executor
+
+    waiting = make_run()
+    assert approve(waiting, approver, advance=False).recorded
+    other = make_run(advance=False)
+    outbox.rearm(str(waiting.pk))
+    outbox.rearm(str(other.pk))
+    assert published == [
+        (str(waiting.pk), executor.RESUME_PRIORITY),
+        (str(other.pk), executor.ADVANCE_PRIORITY),
+    ]
