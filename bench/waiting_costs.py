@@ -135,11 +135,13 @@ def measure(workers: Workers, queue: str, count: int) -> None:
 
 
 def _queued(broker: Any, queue: str) -> int:
-    """Messages waiting on ``queue`` at every priority (kombu's Redis transport keeps one
-    list per priority step: the queue's own name for 0, ``<queue>\\x06\\x16<n>`` for n)."""
-    return sum(
-        int(broker.llen(key)) for key in [queue, *(f"{queue}\x06\x16{n}" for n in (3, 6, 9))]
-    )
+    """Messages waiting on ``queue`` at every priority (kombu's Redis transport keeps a list
+    per priority step: the queue's own name for 0, then the name, its separator and the
+    step)."""
+    from kombu.transport.redis import PRIORITY_STEPS, Channel
+
+    keys = [f"{queue}{Channel.sep}{step}" if step else queue for step in PRIORITY_STEPS]
+    return sum(int(broker.llen(key)) for key in keys)
 
 
 if __name__ == "__main__":

@@ -186,11 +186,16 @@ def run_id_of(response: Response) -> str:
 
 
 def queued_tasks(redis_client: Any, queue: str) -> list[tuple[str, list[Any]]]:
-    """(task name, args) of every message kombu's Redis transport holds for ``queue``
-    (a list named after the queue)."""
+    """(task name, args) of every message kombu's Redis transport holds for ``queue``, at
+    every priority (a list per priority step: the queue's own name for 0, then the name,
+    the transport's separator and the step)."""
+    from kombu.transport.redis import PRIORITY_STEPS, Channel
+
     tasks = []
-    for raw in redis_client.lrange(queue, 0, -1):
-        message = json.loads(raw)
-        args = json.loads(b64decode(message["body"]))[0]
-        tasks.append((message["headers"]["task"], args))
+    for step in PRIORITY_STEPS:
+        key = f"{queue}{Channel.sep}{step}" if step else queue
+        for raw in redis_client.lrange(key, 0, -1):
+            message = json.loads(raw)
+            args = json.loads(b64decode(message["body"]))[0]
+            tasks.append((message["headers"]["task"], args))
     return tasks
