@@ -65,9 +65,10 @@ def round_trips() -> None:
     socket_dir = "/var/run/postgresql"
     if Path(socket_dir, f".s.PGSQL.{server.port or 5432}").exists():
         places.append(("Unix socket", socket_dir))
+    modes = (("one statement a round trip", False), ("ten a round trip (pipeline)", True))
     for label, host in places:
-        for mode in ("one statement a round trip", "ten a round trip (pipeline)"):
-            say(f"{label}, {mode}: {_statement_cost(host, server, pipelined=mode[0] == 't')}")
+        for mode, pipelined in modes:
+            say(f"{label}, {mode}: {_statement_cost(host, server, pipelined=pipelined)}")
 
 
 def _statement_cost(host: str, server: Any, *, pipelined: bool) -> str:
@@ -81,7 +82,7 @@ def _statement_cost(host: str, server: Any, *, pipelined: bool) -> str:
         dbname="postgres",
         autocommit=True,
     ) as conn:
-        (backend,) = conn.execute("SELECT pg_backend_pid()").fetchone() or (0,)
+        backend = conn.info.backend_pid
         cursor = conn.cursor()
 
         def statements(count: int) -> None:
