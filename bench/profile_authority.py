@@ -5,7 +5,8 @@ with it. In this process, on one connection to a PostgreSQL benchmark database, 
 alternates blocks of N appends through ``runs.authority.append`` (the loop of
 ``authority_throughput.py``) with N appends of the raw prepared single-statement CTE, and
 reports the client's CPU per append (``time.process_time``: what this process spent,
-whatever the machine's load) and wall time per append. ``--cprofile`` profiles the
+whatever the machine's load), the PostgreSQL backend's CPU per append (its ``/proc`` entry:
+equal for both loops shows the difference is the client's alone) and wall time per append. ``--cprofile`` profiles the
 FieldOps blocks; ``--parts`` times the authority's pieces one by one on an in-memory
 event.
 
@@ -17,9 +18,11 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 from authority_throughput import new_run, payload, raw_append
@@ -103,17 +106,38 @@ def _start_raw() -> dict[str, Any]:
     }
 
 
-def timed(block: Any, state: dict[str, Any], n: int) -> tuple[float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
+_TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
+
+
+def backend_cpu_us(pid: int) -> float:
+    """User + system CPU a PostgreSQL backend has used so far (``/proc/<pid>/stat``; the
+    server runs on this machine, as for every benchmark here)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * _TICK_US
+
+
+def timed(block: Any, state: dict[str, Any], n: int, backend: int) -> tuple[float, float, float]:
+    """Client CPU, wall time and the backend's CPU (``backend``: its pid) per append."""
+    wall, cpu, server = time.perf_counter(), time.process_time(), backend_cpu_us(backend)
     block(state, n)
-    return (time.process_time() - cpu) / n * 1e6, (time.perf_counter() - wall) / n * 1e6
+    return (
+        (time.process_time() - cpu) / n * 1e6,
+        (time.perf_counter() - wall) / n * 1e6,
+        (backend_cpu_us(backend) - server) / n,
+    )
 
 
 def compare(appends: int, rounds: int, profile: str | None) -> None:
     fo, raw = _start_fieldops(), _start_raw()
     fieldops_block(fo, 50)  # warm up: prepare the statement, fill caches
     raw_block(raw, 50)
-    samples: dict[str, list[tuple[float, float]]] = {"fieldops": [], "raw": []}
+    from django.db import connection
+
+    backends = {
+        "fieldops": connection.connection.info.backend_pid,
+        "raw": raw["conn"].info.backend_pid,
+    }
+    samples: dict[str, list[tuple[float, float, float]]] = {"fieldops": [], "raw": []}
     profiler = cProfile.Profile() if profile else None
     for _ in range(rounds):
         # A fresh run each round, so no history grows past the size that logs a warning.
@@ -123,15 +147,16 @@ def compare(appends: int, rounds: int, profile: str | None) -> None:
         for name, block, state in (("raw", raw_block, raw), ("fieldops", fieldops_block, fo)):
             if profiler is not None and profile == name:
                 profiler.enable()
-            samples[name].append(timed(block, state, appends))
+            samples[name].append(timed(block, state, appends, backends[name]))
             if profiler is not None:
                 profiler.disable()
     for name, values in samples.items():
         cpu = statistics.median(v[0] for v in values)
         wall = statistics.median(v[1] for v in values)
+        server = statistics.median(v[2] for v in values)
         say(
-            f"{name:8s} client CPU {cpu:6.1f} us/append, wall {wall:6.1f} us/append "
-            f"(median of {rounds} x {appends})"
+            f"{name:8s} client CPU {cpu:6.1f} us/append, backend CPU {server:6.1f} us/append, "
+            f"wall {wall:6.1f} us/append (median of {rounds} x {appends})"
         )
     fo_cpu = statistics.median(v[0] for v in samples["fieldops"])
     raw_cpu = statistics.median(v[0] for v in samples["raw"])
