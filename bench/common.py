@@ -437,6 +437,16 @@ def child_pids(pid: int) -> list[int]:
     return found
 
 
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds process ``pid`` has used so far (``/proc/<pid>/stat``;
+    PostgreSQL runs on this machine, as for every benchmark here)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLOCK_TICKS_PER_S, int(fields[12]) / CLOCK_TICKS_PER_S
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

@@ -36,10 +36,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from common import PG_SERVER, Workers, banner, celery_bench, make_user, say
+from common import (
+    CLOCK_TICKS_PER_S,
+    PG_SERVER,
+    Workers,
+    banner,
+    celery_bench,
+    make_user,
+    proc_cpu,
+    say,
+)
 
 DB = "fieldops_bench_machine"
-HZ = os.sysconf("SC_CLK_TCK")
 STATEMENTS = 20_000
 
 
@@ -97,10 +105,10 @@ def _statement_cost(host: str, server: Any, *, pipelined: bool) -> str:
                     cursor.fetchone()
 
         statements(200)  # prepared, warm
-        client, server_cpu, wall = os.times(), _proc_cpu(backend), time.perf_counter()
+        client, server_cpu, wall = os.times(), proc_cpu(backend), time.perf_counter()
         statements(STATEMENTS)
         wall = (time.perf_counter() - wall) / STATEMENTS * 1e6
-        after, server_after = os.times(), _proc_cpu(backend)
+        after, server_after = os.times(), proc_cpu(backend)
 
     def per(value: float) -> float:
         return value / STATEMENTS * 1e6
@@ -111,12 +119,6 @@ def _statement_cost(host: str, server: Any, *, pipelined: bool) -> str:
         f"client {cu:.1f} user + {cs:.1f} system, backend {bu:.1f} + {bs:.1f}, "
         f"total {cu + cs + bu + bs:.1f} us CPU; wall {wall:.1f} us"
     )
-
-
-def _proc_cpu(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) / HZ, int(fields[12]) / HZ
 
 
 # -- 2. end to end -----------------------------------------------------------------------
@@ -161,7 +163,7 @@ def _measured_round(round_: Callable[[], float], runs: int) -> None:
         spent[kind][1] += system - system_before
     ticks = [b - a for a, b in zip(machine, machine_after, strict=True)]
     idle = (ticks[3] + ticks[4]) / sum(ticks)  # idle + iowait
-    softirq_ms = ticks[6] / HZ / runs * 1000
+    softirq_ms = ticks[6] / CLOCK_TICKS_PER_S / runs * 1000
     parts = ", ".join(
         f"{kind} {user / runs * 1000:.1f}+{system / runs * 1000:.1f}"
         for kind, (user, system) in sorted(spent.items(), key=lambda kv: -sum(kv[1]))
@@ -183,7 +185,7 @@ def _processes() -> dict[int, tuple[str, float, float]]:
             continue
         try:
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            user, system = _proc_cpu(int(entry.name))
+            user, system = proc_cpu(int(entry.name))
             parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             parent_command = Path(f"/proc/{parent}/cmdline").read_bytes().decode(errors="replace")
         except (OSError, ValueError):

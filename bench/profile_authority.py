@@ -4,11 +4,11 @@ Not part of ``make bench`` (no target): the authority breakdown in bench/README.
 with it. In this process, on one connection to a PostgreSQL benchmark database, it
 alternates blocks of N appends through ``runs.authority.append`` (the loop of
 ``authority_throughput.py``) with N appends of the raw prepared single-statement CTE, and
-reports the client's CPU per append (``time.process_time``: what this process spent,
-whatever the machine's load), the PostgreSQL backend's CPU per append (its ``/proc`` entry:
-equal for both loops shows the difference is the client's alone) and wall time per append. ``--cprofile`` profiles the
-FieldOps blocks; ``--parts`` times the authority's pieces one by one on an in-memory
-event.
+reports per append the client's CPU (``time.process_time``: what this process spent,
+whatever the machine's load), the PostgreSQL backend's CPU (its ``/proc`` entry: equal for
+both loops shows the difference is the client's alone) and the wall time. ``--cprofile``
+profiles the FieldOps blocks; ``--parts`` times the authority's pieces one by one on an
+in-memory event.
 
     .venv/bin/python bench/profile_authority.py [--appends N] [--rounds R] [--cprofile] [--parts]
 """
@@ -18,15 +18,21 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import os
 import pstats
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 from authority_throughput import new_run, payload, raw_append
-from common import banner, django_setup, drop_database, pg_url, recreate_database, say
+from common import (
+    banner,
+    django_setup,
+    drop_database,
+    pg_url,
+    proc_cpu,
+    recreate_database,
+    say,
+)
 
 DB = "fieldops_bench_profile_authority"
 
@@ -106,14 +112,9 @@ def _start_raw() -> dict[str, Any]:
     }
 
 
-_TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
-
-
 def backend_cpu_us(pid: int) -> float:
-    """User + system CPU a PostgreSQL backend has used so far (``/proc/<pid>/stat``; the
-    server runs on this machine, as for every benchmark here)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * _TICK_US
+    """User + system CPU the PostgreSQL backend ``pid`` has used so far, in microseconds."""
+    return sum(proc_cpu(pid)) * 1e6
 
 
 def timed(block: Any, state: dict[str, Any], n: int, backend: int) -> tuple[float, float, float]:
