@@ -10,9 +10,11 @@ For ``FIELDOPS_CHAOS_SECONDS`` (default 60; at most 180) an operator starts rese
 runs through the console's start form and an approver (another person) approves each
 through the exact-proposal page, posting the hash the page shows. A few runs carry the
 ``after_commit_before_response`` fault (the reservation commits, its answer is lost) to
-exercise reconciliation, and the operator cancels a few at a random moment. Meanwhile a
-seeded chaos thread SIGKILLs pool children (sometimes a worker's parent, restarted at
-once) and SIGSTOPs a child or a whole worker for longer than the lease, then SIGCONTs it.
+exercise reconciliation, and the operator cancels a few: at a random moment of their
+first second, or within 30 ms of their approval, racing the reservation's dispatch (the
+summary counts refused cancels by the state they met). Meanwhile a seeded chaos thread
+SIGKILLs pool children (sometimes a worker's parent, restarted at once) and SIGSTOPs a
+child or a whole worker for longer than the lease, then SIGCONTs it.
 
 Then the chaos stops, every process is resumed, the fleet drains (waiting approvals are
 given) until every run has ended and the sweeper has picked up what ended runs left, and
@@ -142,17 +144,21 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
             return
         run_ids.add(run_id)
         if desk_rng.random() < CANCEL_SHARE:
-            # Half of the cancels come at a random moment, half right after the approval,
-            # when the reservation is being dispatched.
+            # Half of the cancels come at a random moment of the run's first second (the
+            # whole way to its approval when nothing is paused), half right after the
+            # approval, while the worker continues the run and dispatches the reservation
+            # (the rest of a run takes a few tens of milliseconds after its approval).
             if desk_rng.random() < 0.5:
-                cancel_after_approval[run_id] = desk_rng.uniform(0.0, 1.5)
+                cancel_after_approval[run_id] = desk_rng.uniform(0.0, 0.03)
             else:
-                cancel_at[run_id] = time.monotonic() + desk_rng.uniform(1.0, 12.0)
+                cancel_at[run_id] = time.monotonic() + desk_rng.uniform(0.0, 1.0)
 
     def serve_people() -> None:
         for run_id, checkpoint in waiting_checkpoints(run_ids).items():
             if desk.approve(checkpoint) and run_id in cancel_after_approval:
-                cancel_at[run_id] = time.monotonic() + cancel_after_approval.pop(run_id)
+                time.sleep(cancel_after_approval.pop(run_id))
+                desk.cancel(run_id)
+                cancelled.add(run_id)
         now = time.monotonic()
         for run_id in sorted(r for r, t in cancel_at.items() if t <= now and r not in cancelled):
             desk.cancel(run_id)
