@@ -21,7 +21,9 @@ given) until every run has ended and the sweeper has picked up what ended runs l
 the fleet is stopped. From the database, for every run: ``effect_violations(run)`` must be
 empty (at most one ledger effect per intent and per run, each referenced by exactly one
 recording event and counted, no unresolved attempt without a sweeper pickup, dense
-sequences, audit replay clean), and ``manage.py replay`` of all runs must exit 0. A
+sequences, audit replay clean), ``manage.py replay`` of all runs must exit 0, and the
+synthetic world's books must balance: every unit a slot lost is one some ledger effect
+reserved (the slot the runs reserve from is stocked for the longest chaos first). A
 summary (seed, duration, kills, pauses, takeovers, runs by disposition, violations) is
 printed; a failure names each run, what the audit said and the run's timeline.
 
@@ -52,7 +54,8 @@ from runs.domain import effects
 from runs.domain.states import TERMINAL_STATES, EventType
 from runs.models import EffectAttempt, Event, Run
 from runs.replay.effect_audit import effect_violations
-from sim.world.models import LedgerEntry
+from sim.world.fixtures import LIVE_NAMESPACE
+from sim.world.models import InventorySlot, LedgerEntry
 from tests.conftest import make_user
 from tests.deploy.servers import ROOT, gunicorn
 from tests.durable.chaos import Chaos, Desk, Fleet, waiting_checkpoints
@@ -64,6 +67,10 @@ WORKERS = 3
 CONCURRENCY = 2
 LEASE_SECONDS = 3
 IN_FLIGHT = 6  # runs the operator keeps going at once
+# The slot the runs reserve from holds 500 in the synthetic world: ~150 s of this test would
+# use it up, and later runs would escalate with nothing to reserve instead of reaching the
+# effect. It is given enough for the longest chaos before the fleet starts.
+STOCKED_SLOT, STOCK = "S-N1-01", 20_000
 LOST_RESPONSE_RUNS = 3
 LOST_RESPONSE = [
     {"point": "after_commit_before_response", "capability": "reserve_part", "on_call": 1}
@@ -114,6 +121,9 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
     chaos_rng, desk_rng = random.Random(f"{seed}:chaos"), random.Random(f"{seed}:desk")
     operator = make_user("chaos-operator", "north", "operator")
     make_user("chaos-approver", "north", "approver")
+    live_slots = InventorySlot.objects.filter(namespace=LIVE_NAMESPACE)
+    live_slots.filter(slot_id=STOCKED_SLOT).update(available=STOCK)
+    stock_before = dict(live_slots.values_list("slot_id", "available"))
     web = gunicorn(fleet.env(), tmp_path / "web.log")
     fleet.start(web)
     desk = Desk(web.url, operator="chaos-operator", approver="chaos-approver")
@@ -220,6 +230,18 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
     dispositions = Counter(r.disposition or r.state for r in runs)
     reasons = Counter(f"{r.disposition or r.state}:{r.terminal_reason or '-'}" for r in runs)
     effects_held = LedgerEntry.objects.filter(run_id__in=[str(r.pk) for r in runs]).count()
+    # The world's own books: every unit a slot lost is one some ledger effect reserved.
+    stock_after = dict(live_slots.values_list("slot_id", "available"))
+    reserved: Counter[str] = Counter()
+    for slot_id, quantity in LedgerEntry.objects.filter(namespace=LIVE_NAMESPACE).values_list(
+        "slot_id", "quantity"
+    ):
+        reserved[slot_id] += quantity
+    stock_mismatches = {
+        slot: (before - stock_after[slot], reserved[slot])
+        for slot, before in stock_before.items()
+        if before - stock_after[slot] != reserved[slot]
+    }
     s = chaos.stats
     summary = "\n".join(
         [
@@ -238,7 +260,8 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
             "  by reason: " + ", ".join(f"{k} {n}" for k, n in sorted(reasons.items())),
             "  http: " + ", ".join(f"{k} x{n}" for k, n in sorted(desk.statuses.items())),
             f"  replay of {len(runs)} runs: exit {replay.returncode}",
-            f"  not ended: {len(not_ended)}; violations: {sum(map(len, violations.values()))}",
+            f"  not ended: {len(not_ended)}; violations: {sum(map(len, violations.values()))};"
+            f" stock taken = reserved in the ledger: {'yes' if not stock_mismatches else 'NO'}",
         ]
     )
     with capsys.disabled():
@@ -248,6 +271,10 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
     for run_id, found in violations.items():
         problems += [f"run {run_id}: {v}" for v in found]
     problems += [f"server error: {e}" for e in desk.server_errors]
+    problems += [
+        f"slot {slot}: {taken} units taken from stock, {booked} reserved in the ledger"
+        for slot, (taken, booked) in stock_mismatches.items()
+    ]
     if replay.returncode != 0:
         problems.append(f"manage.py replay exited {replay.returncode}: {replay.stderr[-2000:]}")
         problems += [line for line in replay.stdout.splitlines() if "FINDING" in line]
