@@ -229,11 +229,13 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
     takeovers = events[EventType.RUN_RECOVERED]
     dispositions = Counter(r.disposition or r.state for r in runs)
     reasons = Counter(f"{r.disposition or r.state}:{r.terminal_reason or '-'}" for r in runs)
-    effects_held = LedgerEntry.objects.filter(run_id__in=[str(r.pk) for r in runs]).count()
-    # The world's own books: every unit a slot lost is one some ledger effect reserved.
+    ledger = LedgerEntry.objects.filter(run_id__in=[str(r.pk) for r in runs])
+    effects_held = ledger.count()
+    # The world's own books: every unit a slot lost is one a ledger effect of these runs
+    # reserved.
     stock_after = dict(live_slots.values_list("slot_id", "available"))
     reserved: Counter[str] = Counter()
-    for slot_id, quantity in LedgerEntry.objects.filter(namespace=LIVE_NAMESPACE).values_list(
+    for slot_id, quantity in ledger.filter(namespace=LIVE_NAMESPACE).values_list(
         "slot_id", "quantity"
     ):
         reserved[slot_id] += quantity
