@@ -135,13 +135,10 @@ def measure(workers: Workers, queue: str, count: int) -> None:
 
 
 def _queued(broker: Any, queue: str) -> int:
-    """Messages waiting on ``queue`` at every priority (kombu's Redis transport keeps a list
-    per priority step: the queue's own name for 0, then the name, its separator and the
-    step)."""
-    from kombu.transport.redis import PRIORITY_STEPS, Channel
+    """Messages waiting on ``queue`` at every priority."""
+    from runs.engine.executor import broker_lists
 
-    keys = [f"{queue}{Channel.sep}{step}" if step else queue for step in PRIORITY_STEPS]
-    return sum(int(broker.llen(key)) for key in keys)
+    return sum(int(broker.llen(key)) for key in broker_lists(queue))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,16 @@ log = logging.getLogger("fieldops.executor")
 RESUME_PRIORITY = 0
 ADVANCE_PRIORITY = 6
 
+
+def broker_lists(queue: str) -> list[str]:
+    """The Redis lists that hold ``queue``'s messages, one per priority step, first served
+    first (kombu's naming: the queue's own name for 0, then the name, its separator and the
+    step): where to look to count or clear what waits on a queue."""
+    from kombu.transport.redis import PRIORITY_STEPS, Channel
+
+    return [f"{queue}{Channel.sep}{step}" if step else queue for step in PRIORITY_STEPS]
+
+
 _local = threading.local()
 
 

@@ -13,7 +13,7 @@ import redis
 from django.conf import settings as django_settings
 
 from tests.conftest import require_service
-from tests.deploy.servers import REDIS_URL, ClosedPort, queue_lists
+from tests.deploy.servers import REDIS_URL, ClosedPort
 
 
 @contextmanager
@@ -82,8 +82,10 @@ def redis_db() -> Iterator[redis.Redis]:
 def queue_name(redis_db: redis.Redis) -> Iterator[str]:
     """A queue nobody else consumes; its lists (one per priority step) are removed
     afterwards."""
+    from runs.engine.executor import broker_lists
+
     name = f"fieldops_test_{uuid.uuid4().hex[:10]}"
     yield name
     redis_db.delete(
-        *queue_lists(name), f"_kombu.binding.{name}", f"_kombu.binding_permanent.{name}"
+        *broker_lists(name), f"_kombu.binding.{name}", f"_kombu.binding_permanent.{name}"
     )

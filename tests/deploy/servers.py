@@ -185,19 +185,13 @@ def run_id_of(response: Response) -> str:
     return match.group(1)
 
 
-def queue_lists(queue: str) -> list[str]:
-    """The Redis lists kombu's transport keeps for ``queue``, one per priority step, first
-    served first: the queue's own name for 0, then the name, its separator and the step."""
-    from kombu.transport.redis import PRIORITY_STEPS, Channel
-
-    return [f"{queue}{Channel.sep}{step}" if step else queue for step in PRIORITY_STEPS]
-
-
 def queued_tasks(redis_client: Any, queue: str) -> list[tuple[str, list[Any]]]:
     """(task name, args) of every message kombu's Redis transport holds for ``queue``, at
     every priority."""
     tasks = []
-    for key in queue_lists(queue):
+    from runs.engine.executor import broker_lists
+
+    for key in broker_lists(queue):
         for raw in redis_client.lrange(key, 0, -1):
             message = json.loads(raw)
             args = json.loads(b64decode(message["body"]))[0]
