@@ -10,7 +10,14 @@ both loops shows the difference is the client's alone) and the wall time. ``--cp
 profiles the FieldOps blocks; ``--parts`` times the authority's pieces one by one on an
 in-memory event.
 
+``--instructions`` counts instead of timing: each side runs in fresh processes under
+valgrind's callgrind (``--only``, with 200 and with 200 + N appends), and the difference
+of the two counts over N is the client's instructions per append, exact and the same on a
+loaded machine as on a quiet one (the kernel's share of a round trip is not counted, so
+compare it with the timed figures, not instead of them). Needs ``valgrind``; ~3 minutes.
+
     .venv/bin/python bench/profile_authority.py [--appends N] [--rounds R] [--cprofile] [--parts]
+    .venv/bin/python bench/profile_authority.py --instructions [--appends N]
 """
 
 from __future__ import annotations
@@ -18,8 +25,14 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
+import re
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from typing import Any
 
@@ -243,6 +256,74 @@ def parts(n: int) -> None:
         say(f"{name:34s} {(time.process_time() - cpu) / n * 1e6:7.1f} us")
 
 
+def instructions(appends: int) -> None:
+    """Client instructions per append of each side, counted by callgrind (see the module
+    docstring), and where the FieldOps side's extra instructions go, by shared object."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install -y valgrind)")
+    counts: dict[str, float] = {}
+    objects: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for side in ("raw", "fieldops"):
+            totals, per_object = [], []
+            for n in (200, 200 + appends):
+                out = os.path.join(tmp, f"{side}.{n}.out")
+                subprocess.run(
+                    [
+                        "valgrind",
+                        "--tool=callgrind",
+                        f"--callgrind-out-file={out}",
+                        sys.executable,
+                        __file__,
+                        "--only",
+                        side,
+                        "--appends",
+                        str(n),
+                    ],
+                    check=True,
+                    capture_output=True,
+                )
+                totals.append(_callgrind_total(out))
+                per_object.append(_callgrind_objects(out))
+            counts[side] = (totals[1] - totals[0]) / appends
+            objects[side] = {
+                name: (per_object[1].get(name, 0) - per_object[0].get(name, 0)) / appends
+                for name in per_object[1]
+            }
+    for side, count in counts.items():
+        say(f"{side:8s} {count:9,.0f} instructions/append (callgrind, {appends} appends)")
+    extra, ratio = counts["fieldops"] - counts["raw"], counts["fieldops"] / counts["raw"]
+    say(f"authority's own instructions beyond the raw loop: {extra:,.0f}/append ({ratio:.2f}x)")
+    for name in sorted(objects["fieldops"], key=lambda k: -objects["fieldops"][k])[:6]:
+        say(
+            f"  {name:44s} fieldops {objects['fieldops'][name]:9,.0f}   "
+            f"raw {objects['raw'].get(name, 0):9,.0f}"
+        )
+
+
+def _callgrind_total(path: str) -> int:
+    with open(path) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no totals in {path}")
+
+
+def _callgrind_objects(path: str) -> dict[str, int]:
+    """Instructions by shared object (the interpreter, libpq, libcrypto, orjson, ...)."""
+    text = subprocess.run(
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", path],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    out: dict[str, int] = {}
+    for count, obj in re.findall(r"^\s*([\d,]+) \([^)]*\)\s+.*\[(.+?)\]\s*$", text, re.M):
+        name = os.path.basename(obj)
+        out[name] = out.get(name, 0) + int(count.replace(",", ""))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--appends", type=int, default=1000)
@@ -255,6 +336,11 @@ def main() -> None:
         help="run just N appends of one side after a 50-append warm-up (for callgrind: the "
         "difference of two N gives instructions per append)",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count client instructions per append under callgrind instead of timing",
+    )
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     if args.only:
@@ -266,6 +352,15 @@ def main() -> None:
         state = start()
         block(state, 50)
         block(state, args.appends)
+        return
+    if args.instructions:
+        banner("authority client instructions per append vs the raw CTE loop")
+        recreate_database(DB)
+        try:
+            instructions(args.appends)
+        finally:
+            if not args.keep:
+                drop_database(DB)
         return
     banner("authority client CPU per append vs the raw CTE loop")
     recreate_database(DB)
