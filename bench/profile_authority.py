@@ -14,7 +14,7 @@ in-memory event.
 valgrind's callgrind (``--only``, with 200 and with 200 + N appends), and the difference
 of the two counts over N is the client's instructions per append, exact and the same on a
 loaded machine as on a quiet one (the kernel's share of a round trip is not counted, so
-compare it with the timed figures, not instead of them). Needs ``valgrind``; ~3 minutes.
+compare it with the timed figures, not instead of them). Needs ``valgrind``; ~4 minutes.
 
     .venv/bin/python bench/profile_authority.py [--appends N] [--rounds R] [--cprofile] [--parts]
     .venv/bin/python bench/profile_authority.py --instructions [--appends N]
