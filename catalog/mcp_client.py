@@ -15,6 +15,12 @@ speaks another protocol version or writes junk raises ``DiscoveryFailed`` with a
 code and a sentence an admin can act on. The server process is always stopped (the SDK
 closes stdin, then terminates the process tree).
 
+An HTTP target is first spoken to in Streamable HTTP. When its ``initialize`` POST is
+answered with an HTTP 4xx that a credential cannot fix (404, 405, ...), the URL is tried
+as the deprecated HTTP+SSE transport of MCP 2024-11-05 (a GET opening an event stream whose
+first event names the endpoint for POSTs), as the specification's backwards-compatibility
+section asks of clients; the identity records which one answered (``http_transport``).
+
 ``fetch_tools`` runs the coroutine with ``asyncio.run`` in a worker thread of its own, so a
 caller's thread never hosts the event loop (a thread that already runs one, such as
 Playwright's, would refuse ``asyncio.run``; Django refuses ORM calls inside one).
@@ -31,11 +37,13 @@ from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import IO, Any
 
 import anyio
 import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -47,6 +55,18 @@ from catalog.domain import discovery
 
 STDERR_TAIL = 600
 MAX_INSTRUCTIONS = 2000
+
+STREAMABLE_HTTP = "streamable-http"
+LEGACY_SSE = "sse"
+# A 4xx answer to the initialize POST that says "not this transport here" (404, 405, ...),
+# or 501 (a server that implements no POST at all), sends discovery to the deprecated
+# HTTP+SSE transport; these 4xx say something else, which the older transport would not
+# fix: a credential refused or missing, a timeout, a rate limit.
+NOT_A_TRANSPORT_ANSWER = frozenset({401, 403, 407, 408, 429})
+
+
+def _try_legacy_after(status: int) -> bool:
+    return (400 <= status < 500 and status not in NOT_A_TRANSPORT_ANSWER) or status == 501
 
 
 @dataclass(frozen=True)
@@ -173,17 +193,53 @@ async def _tapped(inner: Any, tap: _Tap) -> AsyncIterator[Any]:
                 group.cancel_scope.cancel()
 
 
-def _transport(target: Target, errlog: IO[str]) -> Any:
+@dataclass
+class _Wire:
+    """How one attempt speaks to its target: ``kind`` is "stdio", ``STREAMABLE_HTTP`` or
+    ``LEGACY_SSE``; ``status`` the HTTP status of the attempt's first request (the
+    initialize POST, or the legacy transport's GET), once answered."""
+
+    kind: str
+    status: int | None = None
+    content_type: str = ""
+
+    async def saw(self, response: httpx2.Response) -> None:
+        if self.status is None:
+            self.status = response.status_code
+            self.content_type = response.headers.get("content-type", "").split(";")[0].strip()
+
+    def answer(self) -> str:
+        """The first answer in a few words, e.g. "HTTP 200 (text/html, not an event stream)"."""
+        if self.status is None:
+            return "no answer"
+        if self.status >= 400 or self.content_type == "text/event-stream":
+            return f"HTTP {self.status} ({_reason(self.status)})"
+        kind = self.content_type or "no content type"
+        return f"HTTP {self.status} ({kind}, not an event stream)"
+
+    def client(self, headers: Mapping[str, str] | None = None, **options: Any) -> Any:
+        """An HTTP client that notes the first answer's status (for either HTTP transport;
+        the SDK never follows a redirect off the endpoint's origin, whatever it is told)."""
+        options.setdefault("timeout", httpx2.Timeout(30.0, read=60.0))
+        return httpx2.AsyncClient(
+            headers=dict(headers or {}),
+            follow_redirects=False,
+            event_hooks={"response": [self.saw]},
+            **options,
+        )
+
+
+def _transport(target: Target, errlog: IO[str], wire: _Wire) -> Any:
     if target.transport == "stdio":
         params = StdioServerParameters(
             command=target.command, args=list(target.args), cwd=target.cwd
         )
         return stdio_client(params, errlog=errlog)
-    client = httpx2.AsyncClient(
-        headers=dict(target.headers),
-        timeout=httpx2.Timeout(30.0, read=60.0),
-        follow_redirects=False,
-    )
+    if wire.kind == LEGACY_SSE:
+        return sse_client(
+            target.url, headers=dict(target.headers), httpx_client_factory=wire.client
+        )
+    client = wire.client(target.headers)
     return _owning(client, streamable_http_client(target.url, http_client=client))
 
 
@@ -199,7 +255,7 @@ def _dump(model: Any) -> Any:
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-def identity_of(client: Client, target: Target) -> dict[str, Any]:
+def identity_of(client: Client, target: Target, wire: _Wire) -> dict[str, Any]:
     """The server's identity as negotiated: what every candidate of this listing records."""
     session = client.session
     instructions = session.instructions or ""
@@ -209,23 +265,26 @@ def identity_of(client: Client, target: Target) -> dict[str, Any]:
         "capabilities": _dump(session.server_capabilities) or {},
         "instructions": _short(instructions, MAX_INSTRUCTIONS) if instructions else "",
         "transport": target.transport,
+        **({"http_transport": wire.kind} if target.transport == "http" else {}),
     }
 
 
-async def _list_all(target: Target, limits: Limits, errlog: IO[str], tap: _Tap) -> Fetched:
+async def _list_all(
+    target: Target, limits: Limits, errlog: IO[str], tap: _Tap, wire: _Wire, deadline: float
+) -> Fetched:
     started = anyio.current_time()
     tools: list[Any] = []
     identity: dict[str, Any] = {}
     pages = 0
-    with anyio.CancelScope(deadline=started + limits.timeout_seconds) as scope:
+    with anyio.CancelScope(deadline=deadline) as scope:
         tap.scope = scope
-        transport = _tapped(_transport(target, errlog), tap)
+        transport = _tapped(_transport(target, errlog, wire), tap)
         client = Client(
             transport, mode="auto", cache=None, read_timeout_seconds=limits.timeout_seconds
         )
         tap.stage = "the handshake (initialize)"
         async with client:
-            identity = identity_of(client, target)
+            identity = identity_of(client, target, wire)
             cursor: str | None = None
             seen: set[str] = set()
             while True:
@@ -389,15 +448,96 @@ def _short(text: str, limit: int) -> str:
 
 
 async def _run(target: Target, limits: Limits) -> Fetched:
+    deadline = anyio.current_time() + limits.timeout_seconds
+    if target.transport == "stdio":
+        return await _attempt(target, limits, _Wire("stdio"), deadline)
+    wire = _Wire(STREAMABLE_HTTP)
+    try:
+        return await _attempt(target, limits, wire, deadline)
+    except DiscoveryFailed as failure:
+        status = wire.status
+        if status is None or status < 400:
+            raise
+        if not _try_legacy_after(status):
+            raise _http_refusal(failure, status, target) from None
+        legacy = _Wire(LEGACY_SSE)
+        try:
+            return await _attempt(target, limits, legacy, deadline)
+        except DiscoveryFailed as second:
+            raise _neither(failure, status, second, legacy) from None
+
+
+async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float) -> Fetched:
     tap = _Tap(limits)
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as errlog:
         try:
-            return await _list_all(target, limits, errlog, tap)
+            return await _list_all(target, limits, errlog, tap, wire, deadline)
         except Exception as exc:
             failure = tap.failure or _classify(exc, tap.stage)
             failure.stage = failure.stage or tap.stage
             failure.stderr = _stderr_tail(errlog)
             raise failure from None
+
+
+def _http_refusal(failure: DiscoveryFailed, status: int, target: Target) -> DiscoveryFailed:
+    """The initialize POST was refused with ``status`` for a reason the deprecated transport
+    would not fix: say so in HTTP's terms, with whatever the server said of it."""
+    if status in (401, 403, 407):
+        hint = (
+            "the credential the reference names was refused: check its value"
+            if target.headers
+            else "if it needs a credential, register the server with a credential reference"
+        )
+    elif status in (408, 429):
+        hint = "it is busy or slow: discover again later"
+    else:
+        hint = "the server failed: see its logs"
+    return DiscoveryFailed(
+        "http_error",
+        f"the server answered {failure.stage or 'the handshake'} with HTTP {status} "
+        f"({_reason(status)}){_said(failure)}; {hint}; nothing was stored",
+        stage=failure.stage,
+    )
+
+
+def _neither(
+    first: DiscoveryFailed, status: int, second: DiscoveryFailed, legacy: _Wire
+) -> DiscoveryFailed:
+    """Neither transport answered. When the legacy GET did not open an event stream (or
+    could not be made), the URL is not an MCP endpoint of either kind: say what each
+    transport got. When it did, this is a legacy server that failed later: its failure."""
+    not_a_stream = legacy.status is not None and legacy.content_type != "text/event-stream"
+    if not_a_stream or second.code in ("http_error", "unexpected"):
+        got = legacy.answer() if legacy.status is not None else second.message
+        return DiscoveryFailed(
+            "http_error",
+            f"the URL is not an MCP endpoint: a Streamable HTTP initialize POST was answered "
+            f"with HTTP {status} ({_reason(status)}){_said(first)}, and a GET for the "
+            f"deprecated HTTP+SSE transport with {_short(got, 200)}. Is the URL the server's "
+            "MCP endpoint (often …/mcp, or …/sse for older servers)? Nothing was stored",
+            stage=first.stage,
+        )
+    second.message = f"{second.message} (over the deprecated HTTP+SSE transport)"
+    return second
+
+
+# What the SDK reports for an HTTP error without a JSON-RPC error in its body: the status
+# stands in for it, and says more.
+_SDK_STAND_INS = ("Server returned an error response", "Not Found")
+
+
+def _said(failure: DiscoveryFailed) -> str:
+    """``: <the server's own JSON-RPC error>`` when the HTTP error carried one, else ""."""
+    if failure.code != "server_error" or any(s in failure.message for s in _SDK_STAND_INS):
+        return ""
+    return f": {_short(failure.message, 300)}"
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "unknown status"
 
 
 def _stderr_tail(errlog: IO[str]) -> str:

@@ -143,7 +143,7 @@ class LifecycleDecision(models.Model):
 # -- tool servers and live discovery ------------------------------------------------------
 class Transport(models.TextChoices):
     STDIO = "stdio", "stdio (a local command)"
-    HTTP = "http", "Streamable HTTP"
+    HTTP = "http", "HTTP (Streamable HTTP, or the deprecated HTTP+SSE)"
 
 
 class ToolServer(models.Model):

@@ -87,7 +87,7 @@ def _clean_url(url: str) -> str:
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Refusal("bad_url", "a Streamable HTTP server needs an http:// or https:// URL")
+        raise Refusal("bad_url", "an HTTP server needs an http:// or https:// URL")
     if parts.username or parts.password:
         raise Refusal(
             "credential_in_url",
@@ -139,7 +139,7 @@ def tool_server_register(
     elif transport == Transport.HTTP:
         fields.update(url=_clean_url(url), credential_ref=_clean_credential_ref(credential_ref))
     else:
-        raise Refusal("bad_transport", "choose stdio or Streamable HTTP")
+        raise Refusal("bad_transport", "choose stdio or HTTP")
     try:
         with transaction.atomic():
             return ToolServer.objects.create(created_by=user, **fields)

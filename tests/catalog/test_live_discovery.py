@@ -9,6 +9,7 @@ and stores nothing half-way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -232,15 +233,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def http_server(changing_server: ChangingServer) -> Iterator[tuple[str, str]]:
-    token = "tok-" + os.urandom(12).hex()
-    changing_server.set(description="Look up one spare part by id.", token=token)
+@contextlib.contextmanager
+def serving(*argv: str) -> Iterator[str]:
+    """Run ``argv`` + a free port as an HTTP server process; yield its base URL."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, server_script("changing"), str(changing_server.path), "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [*argv, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         deadline = time.monotonic() + 20
@@ -250,10 +248,19 @@ def http_server(changing_server: ChangingServer) -> Iterator[tuple[str, str]]:
                 break
             except OSError:
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp", token
+        yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture
+def http_server(changing_server: ChangingServer) -> Iterator[tuple[str, str]]:
+    token = "tok-" + os.urandom(12).hex()
+    changing_server.set(description="Look up one spare part by id.", token=token)
+    script = server_script("changing")
+    with serving(sys.executable, script, str(changing_server.path), "--http") as base:
+        yield f"{base}/mcp", token
 
 
 def test_a_streamable_http_server_with_a_credential_reference(
@@ -272,17 +279,115 @@ def test_a_streamable_http_server_with_a_credential_reference(
     assert missing.code == "credential_missing" and stored() == before
     monkeypatch.setenv("FIELDOPS_MCP_TOKEN_TEST", "wrong-" + token)
     refused = discover(server)
-    assert not refused.ok and refused.code in ("http_error", "server_error", "connection_closed")
+    # Said in HTTP's terms, and not taken for a server of the older transport.
+    assert refused.code == "http_error", refused.message
+    assert "HTTP 401 (Unauthorized)" in refused.message
+    assert "credential the reference names was refused" in refused.message
     assert stored() == before
     monkeypatch.setenv("FIELDOPS_MCP_TOKEN_TEST", token)
     run = discover(server)
     assert run.ok, run.message
     assert run.identity["transport"] == "http" and run.identity["target"] == url
+    assert run.identity["http_transport"] == "streamable-http"
     assert set(candidates(server)) == {"lookup_part", "reserve_slot"}
     # The credential is a reference: its value is nowhere in what the catalog stored.
     for model in (Discovery, ToolServer, ToolSighting, LifecycleDecision, CapabilityVersion):
         dumped = json.dumps(list(model.objects.values()), default=str)
         assert token not in dumped, model.__name__
+
+
+# -- the deprecated HTTP+SSE transport (MCP 2024-11-05) ---------------------------------
+def test_a_server_of_the_deprecated_http_sse_transport_is_discovered_at_its_url(
+    catalog_admin, monkeypatch
+):
+    """A server written to the 2024-11-05 specification (standard library, no SDK): the
+    Streamable HTTP POST gets its 405, so the URL is tried as an event stream, as the
+    specification's backwards-compatibility section asks of clients."""
+    token = "tok-" + os.urandom(12).hex()
+    with serving(sys.executable, server_script("legacy_sse"), "--token", token) as base:
+        server = servers.tool_server_register(
+            user=catalog_admin,
+            name="weather-legacy",
+            transport="http",
+            url=f"{base}/sse",
+            credential_ref="env:FIELDOPS_MCP_TOKEN_LEGACY",
+        )
+        before = stored()
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_LEGACY", "wrong-" + token)
+        refused = discover(server)
+        assert refused.code == "http_error" and "HTTP 401" in refused.message, refused.message
+        assert stored() == before
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_LEGACY", token)
+        run = discover(server)
+    assert run.ok, run.message
+    assert run.identity["http_transport"] == "sse"
+    assert run.identity["protocol_version"] == "2024-11-05"
+    assert run.identity["server_info"] == {"name": "legacy-weather", "version": "0.4.1"}
+    assert run.pages == 2  # its cursor was followed, answers arriving on the event stream
+    found = candidates(server)
+    assert set(found) == {"get_forecast", "get_alerts"}
+    assert {v.lifecycle for v in found.values()} == {Lifecycle.DISCOVERED}
+    assert token not in json.dumps(list(Discovery.objects.values()), default=str)
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-server", args=[server.pk])).content.decode()
+    assert "HTTP+SSE" in page and "deprecated" in page and "2024-11-05" in page
+
+
+def test_the_sdk_server_over_the_deprecated_transport(catalog_admin, changing_server):
+    changing_server.set(description="Look up one spare part by id.")
+    script = server_script("changing")
+    with serving(sys.executable, script, str(changing_server.path), "--sse") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="parts-sse", transport="http", url=f"{base}/sse"
+        )
+        run = discover(server)
+    assert run.ok, run.message
+    assert run.identity["http_transport"] == "sse"
+    assert set(candidates(server)) == {"lookup_part", "reserve_slot"}
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        # the legacy server's own 404s: neither transport lives there
+        (
+            "/",
+            "POST was answered with HTTP 404 (Not Found), and a GET for the deprecated "
+            "HTTP+SSE transport with HTTP 404 (Not Found)",
+        ),
+        # its message endpoint: a POST without a session, and no GET at all
+        (
+            "/messages",
+            "with HTTP 404 (Not Found), and a GET for the deprecated HTTP+SSE "
+            "transport with HTTP 404 (Not Found)",
+        ),
+    ],
+)
+def test_a_url_that_is_no_mcp_endpoint_says_what_each_transport_got(catalog_admin, path, said):
+    with serving(sys.executable, server_script("legacy_sse")) as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="not-mcp", transport="http", url=f"{base}{path}"
+        )
+        before = stored()
+        run = discover(server)
+    assert run.code == "http_error" and "the URL is not an MCP endpoint" in run.message
+    assert said in run.message, run.message
+    assert stored() == before and Discovery.objects.filter(server=server).count() == 1
+
+
+def test_a_plain_web_page_is_no_event_stream(catalog_admin, tmp_path):
+    """A web server that serves pages (GET 200 text/html) and implements no POST (501)."""
+    (tmp_path / "index.html").write_text("<h1>tools</h1>")
+    argv = (sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "-d", str(tmp_path))
+    with serving(*argv) as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="web-page", transport="http", url=f"{base}/"
+        )
+        run = discover(server)
+    assert run.code == "http_error", run.message
+    assert "HTTP 501 (Not Implemented)" in run.message
+    assert "HTTP 200 (text/html, not an event stream)" in run.message
 
 
 # -- hostile servers: clear outcomes, nothing stored half-way --------------------------

@@ -3,6 +3,8 @@ file, so a test can change the server between two discoveries.
 
     python changing.py STATE.json                 # stdio
     python changing.py STATE.json --http PORT     # Streamable HTTP on 127.0.0.1:PORT/mcp
+    python changing.py STATE.json --sse PORT      # the deprecated HTTP+SSE transport of
+                                                  # MCP 2024-11-05: GET 127.0.0.1:PORT/sse
 
 STATE.json: {"description": str, "read_only": bool, "legacy": bool, "token": str}. With
 ``token`` set, the HTTP endpoint answers 401 unless ``Authorization: Bearer <token>``.
@@ -50,14 +52,15 @@ def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as handle:
         state = json.load(handle)
     server = build(state)
-    if "--http" not in sys.argv:
+    mode = "--sse" if "--sse" in sys.argv else "--http" if "--http" in sys.argv else ""
+    if not mode:
         server.run()
         return
     import uvicorn
     from starlette.responses import JSONResponse
 
-    port = int(sys.argv[sys.argv.index("--http") + 1])
-    app = server.streamable_http_app()
+    port = int(sys.argv[sys.argv.index(mode) + 1])
+    app = server.sse_app() if mode == "--sse" else server.streamable_http_app()
     token = state.get("token", "")
 
     async def guarded(scope, receive, send):  # type: ignore[no-untyped-def]
