@@ -13,10 +13,11 @@ from django.utils.http import urlencode
 from kernel import clock
 from operations.models import SavedView
 from operations.services import OperationInputError
+from runs.console import runs_selectors
 
 # page -> the URL name it opens and the query keys it keeps (paging cursors are dropped).
 PAGES: Mapping[str, tuple[str, tuple[str, ...]]] = {
-    "runs": ("runs-list", ("state", "disposition", "scenario", "age", "world", "q")),
+    "runs": ("runs-list", runs_selectors.FILTER_KEYS),
     "recovery": ("recovery", ("q",)),
     "approvals": ("approvals-queue", ("kind", "world", "q")),
 }

@@ -71,7 +71,7 @@ CANCEL = Flow(
     submit="Start the bulk cancel",
     start_url="operations-cancel-start",
     back="runs-list",
-    keys=("state", "disposition", "scenario", "age", "world", "q"),
+    keys=runs_selectors.FILTER_KEYS,
     preview=services.cancel_preview,
     hidden=lambda p: p.filters.as_query() | {"world": p.filters.world},
 )

@@ -48,7 +48,7 @@ from runs.domain.states import (
     is_terminal,
 )
 from runs.domain.transitions import edge
-from runs.models import Event, Run
+from runs.models import CapabilityUse, Event, Run
 
 log = logging.getLogger("fieldops.authority")
 
@@ -746,16 +746,17 @@ def _store(
         now = clock.now()
     if db is None:
         db = connections[DEFAULT_DB_ALIAS]
+    called = event_rows.capability_called(event)
     if db.vendor == "postgresql":
         changes = event_rows.state_changes(snapshot, after)
         stored = _store_postgresql(
-            db, run, changes, event, texts, expected_revision, size, now, made
+            db, run, changes, event, texts, expected_revision, size, now, made, called
         )
     else:
         changes = event_rows.run_state(after)
         if made:
             evidence.write(made)
-        stored = _store_orm(run, changes, event, expected_revision, size, now)
+        stored = _store_orm(run, changes, event, expected_revision, size, now, called)
     if not stored:
         raise _LostRace()
     if made:
@@ -779,8 +780,20 @@ def _store(
 # the state columns the event changes (``event_rows.state_changes``): one statement text,
 # prepared once per connection, per set of changed columns (a few dozen at most: the
 # transition table's edges). Both column lists come from runs/event_rows.py.
+# A capability's first admitted call records its use (``CapabilityUse``), in the event's
+# statement: inserted only if the compare-and-set matched (it selects from ``cas``), once
+# per run and capability (a later call of it conflicts and inserts nothing).
+USE_CTE = (
+    "used AS (INSERT INTO runs_capabilityuse (run_id, capability_id, tenant, namespace, "
+    "run_created_at, first_sequence) SELECT cas.id, %s, %s, %s, %s, %s FROM cas "
+    "ON CONFLICT (run_id, capability_id) DO NOTHING)"
+)
+
+
 @functools.cache
-def _cas_insert_sql(changed: tuple[str, ...], *, with_evidence: bool = False) -> str:
+def _cas_insert_sql(
+    changed: tuple[str, ...], *, with_evidence: bool = False, with_use: bool = False
+) -> str:
     def placeholder(column: str, json_columns: frozenset[str]) -> str:
         return "%s::jsonb" if column in json_columns else "%s"
 
@@ -798,10 +811,12 @@ def _cas_insert_sql(changed: tuple[str, ...], *, with_evidence: bool = False) ->
     # Column names are constants of runs/event_rows.py, never input.
     # With evidence, its insert comes first (``evidence.INSERT_CTE``): a data-modifying CTE
     # runs whether or not the compare-and-set matches, and fails with the statement.
+    # With a capability use, its insert follows the compare-and-set it selects from.
     ahead = f"{evidence.INSERT_CTE}, " if with_evidence else ""
+    behind = f", {USE_CTE}" if with_use else ""
     return (
         f"WITH {ahead}cas AS (UPDATE runs_run SET {sets}, event_bytes = %s, updated_at = %s "  # noqa: S608  # nosec B608
-        "WHERE id = %s AND revision = %s AND owner_epoch = %s RETURNING id) "
+        f"WHERE id = %s AND revision = %s AND owner_epoch = %s RETURNING id){behind} "
         f"INSERT INTO runs_event ({', '.join(event_rows.COLUMNS)}) SELECT {selects} FROM cas"
     )
 
@@ -828,11 +843,13 @@ def _store_postgresql(
     size: int,
     now: Any,
     made: Sequence[evidence.Made] = (),
+    called: str | None = None,
 ) -> bool:
     """The compare-and-set and insert as one prepared statement; ``changes`` are the run
     row's state columns ``event`` changes (``event_rows.state_changes``), ``texts`` the
     event's row in ``event_rows.COLUMNS`` order with JSON as text, ``made`` the evidence
-    written ahead of it in the same statement."""
+    written ahead of it in the same statement, ``called`` the capability whose use it
+    records (``event_rows.capability_called``)."""
     params: list[Any] = [
         *(evidence.cte_params(run.id, made) if made else ()),
         *event_rows.state_params(changes, event=event, event_texts=texts),
@@ -841,6 +858,7 @@ def _store_postgresql(
         run.id,
         expected,
         run.owner_epoch,
+        *(_use_params(run, event, called) if called else ()),
         *texts[:_RUN_ID],
         *texts[_RUN_ID + 1 :],
     ]
@@ -853,7 +871,7 @@ def _store_postgresql(
         with db.wrap_database_errors:
             cursor = binding_cursor(db)  # shared with fieldops/sql.py's statements
             cursor.execute(
-                _cas_insert_sql(tuple(changes), with_evidence=bool(made)),
+                _cas_insert_sql(tuple(changes), with_evidence=bool(made), with_use=bool(called)),
                 params,
                 prepare=_current().prepared_statements,
             )
@@ -862,8 +880,19 @@ def _store_postgresql(
         return False
 
 
+def _use_params(run: Run, event: EventRecord, capability: str) -> tuple[Any, ...]:
+    """``USE_CTE``'s parameters: the use of ``capability`` ``event`` records."""
+    return (capability, run.tenant, run.namespace, run.created_at, event.sequence)
+
+
 def _store_orm(
-    run: Run, state: dict[str, Any], event: EventRecord, expected: int, size: int, now: Any
+    run: Run,
+    state: dict[str, Any],
+    event: EventRecord,
+    expected: int,
+    size: int,
+    now: Any,
+    called: str | None = None,
 ) -> bool:
     updated = Run.objects.filter(pk=run.pk, revision=expected, owner_epoch=run.owner_epoch).update(
         **state, event_bytes=run.event_bytes + size, updated_at=now
@@ -874,7 +903,15 @@ def _store_orm(
         Event.objects.create(**event_rows.model_fields(event))
     except IntegrityError:
         return False
+    if called:
+        values = dict(zip(_USE_FIELDS, _use_params(run, event, called), strict=True))
+        CapabilityUse.objects.bulk_create(
+            [CapabilityUse(run_id=run.pk, **values)], ignore_conflicts=True
+        )
     return True
+
+
+_USE_FIELDS = ("capability_id", "tenant", "namespace", "run_created_at", "first_sequence")
 
 
 def record_of(row: Event) -> EventRecord:

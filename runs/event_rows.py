@@ -66,6 +66,22 @@ def stored_json(payload: Mapping[str, Any]) -> str:
     return _TEXT.encode(payload if type(payload) is dict else dict(payload))
 
 
+# The capability-use projection (``runs.models.CapabilityUse``): its columns, and the
+# event that records a use.
+CAPABILITY_ID_MAX = 64
+
+
+def capability_called(event: EventRecord) -> str | None:
+    """The capability whose call ``event`` admitted: a ``proposal.allowed`` event's
+    ``payload.capability`` (validation names it on every call it admits), else None."""
+    if event.type != EventType.PROPOSAL_ALLOWED:
+        return None
+    capability = event.payload.get("capability")
+    if type(capability) is not str or not 0 < len(capability) <= CAPABILITY_ID_MAX:
+        return None
+    return capability
+
+
 _ROW = operator.attrgetter(*COLUMNS)
 _ENUM_AT = tuple(i for i, column in enumerate(COLUMNS) if column in ENUM_COLUMNS)
 _JSON_AT = tuple(i for i, column in enumerate(COLUMNS) if column in JSON_COLUMNS)

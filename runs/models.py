@@ -366,6 +366,42 @@ class CallbackReceipt(models.Model):
         return f"{self.delivery_id} {self.outcome}"
 
 
+class CapabilityUse(models.Model):
+    """A capability a run called: the first ``proposal.allowed`` event that admitted a call
+    of it. A projection of the events (one row per run and capability, never changed),
+    written by the authority in that event's own statement, so it is never ahead of or
+    behind its event. It serves the runs list's capability filter: its listing index
+    orders a capability's runs by their creation, as the list does, so a page of runs
+    that called one capability is a seek however rare or common the capability is."""
+
+    id = models.BigAutoField(primary_key=True)
+    # Served by ``capability_use_run`` (run, capability): no index on run alone.
+    run = models.ForeignKey(
+        Run, on_delete=models.PROTECT, related_name="capability_uses", db_index=False
+    )
+    capability_id = models.CharField(max_length=64)
+    # The run's tenant, world and creation time, copied so the listing needs no join to
+    # order and narrow (a run's are fixed at creation).
+    tenant = models.CharField(max_length=32)
+    namespace = models.CharField(max_length=64)
+    run_created_at = models.DateTimeField()
+    first_sequence = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "capability_id"], name="capability_use_run"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["tenant", "capability_id", "-run_created_at", "-run"],
+                name="capability_use_listing",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} called {self.capability_id}"
+
+
 class TerminalRecord(models.Model):
     """Exactly one per terminal run; never edited (corrections are appended as events)."""
 

@@ -8,12 +8,13 @@ import base64
 import datetime as dt
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from approvals.models import Checkpoint
+from capabilities.registry import CAPABILITIES
 from kernel import clock
 from runs.console import jsonstream
 from runs.console.filters import (
@@ -74,11 +75,17 @@ EVIDENCE_REFS = frozenset(
 
 
 # -- runs list -------------------------------------------------------------------------
+def callable_capabilities() -> tuple[str, ...]:
+    """The capabilities a run can call (the capability filter's choices), sorted."""
+    return tuple(sorted(CAPABILITIES))
+
+
 @dataclass(frozen=True)
 class RunFilters:
     state: str = ""
     disposition: str = ""
     scenario: str = ""
+    capability: str = ""  # runs that called it (``CapabilityUse``)
     age: str = ""
     world: str = DEFAULT_WORLD
     q: str = ""
@@ -89,12 +96,14 @@ class RunFilters:
         state = data.get("state", "")
         disposition = data.get("disposition", "")
         scenario = data.get("scenario", "")
+        capability = data.get("capability", "")
         age = data.get("age", "")
         world = data.get("world", "")
         return cls(
             state=state if state in State.__members__ else "",
             disposition=disposition if disposition in DISPOSITIONS else "",
             scenario=scenario if scenario in scenario_names() else "",
+            capability=capability if capability in callable_capabilities() else "",
             age=age if age in AGES else "",
             world=world_from_query(world),
             q=(data.get("q") or "").strip()[:36],
@@ -108,6 +117,10 @@ class RunFilters:
         """The filters that differ from the defaults (the live world is the default)."""
         defaults = vars(RunFilters())
         return {k: v for k, v in vars(self).items() if v and v != defaults[k]}
+
+
+# The query keys the runs list's filters read (saved views and bulk operations keep these).
+FILTER_KEYS: tuple[str, ...] = tuple(f.name for f in fields(RunFilters))
 
 
 @dataclass(frozen=True)
@@ -150,19 +163,38 @@ def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID] | None:
         return None
 
 
-def older_than(qs: QuerySet[Any], created: dt.datetime, pk: Any) -> QuerySet[Any]:
-    """The rows of ``qs`` after (created, pk) in (-created_at, -id) order: a keyset seek.
+def keyset_after(created: dt.datetime, pk: Any, *, by: tuple[str, str] = ("created_at", "pk")) -> Q:
+    """The condition for rows after (created, pk) in (-created_at, -id) order: a keyset
+    seek (``by``: the two columns that order, if not the row's own creation time and id).
 
     The redundant ``created_at <= created`` bound is what the index range starts from;
     without it PostgreSQL walks (and filters) every row before the cursor."""
-    return qs.filter(created_at__lte=created).filter(
-        Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk)
+    at, key = by
+    return Q(**{f"{at}__lte": created}) & (
+        Q(**{f"{at}__lt": created}) | Q(**{at: created, f"{key}__lt": pk})
     )
 
 
-def runs_matching(*, tenant: str, filters: RunFilters) -> QuerySet[Run] | None:
+def older_than(qs: QuerySet[Any], created: dt.datetime, pk: Any) -> QuerySet[Any]:
+    """The rows of ``qs`` after (created, pk) in (-created_at, -id) order (``keyset_after``)."""
+    return qs.filter(keyset_after(created, pk))
+
+
+# With the capability filter the list is ordered by the capability's uses, which hold
+# each run's creation time and id: ``capability_use_listing`` gives that order, so a page
+# is a seek in it whatever share of the runs called the capability.
+USE_ORDER = ("capability_uses__run_created_at", "capability_uses__run_id")
+
+
+def runs_matching(
+    *, tenant: str, filters: RunFilters, after: tuple[dt.datetime, Any] | None = None
+) -> QuerySet[Run] | None:
     """The tenant's runs the list's ``filters`` select (unordered); None for an id search
     that is not hexadecimal. The list pages it; bulk operations and exports walk all of it.
+
+    ``after``: a keyset position (see ``run_list_for_tenant``), only with a capability
+    filter, whose use it seeks in. A use is joined once, by one ``filter`` with all its
+    conditions: Django joins a reverse relation again for each ``filter`` call.
     """
     qs = Run.objects.filter(tenant=tenant)
     if filters.state:
@@ -171,6 +203,14 @@ def runs_matching(*, tenant: str, filters: RunFilters) -> QuerySet[Run] | None:
         qs = qs.filter(disposition=filters.disposition)
     if filters.scenario:
         qs = qs.filter(scenario=filters.scenario)
+    if filters.capability:
+        # A run has at most one use of a capability: the join repeats no run.
+        called = Q(
+            capability_uses__tenant=tenant, capability_uses__capability_id=filters.capability
+        )
+        if after is not None:
+            called &= keyset_after(*after, by=USE_ORDER)
+        qs = qs.filter(called)
     qs = in_world(qs, filters.world)
     if filters.age:
         _, span, newer = AGES[filters.age]
@@ -212,14 +252,16 @@ def run_list_for_tenant(
     One query: filters map onto the (tenant, <field>, -created_at, -id) indexes and the
     page is a keyset seek, so the cost does not grow with the number of runs.
     """
-    qs = runs_matching(tenant=tenant, filters=filters)
+    position = decode_cursor(cursor) if cursor else None
+    by_use = bool(filters.capability)
+    qs = runs_matching(tenant=tenant, filters=filters, after=position if by_use else None)
     if qs is None:
         return RunPage([], "", filters, ID_SEARCH_ERROR)
-    position = decode_cursor(cursor) if cursor else None
-    if position is not None:
+    if position is not None and not by_use:
         qs = older_than(qs, *position)
+    order = USE_ORDER if by_use else ("created_at", "pk")
     rows = list(
-        qs.order_by("-created_at", "-id").only(
+        qs.order_by(*(f"-{column}" for column in order)).only(
             "id",
             "scenario",
             "namespace",
@@ -248,6 +290,7 @@ def run_filter_choices() -> dict[str, Any]:
             (name, s.description) for name, s in sorted(policy_registry.scenarios().items())
         ]
         + [(MODEL_SCENARIO, "the configured OpenAI-compatible model endpoint")],
+        "capabilities": callable_capabilities(),
         "ages": [(key, label) for key, (label, _, _) in AGES.items()],
         "worlds": list(WORLDS.items()),
     }

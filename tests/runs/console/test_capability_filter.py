@@ -1,0 +1,147 @@
+"""The runs list's capability filter (SPEC §10: runs filtered by capability): the runs in
+which validation admitted a call of a capability, from the ``CapabilityUse`` projection the
+authority writes with each such ``proposal.allowed`` event."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from django.apps import apps as django_apps
+from django.db import connection
+from django.test import Client
+from django.urls import reverse
+
+from runs.console import runs_selectors as selectors
+from runs.models import CapabilityUse, Event, Run
+from tests.helpers import approve, make_run
+from tests.runs.console.test_console_indexes import plan_of
+
+pytestmark = pytest.mark.django_db
+
+
+def uses(run: Run) -> list[tuple[str, int]]:
+    return list(
+        CapabilityUse.objects.filter(run=run)
+        .order_by("first_sequence")
+        .values_list("capability_id", "first_sequence")
+    )
+
+
+def allowed_calls(run: Run) -> list[tuple[str, int]]:
+    """Each capability's first ``proposal.allowed`` event, read from the history."""
+    first: dict[str, int] = {}
+    for e in Event.objects.filter(run=run, type="proposal.allowed").order_by("sequence"):
+        first.setdefault(e.payload["capability"], e.sequence)
+    return sorted(first.items(), key=lambda item: item[1])
+
+
+def test_the_authority_records_each_capabilitys_first_admitted_call(
+    world: None, approver: Any
+) -> None:
+    waiting = make_run(namespace="live")
+    assert [c for c, _ in uses(waiting)] == [
+        "read_equipment",
+        "search_manual",
+        "check_inventory",
+        "propose_reservation",
+    ]
+    assert uses(waiting) == allowed_calls(waiting)
+    approve(waiting, approver)
+    assert waiting.state == "COMPLETED"
+    assert uses(waiting) == allowed_calls(waiting)
+    assert "reserve_part" in dict(uses(waiting))
+    use = CapabilityUse.objects.get(run=waiting, capability_id="reserve_part")
+    assert (use.tenant, use.namespace, use.run_created_at) == (
+        waiting.tenant,
+        waiting.namespace,
+        waiting.created_at,
+    )
+    # A run that called nothing (every call it proposed was denied) has no uses.
+    assert uses(make_run("unavailable_tool")) == []
+
+
+def test_the_filter_lists_the_runs_that_called_the_capability(
+    as_operator: Client, world: None, approver: Any
+) -> None:
+    completed = make_run(namespace="live")
+    approve(completed, approver)
+    waiting = make_run(namespace="live")
+    failed = make_run("unavailable_tool", namespace="live")
+
+    def listed(**query: str) -> str:
+        return as_operator.get(reverse("runs-list"), query).content.decode()
+
+    body = listed(capability="reserve_part")
+    assert str(completed.pk) in body
+    assert str(waiting.pk) not in body and str(failed.pk) not in body
+    body = listed(capability="check_inventory")
+    assert str(completed.pk) in body and str(waiting.pk) in body and str(failed.pk) not in body
+    # Combined with the other filters.
+    body = listed(capability="check_inventory", state="WAITING_HUMAN")
+    assert str(waiting.pk) in body and str(completed.pk) not in body
+    # The select offers every capability a run can call, and keeps the choice.
+    assert '<option value="reserve_part" selected>' in listed(capability="reserve_part")
+    # An unknown capability is ignored, not an error (as every filter value is).
+    body = listed(capability="drop table runs_run")
+    assert all(str(r.pk) in body for r in (completed, waiting, failed))
+
+
+def test_another_tenants_uses_never_show(as_operator: Client, world: None) -> None:
+    south = make_run(namespace="live", tenant="south")
+    assert uses(south)
+    body = as_operator.get(reverse("runs-list"), {"capability": "read_equipment"}).content
+    assert str(south.pk) not in body.decode()
+
+
+def test_keyset_pages_under_the_filter_cover_every_run_once(world: None) -> None:
+    made = {str(make_run(namespace="live").pk) for _ in range(5)}
+    make_run("unavailable_tool", namespace="live")  # called nothing: never listed
+    filters = selectors.RunFilters.from_query({"capability": "read_equipment"})
+    seen: list[str] = []
+    cursor = ""
+    for _ in range(10):
+        page = selectors.run_list_for_tenant(
+            tenant="north", filters=filters, cursor=cursor, page_size=2
+        )
+        seen += [str(r.pk) for r in page.runs]
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    assert seen == sorted(seen, key=lambda pk: Run.objects.get(pk=pk).created_at, reverse=True)
+    assert len(seen) == len(set(seen)) and set(seen) == made
+
+
+def test_bulk_cancel_and_exports_select_what_the_filter_lists(
+    as_operator: Client, world: None, approver: Any
+) -> None:
+    completed = make_run(namespace="live")
+    approve(completed, approver)
+    waiting = make_run(namespace="live")
+    query = {"capability": "propose_reservation", "disposition": ""}
+    preview = as_operator.get(reverse("operations-cancel-preview"), query).content.decode()
+    assert str(waiting.pk)[:8] in preview and str(completed.pk)[:8] in preview
+    export = as_operator.get(
+        reverse("operations-runs-export", args=["csv"]), {"capability": "reserve_part"}
+    )
+    text = b"".join(export.streaming_content).decode()
+    assert str(completed.pk) in text and str(waiting.pk) not in text
+
+
+def test_a_page_under_the_filter_seeks_the_listing_index(world: None) -> None:
+    make_run(namespace="live")
+    filters = selectors.RunFilters.from_query({"capability": "search_manual"})
+    read = lambda: selectors.run_list_for_tenant(tenant="north", filters=filters)  # noqa: E731
+    assert "capability_use_listing" in plan_of(read)
+
+
+def test_the_migration_fills_the_uses_of_runs_made_before_it(world: None) -> None:
+    run = make_run(namespace="live")
+    expected = uses(run)
+    CapabilityUse.objects.all().delete()
+    migration = importlib.import_module("runs.migrations.0010_capability_use")
+    migration.record_uses(django_apps, connection.schema_editor())
+    assert uses(run) == expected
+    migration.record_uses(django_apps, connection.schema_editor())  # twice: nothing more
+    assert uses(run) == expected
