@@ -4,8 +4,9 @@ Pages, each requested in-process through Django's test client as a logged-in app
 (who is also an operator), so the figure is server time (middleware, view, queries,
 template) without a network:
 
-- the runs list unfiltered, filtered by state and by scenario, and searched by a short
-  id prefix (one hex digit), each at its first, middle and last page (middle and last
+- the runs list unfiltered, filtered by state, by scenario and by a capability the runs
+  called (``CapabilityUse``: the completed bulk runs called ``reserve_part``), and searched
+  by a short id prefix (one hex digit), each at its first, middle and last page (middle and last
   reached through the keyset cursor the page itself links), and searched by a long
   prefix (the 1,000,000-event run's id, 12 hex digits: one match) and by three digits
   (reported without a target: ~one match at 1,000 runs, a full page at 10M);
@@ -67,6 +68,7 @@ RECORDS_EVERY = 100  # one used checkpoint and one effect attempt per 100 events
 SHORT_EVENTS = 1_000
 FILTER_STATE = "COMPLETED"
 FILTER_SCENARIO = "abstain"
+FILTER_CAPABILITY = "reserve_part"  # the completed runs called it (loader.COMPLETED_CALLS)
 SCENARIOS = (("reservation", 14), ("abstain", 4), ("clarify", 1), ("wait_external", 1))
 USER = "bench-approver"
 UNTARGETED = frozenset({"runs_search_3_digits"})  # see page_urls
@@ -203,7 +205,7 @@ def build(size: int, base: Base) -> Site:
         scenarios=SCENARIOS,
     )
     with loader.bulk_load_mode(
-        ("runs_run", "approvals_checkpoint"), rebuild_indexes=size >= 50_000
+        ("runs_run", "approvals_checkpoint", "runs_capabilityuse"), rebuild_indexes=size >= 50_000
     ):
         counts = loader.bulk_runs(plan, base.template, seed=size)
         loaded = time.perf_counter()
@@ -216,7 +218,8 @@ def build(size: int, base: Base) -> Site:
         (disk,) = cursor.fetchone()
     done = time.perf_counter()
     say(
-        f"{size:,} runs: {counts['runs']:,} runs and {counts['checkpoints']:,} checkpoints "
+        f"{size:,} runs: {counts['runs']:,} runs, {counts['checkpoints']:,} checkpoints and "
+        f"{counts['uses']:,} capability uses "
         f"added by COPY in {loaded - copied:.1f} s ({counts['runs'] / (loaded - copied):,.0f} "
         f"runs/s); base copy {copied - started:.1f} s, indexes {indexed - loaded:.1f} s, "
         f"VACUUM ANALYZE + CHECKPOINT {done - indexed:.1f} s; ready after "
@@ -328,6 +331,7 @@ def page_urls(base: Base) -> dict[str, str]:
         **_list_pages("runs_list", ""),
         **_list_pages("runs_list_state", f"state={FILTER_STATE}"),
         **_list_pages("runs_list_scenario", f"scenario={FILTER_SCENARIO}"),
+        **_list_pages("runs_list_capability", f"capability={FILTER_CAPABILITY}"),
         **_list_pages("runs_search_short", "q=a"),
         "runs_search_long": reverse("runs-list") + f"?q={base.long_run.replace('-', '')[:12]}",
         # Three digits: the prefix length whose matches are too many for the primary key

@@ -462,6 +462,10 @@ _CHECKPOINT_BODIES = (
     "compensation_note",
 )
 _CHECKPOINT_VARIABLE = ("id", "run_id", "tenant", "status", "created_at", "expires_at", "closed_at")
+# The capability-use projection's rows (runs.models.CapabilityUse): completed bulk runs
+# called the effect capability (the use the runs list's capability filter reads).
+USE_COLUMNS = ("run_id", "capability_id", "tenant", "namespace", "run_created_at", "first_sequence")
+COMPLETED_CALLS = "reserve_part"
 
 
 def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str, int]:
@@ -524,6 +528,7 @@ def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str,
     runs: list[str] = []
     events: list[str] = []
     checkpoints: list[str] = []
+    uses: list[str] = []
     waiting_left = plan.waiting
     stamp = plan.newest
     second = dt.timedelta(seconds=1)
@@ -576,6 +581,8 @@ def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str,
                     checkpoint_id if state == "WAITING_HUMAN" else "",
                 )
             )
+            if state == "COMPLETED":
+                uses.append(f"{run_id}\t{COMPLETED_CALLS}\t{tenant}\tlive\t{created}\t22")
             last = len(event_rows) - 1
             for i, row in enumerate(event_rows):
                 events.append(
@@ -588,9 +595,9 @@ def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str,
                     )
                 )
             if len(runs) >= 10000:
-                writer.put(runs, events, checkpoints)
-                runs, events, checkpoints = [], [], []
-        writer.put(runs, events, checkpoints)
+                writer.put(runs, events, checkpoints, uses)
+                runs, events, checkpoints, uses = [], [], [], []
+        writer.put(runs, events, checkpoints, uses)
     finally:
         counts = writer.close()
     return counts
@@ -607,16 +614,18 @@ class _CopyWriter:
 
         connection.ensure_connection()
         self.raw = connection.connection
-        self.queue: queue.Queue[tuple[list[str], list[str], list[str]] | None] = queue.Queue(2)
-        self.counts = {"runs": 0, "events": 0, "checkpoints": 0}
+        self.queue: queue.Queue[tuple[list[str], ...] | None] = queue.Queue(2)
+        self.counts = {"runs": 0, "events": 0, "checkpoints": 0, "uses": 0}
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def put(self, runs: list[str], events: list[str], checkpoints: list[str]) -> None:
+    def put(
+        self, runs: list[str], events: list[str], checkpoints: list[str], uses: list[str]
+    ) -> None:
         if self.error is not None:
             raise RuntimeError("COPY failed") from self.error
-        self.queue.put((runs, events, checkpoints))
+        self.queue.put((runs, events, checkpoints, uses))
 
     def close(self) -> dict[str, int]:
         self.queue.put(None)
@@ -635,6 +644,7 @@ class _CopyWriter:
                         ("runs_run", RUN_COLUMNS, batch[0], "runs"),
                         ("runs_event", event_columns(), batch[1], "events"),
                         ("approvals_checkpoint", CHECKPOINT_COLUMNS, batch[2], "checkpoints"),
+                        ("runs_capabilityuse", USE_COLUMNS, batch[3], "uses"),
                     ):
                         if lines:
                             sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
