@@ -66,10 +66,11 @@ def long_history(run: Any, count: int, template: Template, *, control_every: int
     from django.db import connection
 
     from kernel import clock
+    from runs import event_rows
     from runs.authority import config_of, snapshot_of
     from runs.domain.events import apply, build_event
     from runs.domain.states import Actor, EventType, State
-    from runs.models import Evidence, Run
+    from runs.models import CapabilityUse, Evidence, Run
 
     by_type = {e["type"]: e for e in template.events}
     evidence_ids = [f"ev-{uuid.uuid4().hex[:20]}" for _ in range(8)]
@@ -108,6 +109,7 @@ def long_history(run: Any, count: int, template: Template, *, control_every: int
     }
     rows = []
     event_bytes = 0
+    called: dict[str, int] = {}  # the capability uses the history records (audit checks them)
     step = 0  # position in the cycle (control events do not advance it)
     for i in range(count):
         if i == 0:
@@ -141,11 +143,25 @@ def long_history(run: Any, count: int, template: Template, *, control_every: int
             payload=payload,
         )
         snapshot = apply(snapshot, event)
+        capability = event_rows.capability_called(event)
+        if capability is not None:
+            called.setdefault(capability, event.sequence)
         rows.append(_event_row(event))
         if len(rows) >= 20_000:  # COPY in slices: a 1,000,000-event history fits in memory
             event_bytes += _copy_events(connection, rows)
             rows = []
     event_bytes += _copy_events(connection, rows)
+    CapabilityUse.objects.bulk_create(
+        CapabilityUse(
+            run=run,
+            capability_id=capability,
+            tenant=run.tenant,
+            namespace=run.namespace,
+            run_created_at=run.created_at,
+            first_sequence=sequence,
+        )
+        for capability, sequence in called.items()
+    )
     Run.objects.filter(pk=run.pk).update(
         state=snapshot.state.value,
         revision=snapshot.revision,

@@ -20,7 +20,7 @@ from runs.authority import config_of
 from runs.domain.events import EventRecord, record_of_values
 from runs.domain.replay import Finding, ReplayResult, compare_with_stored, replay
 from runs.domain.states import EventType, State
-from runs.models import Event, Evidence, Run
+from runs.models import CapabilityUse, Event, Evidence, Run
 
 # Every column but run_id (the caller knows it), in EventRecord's order (event_rows.COLUMNS).
 _READ_COLUMNS = tuple(c for c in event_rows.COLUMNS if c != "run_id")
@@ -223,6 +223,9 @@ class _Stream:
         self.chunk = chunk
         self.evidence: set[str] = set()
         self.undecodable: Finding | None = None
+        # Each capability's first admitted call, as the events read so far record it
+        # (``CapabilityUse`` must say the same): one entry per capability, not per event.
+        self.called: dict[str, int] = {}
 
     def records(self) -> Generator[EventRecord, None, None]:
         with closing(stored_chunks(self.run, chunk=self.chunk)) as chunks:
@@ -240,7 +243,11 @@ class _Stream:
                         "id", flat=True
                     )
                 )
-            yield from records
+            for record in records:
+                capability = event_rows.capability_called(record)
+                if capability is not None and capability not in self.called:
+                    self.called[capability] = record.sequence
+                yield record
             if isinstance(error, UndecodableEvent):
                 self.undecodable = Finding("undecodable_event", error.sequence, str(error))
 
@@ -288,4 +295,26 @@ def audit_replay(run: Run, *, chunk: int = CHUNK_ROWS) -> tuple[ReplayResult, li
             "waiting_correlation": run.waiting_correlation,
         }
         findings.extend(compare_with_stored(result, stored))
+        findings.extend(_capability_uses(run, stream.called))
     return result, findings
+
+
+def _capability_uses(run: Run, called: dict[str, int]) -> list[Finding]:
+    """Disagreements between the run's ``CapabilityUse`` rows (the runs list's capability
+    filter reads them) and the first admitted call of each capability its events record."""
+    stored = dict(
+        CapabilityUse.objects.filter(run=run).values_list("capability_id", "first_sequence")
+    )
+    findings = []
+    for capability in sorted(called.keys() | stored.keys()):
+        recorded, use = called.get(capability), stored.get(capability)
+        if recorded != use:
+            findings.append(
+                Finding(
+                    "capability_use_mismatch",
+                    recorded or use or 0,
+                    f"{capability}: first admitted call at sequence {recorded}, "
+                    f"capability use row says {use}",
+                )
+            )
+    return findings

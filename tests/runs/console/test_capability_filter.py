@@ -145,3 +145,26 @@ def test_the_migration_fills_the_uses_of_runs_made_before_it(world: None) -> Non
     assert uses(run) == expected
     migration.record_uses(django_apps, connection.schema_editor())  # twice: nothing more
     assert uses(run) == expected
+
+
+def test_audit_replay_checks_the_uses_against_the_events(world: None) -> None:
+    from runs.replay.audit import audit_replay
+
+    run = make_run(namespace="live")
+    assert audit_replay(run)[1] == []
+    CapabilityUse.objects.filter(run=run, capability_id="search_manual").update(first_sequence=3)
+    CapabilityUse.objects.filter(run=run, capability_id="check_inventory").delete()
+    CapabilityUse.objects.create(
+        run=run,
+        capability_id="reserve_part",
+        tenant=run.tenant,
+        namespace=run.namespace,
+        run_created_at=run.created_at,
+        first_sequence=99,
+    )
+    found = {(f.kind, f.detail.split(":")[0]) for f in audit_replay(run)[1]}
+    assert found == {
+        ("capability_use_mismatch", "search_manual"),
+        ("capability_use_mismatch", "check_inventory"),
+        ("capability_use_mismatch", "reserve_part"),
+    }
