@@ -737,7 +737,9 @@ def _store(
 
     Raise _LostRace when no row matched the expected revision and epoch, or the event
     collided with a stored one (unique sequence or event id); the caller rolls back.
-    On PostgreSQL both writes are one statement (a data-modifying CTE): one round trip.
+    A ``proposal.allowed`` event also records the capability use it admits
+    (``event_rows.capability_called``). On PostgreSQL all of it is one statement (a
+    data-modifying CTE): one round trip.
     """
     after = apply(snapshot, event)
     texts = event_rows.values(event, json_text=True, payload_text=payload_text)
@@ -774,12 +776,6 @@ def _store(
     return after
 
 
-# The compare-and-set and the event insert as one statement: the INSERT selects from the
-# UPDATE's RETURNING, so it inserts nothing unless the CAS matched the row, and a unique
-# violation on the insert fails the whole statement (the UPDATE with it). The UPDATE sets
-# the state columns the event changes (``event_rows.state_changes``): one statement text,
-# prepared once per connection, per set of changed columns (a few dozen at most: the
-# transition table's edges). Both column lists come from runs/event_rows.py.
 # A capability's first admitted call records its use (``CapabilityUse``), in the event's
 # statement: inserted only if the compare-and-set matched (it selects from ``cas``), once
 # per run and capability (a later call of it conflicts and inserts nothing).
@@ -790,6 +786,12 @@ USE_CTE = (
 )
 
 
+# The compare-and-set and the event insert as one statement: the INSERT selects from the
+# UPDATE's RETURNING, so it inserts nothing unless the CAS matched the row, and a unique
+# violation on the insert fails the whole statement (the UPDATE with it). The UPDATE sets
+# the state columns the event changes (``event_rows.state_changes``): one statement text,
+# prepared once per connection, per set of changed columns (a few dozen at most: the
+# transition table's edges). Both column lists come from runs/event_rows.py.
 @functools.cache
 def _cas_insert_sql(
     changed: tuple[str, ...], *, with_evidence: bool = False, with_use: bool = False

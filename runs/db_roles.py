@@ -2,7 +2,8 @@
 
 The owner role owns every table and runs the migrations; it is never the role the web
 process and the workers connect as. The application role owns nothing: it may read and
-write the tables it needs, but on ``runs_event`` only SELECT and INSERT. So it cannot
+write the tables it needs, but on ``runs_event`` (and ``runs_capabilityuse``, projected
+from it) only SELECT and INSERT. So it cannot
 UPDATE or DELETE an event (refused by privilege, before the immutability trigger even
 runs), cannot TRUNCATE the table (refused by privilege: no TRUNCATE grant; there is no
 TRUNCATE trigger because the owner needs TRUNCATE for maintenance such as ``flush`` and
@@ -19,6 +20,8 @@ from __future__ import annotations
 import re
 
 EVENT_TABLE = "runs_event"
+# Written only with the event that records it, never changed: append-only like the record.
+USE_TABLE = "runs_capabilityuse"
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -56,8 +59,10 @@ def grant_statements(*, app_role: str, owner_role: str, database: str) -> list[s
         f"GRANT CONNECT ON DATABASE {db} TO {app}",
         f"GRANT USAGE ON SCHEMA public TO {app}",
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {app}",
-        # The record is append-only for the application: read and append, nothing else.
-        f"REVOKE UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON {EVENT_TABLE} FROM {app}",
+        # The record is append-only for the application: read and append, nothing else;
+        # so are the capability uses projected from it.
+        f"REVOKE UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON {EVENT_TABLE}, {USE_TABLE} "
+        f"FROM {app}",
         f"REVOKE TRUNCATE, REFERENCES, TRIGGER ON ALL TABLES IN SCHEMA public FROM {app}",
         # Only migrations (the owner) record migrations.
         f"REVOKE INSERT, UPDATE, DELETE ON django_migrations FROM {app}",

@@ -80,6 +80,8 @@ REFUSED = [
     ("UPDATE runs_event SET reason_code = 'edited' WHERE id = %(id)s", "permission denied"),
     ("DELETE FROM runs_event WHERE id = %(id)s", "permission denied"),
     ("TRUNCATE runs_event", "permission denied"),
+    ("UPDATE runs_capabilityuse SET first_sequence = 0", "permission denied"),
+    ("DELETE FROM runs_capabilityuse", "permission denied"),
     ("TRUNCATE runs_event CASCADE", "permission denied"),
     ("ALTER TABLE runs_event DISABLE TRIGGER runs_event_immutable", "must be owner"),
     ("ALTER TABLE runs_event DISABLE TRIGGER ALL", "must be owner"),
@@ -127,8 +129,8 @@ def test_db_roles_prints_the_set_up_without_running_it(transactional_db: Any):
     script = out.getvalue()
     assert 'CREATE ROLE "fieldops_app" LOGIN NOSUPERUSER' in script
     assert (
-        'REVOKE UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON runs_event FROM "fieldops_app"'
-        in script
+        "REVOKE UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON runs_event, runs_capabilityuse "
+        'FROM "fieldops_app"' in script
     )
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = 'fieldops_app'")
