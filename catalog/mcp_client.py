@@ -517,7 +517,11 @@ def _neither(
             "MCP endpoint (often …/mcp, or …/sse for older servers)? Nothing was stored",
             stage=first.stage,
         )
-    second.message = f"{second.message} (over the deprecated HTTP+SSE transport)"
+    second.message = (
+        f"{second.message} (over the deprecated HTTP+SSE transport, tried because a "
+        f"Streamable HTTP initialize POST was answered with HTTP {status} "
+        f"({_reason(status)}){_said(first)})"
+    )
     return second
 
 

@@ -376,6 +376,23 @@ def test_a_url_that_is_no_mcp_endpoint_says_what_each_transport_got(catalog_admi
     assert stored() == before and Discovery.objects.filter(server=server).count() == 1
 
 
+def test_a_legacy_server_that_never_names_its_endpoint_times_out_saying_why_it_was_tried(
+    catalog_admin,
+):
+    with serving(sys.executable, server_script("legacy_sse"), "--mute") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="legacy-mute", transport="http", url=f"{base}/sse"
+        )
+        started = time.monotonic()
+        run = discover(server, limits=mcp_client.Limits(timeout_seconds=3))
+    assert time.monotonic() - started < 15  # one deadline for both attempts
+    assert run.code == "timeout", run.message
+    assert "over the deprecated HTTP+SSE transport, tried because a Streamable HTTP " in (
+        run.message
+    )
+    assert "HTTP 405 (Method Not Allowed)" in run.message
+
+
 def test_a_plain_web_page_is_no_event_stream(catalog_admin, tmp_path):
     """A web server that serves pages (GET 200 text/html) and implements no POST (501)."""
     (tmp_path / "index.html").write_text("<h1>tools</h1>")

@@ -1,7 +1,7 @@
 """A tool server of MCP 2024-11-05's HTTP+SSE transport, written from that specification
 with the standard library only (no MCP SDK), as servers of that time were:
 
-    python legacy_sse.py [--token TOKEN] PORT
+    python legacy_sse.py [--token TOKEN] [--mute] PORT
 
 ``GET /sse`` opens an event stream whose first event (``endpoint``) names the URL for the
 client's POSTs (``/messages?session_id=...``); each POSTed request is answered ``202`` and
@@ -9,7 +9,8 @@ its JSON-RPC response is sent on the stream as a ``message`` event. It speaks pr
 version 2024-11-05 only and knows ``initialize``, ``notifications/initialized``,
 ``tools/list`` (two pages) and ``ping``. Any other path or method is 404 / 405, as a server
 of that time answered the newer transport's POST. With a token, every request without
-``Authorization: Bearer TOKEN`` is 401.
+``Authorization: Bearer TOKEN`` is 401. With ``--mute`` the event stream opens and then
+says nothing (no ``endpoint`` event): a server stuck before its first event.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import queue
 import sys
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -81,6 +83,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any] | None:
 
 class Handler(BaseHTTPRequestHandler):
     token = ""
+    mute = False
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -113,6 +116,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
         try:
+            if self.mute:
+                self.wfile.flush()
+                while True:
+                    time.sleep(1)
             self._event("endpoint", f"/messages?session_id={session}")
             while (message := outbox.get()) is not None:
                 self._event("message", json.dumps(message))
@@ -147,6 +154,7 @@ class Handler(BaseHTTPRequestHandler):
 def main() -> None:
     if "--token" in sys.argv:
         Handler.token = sys.argv[sys.argv.index("--token") + 1]
+    Handler.mute = "--mute" in sys.argv
     server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[-1])), Handler)
     server.daemon_threads = True
     server.serve_forever()
