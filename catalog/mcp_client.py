@@ -31,8 +31,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -469,14 +471,44 @@ async def _run(target: Target, limits: Limits) -> Fetched:
 
 async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float) -> Fetched:
     tap = _Tap(limits)
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as errlog:
+    with (
+        tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as errlog,
+        _SdkErrors() as sdk,
+    ):
         try:
             return await _list_all(target, limits, errlog, tap, wire, deadline)
         except Exception as exc:
             failure = tap.failure or _classify(exc, tap.stage)
             failure.stage = failure.stage or tap.stage
             failure.stderr = _stderr_tail(errlog)
+            if sdk.first and failure.code in ("timeout", "unexpected", "connection_closed"):
+                # The SDK's transport tasks log what stopped them (e.g. an HTTP+SSE endpoint
+                # on another origin, which it refuses) and leave the session waiting.
+                failure.message += f" (the MCP client reported: {_short(sdk.first, 200)})"
             raise failure from None
+
+
+class _SdkErrors(logging.Handler):
+    """While open, keeps the first error the MCP SDK's client logs on this thread (each
+    discovery runs on a thread of its own, so another's errors are never taken)."""
+
+    LOGGER = "mcp.client"
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.thread = threading.get_ident()
+        self.first = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread and not self.first:
+            self.first = record.getMessage()
+
+    def __enter__(self) -> _SdkErrors:
+        logging.getLogger(self.LOGGER).addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger(self.LOGGER).removeHandler(self)
 
 
 def _http_refusal(failure: DiscoveryFailed, status: int, target: Target) -> DiscoveryFailed:
@@ -508,7 +540,12 @@ def _neither(
     transport got. When it did, this is a legacy server that failed later: its failure."""
     not_a_stream = legacy.status is not None and legacy.content_type != "text/event-stream"
     if not_a_stream or second.code in ("http_error", "unexpected"):
-        got = legacy.answer() if legacy.status is not None else second.message
+        if legacy.status is None:
+            got = second.message
+        elif not_a_stream:
+            got = legacy.answer()
+        else:  # a stream, and then something no MCP server does (e.g. a foreign endpoint)
+            got = f"{legacy.answer()}, then {second.message}"
         return DiscoveryFailed(
             "http_error",
             f"the URL is not an MCP endpoint: a Streamable HTTP initialize POST was answered "

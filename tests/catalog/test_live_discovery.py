@@ -393,6 +393,22 @@ def test_a_legacy_server_that_never_names_its_endpoint_times_out_saying_why_it_w
     assert "HTTP 405 (Method Not Allowed)" in run.message
 
 
+def test_a_legacy_endpoint_on_another_origin_is_refused(catalog_admin):
+    """The endpoint event may not send the client's requests (and credential) elsewhere."""
+    argv = (sys.executable, server_script("legacy_sse"), "--endpoint", "http://127.0.0.2:9/m")
+    with serving(*argv) as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="legacy-foreign", transport="http", url=f"{base}/sse"
+        )
+        before = stored()
+        run = discover(server, limits=mcp_client.Limits(timeout_seconds=3))
+    # The SDK refuses the endpoint and leaves the session waiting: the deadline ends it,
+    # and the failure says what the SDK refused.
+    assert run.code == "timeout", run.message
+    assert "Endpoint origin does not match connection origin" in run.message
+    assert stored() == before
+
+
 def test_a_plain_web_page_is_no_event_stream(catalog_admin, tmp_path):
     """A web server that serves pages (GET 200 text/html) and implements no POST (501)."""
     (tmp_path / "index.html").write_text("<h1>tools</h1>")

@@ -1,7 +1,7 @@
 """A tool server of MCP 2024-11-05's HTTP+SSE transport, written from that specification
 with the standard library only (no MCP SDK), as servers of that time were:
 
-    python legacy_sse.py [--token TOKEN] [--mute] PORT
+    python legacy_sse.py [--token TOKEN] [--mute] [--endpoint URL] PORT
 
 ``GET /sse`` opens an event stream whose first event (``endpoint``) names the URL for the
 client's POSTs (``/messages?session_id=...``); each POSTed request is answered ``202`` and
@@ -10,7 +10,8 @@ version 2024-11-05 only and knows ``initialize``, ``notifications/initialized``,
 ``tools/list`` (two pages) and ``ping``. Any other path or method is 404 / 405, as a server
 of that time answered the newer transport's POST. With a token, every request without
 ``Authorization: Bearer TOKEN`` is 401. With ``--mute`` the event stream opens and then
-says nothing (no ``endpoint`` event): a server stuck before its first event.
+says nothing (no ``endpoint`` event): a server stuck before its first event. With
+``--endpoint URL`` the endpoint event names that URL instead (e.g. another origin).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any] | None:
 class Handler(BaseHTTPRequestHandler):
     token = ""
     mute = False
+    endpoint = ""
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -120,7 +122,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 while True:
                     time.sleep(1)
-            self._event("endpoint", f"/messages?session_id={session}")
+            self._event("endpoint", self.endpoint or f"/messages?session_id={session}")
             while (message := outbox.get()) is not None:
                 self._event("message", json.dumps(message))
         except OSError:
@@ -155,6 +157,8 @@ def main() -> None:
     if "--token" in sys.argv:
         Handler.token = sys.argv[sys.argv.index("--token") + 1]
     Handler.mute = "--mute" in sys.argv
+    if "--endpoint" in sys.argv:
+        Handler.endpoint = sys.argv[sys.argv.index("--endpoint") + 1]
     server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[-1])), Handler)
     server.daemon_threads = True
     server.serve_forever()
