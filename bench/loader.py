@@ -156,7 +156,6 @@ def long_history(run: Any, count: int, template: Template, *, control_every: int
             run=run,
             capability_id=capability,
             tenant=run.tenant,
-            namespace=run.namespace,
             run_created_at=run.created_at,
             first_sequence=sequence,
         )
@@ -480,7 +479,7 @@ _CHECKPOINT_BODIES = (
 _CHECKPOINT_VARIABLE = ("id", "run_id", "tenant", "status", "created_at", "expires_at", "closed_at")
 # The capability-use projection's rows (runs.models.CapabilityUse): completed bulk runs
 # called the effect capability (the use the runs list's capability filter reads).
-USE_COLUMNS = ("run_id", "capability_id", "tenant", "namespace", "run_created_at", "first_sequence")
+USE_COLUMNS = ("run_id", "capability_id", "tenant", "run_created_at", "first_sequence")
 COMPLETED_CALLS = "reserve_part"
 
 
@@ -598,7 +597,7 @@ def bulk_runs(plan: BulkPlan, template: Template, *, seed: int = 7) -> dict[str,
                 )
             )
             if state == "COMPLETED":
-                uses.append(f"{run_id}\t{COMPLETED_CALLS}\t{tenant}\tlive\t{created}\t22")
+                uses.append(f"{run_id}\t{COMPLETED_CALLS}\t{tenant}\t{created}\t22")
             last = len(event_rows) - 1
             for i, row in enumerate(event_rows):
                 events.append(

@@ -535,17 +535,11 @@ def _http_refusal(failure: DiscoveryFailed, status: int, target: Target) -> Disc
 def _neither(
     first: DiscoveryFailed, status: int, second: DiscoveryFailed, legacy: _Wire
 ) -> DiscoveryFailed:
-    """Neither transport answered. When the legacy GET did not open an event stream (or
-    could not be made), the URL is not an MCP endpoint of either kind: say what each
-    transport got. When it did, this is a legacy server that failed later: its failure."""
-    not_a_stream = legacy.status is not None and legacy.content_type != "text/event-stream"
-    if not_a_stream or second.code in ("http_error", "unexpected"):
-        if legacy.status is None:
-            got = second.message
-        elif not_a_stream:
-            got = legacy.answer()
-        else:  # a stream, and then something no MCP server does (e.g. a foreign endpoint)
-            got = f"{legacy.answer()}, then {second.message}"
+    """Neither transport answered. When the legacy GET did not open an event stream, the URL
+    is not an MCP endpoint of either kind: say what each transport got. When it did, this
+    is a legacy server that failed later: its failure, and why that transport was tried."""
+    if legacy.content_type != "text/event-stream":
+        got = legacy.answer() if legacy.status is not None else second.message
         return DiscoveryFailed(
             "http_error",
             f"the URL is not an MCP endpoint: a Streamable HTTP initialize POST was answered "

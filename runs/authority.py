@@ -780,8 +780,8 @@ def _store(
 # statement: inserted only if the compare-and-set matched (it selects from ``cas``), once
 # per run and capability (a later call of it conflicts and inserts nothing).
 USE_CTE = (
-    "used AS (INSERT INTO runs_capabilityuse (run_id, capability_id, tenant, namespace, "
-    "run_created_at, first_sequence) SELECT cas.id, %s, %s, %s, %s, %s FROM cas "
+    "used AS (INSERT INTO runs_capabilityuse (run_id, capability_id, tenant, "
+    "run_created_at, first_sequence) SELECT cas.id, %s, %s, %s, %s FROM cas "
     "ON CONFLICT (run_id, capability_id) DO NOTHING)"
 )
 
@@ -860,7 +860,7 @@ def _store_postgresql(
         run.id,
         expected,
         run.owner_epoch,
-        *(_use_params(run, event, called) if called else ()),
+        *((called, run.tenant, run.created_at, event.sequence) if called else ()),
         *texts[:_RUN_ID],
         *texts[_RUN_ID + 1 :],
     ]
@@ -882,11 +882,6 @@ def _store_postgresql(
         return False
 
 
-def _use_params(run: Run, event: EventRecord, capability: str) -> tuple[Any, ...]:
-    """``USE_CTE``'s parameters: the use of ``capability`` ``event`` records."""
-    return (capability, run.tenant, run.namespace, run.created_at, event.sequence)
-
-
 def _store_orm(
     run: Run,
     state: dict[str, Any],
@@ -905,15 +900,16 @@ def _store_orm(
         Event.objects.create(**event_rows.model_fields(event))
     except IntegrityError:
         return False
-    if called:
-        values = dict(zip(_USE_FIELDS, _use_params(run, event, called), strict=True))
-        CapabilityUse.objects.bulk_create(
-            [CapabilityUse(run_id=run.pk, **values)], ignore_conflicts=True
+    if called:  # as ``USE_CTE``: the first call of a capability records its use
+        use = CapabilityUse(
+            run_id=run.pk,
+            capability_id=called,
+            tenant=run.tenant,
+            run_created_at=run.created_at,
+            first_sequence=event.sequence,
         )
+        CapabilityUse.objects.bulk_create([use], ignore_conflicts=True)
     return True
-
-
-_USE_FIELDS = ("capability_id", "tenant", "namespace", "run_created_at", "first_sequence")
 
 
 def record_of(row: Event) -> EventRecord:

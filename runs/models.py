@@ -380,10 +380,9 @@ class CapabilityUse(models.Model):
         Run, on_delete=models.PROTECT, related_name="capability_uses", db_index=False
     )
     capability_id = models.CharField(max_length=64)
-    # The run's tenant, world and creation time, copied so the listing needs no join to
-    # order and narrow (a run's are fixed at creation).
+    # The run's tenant and creation time, copied so the listing index can narrow and order
+    # by them (a run's are fixed at creation).
     tenant = models.CharField(max_length=32)
-    namespace = models.CharField(max_length=64)
     run_created_at = models.DateTimeField()
     first_sequence = models.PositiveIntegerField()
 

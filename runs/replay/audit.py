@@ -243,11 +243,11 @@ class _Stream:
                         "id", flat=True
                     )
                 )
-            for record in records:
+            for record in [r for r in records if r.type == EventType.PROPOSAL_ALLOWED]:
                 capability = event_rows.capability_called(record)
-                if capability is not None and capability not in self.called:
-                    self.called[capability] = record.sequence
-                yield record
+                if capability is not None:
+                    self.called.setdefault(capability, record.sequence)
+            yield from records
             if isinstance(error, UndecodableEvent):
                 self.undecodable = Finding("undecodable_event", error.sequence, str(error))
 

@@ -37,6 +37,15 @@ def allowed_calls(run: Run) -> list[tuple[str, int]]:
     return sorted(first.items(), key=lambda item: item[1])
 
 
+@pytest.fixture
+def completed(world: None, approver: Any) -> Run:
+    """A live reservation run, approved and completed: it called reserve_part."""
+    run = make_run(namespace="live")
+    approve(run, approver)
+    assert run.state == "COMPLETED"
+    return run
+
+
 def test_the_authority_records_each_capabilitys_first_admitted_call(
     world: None, approver: Any
 ) -> None:
@@ -53,20 +62,14 @@ def test_the_authority_records_each_capabilitys_first_admitted_call(
     assert uses(waiting) == allowed_calls(waiting)
     assert "reserve_part" in dict(uses(waiting))
     use = CapabilityUse.objects.get(run=waiting, capability_id="reserve_part")
-    assert (use.tenant, use.namespace, use.run_created_at) == (
-        waiting.tenant,
-        waiting.namespace,
-        waiting.created_at,
-    )
+    assert (use.tenant, use.run_created_at) == (waiting.tenant, waiting.created_at)
     # A run that called nothing (every call it proposed was denied) has no uses.
     assert uses(make_run("unavailable_tool")) == []
 
 
 def test_the_filter_lists_the_runs_that_called_the_capability(
-    as_operator: Client, world: None, approver: Any
+    as_operator: Client, completed: Run
 ) -> None:
-    completed = make_run(namespace="live")
-    approve(completed, approver)
     waiting = make_run(namespace="live")
     failed = make_run("unavailable_tool", namespace="live")
 
@@ -114,10 +117,8 @@ def test_keyset_pages_under_the_filter_cover_every_run_once(world: None) -> None
 
 
 def test_bulk_cancel_and_exports_select_what_the_filter_lists(
-    as_operator: Client, world: None, approver: Any
+    as_operator: Client, completed: Run
 ) -> None:
-    completed = make_run(namespace="live")
-    approve(completed, approver)
     waiting = make_run(namespace="live")
     query = {"capability": "propose_reservation", "disposition": ""}
     preview = as_operator.get(reverse("operations-cancel-preview"), query).content.decode()
@@ -158,7 +159,6 @@ def test_audit_replay_checks_the_uses_against_the_events(world: None) -> None:
         run=run,
         capability_id="reserve_part",
         tenant=run.tenant,
-        namespace=run.namespace,
         run_created_at=run.created_at,
         first_sequence=99,
     )
