@@ -7,6 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from kernel.principals import PRINCIPAL_REF_MAX
+
 
 class Checkpoint(models.Model):
     class Kind(models.TextChoices):
@@ -30,7 +32,7 @@ class Checkpoint(models.Model):
     tenant = models.CharField(max_length=32)
     kind = models.CharField(max_length=16, choices=Kind.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    requested_by_ref = models.CharField(max_length=64)
+    requested_by_ref = models.CharField(max_length=PRINCIPAL_REF_MAX)
     required_role = models.CharField(max_length=32)
     opened_sequence = models.PositiveIntegerField()
     # The exact proposal the approver sees, and the hash a decision must bind.
@@ -88,7 +90,7 @@ class Decision(models.Model):
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
-    decided_by_ref = models.CharField(max_length=64)
+    decided_by_ref = models.CharField(max_length=PRINCIPAL_REF_MAX)
     seen_hash = models.CharField(max_length=64, blank=True, default="")
     reason = models.CharField(max_length=1000)
     requested_change = models.JSONField(default=dict, blank=True)
@@ -125,7 +127,7 @@ class ApprovalVote(models.Model):
 
     checkpoint = models.ForeignKey(Checkpoint, on_delete=models.PROTECT, related_name="votes")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    by_ref = models.CharField(max_length=64)
+    by_ref = models.CharField(max_length=PRINCIPAL_REF_MAX)
     seen_hash = models.CharField(max_length=64)
     reason = models.CharField(max_length=1000)
     created_at = models.DateTimeField()

@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from kernel.principals import PRINCIPAL_REF_MAX
+
 
 class Lifecycle(models.TextChoices):
     DISCOVERED = "DISCOVERED"
@@ -126,7 +128,7 @@ class LifecycleDecision(models.Model):
     reviewer = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
-    reviewer_ref = models.CharField(max_length=64)
+    reviewer_ref = models.CharField(max_length=PRINCIPAL_REF_MAX)
     reason = models.CharField(max_length=1000)
     admission = models.JSONField(default=dict, blank=True)
     # What else the decision recorded: retirement inventory, import source, diff summary.
@@ -198,7 +200,7 @@ class Discovery(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
-    requested_ref = models.CharField(max_length=64)
+    requested_ref = models.CharField(max_length=PRINCIPAL_REF_MAX)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(

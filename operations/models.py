@@ -13,6 +13,7 @@ import uuid
 
 from django.db import models
 
+from kernel.principals import PRINCIPAL_REF_MAX
 from runs.models import Run
 
 
@@ -41,7 +42,7 @@ class Operation(models.Model):
     tenant = models.CharField(max_length=32)
     kind = models.CharField(max_length=16, choices=Kind.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
-    created_by = models.CharField(max_length=64)  # principal ref
+    created_by = models.CharField(max_length=PRINCIPAL_REF_MAX)  # principal ref
     created_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     # The filter as it was when the operation started: {"page": ..., "query": {...}}.
@@ -119,7 +120,7 @@ class OperationEvent(models.Model):
 
     operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="events")
     type = models.CharField(max_length=24)
-    by = models.CharField(max_length=64)
+    by = models.CharField(max_length=PRINCIPAL_REF_MAX)
     at = models.DateTimeField()
     detail = models.JSONField(default=dict)
 
@@ -141,7 +142,7 @@ class SavedView(models.Model):
     page = models.CharField(max_length=16, choices=PAGES)
     name = models.CharField(max_length=80)
     query = models.JSONField(default=dict)
-    created_by = models.CharField(max_length=64)
+    created_by = models.CharField(max_length=PRINCIPAL_REF_MAX)
     created_at = models.DateTimeField()
 
     class Meta:

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models.functions import Cast, Left
 
+from kernel.principals import PRINCIPAL_REF_MAX
 from runs.domain import effects
 from runs.domain.effects import AttemptStatus
 from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, State
@@ -63,6 +64,7 @@ class Run(models.Model):
     component_set = models.CharField(max_length=64)
     components = models.JSONField(default=dict)
     tenant = models.CharField(max_length=32)
+    # The capability contracts carry it to every tool (``principal_ref``, at most 64).
     principal_ref = models.CharField(max_length=64)
     scope = models.JSONField(default=list)
     limits = models.JSONField(default=dict)  # as configured at creation (immutable)
@@ -459,7 +461,7 @@ class FaultLabResult(models.Model):
     run_id = models.CharField(max_length=64, blank=True, default="")
     failed_checks = models.JSONField(default=list)
     notes = models.JSONField(default=list)
-    ran_by = models.CharField(max_length=64)
+    ran_by = models.CharField(max_length=PRINCIPAL_REF_MAX)
     ran_at = models.DateTimeField()
 
     def __str__(self) -> str:

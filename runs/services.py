@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import OperationalError, transaction
 
-from capabilities import ports, registry
+from capabilities import common, ports, registry
 from catalog.domain import versions
 from catalog.models import Lifecycle, Source
 from fieldops import sql
@@ -104,9 +104,15 @@ def run_create(
         raise RunInputError("tenant", f"unknown tenant {tenant!r}")
     if equipment_id not in reference.equipment:
         raise RunInputError("equipment_id", f"unknown equipment {equipment_id!r}")
+    principal_problem = _principal_problem(principal_ref)
+    if principal_problem:
+        raise RunInputError("principal_ref", principal_problem)
     tenant_locations = reference.locations_of(tenant)
     location_id = location_id or tenant_locations[0]
     if location_id not in reference.locations:
+        raise RunInputError("location_id", f"unknown location {location_id!r}")
+    if location_id not in tenant_locations:
+        # Another tenant's location exists, but this tenant's run may not name it.
         raise RunInputError("location_id", f"unknown location {location_id!r}")
     if not isinstance(quantity, int) or isinstance(quantity, bool) or not 1 <= quantity <= 50:
         raise RunInputError("quantity", "quantity must be a whole number from 1 to 50")
@@ -201,6 +207,25 @@ def run_create(
         if start:
             outbox.put(run_id=str(run.pk))
     return run
+
+
+# The capability contracts carry the run's principal to every tool; a run whose principal
+# they would refuse could never call one, so it is refused before it is created.
+PRINCIPAL_MAX = int(common.TRUSTED_READ_FIELDS["principal_ref"]["maxLength"])
+
+
+def _principal_problem(principal_ref: str) -> str:
+    if not isinstance(principal_ref, str) or not principal_ref.strip():
+        return "a run needs a principal"
+    if len(principal_ref) > PRINCIPAL_MAX:
+        return (
+            f"the principal {principal_ref[:24]!r}... is {len(principal_ref)} characters; a "
+            f"run's principal may be at most {PRINCIPAL_MAX} (the capability contracts carry "
+            "it to every tool): use a shorter user name"
+        )
+    if not principal_ref.isprintable():
+        return "a run's principal must not contain control characters"
+    return ""
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,20 @@ def test_an_operator_starts_reads_and_cancels_a_run(world, operator, approver):
     assert call("POST", "/runs", auth, {"quantity": "many"}).status_code == 400
 
 
+def test_a_run_cannot_name_another_tenants_location(world, operator):
+    """LOC-S1 exists, but it is tenant south's: a north run may not target it (and the
+    answer does not say it exists)."""
+    auth = bearer(operator)
+    response = call("POST", "/runs", auth, {"location_id": "LOC-S1"})
+    assert response.status_code == 400
+    assert response.json() == {
+        "code": "invalid_location_id",
+        "message": "unknown location 'LOC-S1'",
+    }
+    assert not Run.objects.exists()
+    assert call("POST", "/runs", auth, {"location_id": "LOC-N2"}).status_code == 201
+
+
 def test_a_run_reads_with_its_timeline(waiting, operator):
     detail = call("GET", f"/runs/{waiting.pk}", bearer(operator)).json()
     assert detail["state"] == "WAITING_HUMAN"

@@ -25,9 +25,20 @@ def test_start_run_prints_the_run_id_and_stops_at_the_first_wait(world):
     assert json.loads(err)["state"] == "WAITING_HUMAN"
 
 
-def test_start_run_refuses_bad_input_without_writing(world):
-    with pytest.raises(CommandError, match="fault_plan"):
-        _call("start_run", "--scenario", "reservation", "--fault", "meteor_strike")
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--fault", "meteor_strike"], "fault_plan"),
+        (["--fault", "stale_read:check_inventory:x"], "must be a whole number"),
+        (["--fault", "stale_read:check_inventory:\u00b2"], "must be a whole number"),
+        (["--principal", ""], "principal_ref: a run needs a principal"),
+        (["--principal", "user:" + "x" * 60], "may be at most 64"),
+        (["--location", "LOC-S1"], "location_id: unknown location 'LOC-S1'"),
+    ],
+)
+def test_start_run_refuses_bad_input_without_writing(world, arguments, message):
+    with pytest.raises(CommandError, match=message):
+        _call("start_run", "--scenario", "reservation", *arguments)
     assert not Run.objects.exists()
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from approvals import configuration
 from approvals.models import ApprovalPolicy
 from runs.console.filters import WORLDS
 
@@ -29,10 +30,28 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **o: Any) -> None:
         if o["delete"]:
             deleted, _ = ApprovalPolicy.objects.filter(tenant=o["tenant"], name=o["name"]).delete()
-            self.stdout.write(f"deleted {deleted} policy")
+            if not deleted:
+                raise CommandError(f"no policy {o['tenant']}/{o['name']} to delete")
+            self.stdout.write(f"deleted policy {o['tenant']}/{o['name']}")
             return
-        if not 1 <= o["quorum"] <= 9:
-            raise CommandError("--quorum must be 1..9")
+        usernames = sorted(set(o["users"]))
+        part_ids = sorted({p.strip().upper() for p in o["parts"]})
+        problem = (
+            configuration.tenant_problem(o["tenant"])
+            or configuration.name_problem(o["name"])
+            or configuration.policy_problem(
+                tenant=o["tenant"],
+                capability=o["capability"],
+                effect_class=o["effect_class"],
+                group=o["group"],
+                usernames=usernames,
+                quorum=o["quorum"],
+                quorum_min_quantity=o["quorum_min_quantity"],
+                part_ids=part_ids,
+            )
+        )
+        if problem:
+            raise CommandError(problem)
         policy, created = ApprovalPolicy.objects.update_or_create(
             tenant=o["tenant"],
             name=o["name"],
@@ -41,10 +60,10 @@ class Command(BaseCommand):
                 "effect_class": o["effect_class"],
                 "world": o["world"],
                 "group": o["group"],
-                "usernames": sorted(set(o["users"])),
+                "usernames": usernames,
                 "quorum": o["quorum"],
                 "quorum_min_quantity": o["quorum_min_quantity"],
-                "quorum_part_ids": sorted({p.strip().upper() for p in o["parts"]}),
+                "quorum_part_ids": part_ids,
             },
         )
         self.stdout.write(

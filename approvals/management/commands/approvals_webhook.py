@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from approvals import configuration
 from approvals.models import WebhookEndpoint
 
 
@@ -30,14 +30,20 @@ class Command(BaseCommand):
             changed = WebhookEndpoint.objects.filter(tenant=o["tenant"], name=o["name"]).update(
                 active=False
             )
-            self.stdout.write(f"disabled {changed} endpoint")
+            if not changed:
+                raise CommandError(f"no webhook endpoint {o['tenant']}/{o['name']} to disable")
+            self.stdout.write(f"disabled webhook {o['tenant']}/{o['name']}")
             return
         url = o["url"] or ""
-        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
-            raise CommandError("--url must be an http(s) URL")
         secret = os.environ.get(o["secret_env"], "")
-        if len(secret) < 16:
-            raise CommandError(f"set {o['secret_env']} to a signing secret of 16+ characters")
+        problem = (
+            configuration.tenant_problem(o["tenant"])
+            or configuration.name_problem(o["name"])
+            or configuration.webhook_url_problem(url)
+            or configuration.secret_env_problem(o["secret_env"], secret)
+        )
+        if problem:
+            raise CommandError(problem)
         endpoint, created = WebhookEndpoint.objects.update_or_create(
             tenant=o["tenant"],
             name=o["name"],

@@ -29,7 +29,9 @@ class Command(BaseCommand):
         if bool(options["server"]) == bool(options["all"]):
             raise CommandError("name one server, or pass --all")
         limits = servers.limits_from_settings()
-        if options["timeout"]:
+        if options["timeout"] is not None:
+            if not 0 < options["timeout"] <= 3600:  # NaN fails this too
+                raise CommandError("--timeout must be seconds, above 0 and at most 3600")
             limits = mcp_client.Limits(timeout_seconds=options["timeout"])
         if options["all"]:
             ids = list(ToolServer.objects.filter(scheduled=True).values_list("pk", flat=True))

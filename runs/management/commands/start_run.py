@@ -47,6 +47,8 @@ class Command(BaseCommand):
         for spec in options["fault"]:
             point, _, rest = spec.partition(":")
             capability, _, on_call = rest.partition(":")
+            if not (on_call or "1").isdecimal():
+                raise CommandError(f"--fault {spec!r}: the call number must be a whole number")
             plan.append(
                 {"point": point, "capability": capability or "*", "on_call": int(on_call or 1)}
             )
