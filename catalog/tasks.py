@@ -7,15 +7,32 @@ time limit and one slow server does not delay the others.
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 
 from catalog import servers
+from catalog.domain.lifecycle import Refusal
 from catalog.models import ToolServer
+
+log = logging.getLogger("fieldops.catalog")
 
 
 @shared_task(name="catalog.tasks.tool_server_discover", acks_late=True)
 def tool_server_discover(server_id: int, trigger: str = "schedule") -> str:
-    run = servers.tool_server_discover(server_id=server_id, trigger=trigger)
+    # A message no beat or view wrote (hand-made or corrupted) is refused with one log
+    # line, not a failed task with a traceback.
+    if not isinstance(server_id, int) or isinstance(server_id, bool):
+        log.warning("tool_server_discover refused: %r is not a server id", str(server_id)[:80])
+        return "refused: not a server id"
+    if trigger not in servers.TRIGGERS:
+        log.warning("tool_server_discover refused: unknown trigger %r", str(trigger)[:80])
+        return "refused: unknown trigger"
+    try:
+        run = servers.tool_server_discover(server_id=server_id, trigger=trigger)
+    except Refusal as exc:  # the server was deleted after the message was sent
+        log.warning("tool_server_discover refused: %s", exc.message, extra={"code": exc.code})
+        return f"refused: {exc.code}"
     return f"{run.outcome}: {run.message}"
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import uuid
+
 from celery import shared_task
 
 from operations import services
 from operations.models import Status
+
+log = logging.getLogger("fieldops.operations")
 
 
 @shared_task(name="operations.tasks.operation_advance", acks_late=True, reject_on_worker_lost=True)
@@ -13,6 +18,11 @@ def operation_advance(operation_id: str) -> str:
     """One batch; while items remain, the next batch is published as a new task. A batch
     that found nothing to claim (another worker holds the rest) publishes nothing: that
     worker goes on, and the sweep re-hands the operation if it died."""
+    try:
+        uuid.UUID(str(operation_id))
+    except ValueError:
+        log.warning("operation_advance refused: %r is not an operation id", str(operation_id)[:80])
+        return "missing"
     step = services.operation_step(operation_id=operation_id)
     if step.status == Status.RUNNING and step.claimed:
         services.handover(operation_id)
