@@ -109,7 +109,12 @@ def test_migrations_run_as_the_owner_and_everything_else_as_the_app_role():
 
     assert role("migrate") == "fieldops_owner"
     command = SERVICES["migrate"]["command"]
-    assert command.index("migrate --noinput") < command.index("db_roles --app-role fieldops_app")
+    # Migrations, then the catalog and world every run needs (no demo users), then grants.
+    assert (
+        command.index("migrate --noinput")
+        < command.index("manage.py seed &&")
+        < command.index("db_roles --app-role fieldops_app")
+    )
     for name in ("web", "worker", "beat"):
         assert role(name) == "fieldops_app", name
         assert SERVICES[name]["depends_on"]["migrate"] == {

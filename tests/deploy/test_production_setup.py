@@ -1,0 +1,100 @@
+"""docker-compose's ``migrate`` service, step by step as it is written there, on a new
+PostgreSQL database with the production settings; then the application role starts a
+run. Before ``manage.py seed`` was one of those steps, the production deployment had an
+empty catalog and world, and every run start was refused ("no admitted capability
+versions to pin")."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+
+from tests.conftest import require_service
+from tests.deploy.servers import ROOT
+from tests.domain.deploy.test_compose import EXAMPLE, SERVICES, environment, interpolate
+
+pytestmark = pytest.mark.postgres
+
+SERVER = os.environ.get("FIELDOPS_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/x")
+
+
+def _admin() -> psycopg.Connection[tuple[object, ...]]:
+    parts = urlsplit(SERVER)
+    return psycopg.connect(
+        host=parts.hostname,
+        port=parts.port or 5432,
+        user=parts.username or "postgres",
+        dbname="postgres",
+        autocommit=True,
+        connect_timeout=3,
+    )
+
+
+@pytest.fixture
+def fresh_database() -> Iterator[tuple[str, str]]:
+    """A new, empty database and a unique application role (both dropped afterwards)."""
+    try:
+        admin = _admin()
+    except psycopg.OperationalError as exc:
+        require_service("PostgreSQL", False, str(exc))
+    name = f"fieldops_test_prodsetup_{uuid.uuid4().hex[:8]}"
+    role = f"fieldops_app_test_{uuid.uuid4().hex[:8]}"
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield name, role
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+def _url(user: str, database: str) -> str:
+    parts = urlsplit(SERVER)
+    return f"postgres://{user}@{parts.hostname}:{parts.port or 5432}/{database}"
+
+
+def _manage(argv: list[str], database_url: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "FIELDOPS_"))}
+    env.update(EXAMPLE)
+    env.update({k: interpolate(v, EXAMPLE) for k, v in environment("migrate").items()})
+    env.update(DATABASE_URL=database_url, FIELDOPS_LOG_LEVEL="WARNING")
+    return subprocess.run(
+        [sys.executable, "manage.py", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_compose_migrate_service_leaves_a_database_where_runs_start(fresh_database):
+    database, role = fresh_database
+    owner_url = _url(urlsplit(SERVER).username or "postgres", database)
+    steps = re.findall(r"python manage\.py ([^&\"\n]+)", SERVICES["migrate"]["command"])
+    assert [s.split()[0] for s in steps] == ["migrate", "seed", "db_roles"]
+    for step in steps:
+        argv = shlex.split(step.replace("fieldops_app", role))
+        if argv[0] == "db_roles":
+            argv.append("--create")  # compose's postgres-init.sh creates the real one
+        done = _manage(argv, owner_url)
+        assert done.returncode == 0, f"{step}: {done.stdout}\n{done.stderr}"
+    again = _manage(["seed"], owner_url)  # idempotent: the next deploy runs it again
+    assert again.returncode == 0 and "catalog: 0 capability versions stored" in again.stdout
+
+    started = _manage(["start_run", "--scenario", "reservation"], _url(role, database))
+    assert started.returncode == 0, started.stderr
+    outcome = json.loads(started.stderr.strip().splitlines()[-1])
+    assert outcome["state"] == "WAITING_HUMAN", outcome
+    assert outcome["waiting_checkpoint"]
