@@ -275,6 +275,11 @@ def _cancel_once(
 ) -> CancelResult | None:
     """One try of ``run_cancel``: its result, or None after a lost revision race."""
     with transaction.atomic():
+        # The run's row first, then its dispatch records: the order of every event's
+        # transaction (the compare-and-set, then the attempt it moves). The other order
+        # deadlocked with a worker recording its effect's outcome in between (the
+        # cancellation held the attempt and waited for the run, the worker the reverse).
+        run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
         # Lock the run's unsent dispatch records: the runner's send gate takes the same
         # lock, so either it sends first (effect unknown) or it sees this cancellation.
         pending = list(
@@ -282,7 +287,6 @@ def _cancel_once(
             .filter(run_id=run_id, status=AttemptStatus.DISPATCH_RECORDED)
             .values_list("id", flat=True)
         )
-        run = Run.objects.get(pk=run_id)
         if expected_revision is not None and run.revision != expected_revision:
             return CancelResult(False, run, "", "revision_conflict")
         qualification = cancel_qualification(run)
