@@ -300,6 +300,11 @@ def _cancel_once(
 ) -> CancelResult | None:
     """One try of ``run_cancel``: its result, or None after a lost revision race."""
     with transaction.atomic():
+        # The run's row first, then its dispatch records: the order of every event's
+        # transaction (the compare-and-set, then the attempt it moves). The other order
+        # deadlocked with a worker recording its effect's outcome in between (the
+        # cancellation held the attempt and waited for the run, the worker the reverse).
+        run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
         # Lock the run's unsent dispatch records: the runner's send gate takes the same
         # lock, so either it sends first (effect unknown) or it sees this cancellation.
         pending = list(
@@ -307,7 +312,6 @@ def _cancel_once(
             .filter(run_id=run_id, status=AttemptStatus.DISPATCH_RECORDED)
             .values_list("id", flat=True)
         )
-        run = Run.objects.get(pk=run_id)
         if expected_revision is not None and run.revision != expected_revision:
             return CancelResult(False, run, "", "revision_conflict")
         qualification = cancel_qualification(run)
@@ -431,7 +435,12 @@ def run_cancel_many(
 
 
 def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reason: str) -> Run:
-    """Record an operator's budget.changed decision (never below what is already used)."""
+    """Record an operator's budget.changed decision (never below what is already used).
+
+    Raise RunInputError on bad input (nothing written) and, with ``field`` ``run``, when the
+    run has ended: the authority then recorded the request as ``transition.rejected``
+    (a late change is recorded as rejected, as a late cancellation is).
+    """
     reason = (reason or "").strip()
     if not reason:
         raise RunInputError("reason", "a budget change needs a reason")
@@ -442,9 +451,8 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
 
     def attempt() -> Run | None:
         run = Run.objects.get(pk=run_id)
-        if is_terminal(run.state):
-            raise RunInputError("run", "the run has ended; start a follow-up run instead")
-        if limit < run.counters.get(budget, 0):
+        # An ended run's refusal is the authority's to record (transition.rejected).
+        if not is_terminal(run.state) and limit < run.counters.get(budget, 0):
             raise RunInputError("limit", f"{budget} already used {run.counters[budget]}")
         result = authority.append(
             run_id=run_id,
@@ -465,6 +473,14 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
             return run
         if result.busy:
             raise RunInputError("run", "the run is busy (another transaction holds it); try again")
+        if result.refusal == "run_terminal":
+            raise RunInputError(
+                "run",
+                f"the run is {result.snapshot.state.value} and its budgets cannot change; the "
+                "attempt was recorded as rejected. Start a follow-up run instead",
+            )
+        if not result.conflict:
+            raise RunInputError("run", f"the budget change was refused ({result.refusal})")
         return None
 
     outcome = retry.until_settled(attempt, what=f"change a budget of {run_id}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 
 import pytest
 from django.db import connection
@@ -11,8 +12,12 @@ from django.db import connection
 from approvals import services as approvals
 from approvals.models import Checkpoint
 from runs import authority, services
-from runs.models import Event
+from runs.domain.effects import AttemptStatus
+from runs.domain.states import Actor, EventType
+from runs.engine import attempts
+from runs.models import EffectAttempt, Event
 from tests.helpers import make_run
+from tests.operations.test_batch_cancel import dispatch_recorded
 
 pytestmark = pytest.mark.postgres
 
@@ -74,3 +79,76 @@ def test_approve_and_cancel_race_has_exactly_one_winner(world, approver, monkeyp
         assert out["approve"].refusal in ("run_not_waiting", "run_cancelled")
         assert out["approve"].message
         assert run.state == "CANCELLED" and "approval.granted" not in types
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_and_a_worker_moving_the_dispatch_record_never_deadlock(
+    world, approver, monkeypatch, settings
+):
+    """A worker's event transaction takes the run's row (its compare-and-set), then the
+    dispatch record it moves; a cancellation meeting it in between must queue behind it,
+    not take the record first and then wait for the run (a deadlock: HTTP 500)."""
+    settings.FIELDOPS_EXECUTION = "deferred"  # the test moves the run itself
+    run = dispatch_recorded(approver=approver)
+    attempt = EffectAttempt.objects.get(run=run)
+    locked = threading.Event()
+    real_qualification = services.cancel_qualification
+
+    def qualification_then_pause(run_row, statuses=None):
+        locked.set()  # the cancellation holds its locks here, before its compare-and-set
+        time.sleep(0.5)  # the worker's transaction meets them meanwhile
+        return real_qualification(run_row, statuses)
+
+    monkeypatch.setattr(services, "cancel_qualification", qualification_then_pause)
+    out: dict[str, object] = {}
+
+    def cancel():
+        try:
+            out["cancel"] = services.run_cancel(
+                run_id=str(run.pk), by_ref="user:operator", reason="race"
+            )
+        except Exception as exc:
+            out["cancel"] = exc
+        finally:
+            connection.close()
+
+    def worker():
+        # A new owner's move of a dispatch record it cannot trust (the takeover's path).
+        def move(row, event):
+            attempts.attempt_move(
+                attempt_id=attempt.pk,
+                source=AttemptStatus.DISPATCH_RECORDED,
+                target=AttemptStatus.AMBIGUOUS,
+                detail="owner_changed_after_dispatch_record",
+            )
+
+        try:
+            assert locked.wait(10)
+            out["worker"] = authority.append(
+                run_id=str(run.pk),
+                expected_revision=run.revision,
+                expected_epoch=run.owner_epoch,
+                type=EventType.EFFECT_AMBIGUOUS,
+                actor=Actor.CAPABILITY_ADAPTER,
+                reason_code="owner_changed_after_dispatch_record",
+                refs={"attempt": attempt.pk},
+                within=move,
+            )
+        except Exception as exc:
+            out["worker"] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=cancel), threading.Thread(target=worker)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not isinstance(out["cancel"], Exception), out["cancel"]
+    assert not isinstance(out["worker"], Exception), out["worker"]
+    assert out["cancel"].applied  # it came first; the worker's compare-and-set then lost
+    assert not out["worker"].applied
+    run.refresh_from_db()
+    attempt.refresh_from_db()
+    assert run.state == "CANCELLED" and run.terminal_reason == "cancelled_no_dispatch"
+    assert attempt.status == AttemptStatus.NOT_SENT

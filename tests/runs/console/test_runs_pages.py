@@ -422,6 +422,34 @@ def test_budget_change_refusals(as_operator: Client, as_approver: Client, waitin
     assert ended.status_code == 409
 
 
+def test_a_budget_change_of_an_ended_run_is_refused_and_recorded(
+    as_operator: Client, waiting_run: Run
+) -> None:
+    """A late budget change (the run ended while the operator looked at it) is refused with
+    its cause and recorded as transition.rejected, as a late cancellation is (SPEC §1)."""
+    services.run_cancel(run_id=str(waiting_run.pk), by_ref="user:operator", reason="stop")
+    waiting_run.refresh_from_db()
+    revision, limits = waiting_run.revision, dict(waiting_run.budget_limits)
+    url = reverse("runs-budget", args=[waiting_run.pk])
+    # Below what is used, too: an ended run's refusal is that it ended.
+    for limit in ("20", "0"):
+        response = as_operator.post(url, {"budget": "actions", "limit": limit, "reason": "late"})
+        assert response.status_code == 409
+        assert "CANCELLED and its budgets cannot change" in response.content.decode()
+    waiting_run.refresh_from_db()
+    assert waiting_run.budget_limits == limits and waiting_run.state == "CANCELLED"
+    rejected = list(
+        Event.objects.filter(run=waiting_run, sequence__gt=revision).order_by("sequence")
+    )
+    assert [(e.type, e.reason_code) for e in rejected] == [
+        ("transition.rejected", "run_terminal"),
+        ("transition.rejected", "run_terminal"),
+    ]
+    assert rejected[0].payload["attempted"] == "budget.changed"
+    assert rejected[0].payload["detail"]["by"] == "user:operator"
+    assert "budget.changed" not in types(waiting_run)
+
+
 def test_a_follow_up_starts_a_new_run_only_for_ended_runs(
     as_operator: Client, waiting_run: Run
 ) -> None:
