@@ -338,23 +338,36 @@ def checkpoints_decide(request: HttpRequest, checkpoint_id: str, body: DecisionI
 runs_router = Router(tags=["runs"])
 
 
-@runs_router.post("", response={201: RunOut, **ERRORS}, summary="Start a run")
+@runs_router.post(
+    "", response={200: RunOut, 201: RunOut, 409: ErrorOut, **ERRORS}, summary="Start a run"
+)
 def runs_start(request: HttpRequest, body: RunIn) -> Any:
-    """Start a run in the live world as yourself (operator role)."""
+    """Start a run in the live world as yourself (operator role).
+
+    With an ``Idempotency-Key`` header (1 to 64 printable ASCII characters) the request
+    starts at most one run: the same key again answers 200 with the run the first request
+    started (201); the key with a different body is a 409 ``idempotency_key_reused``."""
     require_role(request.user, OPERATOR)
+    create = {
+        "scenario": body.scenario,
+        "tenant": _tenant(request),
+        "principal_ref": principal_ref_of(request.user),
+        "requested_by": request.user,
+        "equipment_id": body.equipment_id,
+        "location_id": body.location_id,
+        "quantity": body.quantity,
+    }
+    key = request.headers.get("Idempotency-Key")
     try:
-        run = runs.run_create(
-            scenario=body.scenario,
-            tenant=_tenant(request),
-            principal_ref=principal_ref_of(request.user),
-            requested_by=request.user,
-            equipment_id=body.equipment_id,
-            location_id=body.location_id,
-            quantity=body.quantity,
-        )
+        if key is None:
+            return Status(201, _run_out(runs.run_create(**create)))
+        started = runs.run_start_once(key=key, **create)
     except runs.RunInputError as exc:
-        return Status(400, {"code": f"invalid_{exc.field}", "message": str(exc)})
-    return Status(201, _run_out(run))
+        if exc.field == "start_key_reused":
+            return Status(409, {"code": "idempotency_key_reused", "message": str(exc)})
+        field = "idempotency_key" if exc.field == "start_key" else exc.field
+        return Status(400, {"code": f"invalid_{field}", "message": str(exc)})
+    return Status(201 if started.created else 200, _run_out(started.run))
 
 
 @runs_router.get("/{run_id}", response={200: RunDetailOut, **ERRORS}, summary="A run")

@@ -368,6 +368,32 @@ class CallbackReceipt(models.Model):
         return f"{self.delivery_id} {self.outcome}"
 
 
+class RunStartKey(models.Model):
+    """The key a start request carried (the start form's one-time key, the API's
+    ``Idempotency-Key``): a second request with the same key from the same principal finds
+    the run the first one started instead of starting another (a double click, a client's
+    retry after a lost response). ``request_digest`` is the digest of what was asked, so a
+    key reused for a different request is refused, not answered with the wrong run."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.CharField(max_length=32)
+    principal_ref = models.CharField(max_length=64)
+    key = models.CharField(max_length=64)
+    request_digest = models.CharField(max_length=64)
+    run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="start_key")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "principal_ref", "key"], name="run_start_key_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.principal_ref} {self.key} -> {self.run_id}"
+
+
 class CapabilityUse(models.Model):
     """A capability a run called: the first ``proposal.allowed`` event that admitted a call
     of it. A projection of the events (one row per run and capability, never changed),

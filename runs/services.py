@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import OperationalError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 
 from capabilities import common, ports, registry
 from catalog.domain import versions
@@ -28,7 +28,7 @@ from runs.domain.events import RunConfig
 from runs.domain.states import Actor, EventType, State, is_terminal
 from runs.domain.task import CONTRACT_VERSION, POLICY_VERSION
 from runs.engine.inputs import pinned_ref
-from runs.models import EffectAttempt, Evidence, Run
+from runs.models import EffectAttempt, Evidence, Run, RunStartKey
 from runs.policies import vocabularies
 
 DEFAULT_OBJECTIVE = (
@@ -90,10 +90,13 @@ def run_create(
     follows_run: Run | None = None,
     deadline_seconds: int | None = None,
     start: bool = True,
+    start_key: StartKey | None = None,
 ) -> Run:
     """Create a run (CREATED, revision 0) with its request evidence; enqueue it to start.
 
-    Raise RunInputError on any invalid input; nothing is written then.
+    Raise RunInputError on any invalid input; nothing is written then. With ``start_key``
+    the key is recorded with the run in its transaction (``run_start_once``): a second run
+    under the same key is an IntegrityError, and nothing of it is written.
     """
     scenario_problem = policies.scenario_problem(scenario, vocabulary)
     if scenario_problem:
@@ -204,9 +207,103 @@ def run_create(
                 created_at=now,
             )
         )
+        if start_key is not None:
+            sql.insert(
+                RunStartKey(
+                    tenant=tenant,
+                    principal_ref=principal_ref,
+                    key=start_key.key,
+                    request_digest=start_key.request_digest,
+                    run=run,
+                    created_at=now,
+                )
+            )
         if start:
             outbox.put(run_id=str(run.pk))
     return run
+
+
+@dataclass(frozen=True)
+class StartKey:
+    """A start request's key and the digest of what it asked (see ``RunStartKey``)."""
+
+    key: str
+    request_digest: str
+
+
+@dataclass(frozen=True)
+class StartResult:
+    run: Run
+    created: bool  # False: an earlier request with the same key started ``run``
+
+
+START_KEY_MAX = 64
+
+
+def run_start_once(
+    *,
+    key: str,
+    scenario: str,
+    tenant: str,
+    principal_ref: str,
+    requested_by: Any = None,
+    equipment_id: str = "EQ-17",
+    location_id: str | None = None,
+    quantity: int = 1,
+) -> StartResult:
+    """Start a run once per ``key`` of this principal: the same key again (a double click,
+    a client retrying after a lost response) answers the run the first request started,
+    even when both arrive at the same moment. Raise RunInputError for a malformed key, or
+    a key already used for a different request (nothing is written then)."""
+    if not 1 <= len(key) <= START_KEY_MAX or not (key.isascii() and key.isprintable()):
+        raise RunInputError(
+            "start_key", f"a start key is 1 to {START_KEY_MAX} printable ASCII characters"
+        )
+    asked = {
+        "scenario": scenario,
+        "equipment_id": equipment_id,
+        "location_id": location_id or "",
+        "quantity": quantity,
+    }
+    wanted = StartKey(key, digest(asked))
+
+    def started() -> StartResult | None:
+        found = (
+            RunStartKey.objects.select_related("run")
+            .filter(tenant=tenant, principal_ref=principal_ref, key=key)
+            .first()
+        )
+        if found is None:
+            return None
+        if found.request_digest != wanted.request_digest:
+            raise RunInputError(
+                "start_key_reused",
+                f"the key {key!r} already started run {found.run.short_id} with a different "
+                "request; use a new key for a new run",
+            )
+        return StartResult(found.run, created=False)
+
+    earlier = started()
+    if earlier is not None:
+        return earlier
+    try:
+        run = run_create(
+            scenario=scenario,
+            tenant=tenant,
+            principal_ref=principal_ref,
+            requested_by=requested_by,
+            equipment_id=equipment_id,
+            location_id=location_id,
+            quantity=quantity,
+            start_key=wanted,
+        )
+    except IntegrityError:
+        # Another request with this key committed its run first: answer that one.
+        earlier = started()
+        if earlier is None:
+            raise
+        return earlier
+    return StartResult(run, created=True)
 
 
 # The capability contracts carry the run's principal to every tool; a run whose principal

@@ -4,6 +4,7 @@ page (timeline, gauges, cancel, budget change, follow-up, export, evidence, audi
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 from uuid import UUID
 
@@ -34,9 +35,15 @@ class StartRunForm(forms.Form):
     scenario = forms.ChoiceField(label="Scenario")
     equipment_id = forms.ChoiceField(label="Equipment")
     location_id = forms.ChoiceField(label="Location")
+    # One key per rendered form: submitting it twice (a double click, a resent POST)
+    # starts one run (services.run_start_once). A post without it starts a run each time.
+    start_key = forms.CharField(
+        widget=forms.HiddenInput, max_length=services.START_KEY_MAX, required=False
+    )
 
     def __init__(self, *args: Any, tenant: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["start_key"].initial = uuid.uuid4().hex
         reference = ports.world().reference
         self.fields["scenario"].choices = [
             (name, f"{name} — {s.description}")
@@ -86,19 +93,31 @@ def runs_start(request: AuthedHtmxRequest) -> HttpResponse:
     tenant = request_tenant(request)
     form = StartRunForm(request.POST, tenant=tenant)
     if form.is_valid():
+        create = {
+            "scenario": form.cleaned_data["scenario"],
+            "tenant": tenant,
+            "principal_ref": principal_ref_of(request.user),
+            "requested_by": request.user,
+            "equipment_id": form.cleaned_data["equipment_id"],
+            "location_id": form.cleaned_data["location_id"],
+        }
+        key = form.cleaned_data["start_key"]
         try:
-            run = services.run_create(
-                scenario=form.cleaned_data["scenario"],
-                tenant=tenant,
-                principal_ref=principal_ref_of(request.user),
-                requested_by=request.user,
-                equipment_id=form.cleaned_data["equipment_id"],
-                location_id=form.cleaned_data["location_id"],
-            )
+            if key:
+                started = services.run_start_once(key=key, **create)
+            else:
+                started = services.StartResult(services.run_create(**create), created=True)
         except services.RunInputError as exc:
             form.add_error(None, f"{exc.field}: {exc}")
         else:
-            messages.success(request, f"Run {run.short_id} started ({run.scenario}).")
+            run = started.run
+            if started.created:
+                messages.success(request, f"Run {run.short_id} started ({run.scenario}).")
+            else:
+                messages.info(
+                    request,
+                    f"This form already started run {run.short_id}; it was not started again.",
+                )
             return redirect("runs-detail", run.pk)
     context = _list_context(request, tenant, start_form=form)
     return render(request, "runs/list.html", context, status=400)
