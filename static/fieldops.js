@@ -10,3 +10,25 @@ document.addEventListener("change", function (event) {
   const target = document.getElementById(box.dataset.toggleTarget);
   if (target) target.classList.toggle(box.dataset.toggleClass, box.checked);
 });
+
+// <form data-submit-once>: after the first submit its submit buttons are disabled (marked
+// busy) until the next page, so a double click sends one request. The server does not rely
+// on it: the start form's one-time key makes a second post find the first run anyway.
+document.addEventListener("submit", function (event) {
+  const form = event.target.closest("form[data-submit-once]");
+  if (!form || event.defaultPrevented) return;
+  // After this event: a button disabled now would leave its own name out of the post.
+  setTimeout(function () {
+    form.querySelectorAll("button[type=submit], button:not([type])").forEach(function (b) {
+      b.disabled = true;
+      b.setAttribute("aria-busy", "true");
+    });
+  }, 0);
+});
+// Back to a page kept in the browser's cache: its buttons work again.
+window.addEventListener("pageshow", function () {
+  document.querySelectorAll("form[data-submit-once] button[aria-busy]").forEach(function (b) {
+    b.disabled = false;
+    b.removeAttribute("aria-busy");
+  });
+});

@@ -90,6 +90,28 @@ def test_the_approval_queue_filters_and_shows_new_checkpoints_without_a_reload(
     expect(page.locator("#queue tbody tr")).to_have_count(2)
 
 
+def test_a_double_click_on_start_run_starts_one_run(
+    live_server: Any, new_page: Any, operator: Any, settings: Any
+) -> None:
+    settings.FIELDOPS_EXECUTION = "inprocess"
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.get_by_text("Start a run", exact=True).click()
+    start = page.locator("#start-run form")
+    start.get_by_label("Scenario").select_option("abstain")
+    start.get_by_role("button", name="Start run").dblclick()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    run = Run.objects.get()
+    assert page.url.endswith(f"/runs/{run.pk}/")
+    expect(
+        page.get_by_role("button", name="Cancel run").or_(page.locator("#live-state"))
+    ).to_be_visible()
+    assert Run.objects.count() == 1
+    # Back to the list (kept by the browser): the form works again, for a new run.
+    page.go_back()
+    expect(page.locator("#start-run form button[type=submit]")).to_be_enabled()
+
+
 def test_an_operator_cancels_a_waiting_run(
     live_server: Any, new_page: Any, operator: Any, waiting: Run
 ) -> None:
