@@ -214,3 +214,40 @@ def test_the_token_forms_answer_every_input_without_a_server_error(approver, nam
     revoked = client.post(reverse("api-tokens-revoke", args=[token_id]))
     mine = ApiToken.objects.filter(pk=token_id, user=approver).exists()
     assert revoked.status_code == (302 if mine else 404)
+
+
+def post_raw(path: str, auth: dict[str, str], raw: str) -> Any:
+    return Client().post(V1 + path, data=raw, content_type="application/json", **auth)
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        '"stop\\u0000"',  # PostgreSQL text and jsonb hold no NUL: a 500 there before
+        '"stop\\ud800"',  # an unpaired surrogate cannot be encoded for the database
+        "NaN",
+    ],
+)
+def test_an_unstorable_string_in_a_body_is_400_and_changes_nothing(
+    waiting: Run, operator: Any, approver: Any, reason: str
+) -> None:
+    cp = _checkpoint(waiting)
+    cancel = post_raw(f"/runs/{waiting.pk}/cancel", bearer(operator), f'{{"reason": {reason}}}')
+    assert cancel.status_code == 400 and cancel.json()["code"] == "invalid_request"
+    decide = post_raw(
+        f"/checkpoints/{cp.pk}/decision",
+        bearer(approver),
+        f'{{"verdict": "decline", "seen_hash": {reason}, "reason": {reason},'
+        f' "requested_change": {{"slot_id": {reason}}}}}',
+    )
+    assert decide.status_code == 400 and decide.json()["code"] == "invalid_request"
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.revision) == ("WAITING_HUMAN", cp.run.revision)
+    assert not DecisionRefusal.objects.exists() and not Decision.objects.exists()
+
+
+@pytest.mark.parametrize("raw", ["[]", "null", "1", '"x"'])
+def test_a_body_that_is_not_a_json_object_starts_no_run(world: None, operator: Any, raw: str):
+    response = post_raw("/runs", bearer(operator), raw)
+    assert response.status_code == 400 and response.json()["code"] == "invalid_request"
+    assert not Run.objects.exists()
