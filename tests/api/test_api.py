@@ -251,3 +251,48 @@ def test_a_body_that_is_not_a_json_object_starts_no_run(world: None, operator: A
     response = post_raw("/runs", bearer(operator), raw)
     assert response.status_code == 400 and response.json()["code"] == "invalid_request"
     assert not Run.objects.exists()
+
+
+@pytest.mark.postgres  # threads on separate connections (the SQLite test database is shared memory)
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_token_requests_cannot_pass_the_limit(world: None, monkeypatch: Any) -> None:
+    """Requests that arrive together count one after the other (each took the last slot
+    before: eleven or more active tokens)."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from api import tokens
+
+    user = make_user("bursty", "north", "operator")
+    for i in range(tokens.MAX_ACTIVE_TOKENS - 1):
+        token_create(user=user, name=f"t{i}")
+    real_hex = tokens.secrets.token_hex
+
+    def slow_hex(n: int) -> str:  # between the count and the insert: widen the window
+        time.sleep(0.3)
+        return real_hex(n)
+
+    monkeypatch.setattr(tokens.secrets, "token_hex", slow_hex)
+    barrier = threading.Barrier(4, timeout=10)
+    outcomes: list[str] = []
+
+    def create() -> None:
+        try:
+            barrier.wait()
+            token_create(user=user, name="burst")
+            outcomes.append("created")
+        except tokens.TokenError:
+            outcomes.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=create) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["created", "refused", "refused", "refused"]
+    active = ApiToken.objects.filter(user=user, revoked_at__isnull=True).count()
+    assert active == tokens.MAX_ACTIVE_TOKENS
