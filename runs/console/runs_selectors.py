@@ -142,11 +142,12 @@ def decode_position(cursor: str) -> tuple[dt.datetime, str] | None:
 
     Ours always carry a UTC offset; a moment without one, or one that has no UTC
     equivalent (``9999-12-31T23:59:59-14:00``: the database adapter's conversion would
-    overflow), is not ours."""
+    overflow), or an id with a NUL, is not ours."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         stamp, sep, pk = raw.partition("|")
-        if not sep or not pk:
+        # A NUL cannot be a parameter of a PostgreSQL query (the query fails).
+        if not sep or not pk or "\x00" in pk:
             return None
         moment = clock.parse(stamp)
         if moment.tzinfo is None:

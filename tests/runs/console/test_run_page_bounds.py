@@ -164,6 +164,15 @@ def test_a_forged_cursor_on_a_full_list_is_400(operator: Any, name: str, stamp: 
     assert response.status_code == 400
 
 
+@pytest.mark.parametrize("name", ["runs-checkpoints", "runs-attempts", "runs-follow-ups"])
+def test_a_cursor_whose_id_carries_a_nul_is_400(operator: Any, name: str) -> None:
+    """Hidden in the base64, the NUL passes the request's own check (a 500 on PostgreSQL)."""
+    run = fresh_run()
+    cursor = forged_cursor("2026-01-01T00:00:00+00:00", "cp-\x00")
+    response = client_for(operator).get(reverse(name, args=[run.pk]), {"before": cursor})
+    assert response.status_code == 400
+
+
 @pytest.mark.parametrize("stamp", FORGED_STAMPS)
 @pytest.mark.parametrize("query", [{}, {"capability": "reserve_part"}])
 def test_a_forged_cursor_on_the_runs_list_is_its_first_page(
