@@ -10,6 +10,9 @@ import hmac
 import secrets
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
 from api.models import ApiToken
 from kernel import clock
 
@@ -35,13 +38,19 @@ def token_create(*, user: Any, name: str) -> tuple[ApiToken, str]:
         raise TokenError("A token needs a name (what integration uses it).")
     if len(name) > 80:
         raise TokenError("A token name may be at most 80 characters.")
-    if ApiToken.objects.filter(user=user, revoked_at__isnull=True).count() >= MAX_ACTIVE_TOKENS:
-        raise TokenError(f"At most {MAX_ACTIVE_TOKENS} active tokens; revoke one first.")
-    public = secrets.token_hex(6)
-    token = f"{PREFIX}{public}_{secrets.token_urlsafe(32)}"
-    row = ApiToken.objects.create(
-        user=user, name=name, prefix=public, digest=_digest(token), created_at=clock.now()
-    )
+    with transaction.atomic():
+        # The user's row, locked: two creations at once count one after the other, so
+        # a burst of requests cannot pass the limit (on SQLite the transaction's
+        # BEGIN IMMEDIATE serializes them the same way).
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        active = ApiToken.objects.filter(user=user, revoked_at__isnull=True).count()
+        if active >= MAX_ACTIVE_TOKENS:
+            raise TokenError(f"At most {MAX_ACTIVE_TOKENS} active tokens; revoke one first.")
+        public = secrets.token_hex(6)
+        token = f"{PREFIX}{public}_{secrets.token_urlsafe(32)}"
+        row = ApiToken.objects.create(
+            user=user, name=name, prefix=public, digest=_digest(token), created_at=clock.now()
+        )
     return row, token
 
 

@@ -14,6 +14,7 @@ console. Another tenant's ids are 404; a missing role is 403; bad input is 400.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any, Literal
 from uuid import UUID
 
@@ -23,6 +24,7 @@ from django.urls import reverse
 from ninja import Field, NinjaAPI, Router, Schema, Status
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
+from ninja.parser import Parser
 from ninja.security import HttpBearer
 
 from access.objects import get_checkpoint_for_user, get_run_for_user
@@ -32,6 +34,7 @@ from approvals import domain as approval_domain
 from approvals import selectors as approval_selectors
 from approvals import services as approvals
 from approvals.models import Checkpoint
+from kernel.canonical import unstorable
 from runs import services as runs
 from runs.console import filters
 from runs.models import Event, Run
@@ -45,6 +48,32 @@ class BearerToken(HttpBearer):
         return user
 
 
+class BodyRefused(ValueError):
+    """A request body that is JSON but no input of the API (its message says why)."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise BodyRefused(f"{name} is not JSON")
+
+
+class StorableJsonParser(Parser):
+    """Every body is one JSON object whose strings and numbers the database can store.
+
+    The console's forms get the same rule from ``fieldops.middleware`` (NUL is a 400); a
+    JSON body is parsed here, so a NUL or an unpaired surrogate in a reason or a seen hash
+    is a 400 instead of a PostgreSQL error after the checks, and ``[]`` or ``null`` is
+    not taken for an empty object (which would start a run with every default)."""
+
+    def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        data = json.loads(request.body, parse_constant=_reject_constant)
+        if not isinstance(data, dict):
+            raise BodyRefused("the body must be a JSON object")
+        problem = unstorable(data)
+        if problem:
+            raise BodyRefused(problem)
+        return data
+
+
 api = NinjaAPI(
     title="FieldOps API",
     version="1",
@@ -56,6 +85,7 @@ api = NinjaAPI(
     openapi_url=None,
     docs_url=None,
     auth=BearerToken(),
+    parser=StorableJsonParser(),
 )
 
 
@@ -94,6 +124,10 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    # django-ninja wraps every failure of the parser in "Cannot parse request body".
+    if isinstance(exc.__cause__, BodyRefused):
+        message = f"Cannot parse request body: {exc.__cause__}"
+        return _error(request, 400, "invalid_request", message)
     return _error(request, exc.status_code, "error", str(exc))
 
 

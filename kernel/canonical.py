@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Callable
@@ -103,3 +104,26 @@ def digest(value: Any) -> str:
 def chain_hash(prev_hash: str, content_hash: str) -> str:
     """Return the integrity link of an event: hash(previous link + this content)."""
     return hashlib.sha256(f"{prev_hash}:{content_hash}".encode("ascii")).hexdigest()
+
+
+def unstorable(data: Any) -> str:
+    """Why parsed JSON ``data`` cannot be stored (NUL, unpaired surrogate, non-finite
+    number: PostgreSQL text and jsonb hold none of them), or ""."""
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return "strings must not contain NUL characters"
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return "strings must not contain unpaired surrogates"
+        elif isinstance(node, float) and not math.isfinite(node):
+            return "numbers must be finite"
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return ""

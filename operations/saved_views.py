@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from kernel import clock
+from kernel.canonical import unstorable
 from operations.models import SavedView
 from operations.services import OperationInputError
 from runs.console import runs_selectors
@@ -29,7 +30,8 @@ def saved_view_create(
     *, tenant: str, by_ref: str, page: str, name: str, query: Mapping[str, str]
 ) -> SavedView:
     """Name the filter ``query`` of ``page`` for the tenant. Raise OperationInputError for an
-    unknown page, an empty or taken name; unknown keys of the query are dropped."""
+    unknown page, an empty or taken name, a value with a NUL; unknown keys of the query are
+    dropped."""
     if page not in PAGES:
         raise OperationInputError("page", f"views of {page[:20]!r} cannot be saved")
     name = (name or "").strip()
@@ -37,6 +39,11 @@ def saved_view_create(
         raise OperationInputError("name", f"a view needs a name of 1 to {NAME_MAX} characters")
     keys = PAGES[page][1]
     kept = {k: str(v)[:VALUE_MAX] for k, v in query.items() if k in keys and v}
+    # The query arrives percent-encoded inside one form field, so the request's own NUL
+    # check never saw what it decodes to (``state=%00``): PostgreSQL cannot store it.
+    problem = unstorable(kept)
+    if problem:
+        raise OperationInputError("query", f"this filter cannot be saved: {problem}")
     try:
         with transaction.atomic():
             return SavedView.objects.create(

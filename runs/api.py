@@ -26,6 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 from access.roles import tenant_of
 from approvals.models import Checkpoint
 from kernel import clock
+from kernel.canonical import unstorable
 from runs import callbacks
 from runs.models import CallbackReceipt, Correlation, Run, WorkerHeartbeat
 
@@ -78,28 +79,6 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _unstorable(data: Any) -> str:
-    """Why ``data`` cannot be stored (NUL, unpaired surrogate, non-finite number), or ""."""
-    stack = [data]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, str):
-            if "\x00" in node:
-                return "strings must not contain NUL characters"
-            try:
-                node.encode("utf-8")
-            except UnicodeEncodeError:
-                return "strings must not contain unpaired surrogates"
-        elif isinstance(node, float) and not math.isfinite(node):
-            return "numbers must be finite"
-        elif isinstance(node, dict):
-            stack.extend(node.keys())
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return ""
-
-
 # A callback's text fields and the longest each may be: what the columns that record them
 # hold (a correlation id names a Correlation row and is kept on the receipt).
 _TEXT_FIELDS = {
@@ -115,7 +94,7 @@ _TEXT_FIELDS = {
 def _fields(data: Any) -> dict[str, Any] | str:
     if not isinstance(data, dict):
         return "body must be a JSON object"
-    problem = _unstorable(data)
+    problem = unstorable(data)
     if problem:
         return problem
     out: dict[str, Any] = {}

@@ -39,7 +39,9 @@ def run_cancel_many(
     reason = (reason or "").strip()
     if not reason:
         raise services.RunInputError("reason", "a cancellation needs a reason")
-    wanted = list(dict.fromkeys(str(r) for r in run_ids))[:BULK_CANCEL_LIMIT]
+    # Each id in its canonical spelling: the lookup below reads any spelling uuid.UUID
+    # does (upper case, no dashes), and the result is reported under the run's own id.
+    wanted = list(dict.fromkeys(_canonical_id(str(r)) for r in run_ids))[:BULK_CANCEL_LIMIT]
     if not wanted:
         raise services.RunInputError("runs", "select at least one run")
     owned = {
@@ -64,6 +66,16 @@ def run_cancel_many(
             )
         )
     return rows
+
+
+def _canonical_id(value: str) -> str:
+    """``value`` as a run id is written (lower case, dashed), or unchanged if it is none."""
+    import uuid
+
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        return value
 
 
 def _valid_uuids(values: Iterable[str]) -> list[str]:

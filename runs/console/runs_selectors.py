@@ -138,14 +138,22 @@ def encode_position(created_at: dt.datetime, pk: Any) -> str:
 
 
 def decode_position(cursor: str) -> tuple[dt.datetime, str] | None:
-    """The (created_at, id) of a cursor from ``encode_position``; None if it is not one."""
+    """The (created_at, id) of a cursor from ``encode_position``; None if it is not one.
+
+    Ours always carry a UTC offset; a moment without one, or one that has no UTC
+    equivalent (``9999-12-31T23:59:59-14:00``: the database adapter's conversion would
+    overflow), or an id with a NUL, is not ours."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         stamp, sep, pk = raw.partition("|")
-        if not sep or not pk:
+        # A NUL cannot be a parameter of a PostgreSQL query (the query fails).
+        if not sep or not pk or "\x00" in pk:
             return None
-        return clock.parse(stamp), pk
-    except (ValueError, UnicodeDecodeError):
+        moment = clock.parse(stamp)
+        if moment.tzinfo is None:
+            return None
+        return moment.astimezone(dt.UTC), pk
+    except (ValueError, UnicodeDecodeError, OverflowError):
         return None
 
 

@@ -157,7 +157,8 @@ def _timeline_cursor(request: AuthedHtmxRequest) -> dict[str, int]:
         raw = request.GET.get(name, "")
         if raw == "":
             continue
-        if not raw.isdigit() or len(raw) > 12:
+        # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
             raise BadCursor(f"{name} must be an event sequence number")
         cursor[name] = int(raw)
     if len(cursor) > 1:

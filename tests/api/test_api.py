@@ -228,3 +228,85 @@ def test_the_token_forms_answer_every_input_without_a_server_error(approver, nam
     revoked = client.post(reverse("api-tokens-revoke", args=[token_id]))
     mine = ApiToken.objects.filter(pk=token_id, user=approver).exists()
     assert revoked.status_code == (302 if mine else 404)
+
+
+def post_raw(path: str, auth: dict[str, str], raw: str) -> Any:
+    return Client().post(V1 + path, data=raw, content_type="application/json", **auth)
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        '"stop\\u0000"',  # PostgreSQL text and jsonb hold no NUL: a 500 there before
+        '"stop\\ud800"',  # an unpaired surrogate cannot be encoded for the database
+        "NaN",
+    ],
+)
+def test_an_unstorable_string_in_a_body_is_400_and_changes_nothing(
+    waiting: Run, operator: Any, approver: Any, reason: str
+) -> None:
+    cp = _checkpoint(waiting)
+    cancel = post_raw(f"/runs/{waiting.pk}/cancel", bearer(operator), f'{{"reason": {reason}}}')
+    assert cancel.status_code == 400 and cancel.json()["code"] == "invalid_request"
+    decide = post_raw(
+        f"/checkpoints/{cp.pk}/decision",
+        bearer(approver),
+        f'{{"verdict": "decline", "seen_hash": {reason}, "reason": {reason},'
+        f' "requested_change": {{"slot_id": {reason}}}}}',
+    )
+    assert decide.status_code == 400 and decide.json()["code"] == "invalid_request"
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.revision) == ("WAITING_HUMAN", cp.run.revision)
+    assert not DecisionRefusal.objects.exists() and not Decision.objects.exists()
+
+
+@pytest.mark.parametrize("raw", ["[]", "null", "1", '"x"'])
+def test_a_body_that_is_not_a_json_object_starts_no_run(world: None, operator: Any, raw: str):
+    response = post_raw("/runs", bearer(operator), raw)
+    assert response.status_code == 400 and response.json()["code"] == "invalid_request"
+    assert not Run.objects.exists()
+
+
+@pytest.mark.postgres  # threads on separate connections (the SQLite test database is shared memory)
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_token_requests_cannot_pass_the_limit(world: None, monkeypatch: Any) -> None:
+    """Requests that arrive together count one after the other (each took the last slot
+    before: eleven or more active tokens)."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from api import tokens
+
+    user = make_user("bursty", "north", "operator")
+    for i in range(tokens.MAX_ACTIVE_TOKENS - 1):
+        token_create(user=user, name=f"t{i}")
+    real_hex = tokens.secrets.token_hex
+
+    def slow_hex(n: int) -> str:  # between the count and the insert: widen the window
+        time.sleep(0.3)
+        return real_hex(n)
+
+    monkeypatch.setattr(tokens.secrets, "token_hex", slow_hex)
+    barrier = threading.Barrier(4, timeout=10)
+    outcomes: list[str] = []
+
+    def create() -> None:
+        try:
+            barrier.wait()
+            token_create(user=user, name="burst")
+            outcomes.append("created")
+        except tokens.TokenError:
+            outcomes.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=create) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["created", "refused", "refused", "refused"]
+    active = ApiToken.objects.filter(user=user, revoked_at__isnull=True).count()
+    assert active == tokens.MAX_ACTIVE_TOKENS

@@ -54,6 +54,15 @@ def test_saving_refuses_an_unknown_page_an_empty_or_taken_name(operator):
     assert _save(client, page="recovery", query="q=key-1").status_code == 302
 
 
+@pytest.mark.parametrize("query", ["state=%00", "q=ab%00cd&world=faultlab"])
+def test_a_filter_with_an_encoded_nul_is_refused_and_nothing_is_saved(operator, query):
+    """The NUL hides percent-encoded in the query field (a 500 on PostgreSQL before)."""
+    response = _save(client_for(operator), query=query)
+    assert response.status_code == 400
+    assert "NUL" in response.content.decode()
+    assert not SavedView.objects.exists()
+
+
 def test_the_creator_deletes_a_view(operator):
     client = client_for(operator)
     _save(client)

@@ -4,6 +4,7 @@ queries as a run with one; the timeline's kind filters page a history exactly.""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import re
 from typing import Any
@@ -143,6 +144,46 @@ def test_a_bad_cursor_on_a_full_list_is_400(operator: Any) -> None:
     run = fresh_run()
     response = client_for(operator).get(reverse("runs-attempts", args=[run.pk]), {"before": "x"})
     assert response.status_code == 400
+
+
+def forged_cursor(stamp: str, pk: str) -> str:
+    return base64.urlsafe_b64encode(f"{stamp}|{pk}".encode()).decode().rstrip("=")
+
+
+# Moments with no UTC equivalent (the database adapter's conversion overflowed: a 500
+# before) and one without an offset (never one of ours).
+FORGED_STAMPS = ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00", "2026-01-01T00:00:00"]
+
+
+@pytest.mark.parametrize("stamp", FORGED_STAMPS)
+@pytest.mark.parametrize("name", ["runs-checkpoints", "runs-attempts", "runs-follow-ups"])
+def test_a_forged_cursor_on_a_full_list_is_400(operator: Any, name: str, stamp: str) -> None:
+    run = fresh_run()
+    cursor = forged_cursor(stamp, str(run.pk))
+    response = client_for(operator).get(reverse(name, args=[run.pk]), {"before": cursor})
+    assert response.status_code == 400
+
+
+@pytest.mark.parametrize("name", ["runs-checkpoints", "runs-attempts", "runs-follow-ups"])
+def test_a_cursor_whose_id_carries_a_nul_is_400(operator: Any, name: str) -> None:
+    """Hidden in the base64, the NUL passes the request's own check (a 500 on PostgreSQL)."""
+    run = fresh_run()
+    cursor = forged_cursor("2026-01-01T00:00:00+00:00", "cp-\x00")
+    response = client_for(operator).get(reverse(name, args=[run.pk]), {"before": cursor})
+    assert response.status_code == 400
+
+
+@pytest.mark.parametrize("stamp", FORGED_STAMPS)
+@pytest.mark.parametrize("query", [{}, {"capability": "reserve_part"}])
+def test_a_forged_cursor_on_the_runs_list_is_its_first_page(
+    operator: Any, query: dict[str, str], stamp: str
+) -> None:
+    run = fresh_run()
+    cursor = forged_cursor(stamp, str(run.pk))
+    response = client_for(operator).get(reverse("runs-list"), {**query, "after": cursor})
+    assert response.status_code == 200  # a cursor that is not ours is ignored
+    if not query:
+        assert run.pk in {r.pk for r in response.context["page"].runs}
 
 
 def test_another_tenants_full_lists_are_404(operator_south: Any) -> None:

@@ -383,6 +383,17 @@ def test_bulk_cancel_reports_each_run(as_operator: Client, world: None) -> None:
     assert "refused" in response.content.decode() and "applied" in response.content.decode()
 
 
+def test_bulk_cancel_reads_any_spelling_of_a_run_id_once(as_operator: Client, world: None):
+    """An id in upper case or without dashes is the run's (it was reported not_found)."""
+    run = _bulk_runs(1)[0]
+    spellings = [str(run.pk).upper(), run.pk.hex, str(run.pk)]
+    response = as_operator.post(reverse("runs-bulk-cancel"), {"run": spellings, "reason": "x"})
+    rows = response.context["rows"]
+    assert [(r.run_id, r.applied) for r in rows] == [(str(run.pk), True)]
+    run.refresh_from_db()
+    assert run.state == "CANCELLED"
+
+
 def test_bulk_cancel_refusals(as_operator: Client, as_approver: Client, world: None) -> None:
     run = _bulk_runs(1)[0]
     url = reverse("runs-bulk-cancel")

@@ -70,7 +70,17 @@ def test_a_filtered_timeline_pages_by_the_same_cursor(world):
     assert selectors.run_timeline(run=run, kind="rejected", limit=50).entries == []
 
 
-@pytest.mark.parametrize("query", [{"before": "x"}, {"after": "-3"}, {"before": "5", "after": "9"}])
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"before": "x"},
+        {"after": "-3"},
+        {"before": "5", "after": "9"},
+        # Digits str.isdigit() accepts but int() does not (a 500 before).
+        {"before": "\u00b2"},
+        {"after": "1\u00b3"},
+    ],
+)
 def test_a_bad_timeline_cursor_is_400(world, operator, query):
     run = long_run(10)
     response = client_for(operator).get(reverse("runs-detail", args=[run.pk]), query)
