@@ -32,3 +32,38 @@ def test_fixtures_never_touch_the_live_world(world):
     faultlab.run_fixture(faultlab.BY_NAME["reservation"])
     assert not LedgerEntry.objects.filter(namespace="live").exists()
     assert not ServiceRequest.objects.filter(namespace="live").exists()
+
+
+@pytest.mark.parametrize("name", ["quorum_expiry_with_one_approval", "stale_at_dispatch"])
+def test_a_fixture_that_moves_time_leaves_the_live_world_alone(world, monkeypatch, name):
+    """The fault lab runs inside the console's process: a fixture that moves time (an
+    expiry, aged evidence) moves it for its own thread and expires only its own checkpoint.
+    A live run waiting for approval keeps waiting; other threads keep the real clock."""
+    import datetime as dt
+    import threading
+
+    from approvals.models import Checkpoint
+    from kernel import clock
+    from tests.helpers import make_run
+
+    live = make_run(namespace="live")
+    assert live.state == "WAITING_HUMAN"
+    elsewhere: list[dt.datetime] = []  # what the sweeper thread would read meanwhile
+    decide = faultlab.approvals.approval_decide
+
+    def decide_and_look_at_another_thread(**kw):
+        thread = threading.Thread(target=lambda: elsewhere.append(clock.now()))
+        thread.start()
+        thread.join()
+        return decide(**kw)
+
+    monkeypatch.setattr(faultlab.approvals, "approval_decide", decide_and_look_at_another_thread)
+    result = faultlab.run_fixture(faultlab.BY_NAME[name])
+
+    assert result.passed, (result.failed_checks, result.notes)
+    live.refresh_from_db()
+    assert live.state == "WAITING_HUMAN"
+    assert Checkpoint.objects.get(pk=live.waiting_checkpoint).status == "PENDING"
+    assert elsewhere
+    for moment in elsewhere:
+        assert abs(moment - dt.datetime.now(dt.UTC)) < dt.timedelta(seconds=60)
