@@ -112,8 +112,6 @@ def run_create(
         raise RunInputError("principal_ref", principal_problem)
     tenant_locations = reference.locations_of(tenant)
     location_id = location_id or tenant_locations[0]
-    if location_id not in reference.locations:
-        raise RunInputError("location_id", f"unknown location {location_id!r}")
     if location_id not in tenant_locations:
         # Another tenant's location exists, but this tenant's run may not name it.
         raise RunInputError("location_id", f"unknown location {location_id!r}")
