@@ -6,7 +6,9 @@ CSRF check makes before any view runs. This middleware runs after authentication
 before any view-level hook (``process_view`` hooks such as the CSRF check run later), so
 for the import URL it can refuse by ``Content-Length`` without reading the body, or catch
 Django's refusal of a body without one, and render the import page's refusal instead.
-Nothing is read into a form and nothing is stored.
+Nothing is read into a form and nothing is stored. A body that is not UTF-8 or cannot be
+parsed is refused here too, through ``fieldops.middleware.form_body_refusal``, the same 400
+page every form gets: this parse runs before that middleware's own.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+
+from fieldops.middleware import form_body_refusal
 
 
 class ImportBodyLimitMiddleware:
@@ -40,9 +44,14 @@ class ImportBodyLimitMiddleware:
         too_large = size > views.MAX_IMPORT_REQUEST_BYTES
         if not too_large:
             try:
-                request.POST  # noqa: B018 - parse now, inside the guard, not in a later hook
+                # Parse now, inside the guard, not in a later hook. A body that is not
+                # UTF-8 or cannot be parsed is the console's 400 page, as on every form.
+                refused = form_body_refusal(request)
             except RequestDataTooBig:
                 too_large = True
+            else:
+                if refused is not None:
+                    return refused
         if not too_large:
             return None
         # The body stays unread: later readers see an empty form, never a half-read one.

@@ -3,7 +3,10 @@
 A form body must be UTF-8: a form or multipart body that declares another charset
 (``charset=utf-16``, an unknown or non-text codec) or cannot be parsed is a 400 with the
 project's 400 page, before the CSRF check, which would otherwise fail parsing it (a 500
-under DEBUG, whose error page parses it again).
+under DEBUG, whose error page parses it again). A middleware that reads a form body in
+its ``__call__`` (before any ``process_view``; the catalog import's size limit does) parses
+it through ``form_body_refusal``, the same refusal: Django's 400 and 500 handlers run the
+CSRF check, which would parse a failed body again and escape to the server as a bare 500.
 
 A NUL character cannot be stored in a PostgreSQL text or jsonb value (the query fails),
 so a NUL anywhere in the path, the query string or a form field (names and values) is a
@@ -48,6 +51,33 @@ def _is_utf8(charset: str) -> bool:
         return False
 
 
+def form_body_refusal(request: HttpRequest) -> HttpResponse | None:
+    """Parse a POST form body now; return the 400 page if it is not UTF-8 or unreadable.
+
+    Return None when the request has no form body or it parsed. After a refusal the form
+    counts as empty and is never parsed again: Django's own 400 and 500 handlers run the
+    CSRF check, which reads ``request.POST``, and a second failing parse inside a handler
+    escapes to the server as a bare 500. Every reader of a form body that runs before
+    ``RejectUndecodableBodyMiddleware.process_view`` (a middleware's ``__call__``) must
+    parse it through this function. ``RequestDataTooBig`` and the other size refusals
+    propagate: Django answers them with a 400 and marks the form empty itself.
+    """
+    if request.method != "POST" or request.content_type not in FORM_TYPES:
+        return None
+    charset = _declared_charset(request)
+    if charset is not None and not _is_utf8(charset):
+        request._mark_post_parse_error()  # type: ignore[attr-defined]
+        return bad_request_page(
+            f"Form bodies must be UTF-8; this one declares charset {charset[:40]!r}."
+        )
+    try:
+        request.POST  # noqa: B018 (parse once here, where a failure is a 400)
+    except (BadRequest, MultiPartParserError, LookupError, ValueError):
+        request._mark_post_parse_error()  # type: ignore[attr-defined]
+        return bad_request_page("The form body could not be read.")
+    return None
+
+
 class RejectUndecodableBodyMiddleware:
     """A form body that is not UTF-8 or cannot be parsed is a 400 (see the module doc)."""
 
@@ -60,21 +90,10 @@ class RejectUndecodableBodyMiddleware:
     def process_view(
         self, request: HttpRequest, view: Any, args: Any, kwargs: Any
     ) -> HttpResponse | None:
-        if request.method != "POST" or request.content_type not in FORM_TYPES:
-            return None
         # The signed callback reads its raw body itself (parsing it here would consume it).
         if getattr(view, "csrf_exempt", False):
             return None
-        charset = _declared_charset(request)
-        if charset is not None and not _is_utf8(charset):
-            return bad_request_page(
-                f"Form bodies must be UTF-8; this one declares charset {charset[:40]!r}."
-            )
-        try:
-            request.POST  # noqa: B018 (parse once here, where a failure is a 400)
-        except (BadRequest, MultiPartParserError, LookupError, ValueError):
-            return bad_request_page("The form body could not be read.")
-        return None
+        return form_body_refusal(request)
 
 
 def _carries_nul(request: HttpRequest, *, forms: bool) -> bool:
