@@ -2,6 +2,9 @@
 
 Rows come from a server-side cursor (``iterator(chunk_size=...)``) and leave as they are
 read, so memory stays flat however many rows there are.
+
+Every CSV cell goes through ``spreadsheet_cell``: a text cell that a spreadsheet would read
+as a formula (a run's principal, a result's detail: text someone typed) is written as text.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ RUN_COLUMNS = (
     "created_at",
 )
 ITEM_COLUMNS = ("position", "run_id", "target", "result", "detail", "processed_at")
+# A cell starting with one of these is a formula to Excel, LibreOffice or Google Sheets
+# (OWASP, "CSV Injection": = + - @, tab, carriage return); a line feed is treated the same.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 def run_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -50,11 +56,24 @@ class _Echo:
         return value
 
 
+def spreadsheet_cell(value: Any) -> Any:
+    """``value`` as a CSV cell that a spreadsheet shows and never evaluates.
+
+    Return a string that starts like a formula (``FORMULA_STARTS``) with a single quote in
+    front, which spreadsheets read as "this cell is text" (OWASP's advice); return every
+    other value unchanged, so numbers stay numbers (a negative int is not text).
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def csv_lines(columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """The CSV export: a header line, then one line per row, every cell neutralised."""
     writer = csv.DictWriter(_Echo(), fieldnames=list(columns))  # type: ignore[arg-type]
     yield writer.writeheader()  # type: ignore[func-returns-value]
     for row in rows:
-        yield writer.writerow(row)  # type: ignore[misc]
+        yield writer.writerow({k: spreadsheet_cell(v) for k, v in row.items()})  # type: ignore[misc]
 
 
 def json_lines(header: dict[str, Any], key: str, rows: Iterable[dict[str, Any]]) -> Iterator[str]:
