@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from django.core.exceptions import PermissionDenied
@@ -26,6 +26,8 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
+from pydantic import BeforeValidator
+from pydantic_core import PydanticCustomError
 
 from access.objects import get_checkpoint_for_user, get_run_for_user
 from access.roles import APPROVER, OPERATOR, principal_ref_of, require_role, tenant_of
@@ -131,6 +133,43 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return _error(request, exc.status_code, "error", str(exc))
 
 
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"a boolean ({json.dumps(value)})"
+    if isinstance(value, float):
+        return f"a number with a decimal point ({json.dumps(value)})"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _json_integer(value: Any) -> Any:
+    """Admit a JSON integer only: pydantic's lax mode would take true, 1.0 and "1" as 1."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise PydanticCustomError(
+        "json_integer", "must be a JSON integer, not {kind}", {"kind": _json_kind(value)}
+    )
+
+
+def _text_or_json_integer(value: Any) -> Any:
+    """Admit a string or a JSON integer only (true is no integer, 1.0 is no string)."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise PydanticCustomError(
+        "text_or_json_integer",
+        "must be a string or a JSON integer, not {kind}",
+        {"kind": _json_kind(value)},
+    )
+
+
+# Every integer of a request body is one of these (tests/api/test_integers.py walks the
+# schema): a boolean, a float and a numeric string are refused, never coerced.
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
+TextOrJsonInt = Annotated[str | int, BeforeValidator(_text_or_json_integer)]
+
 MAX_CANCEL_REASON_CHARS = 500
 ERRORS: dict[int, Any] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
@@ -175,7 +214,7 @@ class DecisionIn(Schema):
     reason: str = Field(
         description=f"Why (required; at most {approval_domain.MAX_REASON_CHARS} characters)."
     )
-    requested_change: dict[str, str | int] | None = Field(
+    requested_change: dict[str, TextOrJsonInt] | None = Field(
         default=None,
         description="Decline only: proposal fields a new proposal should change "
         f"({', '.join(approval_domain.CHANGEABLE_FIELDS)}; each value at most "
@@ -195,7 +234,7 @@ class RunIn(Schema):
     scenario: str = "reservation"
     equipment_id: str = "EQ-17"
     location_id: str | None = None
-    quantity: int = 1
+    quantity: JsonInt = 1
 
 
 class CancelIn(Schema):
