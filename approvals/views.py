@@ -233,11 +233,25 @@ def approvals_decide(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResp
             "another eligible approver; nothing is dispatched until the quorum is met.",
         )
         return redirect("approvals-detail", checkpoint.pk)
-    if approve:
-        messages.success(request, "Approved. The run revalidates and dispatches exactly this.")
-    else:
-        messages.success(request, "Declined. A changed proposal will need its own approval.")
+    messages.success(request, _decided_message(approve=approve, change=change or {}))
     return redirect("runs-detail", checkpoint.run_id)
+
+
+def _decided_message(*, approve: bool, change: dict[str, str]) -> str:
+    """What a recorded decision leads to, worded for each kind of decision."""
+    if approve:
+        return "Approved. The run revalidates and dispatches exactly this."
+    asked = ", ".join(f"{field} = {value}" for field, value in change.items() if value)
+    if asked:
+        return (
+            f"Declined with a requested change ({asked}). Nothing was reserved; "
+            "a changed proposal will need its own approval."
+        )
+    # A declined proposal is never dispatched and nothing asks for another one.
+    return (
+        "Declined. Nothing was reserved: without a requested change, the run ends "
+        "without this reservation."
+    )
 
 
 @require_POST

@@ -22,10 +22,10 @@ from tests.runs.console.conftest import checkpoint_of, client_for
 pytestmark = pytest.mark.django_db
 
 
-def _decide(client: Client, checkpoint: Checkpoint, **form: str) -> Any:
+def _decide(client: Client, checkpoint: Checkpoint, follow: bool = False, **form: str) -> Any:
     data = {"verdict": "approve", "seen_hash": checkpoint.proposal_hash, "reason": "ok"}
     data.update(form)
-    return client.post(reverse("approvals-decide", args=[checkpoint.pk]), data)
+    return client.post(reverse("approvals-decide", args=[checkpoint.pk]), data, follow=follow)
 
 
 def test_the_queue_lists_pending_checkpoints_with_time_to_expiry(
@@ -249,6 +249,55 @@ def test_a_decline_with_a_requested_change_reaches_the_next_proposal(
     assert following.prior_requested_change == {"slot_id": "S-N2-01"}
     page = as_approver.get(reverse("approvals-detail", args=[following.pk])).content.decode()
     assert "A previous reviewer asked for a change" in page and "slot_id = S-N2-01" in page
+
+
+def test_a_plain_decline_says_the_run_ends_without_the_reservation(
+    as_approver: Client, waiting_run: Run
+) -> None:
+    checkpoint = checkpoint_of(waiting_run)
+    response = _decide(as_approver, checkpoint, verdict="decline", reason="not now", follow=True)
+    page = response.content.decode()
+    assert (
+        "Declined. Nothing was reserved: without a requested change, the run ends without "
+        "this reservation." in page
+    )
+    assert "changed proposal" not in page
+    runner.advance(str(waiting_run.pk), worker="test")
+    waiting_run.refresh_from_db()
+    assert waiting_run.state == "FAILED"  # what the message said
+    assert not Checkpoint.objects.filter(run=waiting_run, status="PENDING").exists()
+
+
+def test_a_decline_with_a_requested_change_says_a_changed_proposal_needs_its_own_approval(
+    as_approver: Client, waiting_run: Run
+) -> None:
+    checkpoint = checkpoint_of(waiting_run)
+    response = _decide(
+        as_approver,
+        checkpoint,
+        verdict="decline",
+        reason="use the van",
+        change_slot_id="S-N2-01",
+        follow=True,
+    )
+    page = response.content.decode()
+    assert (
+        "Declined with a requested change (slot_id = S-N2-01). Nothing was reserved; a changed "
+        "proposal will need its own approval." in page
+    )
+    assert "the run ends" not in page
+    runner.advance(str(waiting_run.pk), worker="test")
+    following = checkpoint_of(waiting_run)  # what the message said
+    assert following.pk != checkpoint.pk and following.status == "PENDING"
+
+
+def test_an_approval_says_the_run_dispatches_exactly_this(
+    as_approver: Client, waiting_run: Run
+) -> None:
+    response = _decide(as_approver, checkpoint_of(waiting_run), follow=True)
+    page = response.content.decode()
+    assert "Approved. The run revalidates and dispatches exactly this." in page
+    assert "Declined" not in page
 
 
 def test_history_lists_decisions_and_refusals(as_approver: Client, waiting_run: Run) -> None:
