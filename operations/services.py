@@ -118,14 +118,59 @@ def _confirmed(confirm: str | int) -> int:
         ) from None
 
 
+def _previewed(previewed: str | int | None) -> int | None:
+    """The count the preview showed (the form carries it), or None when not known."""
+    try:
+        return None if previewed is None else int(str(previewed).strip())
+    except ValueError:
+        return None
+
+
+# What a refused confirmation did not do, per kind: (what is counted, what was not done).
+NOT_DONE: Mapping[str, tuple[str, str]] = {
+    Kind.CANCEL: ("run", "nothing was cancelled"),
+    Kind.RECONCILE: ("unknown effect", "nothing was reconciled"),
+    Kind.INCIDENT: ("run", "nothing was cancelled and the gate was not closed"),
+}
+
+
+def count_mismatch(*, kind: str, total: int, confirmed: int, previewed: int | None) -> str:
+    """Why a typed confirmation is refused, in words that say which of two things happened.
+
+    When the operator typed exactly what the preview showed, the filter's set changed since
+    then; otherwise (or when the form did not say what the preview showed) the typed number
+    is simply not the count, and the message says so without suggesting the data moved.
+    """
+    if previewed is not None and previewed == confirmed:
+        return (
+            f"the filter now matches {total} item(s), not {confirmed}: "
+            "preview again and confirm the new count"
+        )
+    noun, not_done = NOT_DONE[kind]
+    counted = f"{total} {noun}{'' if total == 1 else 's'}"
+    retype = f" Type {total} to confirm." if total else ""
+    return (
+        f"The number you typed ({confirmed}) does not match the {counted} this filter "
+        f"matches: {not_done}.{retype}"
+    )
+
+
 def operation_start_cancel(
-    *, tenant: str, by_ref: str, query: Mapping[str, str], reason: str, confirm: str | int
+    *,
+    tenant: str,
+    by_ref: str,
+    query: Mapping[str, str],
+    reason: str,
+    confirm: str | int,
+    previewed: str | int | None = None,
 ) -> Operation:
     """Start a bulk cancel of the tenant's runs the filter ``query`` selects.
 
     The items are materialised now, in the transaction that records the operation, from the
     filter within ``tenant``; ``confirm`` must equal their number (what the preview showed),
-    otherwise nothing is written. Raise OperationInputError on bad input or a changed count.
+    otherwise nothing is written. ``previewed`` is the count the preview showed, only to
+    word a refusal (``count_mismatch``). Raise OperationInputError on bad input or a count
+    that is not the current one.
     """
     reason = _clean_reason(reason)
     confirmed = _confirmed(confirm)
@@ -139,6 +184,7 @@ def operation_start_cancel(
         filter_record={"page": "runs", "query": vars(filters)},
         reason=reason,
         confirmed=confirmed,
+        previewed=_previewed(previewed),
         rows=((run_id, "") for run_id in run_ids.iterator(chunk_size=2000)),
     )
 
@@ -151,6 +197,7 @@ def _start(
     filter_record: dict[str, Any],
     reason: str,
     confirmed: int,
+    previewed: int | None,
     rows: Any,
     before_commit: Callable[[Operation], None] | None = None,
 ) -> Operation:
@@ -181,12 +228,12 @@ def _start(
                 chunk = []
         OperationItem.objects.bulk_create(chunk)
         if total != confirmed:
-            # The filter matches a different set now: act on nothing the operator did not see.
+            # A mistyped count, or a set that changed since the preview: act on nothing the
+            # operator did not confirm.
             transaction.set_rollback(True)
             raise OperationInputError(
                 "confirm",
-                f"the filter now matches {total} item(s), not {confirmed}: "
-                "preview again and confirm the new count",
+                count_mismatch(kind=kind, total=total, confirmed=confirmed, previewed=previewed),
             )
         if total == 0:
             transaction.set_rollback(True)
@@ -694,7 +741,13 @@ def reconcile_preview(*, tenant: str, query: Mapping[str, str]) -> ReconcilePrev
 
 
 def operation_start_reconcile(
-    *, tenant: str, by_ref: str, query: Mapping[str, str], reason: str, confirm: str | int
+    *,
+    tenant: str,
+    by_ref: str,
+    query: Mapping[str, str],
+    reason: str,
+    confirm: str | int,
+    previewed: str | int | None = None,
 ) -> Operation:
     """Start a bulk reconcile: one item per unknown effect the filter selects, each later
     reconciled by its own key exactly as the recovery page's single action does."""
@@ -710,6 +763,7 @@ def operation_start_reconcile(
         filter_record={"page": "recovery", "query": filters.as_query()},
         reason=reason,
         confirmed=confirmed,
+        previewed=_previewed(previewed),
         rows=rows.iterator(chunk_size=2000),
     )
 
@@ -762,6 +816,7 @@ def operation_start_incident(
     query: Mapping[str, str],
     reason: str,
     confirm: str | int,
+    previewed: str | int | None = None,
 ) -> Operation:
     """One audited step: close the tenant's effect gate of the version and, in the same
     transaction, start cancelling every run of the tenant waiting to dispatch it (typed count
@@ -792,6 +847,7 @@ def operation_start_incident(
         filter_record={"page": "runbook", "query": {"capability": version.ref}},
         reason=reason,
         confirmed=confirmed,
+        previewed=_previewed(previewed),
         rows=((pk, "") for pk in qs.order_by("created_at", "id").values_list("pk", flat=True)),
         before_commit=close_gate,
     )

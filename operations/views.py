@@ -145,6 +145,7 @@ def _start(request: AuthedHtmxRequest, flow: Flow, start: Callable[..., Operatio
             query=query,
             reason=request.POST.get("reason", ""),
             confirm=request.POST.get("confirm", ""),
+            previewed=request.POST.get("previewed"),
         )
     except services.OperationInputError as exc:
         try:

@@ -45,7 +45,10 @@ def test_an_operator_cancels_every_run_of_a_filter_and_watches_it_finish(
     )
     page.get_by_label(f"Type {RUNS} to confirm the number of runs").fill(str(RUNS - 1))
     page.get_by_role("button", name="Start the bulk cancel").click()
-    expect(page.get_by_role("alert")).to_contain_text(f"not {RUNS - 1}")
+    expect(page.get_by_role("alert")).to_contain_text(
+        f"The number you typed ({RUNS - 1}) does not match the {RUNS} runs this filter "
+        "matches: nothing was cancelled."
+    )
     assert not Operation.objects.exists()
 
     page.get_by_label(f"Type {RUNS} to confirm the number of runs").fill(str(RUNS))

@@ -58,7 +58,7 @@ def test_the_preview_count_is_what_the_operation_acts_on(world):
 
 def test_a_confirmation_that_is_not_the_current_count_writes_nothing(world):
     waiting_runs(3)
-    with pytest.raises(services.OperationInputError, match="now matches 3"):
+    with pytest.raises(services.OperationInputError, match=r"typed \(2\) does not match the 3"):
         _start(2)
     with pytest.raises(services.OperationInputError, match="type the number"):
         _start("three")  # type: ignore[arg-type]

@@ -78,7 +78,7 @@ def test_a_wrong_confirmation_is_a_400_and_starts_nothing(operator):
     waiting_runs(3)
     response = _start(client_for(operator), 4)
     assert response.status_code == 400
-    assert "now matches 3" in response.content.decode()
+    assert "does not match the 3 runs this filter matches" in response.content.decode()
     assert not Operation.objects.exists()
 
 
