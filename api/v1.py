@@ -67,7 +67,14 @@ class StorableJsonParser(Parser):
     not taken for an empty object (which would start a run with every default)."""
 
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
-        data = json.loads(request.body, parse_constant=_reject_constant)
+        try:
+            data = json.loads(request.body, parse_constant=_reject_constant)
+        except UnicodeDecodeError:
+            raise BodyRefused("the body is not UTF-8 text") from None
+        except json.JSONDecodeError as exc:
+            raise BodyRefused(
+                f"the body is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            ) from None
         if not isinstance(data, dict):
             raise BodyRefused("the body must be a JSON object")
         problem = unstorable(data)

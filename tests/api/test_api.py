@@ -267,6 +267,24 @@ def test_a_body_that_is_not_a_json_object_starts_no_run(world: None, operator: A
     assert not Run.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ("reason=stop", "the body is not JSON (Expecting value at line 1 column 1)"),
+        ('{"scenario": "reservation",', "the body is not JSON"),
+        (b'{"principal": "\xff"}', "the body is not UTF-8 text"),
+    ],
+)
+def test_a_body_that_is_not_json_is_invalid_request_and_starts_no_run(
+    world: None, operator: Any, raw: Any, says: str
+) -> None:
+    response = post_raw("/runs", bearer(operator), raw)
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_request"
+    assert says in response.json()["message"]
+    assert not Run.objects.exists()
+
+
 @pytest.mark.postgres  # threads on separate connections (the SQLite test database is shared memory)
 @pytest.mark.django_db(transaction=True)
 def test_a_burst_of_token_requests_cannot_pass_the_limit(world: None, monkeypatch: Any) -> None:
