@@ -1,4 +1,5 @@
-"""Refuse input that no FieldOps field can hold, before any view sees it.
+"""Refuse input that no FieldOps field can hold, before any view sees it; send an HTMX
+request that needs a sign-in to the login page as a whole page.
 
 A form body must be UTF-8: a form or multipart body that declares another charset
 (``charset=utf-16``, an unknown or non-text codec) or cannot be parsed is a 400 with the
@@ -20,11 +21,18 @@ from __future__ import annotations
 import codecs
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+from django.conf import settings
 from django.core.exceptions import BadRequest
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse, QueryDict
 from django.http.multipartparser import MultiPartParserError
+from django.shortcuts import resolve_url
 from django.template import loader
+from django.utils.http import url_has_allowed_host_and_scheme
+from django_htmx.http import HttpResponseClientRedirect
+
+from fieldops.http import HtmxHttpRequest
 
 NUL = "\x00"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -125,3 +133,52 @@ class RejectNulMiddleware:
                 return JsonResponse({"code": "invalid_request", "message": message}, status=400)
             return HttpResponseBadRequest(message, content_type="text/plain")
         return None
+
+
+def _page_to_return_to(request: HtmxHttpRequest) -> str | None:
+    """The path and query of the page the browser shows (``HX-Current-URL``), or None when
+    the header is missing or names another origin (a login must never lead off-site)."""
+    current = request.htmx.current_url
+    if not current:
+        return None
+    parts = urlsplit(current)
+    if parts.scheme != request.scheme or parts.netloc != request.get_host():
+        return None
+    page = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+    # "//host/..." as a path would read as another origin once it stands alone.
+    if not url_has_allowed_host_and_scheme(page, allowed_hosts={request.get_host()}):
+        return None
+    return page
+
+
+def _is_login_redirect(response: HttpResponse, login_path: str) -> bool:
+    if response.status_code not in (301, 302, 303, 307, 308):
+        return False
+    return urlsplit(response.get("Location", "")).path == login_path
+
+
+class HtmxLoginRedirectMiddleware:
+    """An HTMX request that would be redirected to the login page (its session expired, or
+    the user logged out in another tab) gets an empty 200 with ``HX-Redirect`` instead.
+
+    htmx follows a plain 302 inside the XHR and would swap the whole login page into the
+    region that asked; ``HX-Redirect`` makes the browser navigate to the login page, whose
+    ``next`` is the page the user was on, so signing in returns there. A request without
+    HTMX keeps the normal redirect. Must come after ``HtmxMiddleware`` (it reads
+    ``request.htmx``) and before anything that answers with a login redirect.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HtmxHttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        login_path = resolve_url(settings.LOGIN_URL)
+        if not request.htmx or not _is_login_redirect(response, login_path):
+            return response
+        page = _page_to_return_to(request)
+        if page is None:
+            return HttpResponseClientRedirect(login_path)
+        query = QueryDict(mutable=True)
+        query["next"] = page
+        return HttpResponseClientRedirect(f"{login_path}?{query.urlencode(safe='/')}")

@@ -167,6 +167,8 @@ MIDDLEWARE = [
     "runs.middleware.UndeliveredKickNoteMiddleware",  # after messages and auth
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # After HtmxMiddleware, around everything that may answer with a login redirect.
+    "fieldops.middleware.HtmxLoginRedirectMiddleware",
     # Before any view hook reads the body: the import page's own over-limit refusal.
     "catalog.middleware.ImportBodyLimitMiddleware",
 ]

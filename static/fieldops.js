@@ -32,3 +32,20 @@ window.addEventListener("pageshow", function () {
     b.removeAttribute("aria-busy");
   });
 });
+
+// hx-disabled-elt: while htmx keeps an element disabled for a request it is also marked
+// busy (as the data-submit-once buttons are), for assistive technology; the busy state
+// ends with the request, also when it fails and nothing was swapped.
+document.addEventListener("htmx:beforeSend", function () {
+  document.querySelectorAll("[data-disabled-by-htmx]:not([aria-busy])").forEach(function (el) {
+    el.setAttribute("aria-busy", "true");
+    el.setAttribute("data-busy-by-htmx", "");
+  });
+});
+document.addEventListener("htmx:afterRequest", function () {
+  const released = document.querySelectorAll("[data-busy-by-htmx]:not([data-disabled-by-htmx])");
+  released.forEach(function (el) {
+    el.removeAttribute("aria-busy");
+    el.removeAttribute("data-busy-by-htmx");
+  });
+});

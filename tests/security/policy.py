@@ -96,12 +96,17 @@ class Variant:
     query: Mapping[str, str] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def is_htmx(self) -> bool:
+        return self.headers.get("HTTP_HX_REQUEST") == "true"
+
 
 PAGE = Variant()
 
 
 def htmx(target: str = "", **query: str) -> Variant:
-    headers = {"HTTP_HX_REQUEST": "true"}
+    # As a browser sends it: the page the region is on (the way back after a sign-in).
+    headers = {"HTTP_HX_REQUEST": "true", "HTTP_HX_CURRENT_URL": "http://testserver/"}
     if target:
         headers["HTTP_HX_TARGET"] = target
     return Variant(f"htmx:{target or 'request'}", query, headers)
@@ -121,7 +126,9 @@ class Rule:
     denied: Mapping[str, int] = field(default_factory=dict)
     fresh_client: bool = False  # the route changes the session itself (login, logout)
     unserved: frozenset[int] = frozenset()  # statuses of unserved methods, if not 405
-    anonymous: int = 302  # what an anonymous request gets where ``may`` says no
+    # What an anonymous request gets where ``may`` says no; 302 means "sent to the login
+    # page", which an HTMX request gets as an empty 200 with ``HX-Redirect`` instead.
+    anonymous: int = 302
 
 
 def _start_body(world: World, principal: str, obj: Obj) -> dict[str, Any]:

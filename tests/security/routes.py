@@ -61,4 +61,14 @@ def send(
 
 
 def is_login_redirect(response: Any) -> bool:
-    return response.status_code == 302 and response["Location"].startswith(reverse("login"))
+    """Whether ``response`` sends the browser to the login page and discloses nothing: a
+    302 there, or (to an HTMX request) an empty 200 whose ``HX-Redirect`` goes there."""
+    login = reverse("login")
+    if response.status_code == 302:
+        return bool(response["Location"].startswith(login))
+    return (
+        response.status_code == 200
+        and response.get("HX-Redirect", "").startswith(login)
+        and not response.has_header("Location")
+        and response.content == b""
+    )

@@ -1,0 +1,50 @@
+"""The fault lab's per-row Run in Chromium: while its fixture runs, the row says so and the
+button is disabled and busy; when the request ends (answered or failed) it is usable again."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser_support import login, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+FIXTURE = "abstain"
+
+
+def test_a_rows_run_button_is_busy_while_its_fixture_runs(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/faultlab/")
+    # Hold each run request until the test lets it go: "in flight" for as long as needed.
+    held: list[Any] = []
+    page.route("**/faultlab/run/", lambda route: held.append(route))
+    row = page.locator(f"#fx-{FIXTURE}")
+    button = row.get_by_role("button", name=f"Run fixture {FIXTURE}")
+
+    button.click()
+    expect(button).to_be_disabled()
+    expect(button).to_have_attribute("aria-busy", "true")
+    expect(row).to_have_class(re.compile(r"\bhtmx-request\b"))
+    expect(row.get_by_text("running…")).to_be_visible()
+    screenshot(page, "faultlab-row-running")
+    assert len(held) == 1
+    held.pop().continue_()
+    expect(row).to_contain_text("PASS")
+    expect(row.get_by_text("running…")).to_be_hidden()
+    expect(button).to_be_enabled()
+    expect(button).not_to_have_attribute("aria-busy", "true")
+
+    # A request that fails swaps nothing: the same button works again, no longer busy.
+    button.click()
+    expect(button).to_have_attribute("aria-busy", "true")
+    held.pop().abort()
+    expect(button).to_be_enabled()
+    expect(button).not_to_have_attribute("aria-busy", "true")
+    expect(row).not_to_have_class(re.compile(r"\bhtmx-request\b"))

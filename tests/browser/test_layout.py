@@ -1,0 +1,108 @@
+"""How the console looks, measured in Chromium: a link styled as a dangerous button looks
+like the dangerous buttons; on a phone-width screen only the wide tables scroll sideways,
+never the page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from kernel import clock
+from operations.models import Kind, Operation
+from sim import faultlab
+from tests.browser_support import login, screenshot
+from tests.conftest import make_user
+from tests.helpers import approve, make_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+LOOK = """el => {
+  const s = getComputedStyle(el);
+  return {background: s.backgroundColor, color: s.color, border: s.borderTopColor};
+}"""
+DANGER = {"background": "rgb(207, 34, 46)", "color": "rgb(255, 255, 255)"}  # --bad, white
+
+
+def test_a_danger_link_looks_like_a_danger_button(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    make_run(principal="user:operator", requested_by=operator, namespace="live")
+    make_user("catalog-admin", "north", "catalog-admin")
+    page = new_page()
+    login(page, live_server.url, "operator")
+    button = page.get_by_role("button", name="Cancel selected runs")
+    link = page.get_by_role("link", name="Cancel every run matching this filter…")
+    expect(link).to_have_class("button danger")
+    danger = button.evaluate(LOOK)
+    assert {k: danger[k] for k in DANGER} == DANGER
+    assert danger["border"] == DANGER["background"]
+    assert link.evaluate(LOOK) == danger
+
+    admin = new_page()
+    login(admin, live_server.url, "catalog-admin")
+    admin.goto(f"{live_server.url}/catalog/reserve_part/1.0.0/")
+    assert admin.get_by_role("link", name="Retire…").evaluate(LOOK) == danger
+
+
+PHONE = {"width": 375, "height": 800}
+# The outermost elements that reach past the viewport's right edge, leaving out what lies
+# inside a box that scrolls (or clips) on its own.
+STICKING_OUT = """() => {
+  const width = window.innerWidth;
+  const contained = el => {
+    for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+      if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(p).overflowX)) return true;
+    }
+    return false;
+  };
+  const out = [...document.body.querySelectorAll('*')].filter(
+    el => el.getBoundingClientRect().right > width + 0.5 && !contained(el));
+  return out.filter(el => !out.includes(el.parentElement)).map(el =>
+    el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+    (typeof el.className === 'string' && el.className ? '.' + el.className.replace(/ /g, '.') : '')
+    + ' right=' + Math.round(el.getBoundingClientRect().right));
+}"""
+
+
+def test_at_phone_width_only_the_tables_scroll_sideways(
+    live_server: Any, new_page: Any, operator: Any, approver: Any
+) -> None:
+    run = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    approve(make_run(principal="user:operator", requested_by=operator, namespace="live"), approver)
+    faultlab.fixture_run_recorded(name=faultlab.FIXTURES[0].name, by_ref="user:operator")
+    make_user("catalog-admin", "north", "catalog-admin")
+    Operation.objects.create(
+        tenant="north",
+        kind=Kind.CANCEL,
+        created_by="user:operator",
+        created_at=clock.now(),
+        reason="a long-running bulk cancel",
+        total=3,
+    )
+    pages = {
+        "operator": {
+            "runs": "/",
+            "run": f"/runs/{run.pk}/",
+            "operations": "/operations/",
+            "faultlab": "/faultlab/",
+        },
+        "approver": {"approvals": "/approvals/", "decisions": "/approvals/history/"},
+        "catalog-admin": {"catalog": "/catalog/", "rejections": "/catalog/rejections/"},
+    }
+    for username, paths in pages.items():
+        page = new_page()
+        page.set_viewport_size(PHONE)
+        login(page, live_server.url, username)
+        for name, path in paths.items():
+            page.goto(f"{live_server.url}{path}")
+            table = page.locator("main table").first
+            expect(table).to_be_visible()
+            page_width = page.evaluate("document.documentElement.scrollWidth")
+            assert page_width <= PHONE["width"], (name, page_width, page.evaluate(STICKING_OUT))
+            # The table is wider than the phone: it scrolls inside its own box.
+            assert table.evaluate("t => t.scrollWidth > window.innerWidth"), name
+            scroller = table.evaluate("t => getComputedStyle(t.parentElement).overflowX")
+            assert scroller == "auto", (name, scroller)
+            screenshot(page, f"phone-{name}")

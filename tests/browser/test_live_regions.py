@@ -1,0 +1,168 @@
+"""Regions that refresh themselves, seen in Chromium: a session that ends under them sends
+the whole page to the login page (and back after signing in) instead of swapping the login
+page into the region; a keyboard user's focus survives their swaps."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from kernel import clock
+from operations.models import Kind, Operation
+from runs.models import Run
+from sim import faultlab
+from tests.browser_support import login
+from tests.helpers import make_run
+from tests.runs.console.conftest import checkpoint_of
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+QUEUE_REFRESH_MS = 5_000
+
+
+@pytest.fixture
+def waiting(operator: Any) -> Run:
+    return make_run(principal="user:operator", requested_by=operator, namespace="live")
+
+
+def test_a_session_ended_in_another_tab_sends_the_page_to_login_and_back(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    base = live_server.url
+    page = new_page()
+    login(page, base, "approver")
+    # Every answer the page's htmx requests received (the URL each ended at, after any
+    # redirect the XHR followed): none may be the login page, nothing to swap in.
+    htmx_answers: list[tuple[str, int, str | None]] = []
+
+    def note(response: Any) -> None:
+        if response.request.headers.get("hx-request") == "true":
+            htmx_answers.append(
+                (response.url, response.status, response.headers.get("hx-redirect"))
+            )
+
+    page.on("response", note)
+    page.goto(f"{base}/approvals/?kind=approval")
+    expect(page.locator("#queue")).to_contain_text(waiting.short_id)
+
+    other_tab = page.context.new_page()
+    other_tab.goto(f"{base}/")
+    other_tab.get_by_role("button", name="Log out").click()
+    other_tab.wait_for_url(re.compile(r"/login/"))
+    other_tab.close()
+
+    # The queue's next refresh finds no session: the page itself goes to the login page.
+    page.wait_for_url(
+        f"{base}/login/?next=/approvals/%3Fkind%3Dapproval", timeout=QUEUE_REFRESH_MS * 3
+    )
+    login_fetched = [a for a in htmx_answers if a[0].startswith(f"{base}/login/")]
+    assert not login_fetched, login_fetched
+    assert (
+        f"{base}/approvals/?kind=approval",
+        200,
+        "/login/?next=/approvals/%3Fkind%3Dapproval",
+    ) in htmx_answers
+    expect(page.locator("form input[name=password]")).to_have_count(1)
+    expect(page.locator("#queue")).to_have_count(0)
+
+    page.get_by_label("Username").fill("approver")
+    page.get_by_label("Password").fill("pw-approver")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base}/approvals/?kind=approval")
+    expect(page.locator("#queue")).to_contain_text(waiting.short_id)
+    expect(page.get_by_label("Kind")).to_have_value("approval")
+    expect(page.locator("input[name=password]")).to_have_count(0)
+
+
+# Everything a keyboard reaches inside a region that swaps itself: each needs an id that is
+# unique on the page, the one thing htmx matches to give focus back after a swap.
+FOCUS_WITHOUT_ID = """
+() => {
+  const focusable =
+    'a[href], button, input:not([type=hidden]), select, textarea, summary, [tabindex]';
+  const regions = [...document.querySelectorAll('[hx-trigger*="every"], table.faultlab tbody tr')];
+  const unmatched = [];
+  for (const region of regions) {
+    for (const el of region.querySelectorAll(focusable)) {
+      if (!el.id || document.querySelectorAll('#' + CSS.escape(el.id)).length !== 1) {
+        unmatched.push(el.outerHTML.slice(0, 160));
+      }
+    }
+  }
+  const counts = regions.map(r => r.querySelectorAll(focusable).length);
+  return {regions: regions.length, focusable: counts, unmatched};
+}
+"""
+
+
+def test_a_keyboard_user_keeps_focus_in_the_approvals_queue_across_its_refresh(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/")
+    link = page.locator("#queue").get_by_role("link", name=checkpoint.pk)
+    expect(link).to_be_visible()
+    for _ in range(60):
+        page.keyboard.press("Tab")
+        if link.evaluate("el => el === document.activeElement"):
+            break
+    else:
+        pytest.fail("Tab never reached the checkpoint's link in the queue")
+    page.evaluate("() => { window.focusedBefore = document.activeElement; }")
+
+    with page.expect_response(
+        lambda r: r.request.headers.get("hx-target") == "queue", timeout=QUEUE_REFRESH_MS * 3
+    ):
+        pass
+    # The queue was swapped (the link is a new element), and focus is on the new link.
+    page.wait_for_function("() => !document.body.contains(window.focusedBefore)")
+    focused = page.evaluate(
+        "() => ({id: document.activeElement.id, href: document.activeElement.getAttribute('href')})"
+    )
+    assert focused == {
+        "id": f"queue-open-{checkpoint.pk}",
+        "href": f"/approvals/{checkpoint.pk}/",
+    }
+    page.keyboard.press("Tab")  # and the keyboard goes on from there: the run's link
+    assert page.evaluate("document.activeElement.id") == f"queue-run-{checkpoint.pk}"
+
+
+def test_every_focusable_element_of_a_refreshing_region_has_a_unique_id(
+    live_server: Any, new_page: Any, operator: Any, approver: Any, waiting: Run
+) -> None:
+    Operation.objects.create(
+        tenant="north",
+        kind=Kind.CANCEL,
+        created_by="user:operator",
+        created_at=clock.now(),
+        reason="still running",
+        total=3,
+    )
+    faultlab.fixture_run_recorded(name=faultlab.FIXTURES[0].name, by_ref="user:operator")
+    base = live_server.url
+    page = new_page()
+    login(page, base, "operator")
+    pages = {
+        "runs list (state counts)": "/",
+        "run (live area)": f"/runs/{waiting.pk}/",
+        "operations": "/operations/",
+        "fault lab": "/faultlab/",
+    }
+    for name, path in pages.items():
+        page.goto(f"{base}{path}")
+        if path == "/":  # the counts load after the page, then refresh themselves
+            expect(page.locator('#state-counts[hx-trigger*="every"]')).to_have_count(1)
+        found = page.evaluate(FOCUS_WITHOUT_ID)
+        assert found["regions"] and sum(found["focusable"]), (name, found)
+        assert not found["unmatched"], (name, found["unmatched"])
+    approvals = new_page()
+    login(approvals, base, "approver")
+    approvals.goto(f"{base}/approvals/")
+    found = approvals.evaluate(FOCUS_WITHOUT_ID)
+    assert found["regions"] == 1 and found["focusable"] == [2], found
+    assert not found["unmatched"], found["unmatched"]
