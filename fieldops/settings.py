@@ -74,11 +74,16 @@ def database_from_url(
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
         path = unquote(parsed.path[1:] if parsed.path.startswith("//") else parsed.path)
-        if path:
+        if ":memory:" in (parsed.netloc, path.lstrip("/")):  # sqlite://:memory:, sqlite:///:memory:
+            path = ":memory:"
+        else:
+            # No path (sqlite://) is the embedded default; its folder may not exist yet on
+            # a fresh clone, and SQLite cannot create one.
+            path = path or str(VAR_DIR / "db.sqlite3")
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         return {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": path or str(VAR_DIR / "db.sqlite3"),
+            "NAME": path,
             # Concurrent users queue instead of failing with "database is locked":
             # - every atomic block starts BEGIN IMMEDIATE, taking the write lock up front;
             #   a deferred transaction that reads and then writes cannot wait for it (SQLite

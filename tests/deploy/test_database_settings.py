@@ -169,3 +169,23 @@ def test_sqlite_queues_writers_wal_immediate_and_a_busy_timeout(
             assert cursor.fetchone()[0] == options["timeout"] * 1000
     finally:
         wrapper.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [("sqlite://:memory:", ":memory:"), ("sqlite:///:memory:", ":memory:")],
+)
+def test_sqlite_memory_urls_name_an_in_memory_database(url: str, name: str) -> None:
+    assert database_from_url(url)["NAME"] == name
+
+
+def test_a_sqlite_url_without_a_path_is_the_embedded_file_and_its_folder_is_made(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """On a fresh clone ``var/`` does not exist yet; SQLite cannot create a folder."""
+    from fieldops import settings
+
+    monkeypatch.setattr(settings, "VAR_DIR", tmp_path / "var")
+    entry = database_from_url("sqlite://")
+    assert entry["NAME"] == str(tmp_path / "var" / "db.sqlite3")
+    assert (tmp_path / "var").is_dir()
