@@ -47,3 +47,11 @@ def test_links_on_the_page_background_have_enough_contrast(
     for path in (f"/runs/{waiting.pk}/", "/recovery/", "/packet/"):
         page.goto(live_server.url + path)
         assert axe_violations(page, "color-contrast") == []
+
+
+def test_the_api_tokens_link_in_the_top_bar_is_told_apart_from_its_text(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "operator")
+    assert axe_violations(page, "link-in-text-block") == []
