@@ -32,3 +32,17 @@ window.addEventListener("pageshow", function () {
     b.removeAttribute("aria-busy");
   });
 });
+
+// A block that scrolls (pre.json: overflow auto, max-height) is a tab stop, so a keyboard
+// user can reach it and scroll it with the arrow keys; one that fits needs no tab stop.
+// Measured again when a <details> opens (closed, it has no size) and after htmx swaps.
+function markScrollable(root) {
+  root.querySelectorAll("pre.json").forEach(function (block) {
+    const scrolls = block.scrollHeight > block.clientHeight || block.scrollWidth > block.clientWidth;
+    if (scrolls) block.setAttribute("tabindex", "0");
+    else if (block.getAttribute("tabindex") === "0") block.removeAttribute("tabindex");
+  });
+}
+document.addEventListener("DOMContentLoaded", function () { markScrollable(document); });
+document.addEventListener("toggle", function (event) { markScrollable(event.target); }, true);
+document.addEventListener("htmx:afterSettle", function (event) { markScrollable(event.target); });

@@ -55,3 +55,18 @@ def test_the_api_tokens_link_in_the_top_bar_is_told_apart_from_its_text(
     page = new_page()
     login(page, live_server.url, "operator")
     assert axe_violations(page, "link-in-text-block") == []
+
+
+def test_a_json_block_that_scrolls_can_be_reached_and_scrolled_by_keyboard(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/catalog/reserve_part/1.0.0/")
+    assert axe_violations(page, "scrollable-region-focusable") == []
+    block = page.locator('section[aria-labelledby="mp-h"] pre.json')
+    assert block.evaluate("el => el.scrollHeight > el.clientHeight")
+    block.focus()
+    page.keyboard.press("PageDown")
+    # Chromium scrolls smoothly: wait for the block to have moved.
+    page.wait_for_function("el => el.scrollTop > 0", arg=block.element_handle(), timeout=3000)
