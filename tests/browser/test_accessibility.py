@@ -70,3 +70,66 @@ def test_a_json_block_that_scrolls_can_be_reached_and_scrolled_by_keyboard(
     page.keyboard.press("PageDown")
     # Chromium scrolls smoothly: wait for the block to have moved.
     page.wait_for_function("el => el.scrollTop > 0", arg=block.element_handle(), timeout=3000)
+
+
+DESCRIBED_BY = """el => (el.getAttribute('aria-describedby') || '').split(/\\s+/)
+    .filter(Boolean)
+    .map(id => document.getElementById(id)?.textContent ?? '<missing ' + id + '>')
+    .join(' ')"""
+
+
+def described_by(field: Any) -> str:
+    """The text of the elements ``field``'s aria-describedby names ("<missing id>" if absent)."""
+    return str(field.evaluate(DESCRIBED_BY))
+
+
+def test_a_failed_login_marks_both_fields_and_names_the_error(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    page = new_page()
+    page.goto(f"{live_server.url}/login/")
+    page.get_by_label("Username").fill("operator")
+    page.get_by_label("Password").fill("wrong")
+    page.get_by_role("button", name="Log in").click()
+    for name in ("Username", "Password"):
+        field = page.get_by_label(name)
+        assert field.get_attribute("aria-invalid") == "true"
+        assert "didn't match" in described_by(field)
+    assert axe_violations(page) == []
+
+
+def test_a_start_run_field_error_is_tied_to_its_field(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.locator("#start-run summary").click()
+    # A value no option offers (a stale page, a tampered form): the server refuses it.
+    page.locator("#id_location_id option").first.evaluate("o => { o.value = 'nowhere'; }")
+    page.get_by_role("button", name="Start run").click()
+    field = page.get_by_label("Location")
+    assert field.get_attribute("aria-invalid") == "true"
+    assert "valid choice" in described_by(field)
+
+
+def test_a_refused_cancel_or_budget_change_marks_the_field_at_fault(
+    live_server: Any, new_page: Any, waiting: Run
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{waiting.pk}/")
+    page.get_by_label("Cancellation reason (required)").fill("   ")
+    page.get_by_role("button", name="Cancel run").click()
+    reason = page.get_by_label("Cancellation reason (required)")
+    assert reason.get_attribute("aria-invalid") == "true"
+    assert "needs a reason" in described_by(reason)
+
+    page.get_by_label("Budget", exact=True).select_option("actions")
+    page.get_by_label("New limit").fill("0")
+    page.get_by_label("Reason (required)", exact=True).fill("tighter")
+    page.get_by_role("button", name="Record budget change").click()
+    limit = page.get_by_label("New limit")
+    assert limit.get_attribute("aria-invalid") == "true"
+    assert "already used" in described_by(limit)
+    budget_reason = page.get_by_label("Reason (required)", exact=True)
+    assert budget_reason.get_attribute("aria-invalid") != "true"
