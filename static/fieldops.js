@@ -46,3 +46,13 @@ function markScrollable(root) {
 document.addEventListener("DOMContentLoaded", function () { markScrollable(document); });
 document.addEventListener("toggle", function (event) { markScrollable(event.target); }, true);
 document.addEventListener("htmx:afterSettle", function (event) { markScrollable(event.target); });
+
+// A page rendered after a refused form post: the keyboard and screen-reader user starts at
+// the first field the server marked invalid (its aria-describedby reads the error), or at
+// an error without a field (marked tabindex="-1"), instead of at the top of the page.
+document.addEventListener("DOMContentLoaded", function () {
+  const first = document.querySelector(
+    'main [aria-invalid="true"], main [role="alert"][data-form-error][tabindex="-1"]'
+  );
+  if (first && !first.disabled) first.focus();
+});

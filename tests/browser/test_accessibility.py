@@ -133,3 +133,35 @@ def test_a_refused_cancel_or_budget_change_marks_the_field_at_fault(
     assert "already used" in described_by(limit)
     budget_reason = page.get_by_label("Reason (required)", exact=True)
     assert budget_reason.get_attribute("aria-invalid") != "true"
+
+
+def focused_id(page: Any) -> str:
+    return str(page.evaluate("() => document.activeElement.id"))
+
+
+def test_after_a_refused_submit_the_focus_is_on_the_field_at_fault(
+    live_server: Any, new_page: Any, waiting: Run
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{waiting.pk}/")
+    page.get_by_label("New limit").fill("0")
+    page.get_by_label("Reason (required)", exact=True).fill("tighter")
+    page.get_by_role("button", name="Record budget change").click()
+    page.wait_for_load_state()
+    assert focused_id(page) == "budget-limit"
+    # Typing goes straight into the field that needs it.
+    page.keyboard.type("9")
+    assert page.get_by_label("New limit").input_value() == "9"
+
+    page.get_by_label("Cancellation reason (required)").fill("   ")
+    page.get_by_role("button", name="Cancel run").click()
+    page.wait_for_load_state()
+    assert focused_id(page) == "cancel-reason"
+
+    page.goto(live_server.url + "/")
+    page.locator("#start-run summary").click()
+    page.locator("#id_scenario option").first.evaluate("o => { o.value = 'nothing'; }")
+    page.get_by_role("button", name="Start run").click()
+    page.wait_for_load_state()
+    assert focused_id(page) == "id_scenario"
