@@ -180,7 +180,7 @@ def _detail_context(request: AuthedHtmxRequest, run: Any, **extra: Any) -> dict[
         "cursor": cursor,
         "kind": kind,
         "kinds": run_selectors.TIMELINE_KINDS,
-        "diagram": diagram.state_diagram_svg(run.state, title=f"Run state: {run.state}"),
+        "diagram": diagram.state_diagram_svg(run.state, title=diagram.state_description(run.state)),
         "budgets": [b.value for b in Budget],
         **extra,
     }

@@ -165,3 +165,15 @@ def test_after_a_refused_submit_the_focus_is_on_the_field_at_fault(
     page.get_by_role("button", name="Start run").click()
     page.wait_for_load_state()
     assert focused_id(page) == "id_scenario"
+
+
+def test_the_state_diagram_says_in_words_where_the_run_can_go_next(
+    live_server: Any, new_page: Any, waiting: Run
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{waiting.pk}/")
+    diagram = page.get_by_role("img", name="Run state: WAITING_HUMAN", exact=False)
+    name = diagram.get_attribute("aria-label") or ""
+    assert "approval.granted to VALIDATING" in name
+    assert "run.cancelled to CANCELLED" in name
