@@ -56,3 +56,25 @@ document.addEventListener("DOMContentLoaded", function () {
   );
   if (first && !first.disabled) first.focus();
 });
+
+// Auto-refreshing regions are replaced whole (hx-swap="outerHTML"), and a screen reader
+// does not announce a live region that is itself replaced. The page's one live region that
+// is never swapped (#live-announcer, base.html) says a region's [data-live-summary] line
+// when a refresh changed it: once, briefly, and not every refresh.
+function liveSummary(region) {
+  const line = region && region.querySelector("[data-live-summary]");
+  return line ? line.textContent.replace(/\s+/g, " ").trim() : "";
+}
+const summariesBefore = new Map();
+document.addEventListener("htmx:beforeSwap", function (event) {
+  const region = event.detail.target;
+  if (region && region.id) summariesBefore.set(region.id, liveSummary(region));
+});
+document.addEventListener("htmx:afterSettle", function () {
+  const announcer = document.getElementById("live-announcer");
+  summariesBefore.forEach(function (before, id) {
+    summariesBefore.delete(id);
+    const now = liveSummary(document.getElementById(id));
+    if (announcer && now && now !== before) announcer.textContent = now;
+  });
+});

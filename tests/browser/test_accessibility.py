@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import expect
 
 from runs.models import Run
 from tests.browser_support import login
-from tests.helpers import make_run
+from tests.helpers import approve, make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -177,3 +178,32 @@ def test_the_state_diagram_says_in_words_where_the_run_can_go_next(
     name = diagram.get_attribute("aria-label") or ""
     assert "approval.granted to VALIDATING" in name
     assert "run.cancelled to CANCELLED" in name
+
+
+def test_a_refreshed_run_page_announces_the_new_state_in_a_live_region_that_stays(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{waiting.pk}/")
+    announcer = page.locator("#live-announcer")
+    expect(announcer).to_have_attribute("aria-live", "polite")
+    expect(announcer).to_have_text("")  # nothing to say on arrival
+    announcer.evaluate("el => { el.dataset.original = 'yes'; }")
+    approve(waiting, approver)
+    expect(page.locator("#live-state")).to_have_text("COMPLETED", timeout=15_000)
+    expect(announcer).to_contain_text("State COMPLETED at revision")
+    # The region a screen reader listens to is the same node, never swapped out.
+    expect(announcer).to_have_attribute("data-original", "yes")
+
+
+def test_the_approval_queue_announces_a_new_checkpoint(
+    live_server: Any, new_page: Any, approver: Any, operator: Any
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/")
+    make_run(principal="user:operator", requested_by=operator, namespace="live")
+    expect(page.locator("#live-announcer")).to_have_text(
+        "1 checkpoint waits for a decision.", timeout=15_000
+    )
