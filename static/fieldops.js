@@ -78,3 +78,37 @@ document.addEventListener("htmx:afterSettle", function () {
     if (announcer && now && now !== before) announcer.textContent = now;
   });
 });
+
+// The same swap would drop a keyboard user whose focus was inside the region to <body>,
+// the top of the page, on every refresh that changed it (htmx restores only an element
+// with an id). Focus goes back to the same control in the new region (same element, link
+// target, name, value and text), or to the region itself when that control is gone.
+const FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
+function focusKey(el) {
+  return [el.tagName, el.getAttribute("href"), el.getAttribute("name"),
+    el.getAttribute("value"), el.textContent.trim()].join("\u0000");
+}
+const focusBefore = new Map();
+document.addEventListener("htmx:beforeSwap", function (event) {
+  const region = event.detail.target;
+  const active = document.activeElement;
+  if (region && region.id && active && active !== document.body && region.contains(active)) {
+    focusBefore.set(region.id, focusKey(active));
+  }
+});
+document.addEventListener("htmx:afterSettle", function () {
+  focusBefore.forEach(function (key, id) {
+    focusBefore.delete(id);
+    const region = document.getElementById(id);
+    if (!region || (document.activeElement && document.activeElement !== document.body)) return;
+    const same = Array.from(region.querySelectorAll(FOCUSABLE)).find(function (el) {
+      return focusKey(el) === key;
+    });
+    if (same) {
+      same.focus({ preventScroll: true });
+    } else {
+      region.setAttribute("tabindex", "-1");
+      region.focus({ preventScroll: true });
+    }
+  });
+});

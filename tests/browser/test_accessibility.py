@@ -207,3 +207,42 @@ def test_the_approval_queue_announces_a_new_checkpoint(
     expect(page.locator("#live-announcer")).to_have_text(
         "1 checkpoint waits for a decision.", timeout=15_000
     )
+
+
+# Counts the htmx swaps that have settled (once fieldops.js's handlers have run).
+COUNT_SETTLES = """() => { window.settled = 0; document.addEventListener(
+    'htmx:afterSettle', () => setTimeout(() => { window.settled += 1; }, 50)); }"""
+
+
+def test_the_approval_queue_refresh_keeps_the_keyboard_focus_where_it_was(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/")
+    page.evaluate(COUNT_SETTLES)
+    link = page.locator("#queue a").first
+    href = link.get_attribute("href")
+    link.focus()
+    # The queue refreshes every 5 seconds, replaced whole.
+    page.wait_for_function("() => window.settled > 0", timeout=15_000)
+    assert page.evaluate("() => document.activeElement.getAttribute('href')") == href
+    # Enter still opens what the user was on.
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{live_server.url}{href}")
+
+
+def test_a_run_page_refresh_keeps_the_focus_on_the_timeline_link(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{waiting.pk}/")
+    page.evaluate(COUNT_SETTLES)
+    link = page.locator("#run-live table a[href*='/evidence/']").first
+    href = link.get_attribute("href")
+    link.focus()
+    approve(waiting, approver)
+    expect(page.locator("#live-state")).to_have_text("COMPLETED", timeout=15_000)
+    page.wait_for_function("() => window.settled > 0")
+    assert page.evaluate("() => document.activeElement.getAttribute('href')") == href
