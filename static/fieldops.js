@@ -51,10 +51,9 @@ document.addEventListener("htmx:afterSettle", function (event) { markScrollable(
 // the first field the server marked invalid (its aria-describedby reads the error), or at
 // an error without a field (marked tabindex="-1"), instead of at the top of the page.
 document.addEventListener("DOMContentLoaded", function () {
-  const first = document.querySelector(
-    'main [aria-invalid="true"], main [role="alert"][data-form-error][tabindex="-1"]'
-  );
-  if (first && !first.disabled) first.focus();
+  const first = document.querySelector('main [aria-invalid="true"]:not([disabled])') ||
+    document.querySelector('main [role="alert"][data-form-error][tabindex="-1"]');
+  if (first) first.focus();
 });
 
 // Auto-refreshing regions are replaced whole (hx-swap="outerHTML"), and a screen reader

@@ -246,3 +246,18 @@ def test_a_run_page_refresh_keeps_the_focus_on_the_timeline_link(
     expect(page.locator("#live-state")).to_have_text("COMPLETED", timeout=15_000)
     page.wait_for_function("() => window.settled > 0")
     assert page.evaluate("() => document.activeElement.getAttribute('href')") == href
+
+
+def test_a_decision_refused_for_its_reason_marks_the_reason_and_takes_the_focus_there(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/{waiting.waiting_checkpoint}/")
+    page.get_by_label("Reason (required, recorded with your decision)").fill("   ")
+    page.get_by_role("button", name="Approve exactly this proposal").click()
+    page.wait_for_load_state()
+    reason = page.get_by_label("Reason (required, recorded with your decision)")
+    assert reason.get_attribute("aria-invalid") == "true"
+    assert "needs a reason" in described_by(reason)
+    assert focused_id(page) == "decision-reason"
