@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
+from django.template import loader
 from playwright.sync_api import expect
 
 from runs.models import Run
@@ -111,6 +112,7 @@ def test_a_start_run_field_error_is_tied_to_its_field(
     field = page.get_by_label("Location")
     assert field.get_attribute("aria-invalid") == "true"
     assert "valid choice" in described_by(field)
+    assert axe_violations(page) == []
 
 
 def test_a_refused_cancel_or_budget_change_marks_the_field_at_fault(
@@ -134,6 +136,7 @@ def test_a_refused_cancel_or_budget_change_marks_the_field_at_fault(
     assert "already used" in described_by(limit)
     budget_reason = page.get_by_label("Reason (required)", exact=True)
     assert budget_reason.get_attribute("aria-invalid") != "true"
+    assert axe_violations(page) == []
 
 
 def focused_id(page: Any) -> str:
@@ -261,3 +264,107 @@ def test_a_decision_refused_for_its_reason_marks_the_reason_and_takes_the_focus_
     assert reason.get_attribute("aria-invalid") == "true"
     assert "needs a reason" in described_by(reason)
     assert focused_id(page) == "decision-reason"
+    assert axe_violations(page) == []
+
+
+# The console's pages per role (README's console table), with a waiting and an ended run,
+# an empty state (another tenant), the error pages and the login page. Every page must be
+# free of serious and critical axe findings; there is no allow-list.
+PAGES = {
+    "operator": [
+        "/",
+        "/runs/{waiting}/",
+        "/runs/{completed}/",
+        "/runs/{completed}/audit/",
+        "/runs/{completed}/replay/decision/",
+        "/recovery/",
+        "/runbooks/",
+        "/runbooks/ledger-outage/",
+        "/faultlab/",
+        "/packet/",
+        "/operations/",
+        "/operations/cancel/?state=WAITING_HUMAN",
+        "/api/tokens/",
+        "/approvals/",
+        "/no-such-page/",
+    ],
+    "approver": [
+        "/approvals/",
+        "/approvals/{checkpoint}/",
+        "/approvals/history/",
+        "/approvals/deliveries/",
+        "/runs/{waiting}/",
+        "/recovery/",
+    ],
+    "catalog-admin": [
+        "/catalog/",
+        "/catalog/reserve_part/1.0.0/",
+        "/catalog/import/",
+        "/catalog/servers/",
+        "/catalog/diff/",
+        "/catalog/rejections/",
+        "/catalog/routing/",
+    ],
+    "approver-south": ["/", "/approvals/", "/approvals/history/", "/recovery/", "/runbooks/"],
+}
+
+
+@pytest.mark.parametrize("role", list(PAGES))
+def test_every_page_of_a_role_has_no_serious_or_critical_axe_finding(
+    live_server: Any,
+    new_page: Any,
+    approver: Any,
+    operator: Any,
+    catalog_admin: Any,
+    outsider: Any,
+    waiting: Run,
+    role: str,
+) -> None:
+    completed = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    approve(completed, approver)
+    names = {
+        "waiting": waiting.pk,
+        "completed": completed.pk,
+        "checkpoint": waiting.waiting_checkpoint,
+    }
+    page = new_page()
+    login(page, live_server.url, role)
+    found = []
+    for path in PAGES[role]:
+        page.goto(live_server.url + path.format(**names))
+        found += axe_violations(page)
+    if role == "operator":
+        page.goto(f"{live_server.url}/runs/{completed.pk}/")
+        page.locator("#run-live a[href*='/evidence/']").first.click()
+        found += axe_violations(page)
+    assert found == []
+
+
+def serve(status: int, body: str) -> Any:
+    """A Playwright route handler answering with ``status`` and the HTML ``body``."""
+    return lambda route: route.fulfill(status=status, content_type="text/html", body=body)
+
+
+def test_the_login_and_error_pages_have_no_serious_or_critical_axe_finding(
+    live_server: Any, new_page: Any, operator: Any, approver: Any
+) -> None:
+    page = new_page()
+    page.goto(f"{live_server.url}/login/")
+    found = axe_violations(page)
+    page.goto(f"{live_server.url}/no-such-page/")
+    found += axe_violations(page)
+    login(page, live_server.url, "approver")
+    assert page.goto(f"{live_server.url}/recovery/").status == 403
+    found += axe_violations(page)
+    # A form body the server cannot read (the 400 page) and the 500 page, shown as served.
+    unreadable = page.request.post(
+        f"{live_server.url}/runs/start/",
+        headers={"Content-Type": "application/x-www-form-urlencoded; charset=latin-1"},
+        data="scenario=x",
+    )
+    assert unreadable.status == 400
+    for status, body in ((400, unreadable.text()), (500, loader.render_to_string("500.html"))):
+        page.route(f"{live_server.url}/error-{status}/", serve(status, body))
+        page.goto(f"{live_server.url}/error-{status}/")
+        found += axe_violations(page)
+    assert found == []
