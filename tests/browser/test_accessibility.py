@@ -368,3 +368,22 @@ def test_the_login_and_error_pages_have_no_serious_or_critical_axe_finding(
         page.goto(f"{live_server.url}/error-{status}/")
         found += axe_violations(page)
     assert found == []
+
+
+def test_a_refused_confirmation_count_marks_the_count_and_takes_the_focus_there(
+    live_server: Any, new_page: Any, waiting: Run
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/operations/cancel/?state=WAITING_HUMAN")
+    page.locator("#op-reason").fill("incident 7")
+    page.locator("#op-confirm").fill("99")
+    page.locator("#start-operation button[type=submit]").click()
+    page.wait_for_load_state()
+    confirm = page.locator("#op-confirm")
+    assert confirm.get_attribute("aria-invalid") == "true"
+    assert described_by(confirm).strip() != ""
+    assert "<missing" not in described_by(confirm)
+    assert page.locator("#op-reason").get_attribute("aria-invalid") != "true"
+    assert focused_id(page) == "op-confirm"
+    assert axe_violations(page) == []
