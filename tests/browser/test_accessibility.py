@@ -387,3 +387,29 @@ def test_a_refused_confirmation_count_marks_the_count_and_takes_the_focus_there(
     assert page.locator("#op-reason").get_attribute("aria-invalid") != "true"
     assert focused_id(page) == "op-confirm"
     assert axe_violations(page) == []
+
+
+def test_a_refusal_without_a_field_takes_the_focus_so_it_is_read(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    from catalog.models import CapabilityVersion
+
+    version = CapabilityVersion.objects.get(capability_id="search_manual", version="1.0.0")
+    page = new_page()
+    login(page, live_server.url, "catalog-admin")
+    page.goto(f"{live_server.url}/catalog/versions/{version.pk}/retire/")
+    page.locator("#retire-reason").fill("   ")
+    page.locator("#retire-ack").check()
+    page.locator(".retire-form button[type=submit]").click()
+    page.wait_for_load_state()
+    refusal = page.locator('main .refusal[role="alert"]')
+    expect(refusal).to_be_visible()
+    assert refusal.evaluate("el => el === document.activeElement")
+
+    page.goto(f"{live_server.url}/api/tokens/")
+    page.get_by_label("Name (what integration uses it)").fill("   ")
+    page.get_by_role("button", name="Create token").click()
+    page.wait_for_load_state()
+    refusal = page.locator('main .refusal[role="alert"]')
+    expect(refusal).to_be_visible()
+    assert refusal.evaluate("el => el === document.activeElement")
