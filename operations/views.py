@@ -150,7 +150,12 @@ def _start(request: AuthedHtmxRequest, flow: Flow, start: Callable[..., Operatio
     except services.OperationInputError as exc:
         try:
             context = _preview_context(
-                flow, tenant, query, error=str(exc), reason=request.POST.get("reason", "")
+                flow,
+                tenant,
+                query,
+                error=str(exc),
+                error_field=exc.field,
+                reason=request.POST.get("reason", ""),
             )
         except services.OperationInputError:
             return render(request, "400.html", {"message": str(exc)}, status=400)

@@ -49,3 +49,82 @@ document.addEventListener("htmx:afterRequest", function () {
     el.removeAttribute("data-busy-by-htmx");
   });
 });
+
+// A block that scrolls (pre.json: overflow auto, max-height) is a tab stop, so a keyboard
+// user can reach it and scroll it with the arrow keys; one that fits needs no tab stop.
+// Measured again when a <details> opens (closed, it has no size) and after htmx swaps.
+function markScrollable(root) {
+  root.querySelectorAll("pre.json").forEach(function (block) {
+    const scrolls = block.scrollHeight > block.clientHeight || block.scrollWidth > block.clientWidth;
+    if (scrolls) block.setAttribute("tabindex", "0");
+    else if (block.getAttribute("tabindex") === "0") block.removeAttribute("tabindex");
+  });
+}
+document.addEventListener("DOMContentLoaded", function () { markScrollable(document); });
+document.addEventListener("toggle", function (event) { markScrollable(event.target); }, true);
+document.addEventListener("htmx:afterSettle", function (event) { markScrollable(event.target); });
+
+// A page rendered after a refused form post: the keyboard and screen-reader user starts at
+// the first field the server marked invalid (its aria-describedby reads the error), or at
+// an error without a field (marked tabindex="-1"), instead of at the top of the page.
+document.addEventListener("DOMContentLoaded", function () {
+  const first = document.querySelector('main [aria-invalid="true"]:not([disabled])') ||
+    document.querySelector('main [role="alert"][data-form-error][tabindex="-1"]');
+  if (first) first.focus();
+});
+
+// Auto-refreshing regions are replaced whole (hx-swap="outerHTML"), and a screen reader
+// does not announce a live region that is itself replaced. The page's one live region that
+// is never swapped (#live-announcer, base.html) says a region's [data-live-summary] line
+// when a refresh changed it: once, briefly, and not every refresh.
+function liveSummary(region) {
+  const line = region && region.querySelector("[data-live-summary]");
+  return line ? line.textContent.replace(/\s+/g, " ").trim() : "";
+}
+const summariesBefore = new Map();
+document.addEventListener("htmx:beforeSwap", function (event) {
+  const region = event.detail.target;
+  if (region && region.id) summariesBefore.set(region.id, liveSummary(region));
+});
+document.addEventListener("htmx:afterSettle", function () {
+  const announcer = document.getElementById("live-announcer");
+  summariesBefore.forEach(function (before, id) {
+    summariesBefore.delete(id);
+    const now = liveSummary(document.getElementById(id));
+    if (announcer && now && now !== before) announcer.textContent = now;
+  });
+});
+
+// The same swap would drop a keyboard user whose focus was inside the region to <body>,
+// the top of the page, on every refresh that changed it (htmx restores only an element
+// with an id). Focus goes back to the same control in the new region (same element, link
+// target, name, value and text), or to the region itself when that control is gone.
+const FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
+function focusKey(el) {
+  return [el.tagName, el.getAttribute("href"), el.getAttribute("name"),
+    el.getAttribute("value"), el.textContent.trim()].join("\u0000");
+}
+const focusBefore = new Map();
+document.addEventListener("htmx:beforeSwap", function (event) {
+  const region = event.detail.target;
+  const active = document.activeElement;
+  if (region && region.id && active && active !== document.body && region.contains(active)) {
+    focusBefore.set(region.id, focusKey(active));
+  }
+});
+document.addEventListener("htmx:afterSettle", function () {
+  focusBefore.forEach(function (key, id) {
+    focusBefore.delete(id);
+    const region = document.getElementById(id);
+    if (!region || (document.activeElement && document.activeElement !== document.body)) return;
+    const same = Array.from(region.querySelectorAll(FOCUSABLE)).find(function (el) {
+      return focusKey(el) === key;
+    });
+    if (same) {
+      same.focus({ preventScroll: true });
+    } else {
+      region.setAttribute("tabindex", "-1");
+      region.focus({ preventScroll: true });
+    }
+  });
+});

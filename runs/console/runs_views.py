@@ -180,7 +180,7 @@ def _detail_context(request: AuthedHtmxRequest, run: Any, **extra: Any) -> dict[
         "cursor": cursor,
         "kind": kind,
         "kinds": run_selectors.TIMELINE_KINDS,
-        "diagram": diagram.state_diagram_svg(run.state, title=f"Run state: {run.state}"),
+        "diagram": diagram.state_diagram_svg(run.state, title=diagram.state_description(run.state)),
         "budgets": [b.value for b in Budget],
         **extra,
     }
@@ -272,7 +272,7 @@ def runs_budget(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     except services.RunInputError as exc:
         if exc.field == "run":
             return conflict(request, str(exc), back=back)
-        context = _detail_context(request, run, budget_error=str(exc))
+        context = _detail_context(request, run, budget_error=str(exc), budget_error_field=exc.field)
         return render(request, "runs/detail.html", context, status=400)
     messages.success(request, "Budget change recorded as budget.changed.")
     return redirect("runs-detail", run.pk)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from html import escape
 
 from .states import NON_TERMINAL_STATES, TERMINAL_STATES, EventType, State
-from .transitions import STATE_INFO, TRANSITION_LIST, Transition
+from .transitions import STATE_INFO, TRANSITION_LIST, Transition, events_from
 
 LABEL_FONT_FAMILY = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 
@@ -240,6 +240,20 @@ def diagram_layout() -> Layout:
         taken.append(label)
         edges.append(EdgeLayout(pair[0], pair[1], tuple(transitions), path, samples, label, lines))
     return Layout(WIDTH, HEIGHT, states, tuple(edges))
+
+
+def state_description(current: State | str) -> str:
+    """Return the diagram's text alternative for a run in ``current``: the state and every
+    transition out of it, as the highlighted edges show them."""
+    state = State(current)
+    ways = events_from(state)
+    if not ways:
+        return f"Run state: {state}. It is terminal: no transition leaves it."
+    return (
+        f"Run state: {state}. From here: "
+        + "; ".join(f"{t.event} to {t.target}" for t in ways)
+        + "."
+    )
 
 
 def state_diagram_svg(current: State | str | None = None, *, title: str = "") -> str:

@@ -15,7 +15,7 @@ import pytest
 
 from runs.domain import render
 from runs.domain.states import EventType, State
-from runs.domain.transitions import TRANSITION_LIST
+from runs.domain.transitions import TRANSITION_LIST, events_from
 
 LAYOUT = render.diagram_layout()
 DRAWN = [
@@ -105,3 +105,15 @@ def test_a_label_that_cannot_be_placed_is_an_error_not_an_overlap(monkeypatch):
             render.diagram_layout()
     finally:
         render.diagram_layout.cache_clear()
+
+
+def test_the_diagrams_text_alternative_names_the_current_state_and_its_way_out():
+    text = render.state_description("WAITING_HUMAN")
+    assert text.startswith("Run state: WAITING_HUMAN.")
+    for t in events_from(State.WAITING_HUMAN):
+        assert f"{t.event} to {t.target}" in text
+    assert render.state_description("COMPLETED") == (
+        "Run state: COMPLETED. It is terminal: no transition leaves it."
+    )
+    svg = render.state_diagram_svg("WAITING_HUMAN", title=text)
+    assert f'aria-label="{text}"' in svg
