@@ -413,3 +413,18 @@ def test_a_refusal_without_a_field_takes_the_focus_so_it_is_read(
     refusal = page.locator('main .refusal[role="alert"]')
     expect(refusal).to_be_visible()
     assert refusal.evaluate("el => el === document.activeElement")
+
+
+def test_a_refused_tool_list_import_takes_the_focus_so_it_is_read(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "catalog-admin")
+    page.goto(f"{live_server.url}/catalog/import/")
+    page.locator("#server").fill("mcp://manuals.example.invalid")
+    page.locator("#tool_list").fill("{ this is not JSON")
+    page.locator("#import-form button[type=submit]").click()
+    page.wait_for_load_state()
+    refusal = page.locator("#import-errors")
+    expect(refusal).to_be_visible()
+    assert refusal.evaluate("el => el === document.activeElement")
