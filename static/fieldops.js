@@ -96,9 +96,10 @@ document.addEventListener("htmx:afterSettle", function () {
 });
 
 // The same swap would drop a keyboard user whose focus was inside the region to <body>,
-// the top of the page, on every refresh that changed it (htmx restores only an element
-// with an id). Focus goes back to the same control in the new region (same element, link
-// target, name, value and text), or to the region itself when that control is gone.
+// the top of the page. htmx itself restores focus to an element with the same id (every
+// control in a refreshing region has one); when it could not (the control is gone, or a
+// new region's control has no id), focus goes to the same control found by element, link
+// target, name, value and text, or else to the region itself.
 const FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
 function focusKey(el) {
   return [el.tagName, el.getAttribute("href"), el.getAttribute("name"),
