@@ -50,11 +50,12 @@ document.addEventListener("htmx:afterRequest", function () {
   });
 });
 
-// A block that scrolls (pre.json: overflow auto, max-height) is a tab stop, so a keyboard
-// user can reach it and scroll it with the arrow keys; one that fits needs no tab stop.
-// Measured again when a <details> opens (closed, it has no size) and after htmx swaps.
+// A block that scrolls (pre.json: overflow auto, max-height; a .table-scroll box around a
+// table wider than a phone) is a tab stop, so a keyboard user can reach it and scroll it
+// with the arrow keys; one that fits needs no tab stop. Measured again when a <details>
+// opens (closed, it has no size), after htmx swaps and when the window is resized.
 function markScrollable(root) {
-  root.querySelectorAll("pre.json").forEach(function (block) {
+  root.querySelectorAll("pre.json, .table-scroll").forEach(function (block) {
     const scrolls = block.scrollHeight > block.clientHeight || block.scrollWidth > block.clientWidth;
     if (scrolls) block.setAttribute("tabindex", "0");
     else if (block.getAttribute("tabindex") === "0") block.removeAttribute("tabindex");
@@ -63,6 +64,11 @@ function markScrollable(root) {
 document.addEventListener("DOMContentLoaded", function () { markScrollable(document); });
 document.addEventListener("toggle", function (event) { markScrollable(event.target); }, true);
 document.addEventListener("htmx:afterSettle", function (event) { markScrollable(event.target); });
+let resizeTimer = null;
+window.addEventListener("resize", function () {
+  clearTimeout(resizeTimer);
+  resizeTimer = setTimeout(function () { markScrollable(document); }, 150);
+});
 
 // A page rendered after a refused form post: the keyboard and screen-reader user starts at
 // the first field the server marked invalid (its aria-describedby reads the error), or at

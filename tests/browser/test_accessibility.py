@@ -74,6 +74,24 @@ def test_a_json_block_that_scrolls_can_be_reached_and_scrolled_by_keyboard(
     page.wait_for_function("el => el.scrollTop > 0", arg=block.element_handle(), timeout=3000)
 
 
+def test_a_table_that_scrolls_at_phone_width_can_be_reached_by_keyboard(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    page = new_page()
+    page.set_viewport_size({"width": 375, "height": 800})
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/packet/")
+    assert axe_violations(page, "scrollable-region-focusable") == []
+    box = page.locator("main .table-scroll").first
+    assert box.evaluate("el => el.scrollWidth > el.clientWidth")
+    box.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("el => el.scrollLeft > 0", arg=box.element_handle(), timeout=3000)
+    # At a width where it fits, it is no tab stop.
+    page.set_viewport_size({"width": 1600, "height": 900})
+    page.wait_for_function("el => !el.hasAttribute('tabindex')", arg=box.element_handle())
+
+
 DESCRIBED_BY = """el => (el.getAttribute('aria-describedby') || '').split(/\\s+/)
     .filter(Boolean)
     .map(id => document.getElementById(id)?.textContent ?? '<missing ' + id + '>')

@@ -87,9 +87,14 @@ def test_at_phone_width_only_the_tables_scroll_sideways(
             "run": f"/runs/{run.pk}/",
             "operations": "/operations/",
             "faultlab": "/faultlab/",
+            "review-packet": "/packet/",
         },
         "approver": {"approvals": "/approvals/", "decisions": "/approvals/history/"},
-        "catalog-admin": {"catalog": "/catalog/", "rejections": "/catalog/rejections/"},
+        "catalog-admin": {
+            "catalog": "/catalog/",
+            "rejections": "/catalog/rejections/",
+            "routing": "/catalog/routing/",
+        },
     }
     for username, paths in pages.items():
         page = new_page()

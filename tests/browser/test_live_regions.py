@@ -166,3 +166,33 @@ def test_every_focusable_element_of_a_refreshing_region_has_a_unique_id(
     found = approvals.evaluate(FOCUS_WITHOUT_ID)
     assert found["regions"] == 1 and found["focusable"] == [2], found
     assert not found["unmatched"], found["unmatched"]
+    # At phone width a table's scrolling box becomes a tab stop too: it needs an id as well.
+    for viewer, paths in ((page, pages.values()), (approvals, ["/approvals/"])):
+        viewer.set_viewport_size({"width": 375, "height": 800})
+        for path in paths:
+            viewer.goto(f"{base}{path}")
+            found = viewer.evaluate(FOCUS_WITHOUT_ID)
+            assert not found["unmatched"], (path, found["unmatched"])
+    expect(approvals.locator("#queue-scroll")).to_have_attribute("tabindex", "0")
+
+
+def test_focus_on_a_scrolling_table_survives_the_queue_refresh_at_phone_width(
+    live_server: Any, new_page: Any, approver: Any, operator: Any, waiting: Run
+) -> None:
+    page = new_page()
+    page.set_viewport_size({"width": 375, "height": 800})
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/")
+    box = page.locator("#queue-scroll")
+    expect(box).to_have_attribute("tabindex", "0")
+    box.focus()
+    page.evaluate("() => { window.focusedBefore = document.activeElement; }")
+    # The refresh brings a new checkpoint: the table's text changes, its box stays.
+    arrived = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    expect(page.locator("#queue")).to_contain_text(arrived.short_id, timeout=QUEUE_REFRESH_MS * 3)
+    with page.expect_response(
+        lambda r: r.request.headers.get("hx-target") == "queue", timeout=QUEUE_REFRESH_MS * 3
+    ):
+        pass
+    page.wait_for_function("() => !document.body.contains(window.focusedBefore)")
+    page.wait_for_function("() => document.activeElement.id === 'queue-scroll'")
