@@ -6,7 +6,9 @@ Ollama, Gemini's and Mistral's compatible endpoints...): the whole ``chat.comple
 object, one of its ``choices``, or the bare assistant ``message``. In the order checked:
 
 - limits (depth, values, bytes) before anything else is read -> ``output_limit_exceeded``
-- an ``{"error": {...}}`` body -> ``provider_error:<class>`` (see ``provider_errors``)
+- an ``{"error": {...}}`` body, or a choice that finished with an error (``finish_reason:
+  error`` and/or a choice ``error``, OpenRouter) -> ``provider_error:<class>`` (see
+  ``provider_errors``)
 - more than one choice -> ``multiple_choices``
 - a ``refusal`` (string or content part) or ``finish_reason: content_filter`` ->
   ``model_refusal`` (the refusal text is its ``explanation``); ``finish_reason: length`` ->
@@ -77,6 +79,10 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
     message = choice.get("message", choice)
     finish = choice.get("finish_reason")
     finish = finish_text = finish if isinstance(finish, str) else None
+    if finish == "error" or (isinstance(choice.get("error"), Mapping) and choice["error"]):
+        # A gateway that lost its upstream part way (OpenRouter) has already answered 200:
+        # the failure rides on the choice, beside whatever text came first. Never an answer.
+        return Reading(_error(choice.get("error")))
     if not isinstance(message, Mapping) or not _is_assistant_message(message):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not an assistant message"))
     reasoning = _reasoning(message)

@@ -35,6 +35,7 @@ from runs.policies import (
     openai_adapter,
     openai_responses_adapter,
     parsing,
+    provider_errors,
     vocabularies,
 )
 from runs.policies.parsing import UNKNOWN_TOOL, Reject
@@ -151,6 +152,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         # Mistral's reasoning models: content is a list of `thinking` and `text` parts.
         "recorded_mistral_thinking_parts_final": FinalCandidate({"text": "4"}),
         "recorded_mistral_magistral_thinking_final": FinalCandidate({"text": "2 + 2 = 4"}),
+        # OpenRouter names the HTTP status as the error's integer `code`.
+        "recorded_openrouter_error_status_code": "provider_error:rate_limited",
     },
     "openai-responses": {
         "function_call_read_equipment": READ,
@@ -813,3 +816,44 @@ def test_a_tool_search_the_client_must_run_is_not_called_provider_executed():
     hosted = openai_responses_adapter.parse(raw, KINDS)
     assert isinstance(hosted, InvalidProposal)
     assert hosted.reason_code == "provider_executed_tool"
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        (429, "rate_limited"),
+        (401, "auth_rejected"),
+        (400, "client_error"),
+        (502, "server_error"),
+        (529, "overloaded"),
+        (200, "unclassified"),
+        (True, "unclassified"),
+    ],
+)
+def test_an_integer_error_code_is_read_as_the_http_status_it_names(code, expected):
+    assert provider_errors.from_body({"code": code, "message": "Provider returned error"}) == (
+        expected
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "error", "expected"),
+    [
+        # OpenRouter: a 200 whose choice failed part way, with the text produced before it.
+        ('{"events": [{"title": "partial', {"code": 502, "message": "upstream"}, "server_error"),
+        ("", {"code": 429, "message": "rate-limited upstream"}, "rate_limited"),
+        ("Sure, the part is", None, "unclassified"),
+    ],
+)
+def test_a_choice_that_finished_with_an_error_is_a_provider_error_not_an_answer(
+    content, error, expected
+):
+    raw = load("openai", "recorded_openrouter_claude_length")
+    choice = raw["choices"][0]
+    choice["message"]["content"] = content
+    choice["finish_reason"] = "error"
+    if error is not None:
+        choice["error"] = error
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == f"provider_error:{expected}"
