@@ -14,7 +14,8 @@ In the order checked:
   ``.explanation`` as typed fields; ``max_tokens``, ``model_context_window_exceeded`` or
   ``pause_turn`` -> ``truncated_output``
 - ``thinking`` / ``redacted_thinking`` blocks are declared reasoning, not output: commentary
-  evidence, ignored by the parse
+  evidence, ignored by the parse; a ``compaction`` block (the provider's summary of earlier
+  turns) is ignored too
 - every other unknown block type -> ``unknown_shape`` (each one named)
 - then the text and ``tool_use`` blocks go through ``parsing.decide``: ``stop_reason:
   tool_use`` is a turn stopped for tool use, so text before one call is a preamble
@@ -30,10 +31,13 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "anthropic-tool-use-adapter@2.0.0"
+VERSION = "anthropic-tool-use-adapter@2.1.0"
 PROVIDER = "anthropic"
 
 REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+# The provider's own summary of earlier turns (context compaction): not this turn's output,
+# kept in the raw output evidence only, like the Responses API's ``compaction`` item.
+IGNORED_BLOCKS = frozenset({"compaction"})
 PROVIDER_EXECUTED_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use", "mcp_tool_result"})
 TRUNCATING_STOPS = frozenset({"max_tokens", "pause_turn", "model_context_window_exceeded"})
 ANSWER_STOPS = frozenset({"end_turn", "stop_sequence"})
@@ -87,7 +91,7 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
     calls: list[ToolCall] = []
     problems = []
     for index, (block, kind) in enumerate(zip(blocks, kinds_seen, strict=True)):
-        if kind in REASONING_BLOCKS:
+        if kind in REASONING_BLOCKS or kind in IGNORED_BLOCKS:
             continue
         if kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])

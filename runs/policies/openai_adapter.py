@@ -6,13 +6,16 @@ Ollama, Gemini's and Mistral's compatible endpoints...): the whole ``chat.comple
 object, one of its ``choices``, or the bare assistant ``message``. In the order checked:
 
 - limits (depth, values, bytes) before anything else is read -> ``output_limit_exceeded``
-- an ``{"error": {...}}`` body -> ``provider_error:<class>`` (see ``provider_errors``)
+- an ``{"error": {...}}`` body, or a choice that finished with an error (``finish_reason:
+  error`` and/or a choice ``error``, OpenRouter) -> ``provider_error:<class>`` (see
+  ``provider_errors``)
 - more than one choice -> ``multiple_choices``
 - a ``refusal`` (string or content part) or ``finish_reason: content_filter`` ->
   ``model_refusal`` (the refusal text is its ``explanation``); ``finish_reason: length`` ->
   ``truncated_output``
-- reasoning fields (``reasoning_content``, ``reasoning``) are declared reasoning, not
-  output: commentary evidence, ignored by the parse
+- reasoning fields (``reasoning_content``, ``reasoning``) and Mistral's ``thinking``
+  content parts are declared reasoning, not output: commentary evidence, ignored by the
+  parse
 - then the text and calls go through ``parsing.decide``: ``finish_reason: tool_calls`` (or
   the legacy ``function_call``) is a turn stopped for tool use, so text before one call is
   a preamble; with ``stop`` or no finish reason, text beside a call is ``mixed_output``.
@@ -32,7 +35,7 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-tool-calls-adapter@2.0.0"
+VERSION = "openai-tool-calls-adapter@2.1.0"
 PROVIDER = "openai"
 
 # Kept for callers of the first version of this module.
@@ -76,6 +79,10 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
     message = choice.get("message", choice)
     finish = choice.get("finish_reason")
     finish = finish_text = finish if isinstance(finish, str) else None
+    if finish == "error" or (isinstance(choice.get("error"), Mapping) and choice["error"]):
+        # A gateway that lost its upstream part way (OpenRouter) has already answered 200:
+        # the failure rides on the choice, beside whatever text came first. Never an answer.
+        return Reading(_error(choice.get("error")))
     if not isinstance(message, Mapping) or not _is_assistant_message(message):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not an assistant message"))
     reasoning = _reasoning(message)
@@ -83,7 +90,8 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
     if refusal:
         text = refusal if isinstance(refusal, str) else json.dumps(refusal, default=str)[:300]
         return Reading(_refusal(text, finish_text or ""), reasoning)
-    text, problem = _text(message.get("content"))
+    text, thinking, problem = _text(message.get("content"))
+    reasoning = _joined(reasoning, thinking)
     if problem is not None:
         return Reading(parsing.rejected(problem), reasoning)
     if finish == "content_filter":
@@ -170,25 +178,50 @@ def _joined(*parts: str) -> str:
     return "\n\n".join(p.strip() for p in parts if p and p.strip())
 
 
-def _text(content: Any) -> tuple[str, Any]:
-    """Return (the assistant text of ``content``, a RejectionReason or None)."""
+def _text(content: Any) -> tuple[str, str, Any]:
+    """Return (the assistant text of ``content``, its declared reasoning, a RejectionReason
+    or None). Mistral's reasoning models send ``thinking`` parts (a list of text parts)
+    before the ``text`` ones: declared reasoning, like ``reasoning_content``."""
     if content is None:
-        return "", None
+        return "", "", None
     if isinstance(content, str):
-        return content, None
+        return content, "", None
     if not isinstance(content, list):
-        return "", parsing.reason(Reject.UNKNOWN_SHAPE, "content is neither text nor parts")
+        return "", "", parsing.reason(Reject.UNKNOWN_SHAPE, "content is neither text nor parts")
     texts = []
+    thoughts = []
     for part in content:
         kind = part.get("type") if isinstance(part, Mapping) else None
         if kind == "refusal":
             refusal = part.get("refusal", "")
             refusal = refusal if isinstance(refusal, str) else ""
-            return "", parsing.reason(Reject.REFUSAL, refusal, explanation=refusal[:1000])
+            return "", "", parsing.reason(Reject.REFUSAL, refusal, explanation=refusal[:1000])
+        if kind == "thinking":
+            thought = _thinking(part.get("thinking"))
+            if thought is None:
+                return "", "", parsing.reason(Reject.UNKNOWN_SHAPE, "a thinking part without text")
+            thoughts.append(thought)
+            continue
         if kind != "text" or not isinstance(part.get("text"), str):
-            return "", parsing.reason(Reject.UNKNOWN_SHAPE, f"content part {kind!r}"[:100])
+            return "", "", parsing.reason(Reject.UNKNOWN_SHAPE, f"content part {kind!r}"[:100])
         texts.append(part["text"])
-    return "".join(texts), None
+    return "".join(texts), _joined(*thoughts), None
+
+
+def _thinking(value: Any) -> str | None:
+    """The text of a ``thinking`` part's value (a list of text parts), None if it is not one."""
+    if not isinstance(value, list):
+        return None
+    texts = []
+    for part in value:
+        if not (
+            isinstance(part, Mapping)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        ):
+            return None
+        texts.append(part["text"])
+    return "".join(texts)
 
 
 def _call(c: Any) -> ToolCall:

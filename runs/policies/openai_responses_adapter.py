@@ -12,11 +12,13 @@ reasoning (its summary is commentary evidence, never read). In the order checked
   response still ``queued`` / ``in_progress`` (background mode) or ``cancelled`` ->
   ``truncated_output``
 - hosted tools that ran at the provider (``web_search_call``, ``file_search_call``,
-  ``code_interpreter_call``, ``mcp_call``, ``image_generation_call``, ``program``...), or a
+  ``code_interpreter_call``, ``mcp_call``, ``image_generation_call``, ``program``, xAI's
+  ``x_search_call``...), or a
   ``function_call`` whose ``caller`` is a provider-run program -> ``provider_executed_tool``
 - a ``refusal`` part -> ``model_refusal`` (its text is the ``explanation``)
 - calls the client would run that are not functions (``custom_tool_call``,
-  ``computer_call``, ``local_shell_call``...) -> ``malformed_tool_call``
+  ``computer_call``, ``local_shell_call``, a ``tool_search_call`` with ``execution:
+  client``...) -> ``malformed_tool_call``
 - then text and calls go through ``parsing.decide``. A ``function_call`` item means the
   turn stopped for tool use, so a ``message`` before one call is a preamble (commentary)
   unless the model labelled it ``phase: final_answer``, which is ``mixed_output``.
@@ -33,7 +35,7 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-responses-adapter@1.0.0"
+VERSION = "openai-responses-adapter@1.1.0"
 PROVIDER = "openai-responses"
 
 HOSTED_TOOL_ITEMS = frozenset(
@@ -49,11 +51,14 @@ HOSTED_TOOL_ITEMS = frozenset(
         "tool_search_output",
         "program",
         "program_output",
+        # Responses-compatible APIs' own hosted tools (xAI: X search).
+        "x_search_call",
     }
 )
 CLIENT_NON_FUNCTION_CALLS = frozenset(
     {"custom_tool_call", "computer_call", "local_shell_call", "shell_call", "apply_patch_call"}
 )
+CLIENT_TOOL_SEARCH = "tool_search_call (execution client)"
 IGNORED_ITEMS = frozenset({"reasoning", "compaction"})
 NOT_DONE = frozenset({"queued", "in_progress", "cancelled"})
 
@@ -105,6 +110,11 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
         )
         return Reading(parsing.rejected(r), reasoning)
     kinds_seen = [_kind(i) for i in items]
+    # A tool search the client is asked to run ran nowhere yet: a call, not a function call.
+    kinds_seen = [
+        CLIENT_TOOL_SEARCH if k == "tool_search_call" and i.get("execution") == "client" else k
+        for i, k in zip(items, kinds_seen, strict=True)
+    ]
     executed = sorted({k for k in kinds_seen if isinstance(k, str) and k in HOSTED_TOOL_ITEMS})
     executed += sorted(
         {
@@ -139,12 +149,12 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
             else:
                 final_answer = final_answer or phase == "final_answer"
                 answer.append(text)
-        elif kind in CLIENT_NON_FUNCTION_CALLS:
+        elif kind in CLIENT_NON_FUNCTION_CALLS or kind == CLIENT_TOOL_SEARCH:
             calls.append(
                 ToolCall(
                     item.get("name") if isinstance(item.get("name"), str) else None,
                     problem=Reject.MALFORMED_TOOL_CALL,
-                    detail=f"unsupported call type {kind!r}",
+                    detail=f"unsupported call type {item.get('type')!r}",
                 )
             )
         else:

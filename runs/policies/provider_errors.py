@@ -88,7 +88,8 @@ def from_body(error: Any) -> str:
     """Classify a provider error body (the value of its ``error`` member).
 
     ``code`` is more specific than ``type`` in OpenAI bodies (an ``invalid_request_error``
-    with code ``invalid_api_key`` is an authentication failure), so it is looked at first.
+    with code ``invalid_api_key`` is an authentication failure), so it is looked at first;
+    an integer ``code`` (OpenRouter) is the HTTP status and is classified as one.
     """
     if not isinstance(error, Mapping):
         return UNCLASSIFIED
@@ -96,4 +97,8 @@ def from_body(error: Any) -> str:
         value = error.get(key)
         if isinstance(value, str) and value in _BODY_CLASSES:
             return _BODY_CLASSES[value]
+    code = error.get("code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        # OpenRouter's bodies name the HTTP status as an integer ``code``.
+        return from_status(code)
     return UNCLASSIFIED

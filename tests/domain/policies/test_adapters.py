@@ -35,6 +35,7 @@ from runs.policies import (
     openai_adapter,
     openai_responses_adapter,
     parsing,
+    provider_errors,
     vocabularies,
 )
 from runs.policies.parsing import UNKNOWN_TOOL, Reject
@@ -82,6 +83,12 @@ LOOKUP = ActionIntent("lookup_stock", {"part_id": "A17", "location_id": "LOC-N1"
 def unknown(name: str, args: dict[str, Any]) -> ActionIntent:
     """A real recorded call to the recording's own tool: unknown to FieldOps."""
     return ActionIntent(name, args)
+
+
+def recorded_text(vocabulary: str, name: str) -> str:
+    """The text blocks of a recorded Messages response, as the model wrote them."""
+    raw = json.loads((FIXTURES / vocabulary / f"{name}.json").read_text())
+    return "".join(b["text"] for b in raw["content"] if b["type"] == "text")
 
 
 # fixture -> the proposal it must parse to, or the rejection class it must get.
@@ -142,6 +149,11 @@ EXPECTED: dict[str, dict[str, Any]] = {
             "get_weather", {"city": "Mexico City"}
         ),
         "recorded_error_model_not_found": "provider_error:client_error",
+        # Mistral's reasoning models: content is a list of `thinking` and `text` parts.
+        "recorded_mistral_thinking_parts_final": FinalCandidate({"text": "4"}),
+        "recorded_mistral_magistral_thinking_final": FinalCandidate({"text": "2 + 2 = 4"}),
+        # OpenRouter names the HTTP status as the error's integer `code`.
+        "recorded_openrouter_error_status_code": "provider_error:rate_limited",
     },
     "openai-responses": {
         "function_call_read_equipment": READ,
@@ -189,6 +201,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_background_queued": Reject.TRUNCATED,
         "recorded_deepseek_reasoning_function_call": unknown("get_temperature", {"city": "Tokyo"}),
         "recorded_error_model_not_found": "provider_error:client_error",
+        # xAI's hosted X search (an `x_search_call` item) ran at the provider.
+        "recorded_xai_x_search_call": Reject.PROVIDER_EXECUTED_TOOL,
+        # A tool search the client is asked to run: a call, but not a function call.
+        "recorded_tool_search_call_client_execution": Reject.MALFORMED_TOOL_CALL,
     },
     "anthropic": {
         "tool_use_read_equipment": READ,
@@ -247,6 +263,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         ),
         "recorded_tool_use_stop_without_call": Reject.TRUNCATED,
         "recorded_error_not_found": "provider_error:client_error",
+        # A `compaction` block (the provider's summary of earlier turns), then the answer.
+        "recorded_compaction_then_text": FinalCandidate(
+            {"text": recorded_text("anthropic", "recorded_compaction_then_text")}
+        ),
     },
 }
 
@@ -727,3 +747,113 @@ def test_each_vocabulary_is_registered_with_its_own_adapter_version():
     assert vocabularies.get("openai-responses").adapter_version == openai_responses_adapter.VERSION
     with pytest.raises(ValueError, match="unknown provider vocabulary"):
         vocabularies.get("gemini")
+
+
+# -- recorded shapes found in other public recordings ------------------------------------
+@pytest.mark.parametrize(
+    ("name", "thinking"),
+    [
+        ("recorded_mistral_thinking_parts_final", "The user is asking for the result of 2+2."),
+        ("recorded_mistral_magistral_thinking_final", "This is basic arithmetic."),
+    ],
+)
+def test_mistral_thinking_parts_are_declared_reasoning_not_the_answer(name, thinking):
+    reading = openai_adapter.read(load("openai", name), KINDS)
+    assert isinstance(reading.proposal, FinalCandidate)
+    assert thinking in reading.commentary
+    assert thinking not in json.dumps(to_dict(reading.proposal))
+
+
+def test_a_thinking_part_that_is_not_text_parts_is_an_unknown_shape():
+    raw = load("openai", "recorded_mistral_thinking_parts_final")
+    raw["choices"][0]["message"]["content"][0]["thinking"] = {"text": "2+2"}
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == "unknown_shape"
+
+
+def test_a_thinking_part_before_a_call_is_commentary_and_the_call_proposes():
+    raw = openai_adapter.render_call("read_equipment", {"equipment_id": "EQ-17"}, "c")
+    message = raw["choices"][0]["message"]
+    message["content"] = [{"type": "thinking", "thinking": [{"type": "text", "text": "EQ-17?"}]}]
+    reading = openai_adapter.read(raw, KINDS)
+    assert reading.proposal == READ
+    assert reading.commentary == "EQ-17?"
+
+
+def test_an_anthropic_compaction_block_is_neither_the_answer_nor_an_unknown_shape():
+    reading = anthropic_adapter.read(load("anthropic", "recorded_compaction_then_text"), KINDS)
+    assert isinstance(reading.proposal, FinalCandidate)
+    # The provider's summary of earlier turns is not what the model answered.
+    assert "Summary of Conversation" not in json.dumps(to_dict(reading.proposal))
+
+
+def test_a_compaction_block_beside_a_call_does_not_hide_the_call():
+    raw = anthropic_adapter.render_call("read_equipment", {"equipment_id": "EQ-17"}, "c")
+    raw["content"].insert(0, {"type": "compaction", "content": "## Summary"})
+    assert anthropic_adapter.parse(raw, KINDS) == READ
+
+
+def test_hosted_search_items_of_compatible_responses_apis_are_provider_executed():
+    proposal = openai_responses_adapter.parse(
+        load("openai-responses", "recorded_xai_x_search_call"), KINDS
+    )
+    assert isinstance(proposal, InvalidProposal)
+    assert [(r.code, r.detail) for r in proposal.reasons] == [
+        ("provider_executed_tool", "x_search_call")
+    ]
+
+
+def test_a_tool_search_the_client_must_run_is_not_called_provider_executed():
+    raw = load("openai-responses", "recorded_tool_search_call_client_execution")
+    proposal = openai_responses_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert [(r.code, r.detail) for r in proposal.reasons] == [
+        ("malformed_tool_call", "unsupported call type 'tool_search_call'")
+    ]
+    # A hosted tool search (execution "server", or not stated) stays provider-executed.
+    raw["output"][0]["execution"] = "server"
+    hosted = openai_responses_adapter.parse(raw, KINDS)
+    assert isinstance(hosted, InvalidProposal)
+    assert hosted.reason_code == "provider_executed_tool"
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        (429, "rate_limited"),
+        (401, "auth_rejected"),
+        (400, "client_error"),
+        (502, "server_error"),
+        (529, "overloaded"),
+        (200, "unclassified"),
+        (True, "unclassified"),
+    ],
+)
+def test_an_integer_error_code_is_read_as_the_http_status_it_names(code, expected):
+    assert provider_errors.from_body({"code": code, "message": "Provider returned error"}) == (
+        expected
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "error", "expected"),
+    [
+        # OpenRouter: a 200 whose choice failed part way, with the text produced before it.
+        ('{"events": [{"title": "partial', {"code": 502, "message": "upstream"}, "server_error"),
+        ("", {"code": 429, "message": "rate-limited upstream"}, "rate_limited"),
+        ("Sure, the part is", None, "unclassified"),
+    ],
+)
+def test_a_choice_that_finished_with_an_error_is_a_provider_error_not_an_answer(
+    content, error, expected
+):
+    raw = load("openai", "recorded_openrouter_claude_length")
+    choice = raw["choices"][0]
+    choice["message"]["content"] = content
+    choice["finish_reason"] = "error"
+    if error is not None:
+        choice["error"] = error
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == f"provider_error:{expected}"
