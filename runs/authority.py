@@ -35,7 +35,7 @@ from django.dispatch import receiver
 
 from fieldops import points, telemetry
 from fieldops.db import lock_wait_failed
-from fieldops.sql import binding_cursor
+from fieldops.sql import binding_cursor, execute_alone
 from kernel import clock, retry
 from runs import event_rows, evidence, outbox, terminal
 from runs.domain import guards, invariants
@@ -866,17 +866,18 @@ def _store_postgresql(
     ]
     if db.connection is None:
         db.ensure_connection()
+    sql = _cas_insert_sql(tuple(changes), with_evidence=bool(made), with_use=bool(called))
+    prepare = _current().prepared_statements
     try:
-        # A server-side-binding cursor with a prepared statement: PostgreSQL parses and
-        # plans this statement once per connection instead of once per append (Django's
-        # own cursors send every query as literal text). Errors are translated to Django's.
+        # A prepared statement: PostgreSQL parses and plans it once per connection instead
+        # of once per append (Django's own cursors send every query as literal text). Alone
+        # in autocommit it goes straight through libpq (``execute_alone``), otherwise through
+        # a server-side-binding cursor. Errors are translated to Django's.
         with db.wrap_database_errors:
+            if prepare and (count := execute_alone(db, sql, params)) is not None:
+                return count == 1
             cursor = binding_cursor(db)  # shared with fieldops/sql.py's statements
-            cursor.execute(
-                _cas_insert_sql(tuple(changes), with_evidence=bool(made), with_use=bool(called)),
-                params,
-                prepare=_current().prepared_statements,
-            )
+            cursor.execute(sql, params, prepare=prepare)
             return cursor.rowcount == 1
     except IntegrityError:
         return False

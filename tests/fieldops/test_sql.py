@@ -3,6 +3,8 @@ databases, and stay visible to query logging."""
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from typing import Any
 
 import pytest
@@ -117,3 +119,109 @@ def test_a_connection_keeps_every_statement_of_a_run_prepared(world: None, appro
         prepared = cursor.fetchone()[0]
     assert 0 < prepared <= PREPARED_MAX
     assert binding_cursor(connection).connection is connection.connection
+
+
+# -- execute_alone: the authority's statement straight through libpq --------------------
+def _own_prepared() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements WHERE name LIKE 'fieldops_%%'")
+        return {name for (name,) in cursor.fetchall()}
+
+
+def _append(run: Run, epoch: int) -> Any:
+    from runs import authority
+    from runs.domain.states import Actor, EventType
+
+    return authority.append(
+        run_id=str(run.pk),
+        expected_revision=run.revision,
+        expected_epoch=epoch,
+        type=EventType.RUN_STARTED,
+        actor=Actor.HARNESS,
+        reason_code="contract_valid",
+        refs={"observation": "rq-execute-alone"},
+        run=run,
+    )
+
+
+@pytest.mark.postgres
+def test_an_append_alone_in_autocommit_goes_through_libpq(
+    world: None,
+) -> None:
+    run = make_run(advance=False)
+    claim = ownership.claim(str(run.pk), "worker-a")
+    assert isinstance(claim, ownership.Claim)
+    connection.ensure_connection()
+    connection.connection.execute("DEALLOCATE ALL")
+    result = _append(claim.row, claim.epoch)
+    assert result.applied, result.refusal
+    assert len(_own_prepared()) == 1
+    assert Run.objects.get(pk=run.pk).revision == run.revision + 1
+    assert (
+        list(Run.objects.get(pk=run.pk).events.order_by("sequence").values_list("type", flat=True))[
+            -1
+        ]
+        == "run.started"
+    )
+    again = _append(claim.row, claim.epoch)  # a second start is refused, and recorded
+    assert not again.applied and again.control is not None
+    assert len(_own_prepared()) == 2
+
+
+@pytest.mark.postgres
+def test_a_statement_deallocated_behind_its_back_is_prepared_again(world: None) -> None:
+    from fieldops.sql import execute_alone
+
+    connection.ensure_connection()
+    select = "SELECT 1 WHERE %s::text IS NOT NULL"
+    with connection.wrap_database_errors:
+        assert execute_alone(connection, select, ["x"]) == 1
+        # psycopg sends DEALLOCATE ALL after a rollback, when it holds prepared statements.
+        connection.connection.execute("DEALLOCATE ALL")
+        assert _own_prepared() == set()
+        assert execute_alone(connection, select, ["x"]) == 1
+    assert len(_own_prepared()) == 1
+
+
+@pytest.mark.postgres
+def test_execute_alone_stands_aside_where_the_cursor_must_run_the_statement(
+    world: None,
+) -> None:
+    from fieldops.sql import execute_alone
+
+    connection.ensure_connection()
+    select = "SELECT 1 WHERE %s::text IS NOT NULL"
+    with connection.wrap_database_errors:
+        assert execute_alone(connection, select, ["x"]) == 1
+        assert execute_alone(connection, select, [1.5]) is None  # a type it does not encode
+        assert execute_alone(connection, select, [dt.datetime(2026, 1, 1)]) is None  # naive
+        with transaction.atomic():
+            Run.objects.exists()  # the transaction is open on the server
+            assert execute_alone(connection, select, ["x"]) is None
+        with CaptureQueriesContext(connection):  # someone counts statements
+            assert execute_alone(connection, select, ["x"]) is None
+
+
+@pytest.mark.postgres
+def test_execute_alone_raises_djangos_errors_and_changes_nothing(world: None) -> None:
+    from fieldops.sql import execute_alone
+
+    run = make_run(advance=False)
+    insert = "INSERT INTO runs_outbox (run_id, kind, created_at, attempts) VALUES (%s, %s, %s, 0)"
+    connection.ensure_connection()
+    unknown_run = uuid.UUID("00000000-0000-4000-8000-000000000000")
+    with pytest.raises(IntegrityError), connection.wrap_database_errors:
+        execute_alone(connection, insert, [unknown_run, "probe", run.created_at])
+    with connection.wrap_database_errors:
+        assert execute_alone(connection, insert, [run.pk, "probe", run.created_at]) == 1
+    assert Statement("SELECT COUNT(*) FROM runs_outbox WHERE kind = %s").one(["probe"]) == (1,)
+
+
+def test_placeholders_become_numbered_and_literal_percent_signs_are_refused() -> None:
+    from fieldops.sql import _native
+
+    name, text = _native("UPDATE t SET a = %s::jsonb WHERE id = %s AND b = %s")
+    assert text == b"UPDATE t SET a = $1::jsonb WHERE id = $2 AND b = $3"
+    assert name.startswith(b"fieldops_")
+    with pytest.raises(ValueError):
+        _native("SELECT 1 WHERE a LIKE 'x%%'")
