@@ -189,11 +189,17 @@ def reservation_step(ctx: Context, *, location: str | None = None) -> Step:
         return Call("no_applicable_tool", {"reason": f"no slot holds {quantity} x {part}"})
     proposal = latest(ctx, "propose_reservation")
     declined = (
-        bool(requested)
-        and denial is not None
+        denial is not None
         and denial.get("reason") == "approval_declined"
         and _seq(denial) > _seq(proposal)
     )
+    if declined and not requested:
+        # Declined with no change asked for: the same reservation would only be declined
+        # again (validation denies a declined hash), so hand the run back to a person.
+        return Call(
+            "no_applicable_tool",
+            {"reason": "the approver declined the reservation and asked for no change"},
+        )
     if (
         proposal is None
         or _seq(proposal) < _seq(inventory)

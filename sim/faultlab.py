@@ -1237,7 +1237,7 @@ def fx_quorum_met(lab: Lab) -> FixtureOutcome:
 @fixture(
     "quorum_one_decline",
     injects="one approval, then a decline by the second approver",
-    expect=("FAILED", "action_budget_exhausted"),
+    expect=("ESCALATED", "no_applicable_tool"),
     group="quorum",
 )
 def fx_quorum_one_decline(lab: Lab) -> FixtureOutcome:

@@ -132,21 +132,19 @@ def test_a_requested_change_must_name_a_proposal_field(waiting, approver):
     assert result.refusal == "invalid_requested_change"
 
 
-def test_the_same_declined_proposal_is_not_re_requested(world, approver):
+def test_a_plain_decline_hands_the_run_back_to_a_person(world, approver):
     run = make_run()
     cp = _checkpoint(run)
-    services.approval_decide(
-        checkpoint_id=cp.pk, user=approver, approve=False, seen_hash=cp.proposal_hash, reason="no"
-    )
-    from runs.engine import runner
-
-    runner.advance(str(run.pk), worker="test")
-    # With no requested change the double proposes the same reservation again: the
-    # declined hash is never sent for approval a second time unchanged.
-    run.refresh_from_db()
-    assert "proposal_declined" in list(
-        Event.objects.filter(run=run, type="proposal.denied").values_list("reason_code", flat=True)
-    )
+    assert decline(run, approver, reason="not this week").recorded
+    # With no change asked for, the double does not send the declined reservation again
+    # (validation would deny its hash: tests/domain/runs/test_validation.py): it abstains,
+    # and the run ends escalated, saying why, with nothing reserved.
+    assert run.state == "ESCALATED"
+    assert run.terminal_reason == "no_applicable_tool"
+    assert Checkpoint.objects.filter(run=run).count() == 1
+    assert Checkpoint.objects.get(pk=cp.pk).status == "DECLINED"
+    assert "effect.recorded" not in types(run)
+    assert "proposal.denied" not in types(run)
 
 
 def test_stale_inventory_at_dispatch_denies_without_consuming_the_approval(waiting, approver):

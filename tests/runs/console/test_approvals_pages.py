@@ -264,7 +264,9 @@ def test_a_plain_decline_says_the_run_ends_without_the_reservation(
     assert "changed proposal" not in page
     runner.advance(str(waiting_run.pk), worker="test")
     waiting_run.refresh_from_db()
-    assert waiting_run.state == "FAILED"  # what the message said
+    # What the message said: the run ends (the double abstains: escalated to a person).
+    assert waiting_run.state == "ESCALATED"
+    assert waiting_run.terminal_reason == "no_applicable_tool"
     assert not Checkpoint.objects.filter(run=waiting_run, status="PENDING").exists()
 
 
