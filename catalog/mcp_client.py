@@ -265,7 +265,7 @@ def identity_of(client: Client, target: Target, wire: _Wire) -> dict[str, Any]:
         "server_info": _dump(session.server_info) or {},
         "protocol_version": session.protocol_version or "",
         "capabilities": _dump(session.server_capabilities) or {},
-        "instructions": _short(instructions, MAX_INSTRUCTIONS) if instructions else "",
+        "instructions": _cut(instructions.strip(), MAX_INSTRUCTIONS),
         "transport": target.transport,
         **({"http_transport": wire.kind} if target.transport == "http" else {}),
     }
@@ -442,6 +442,11 @@ def _known_versions() -> tuple[str, ...]:
     from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 
     return KNOWN_PROTOCOL_VERSIONS
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` as it was sent (lines, indentation and all), cut to ``limit`` characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _short(text: str, limit: int) -> str:

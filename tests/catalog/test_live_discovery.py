@@ -185,6 +185,33 @@ def test_a_changed_definition_pauses_the_admitted_mapping_and_shows_a_diff(
     assert drift not in selectors.open_drifts()
 
 
+# Shaped like the instructions of awslabs.aws-documentation-mcp-server 1.1.30: Markdown.
+INSTRUCTIONS = """# Parts Server
+
+## Best Practices
+
+- Look a part up before reserving it
+- Never reserve more than one slot per part
+
+## Tool Selection Guide
+
+- `lookup_part`: read only"""
+
+
+def test_the_servers_instructions_keep_their_lines(catalog_admin, changing_server):
+    changing_server.set(instructions=INSTRUCTIONS + "\n" + "x" * 3000)
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    run = discover(server, catalog_admin)
+    assert run.ok, run.message
+    kept = run.identity["instructions"]
+    assert kept.startswith(INSTRUCTIONS + "\nxxx")  # what the server sent, line by line
+    assert len(kept) == mcp_client.MAX_INSTRUCTIONS and kept.endswith("…")  # marked as cut
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-server", args=[server.pk])).content.decode()
+    assert "## Best Practices\n\n- Look a part up" in page
+
+
 def test_a_tool_that_turns_unacceptable_is_refused_alone_and_pauses_its_mapping(
     catalog_admin, catalog_reviewer, changing_server: ChangingServer
 ):

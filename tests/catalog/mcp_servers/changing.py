@@ -6,7 +6,8 @@ file, so a test can change the server between two discoveries.
     python changing.py STATE.json --sse PORT      # the deprecated HTTP+SSE transport of
                                                   # MCP 2024-11-05: GET 127.0.0.1:PORT/sse
 
-STATE.json: {"description": str, "read_only": bool, "legacy": bool, "token": str}. With
+STATE.json: {"description": str, "read_only": bool, "legacy": bool, "token": str,
+"instructions": str}. With
 ``token`` set, the HTTP endpoint answers 401 unless ``Authorization: Bearer <token>``.
 """
 
@@ -20,7 +21,11 @@ from mcp.types import ToolAnnotations
 
 
 def build(state: dict) -> MCPServer:
-    server = MCPServer("fieldops-test-parts", version="1.0.0", instructions="Test parts server.")
+    server = MCPServer(
+        "fieldops-test-parts",
+        version="1.0.0",
+        instructions=state.get("instructions", "Test parts server."),
+    )
 
     @server.tool(
         name="lookup_part",
