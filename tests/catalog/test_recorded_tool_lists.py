@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from catalog import services
+from catalog.domain.diff import ChangeClass, diff_definitions
 from catalog.domain.discovery import parse_tool_list
 from catalog.models import CapabilityVersion, Lifecycle, ToolSighting
 from tests.catalog.test_services import admit
@@ -27,6 +28,7 @@ EXPECTED = {
     "kubernetes": 23,
     "memory": 9,
     "mongodb": 27,
+    "mongodb-http": 27,
     "notion": 24,
     "time": 2,
     "spec-2025-11-25-listing": 1,
@@ -103,3 +105,21 @@ def test_a_tool_that_declares_only_destructive_hint_disagrees_with_a_read_contra
         "the server says the tool may be destructive; the local contract classifies it as "
         "read_only_observation"
     ]
+
+
+def test_a_changed_meta_is_explained_as_the_servers_metadata_not_an_unknown_field():
+    # The MongoDB server's tools differ between its stdio and Streamable HTTP transports
+    # only in _meta, a Tool field the catalog knows (and shows verbatim, never reads).
+    stdio, http = (
+        {t.name: t.definition for t in parse_tool_list((FIXTURES / f"{f}.json").read_text()).tools}
+        for f in ("mongodb", "mongodb-http")
+    )
+    diff = diff_definitions(stdio["aggregate-db"], http["aggregate-db"])
+    assert [c.path for c in diff.changes] == [
+        "_meta.com.mongodb/maxRequestPayloadBytes",
+        "_meta.com.mongodb/transport",
+    ]
+    for change in diff.changes:
+        assert change.change_class is ChangeClass.UNCLASSIFIED  # never a lighter review
+        assert "does not know" not in change.why
+        assert change.why == "the server's _meta (untrusted metadata) changed: review it"
