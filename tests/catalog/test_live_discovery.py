@@ -323,6 +323,29 @@ def test_a_streamable_http_server_with_a_credential_reference(
         assert token not in dumped, model.__name__
 
 
+def test_a_refused_credential_quotes_the_servers_own_error_once(
+    catalog_admin, changing_server, monkeypatch
+):
+    changing_server.set(token="tok-right", refuse_as_notion=True)
+    script = server_script("changing")
+    with serving(sys.executable, script, str(changing_server.path), "--http") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin,
+            name="notion-like",
+            transport="http",
+            url=f"{base}/mcp",
+            credential_ref="env:FIELDOPS_MCP_TOKEN_TEST",
+        )
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_TEST", "tok-wrong")
+        refused = discover(server)
+    assert refused.code == "http_error", refused.message
+    assert refused.message == (
+        "the server answered the handshake (initialize) with HTTP 403 (Forbidden): error "
+        "-32002: Forbidden: Invalid bearer token; the credential the reference names was "
+        "refused: check its value; nothing was stored"
+    )
+
+
 # -- the deprecated HTTP+SSE transport (MCP 2024-11-05) ---------------------------------
 def test_a_server_of_the_deprecated_http_sse_transport_is_discovered_at_its_url(
     catalog_admin, monkeypatch
