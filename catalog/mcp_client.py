@@ -111,14 +111,18 @@ class Fetched:
 class DiscoveryFailed(Exception):
     """Discovery could not complete; nothing it saw may be stored.
 
-    ``code`` is a stable snake_case reason; ``message`` says what happened and what to do.
+    ``code`` is a stable snake_case reason; ``message`` says what happened and what to do;
+    ``said`` is the server's own JSON-RPC error ("error -32002: ..."), when it sent one.
     """
 
-    def __init__(self, code: str, message: str, *, stage: str = "", stderr: str = "") -> None:
+    def __init__(
+        self, code: str, message: str, *, stage: str = "", stderr: str = "", said: str = ""
+    ) -> None:
         self.code = code
         self.message = message
         self.stage = stage
         self.stderr = stderr
+        self.said = said
         super().__init__(f"{code}: {message}")
 
 
@@ -265,7 +269,7 @@ def identity_of(client: Client, target: Target, wire: _Wire) -> dict[str, Any]:
         "server_info": _dump(session.server_info) or {},
         "protocol_version": session.protocol_version or "",
         "capabilities": _dump(session.server_capabilities) or {},
-        "instructions": _short(instructions, MAX_INSTRUCTIONS) if instructions else "",
+        "instructions": _cut(instructions.strip(), MAX_INSTRUCTIONS),
         "transport": target.transport,
         **({"http_transport": wire.kind} if target.transport == "http" else {}),
     }
@@ -385,10 +389,9 @@ def _classify(exc: BaseException, stage: str) -> DiscoveryFailed:
                 f"the server did not answer {stage} in time; nothing was stored",
                 stage=stage,
             )
+        said = f"error {exc.code}: {_short(exc.message, 200)}"
         return DiscoveryFailed(
-            "server_error",
-            f"the server answered {stage} with error {exc.code}: {_short(exc.message, 200)}",
-            stage=stage,
+            "server_error", f"the server answered {stage} with {said}", stage=stage, said=said
         )
     if isinstance(exc, RuntimeError) and "protocol version" in str(exc).lower():
         return DiscoveryFailed(
@@ -442,6 +445,11 @@ def _known_versions() -> tuple[str, ...]:
     from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 
     return KNOWN_PROTOCOL_VERSIONS
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` as it was sent (lines, indentation and all), cut to ``limit`` characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _short(text: str, limit: int) -> str:
@@ -563,9 +571,9 @@ _SDK_STAND_INS = ("Server returned an error response", "Not Found")
 
 def _said(failure: DiscoveryFailed) -> str:
     """``: <the server's own JSON-RPC error>`` when the HTTP error carried one, else ""."""
-    if failure.code != "server_error" or any(s in failure.message for s in _SDK_STAND_INS):
+    if not failure.said or any(s in failure.said for s in _SDK_STAND_INS):
         return ""
-    return f": {_short(failure.message, 300)}"
+    return f": {failure.said}"
 
 
 def _reason(status: int) -> str:

@@ -379,6 +379,11 @@ def diff_definitions(left: Mapping[str, Any], right: Mapping[str, Any]) -> Diff:
             )
         elif top in ("inputSchema", "outputSchema", "name"):
             cls, why = ChangeClass.UNCLASSIFIED, "remote schema changed: any mapping pauses"
+        elif top == "_meta":
+            cls, why = (
+                ChangeClass.UNCLASSIFIED,
+                "the server's _meta (untrusted metadata) changed: review it",
+            )
         else:
             cls, why = (
                 ChangeClass.UNCLASSIFIED,

@@ -187,12 +187,23 @@ def hint_conflicts(hints: Mapping[str, bool], effect_class: str) -> list[str]:
     return problems
 
 
+_CHANGES_NOTHING_OUTSIDE = (EffectClass.NONE, EffectClass.READ, EffectClass.LOCAL_TRANSFORMATION)
+
+
 def hint_warnings(hints: Mapping[str, bool], effect_class: str, open_world: bool) -> list[str]:
     """Other disagreements worth showing (they never change the classification)."""
     effect = EffectClass(effect_class)
     out = []
     if hints.get("readOnlyHint") is False and effect in (EffectClass.NONE, EffectClass.READ):
         out.append("the server says the tool is not read-only; the local contract says read")
+    # Declared alone, destructiveHint: true still claims an effect (readOnlyHint defaults to
+    # false, and destructiveHint only means something then): servers such as
+    # mcp-server-kubernetes and Notion's mark every mutating tool this way.
+    if hints.get("destructiveHint") is True and effect in _CHANGES_NOTHING_OUTSIDE:
+        out.append(
+            "the server says the tool may be destructive; the local contract classifies it "
+            f"as {effect.value}"
+        )
     if hints.get("destructiveHint") is False and effect is EffectClass.CONSEQUENTIAL:
         out.append("the server says non-destructive; the local contract says consequential")
     if "openWorldHint" in hints and hints["openWorldHint"] != open_world:

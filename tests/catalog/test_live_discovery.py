@@ -185,6 +185,33 @@ def test_a_changed_definition_pauses_the_admitted_mapping_and_shows_a_diff(
     assert drift not in selectors.open_drifts()
 
 
+# Shaped like the instructions of awslabs.aws-documentation-mcp-server 1.1.30: Markdown.
+INSTRUCTIONS = """# Parts Server
+
+## Best Practices
+
+- Look a part up before reserving it
+- Never reserve more than one slot per part
+
+## Tool Selection Guide
+
+- `lookup_part`: read only"""
+
+
+def test_the_servers_instructions_keep_their_lines(catalog_admin, changing_server):
+    changing_server.set(instructions=INSTRUCTIONS + "\n" + "x" * 3000)
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    run = discover(server, catalog_admin)
+    assert run.ok, run.message
+    kept = run.identity["instructions"]
+    assert kept.startswith(INSTRUCTIONS + "\nxxx")  # what the server sent, line by line
+    assert len(kept) == mcp_client.MAX_INSTRUCTIONS and kept.endswith("…")  # marked as cut
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-server", args=[server.pk])).content.decode()
+    assert "## Best Practices\n\n- Look a part up" in page
+
+
 def test_a_tool_that_turns_unacceptable_is_refused_alone_and_pauses_its_mapping(
     catalog_admin, catalog_reviewer, changing_server: ChangingServer
 ):
@@ -294,6 +321,29 @@ def test_a_streamable_http_server_with_a_credential_reference(
     for model in (Discovery, ToolServer, ToolSighting, LifecycleDecision, CapabilityVersion):
         dumped = json.dumps(list(model.objects.values()), default=str)
         assert token not in dumped, model.__name__
+
+
+def test_a_refused_credential_quotes_the_servers_own_error_once(
+    catalog_admin, changing_server, monkeypatch
+):
+    changing_server.set(token="tok-right", refuse_as_notion=True)
+    script = server_script("changing")
+    with serving(sys.executable, script, str(changing_server.path), "--http") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin,
+            name="notion-like",
+            transport="http",
+            url=f"{base}/mcp",
+            credential_ref="env:FIELDOPS_MCP_TOKEN_TEST",
+        )
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_TEST", "tok-wrong")
+        refused = discover(server)
+    assert refused.code == "http_error", refused.message
+    assert refused.message == (
+        "the server answered the handshake (initialize) with HTTP 403 (Forbidden): error "
+        "-32002: Forbidden: Invalid bearer token; the credential the reference names was "
+        "refused: check its value; nothing was stored"
+    )
 
 
 # -- the deprecated HTTP+SSE transport (MCP 2024-11-05) ---------------------------------

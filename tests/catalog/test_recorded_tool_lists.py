@@ -10,18 +10,26 @@ from pathlib import Path
 import pytest
 
 from catalog import services
+from catalog.domain.diff import ChangeClass, diff_definitions
 from catalog.domain.discovery import parse_tool_list
 from catalog.models import CapabilityVersion, Lifecycle, ToolSighting
+from tests.catalog.test_services import admit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_tools"
 FILES = sorted(FIXTURES.glob("*.json"))
 EXPECTED = {
+    "aws-documentation": 5,
+    "chrome-devtools": 32,
     "everything": 13,
     "fetch": 1,
     "filesystem": 14,
     "git": 12,
     "github": 26,
+    "kubernetes": 23,
     "memory": 9,
+    "mongodb": 27,
+    "mongodb-http": 27,
+    "notion": 24,
     "time": 2,
     "spec-2025-11-25-listing": 1,
     "spec-2025-11-25-output-schema": 1,
@@ -73,3 +81,45 @@ def test_importing_every_recorded_list_stores_candidates_only(catalog_admin):
     # the 2025-11-25 example has `execution`, the 2026-07-28 one does not: two candidates.
     assert discovered.filter(capability_id="get_weather").count() == 2
     assert ToolSighting.objects.filter(version__capability_id="get_weather").count() == 2
+
+
+@pytest.mark.parametrize(
+    ("fixture", "name"), [("kubernetes", "kubectl_delete"), ("notion", "API-delete-a-block")]
+)
+def test_a_tool_that_declares_only_destructive_hint_disagrees_with_a_read_contract(
+    catalog_admin, catalog_reviewer, fixture, name
+):
+    # Both servers mark their mutating tools with destructiveHint: true alone (readOnlyHint
+    # false is its default, and destructiveHint only means something when it is false).
+    # That claim disagrees with a read contract as plainly as readOnlyHint: false does.
+    result = services.candidate_import(
+        text=(FIXTURES / f"{fixture}.json").read_text(),
+        server=f"recorded:{fixture}",
+        user=catalog_admin,
+    )
+    (row,) = [r for r in result.created if r.capability_id == name]
+    assert row.hints == {"destructiveHint": True}
+    admitted = admit(row, catalog_reviewer, local_ref="read_equipment@1.0.0")
+    warnings = admitted.decisions.get(action="admit").details["hint_warnings"]
+    assert warnings == [
+        "the server says the tool may be destructive; the local contract classifies it as "
+        "read_only_observation"
+    ]
+
+
+def test_a_changed_meta_is_explained_as_the_servers_metadata_not_an_unknown_field():
+    # The MongoDB server's tools differ between its stdio and Streamable HTTP transports
+    # only in _meta, a Tool field the catalog knows (and shows verbatim, never reads).
+    stdio, http = (
+        {t.name: t.definition for t in parse_tool_list((FIXTURES / f"{f}.json").read_text()).tools}
+        for f in ("mongodb", "mongodb-http")
+    )
+    diff = diff_definitions(stdio["aggregate-db"], http["aggregate-db"])
+    assert [c.path for c in diff.changes] == [
+        "_meta.com.mongodb/maxRequestPayloadBytes",
+        "_meta.com.mongodb/transport",
+    ]
+    for change in diff.changes:
+        assert change.change_class is ChangeClass.UNCLASSIFIED  # never a lighter review
+        assert "does not know" not in change.why
+        assert change.why == "the server's _meta (untrusted metadata) changed: review it"

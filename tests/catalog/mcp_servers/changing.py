@@ -6,8 +6,10 @@ file, so a test can change the server between two discoveries.
     python changing.py STATE.json --sse PORT      # the deprecated HTTP+SSE transport of
                                                   # MCP 2024-11-05: GET 127.0.0.1:PORT/sse
 
-STATE.json: {"description": str, "read_only": bool, "legacy": bool, "token": str}. With
-``token`` set, the HTTP endpoint answers 401 unless ``Authorization: Bearer <token>``.
+STATE.json: {"description": str, "read_only": bool, "legacy": bool, "token": str,
+"instructions": str, "refuse_as_notion": bool}. With ``token`` set, the HTTP endpoint
+answers 401 unless ``Authorization: Bearer <token>``; with ``refuse_as_notion`` too, it
+answers as @notionhq/notion-mcp-server 2.5.2 does: 403 with a JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -18,9 +20,20 @@ import sys
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
+# What @notionhq/notion-mcp-server 2.5.2 (--transport http) answers a wrong bearer token.
+NOTION_REFUSAL = {
+    "jsonrpc": "2.0",
+    "error": {"code": -32002, "message": "Forbidden: Invalid bearer token"},
+    "id": None,
+}
+
 
 def build(state: dict) -> MCPServer:
-    server = MCPServer("fieldops-test-parts", version="1.0.0", instructions="Test parts server.")
+    server = MCPServer(
+        "fieldops-test-parts",
+        version="1.0.0",
+        instructions=state.get("instructions", "Test parts server."),
+    )
 
     @server.tool(
         name="lookup_part",
@@ -67,7 +80,12 @@ def main() -> None:
         if scope["type"] == "http" and token:
             headers = dict(scope.get("headers") or [])
             if headers.get(b"authorization", b"").decode() != f"Bearer {token}":
-                await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
+                refusal = (
+                    JSONResponse(NOTION_REFUSAL, status_code=403)
+                    if state.get("refuse_as_notion")
+                    else JSONResponse({"error": "unauthorized"}, status_code=401)
+                )
+                await refusal(scope, receive, send)
                 return
         await app(scope, receive, send)
 

@@ -114,3 +114,7 @@ def test_other_hint_disagreements_are_warnings_only():
     )
     assert len(warnings) == 2
     assert hint_warnings({"destructiveHint": False}, "consequential_external_mutation", False)
+    # destructiveHint: true alone says "not read-only" too (readOnlyHint defaults to false).
+    assert hint_warnings({"destructiveHint": True}, "read_only_observation", False)
+    assert hint_warnings({"destructiveHint": True}, "local_transformation", False)
+    assert not hint_warnings({"destructiveHint": True}, "consequential_external_mutation", False)
