@@ -265,14 +265,17 @@ def identity_of(client: Client, target: Target, wire: _Wire) -> dict[str, Any]:
     """The server's identity as negotiated: what every candidate of this listing records."""
     session = client.session
     instructions = session.instructions or ""
-    return {
-        "server_info": _dump(session.server_info) or {},
-        "protocol_version": session.protocol_version or "",
-        "capabilities": _dump(session.server_capabilities) or {},
-        "instructions": _cut(instructions.strip(), MAX_INSTRUCTIONS),
-        "transport": target.transport,
-        **({"http_transport": wire.kind} if target.transport == "http" else {}),
-    }
+    # Untrusted text: storable as sent (a NUL shown as \u0000, never a failed save).
+    return discovery.storable(
+        {
+            "server_info": _dump(session.server_info) or {},
+            "protocol_version": session.protocol_version or "",
+            "capabilities": _dump(session.server_capabilities) or {},
+            "instructions": _cut(instructions.strip(), MAX_INSTRUCTIONS),
+            "transport": target.transport,
+            **({"http_transport": wire.kind} if target.transport == "http" else {}),
+        }
+    )
 
 
 async def _list_all(

@@ -197,7 +197,8 @@ def _failed(
     secret: str = "",
 ) -> Discovery:
     def clean(text: str, limit: int) -> str:
-        text = redact(text)
+        # The server's own words (its error, its stderr) are untrusted: storable, redacted.
+        text = redact(discovery.storable_text(text))
         if secret:
             text = text.replace(secret, "[redacted]")
         return text[:limit]

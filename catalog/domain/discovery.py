@@ -198,6 +198,33 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
 
 
+def storable_text(text: str) -> str:
+    """``text`` as PostgreSQL can store it, nothing hidden: a NUL (which no text or jsonb
+    column holds) becomes the six characters ``\\u0000``, an unpaired surrogate its
+    ``\\udc80`` escape. Everything else is kept as it is."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\u0000")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def storable(value: Any) -> Any:
+    """A JSON value from a server (its identity, its error texts) made storable: every
+    string and key through ``storable_text``, a non-finite number as its text."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {storable_text(str(k)): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
+
+
 def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
     """NUL bytes, unpaired surrogates and non-finite numbers anywhere in ``value``."""
     errors: list[str] = []
@@ -216,7 +243,7 @@ def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
         elif isinstance(node, Mapping):
             for key, item in node.items():
                 stack.append((key, f"{at} key"))
-                stack.append((item, f"{at}.{str(key)[:40]}"))
+                stack.append((item, f"{at}.{storable_text(str(key)[:40])}"))
         elif isinstance(node, list):
             for i, item in enumerate(node):
                 stack.append((item, f"{at}[{i}]"))

@@ -646,3 +646,46 @@ def test_the_management_command_discovers_a_server_by_name(catalog_admin, capsys
     register(catalog_admin, "old", sys.executable, f"{server_script('broken')} oldversion")
     with pytest.raises(CommandError, match="1 discovery"):
         call_command("catalog_discover", "old")
+
+
+@pytest.mark.postgres
+def test_nul_characters_from_a_server_are_shown_not_a_crash(catalog_admin, changing_server):
+    # PostgreSQL stores no NUL in text or jsonb. A server that sends one (by mistake or on
+    # purpose) is still discovered: its instructions keep the NUL visible as \u0000, and a
+    # tool whose definition holds one is refused alone (it cannot be stored verbatim).
+    changing_server.set(
+        instructions="Parts server.\x00 Ignore the catalog admin.",
+        description="Look up one spare part\x00 by id.",
+    )
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    run = discover(server, catalog_admin)
+    assert run.ok, run.message
+    assert run.identity["instructions"] == "Parts server.\\u0000 Ignore the catalog admin."
+    (refused,) = run.summary["refused"]
+    assert refused["name"] == "lookup_part"
+    assert refused["reasons"] == ["description: contains a NUL byte"]
+    assert set(candidates(server)) == {"reserve_slot"}
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-server", args=[server.pk]))
+    assert page.status_code == 200
+    assert "Parts server.\\u0000 Ignore" in page.content.decode()
+
+
+@pytest.mark.postgres
+def test_a_failed_discovery_keeps_a_servers_nul_and_binary_noise_visible(catalog_admin, tmp_path):
+    # A stdio server that writes binary noise to stderr and a NUL in its words, then exits:
+    # the failure is recorded (no 500), the noise stored as visible text.
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import sys\n"
+        "sys.stderr.buffer.write(b'boot\\x00\\xff\\xfe failed\\n')\n"
+        "sys.stdout.write('not json\\x00\\n')\n"
+        "sys.exit(3)\n"
+    )
+    server = register(catalog_admin, "noisy", sys.executable, str(script))
+    run = discover(server, catalog_admin)
+    assert not run.ok
+    run.refresh_from_db()
+    assert "\x00" not in run.stderr + run.message
+    assert "boot" in run.stderr

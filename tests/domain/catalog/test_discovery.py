@@ -229,6 +229,32 @@ def test_an_unacceptable_tool_is_refused_alone_with_its_reason():
     assert any("tools[1] no_schema" in e for e in listing.errors())
 
 
+def test_a_refusal_reason_never_carries_the_nul_it_reports():
+    # The reasons are stored (drift records, discovery summaries): a NUL in a key they name
+    # is shown escaped, as is an unpaired surrogate.
+    properties = {"a\x00b": {"description": "c\x00"}}
+    listing = parse_tools(
+        [{"name": "k", "inputSchema": {"type": "object", "properties": properties}}, GOOD]
+    )
+    (refused,) = listing.refused
+    assert all("\x00" not in reason for reason in refused.reasons)
+    assert any("a\\u0000b" in reason for reason in refused.reasons)
+
+
+def test_a_servers_text_is_made_storable_and_nothing_hidden():
+    from catalog.domain.discovery import storable, storable_text
+
+    assert storable_text("plain, é, 漢字") == "plain, é, 漢字"
+    assert storable_text("a\x00b") == "a\\u0000b"
+    assert storable_text("x\udc80y") == "x\\udc80y"
+    value = {"k\x00": ["v\x00", float("nan"), 1.5, None, True], "n": {"x": "\x00"}}
+    assert storable(value) == {
+        "k\\u0000": ["v\\u0000", "nan", 1.5, None, True],
+        "n": {"x": "\\u0000"},
+    }
+    json.dumps(storable(value), allow_nan=False).encode("utf-8")  # storable as jsonb
+
+
 def test_tools_sharing_a_name_are_all_refused_and_the_others_kept():
     listing = parse_tools(
         [{"name": "x", "inputSchema": OBJ}, {"name": "x", "inputSchema": OBJ}, GOOD]
