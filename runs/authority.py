@@ -749,6 +749,8 @@ def _store(
     if db is None:
         db = connections[DEFAULT_DB_ALIAS]
     called = event_rows.capability_called(event)
+    if called is not None and called in _uses_recorded(run):
+        called = None  # its first use is stored already: the insert would change nothing
     if db.vendor == "postgresql":
         changes = event_rows.state_changes(snapshot, after)
         stored = _store_postgresql(
@@ -761,6 +763,8 @@ def _store(
         stored = _store_orm(run, changes, event, expected_revision, size, now, called)
     if not stored:
         raise _LostRace()
+    if called is not None:
+        _uses_recorded(run).add(called)
     if made:
         evidence.written(made)
     for column, value in changes.items():
@@ -774,6 +778,16 @@ def _store(
             "run history is large", extra={"run_id": str(run.pk), "sequence": after.revision}
         )
     return after
+
+
+def _uses_recorded(run: Run) -> set[str]:
+    """The capabilities whose use this row object has seen stored (by an append made with
+    it): a later call of one needs no ``USE_CTE``. A fresh row object knows none, and the
+    insert conflicts and changes nothing, so forgetting is always safe."""
+    held: set[str] | None = run.__dict__.get("_fieldops_uses_recorded")
+    if held is None:
+        held = run.__dict__["_fieldops_uses_recorded"] = set()
+    return held
 
 
 # A capability's first admitted call records its use (``CapabilityUse``), in the event's

@@ -168,3 +168,73 @@ def test_audit_replay_checks_the_uses_against_the_events(world: None) -> None:
         ("capability_use_mismatch", "check_inventory"),
         ("capability_use_mismatch", "reserve_part"),
     }
+
+
+def test_a_held_row_writes_a_capabilitys_use_once_and_a_fresh_row_changes_nothing(
+    world: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runs import authority
+    from runs.domain.states import Actor, EventType
+    from runs.engine import ownership
+
+    run = make_run(advance=False)
+    claim = ownership.claim(str(run.pk), "worker-a")
+    assert isinstance(claim, ownership.Claim)
+    sent_uses: list[bool] = []
+    real_sql = authority._cas_insert_sql
+
+    def spy(changed: tuple[str, ...], **kw: bool) -> str:
+        sent_uses.append(kw.get("with_use", False))
+        return real_sql(changed, **kw)
+
+    monkeypatch.setattr(authority, "_cas_insert_sql", spy)
+
+    def cycle(row: Run, i: int) -> None:
+        steps = [
+            (EventType.OBSERVATION_RECORDED, Actor.HARNESS, None),
+            (EventType.PROPOSAL_EMITTED, Actor.MODEL, {"turns": 1, "proposals": 1}),
+            (EventType.PROPOSAL_ALLOWED, Actor.HARNESS, {"actions": 1}),
+            (EventType.OBSERVATION_RECEIVED, Actor.CAPABILITY_ADAPTER, None),
+        ]
+        for type_, actor, delta in steps:
+            result = authority.append(
+                run_id=str(row.pk),
+                expected_revision=row.revision,
+                expected_epoch=claim.epoch,
+                type=type_,
+                actor=actor,
+                reason_code="ok",
+                refs={"observation": f"ev-{i}-{type_}"},
+                payload={"capability": "check_inventory", "i": i},
+                counters_delta=delta,
+                run=row,
+            )
+            assert result.applied, result.refusal
+
+    held = claim.row
+    started = authority.append(
+        run_id=str(run.pk),
+        expected_revision=held.revision,
+        expected_epoch=claim.epoch,
+        type=EventType.RUN_STARTED,
+        actor=Actor.HARNESS,
+        reason_code="contract_valid",
+        refs={"observation": "rq-uses"},
+        run=held,
+    )
+    assert started.applied
+    cycle(held, 1)
+    first = uses(run)
+    assert dict(first)["check_inventory"] > 0
+    cycle(held, 2)  # the same row object: the use is known stored, not sent again
+    cycle(Run.objects.get(pk=run.pk), 3)  # a fresh row: sent again, and nothing changes
+    if connection.vendor == "postgresql":  # (SQLite stores through the ORM)
+        assert sent_uses.count(True) == 2
+    assert uses(run) == first
+    assert audit_replay_findings(run) == []
+
+
+def audit_replay_findings(run: Run) -> list[Any]:
+    from runs.replay.audit import audit_replay
+
+    return [f for f in audit_replay(Run.objects.get(pk=run.pk))[1] if f.kind != "missing_evidence"]
