@@ -385,7 +385,7 @@ def execute_alone(db: Any, sql: str, params: Sequence[Any]) -> int | None:
         _prepare(conn, name, text)
         result = pgconn.exec_prepared(name, encoded)
     if result.status not in _DONE:
-        raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
+        raise _error(conn, result)
     return result.command_tuples or 0
 
 
@@ -412,7 +412,17 @@ def _prepared_on(db: Any) -> set[bytes]:
 def _prepare(conn: psycopg.Connection[Any], name: bytes, text: bytes) -> None:
     result = conn.pgconn.prepare(name, text)
     if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
-        raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
+        raise _error(conn, result)
+
+
+def _error(conn: psycopg.Connection[Any], result: Any) -> psycopg.Error:
+    """psycopg's exception for a failed ``result``, as its cursor would raise it."""
+    if conn.pgconn.status != psycopg.pq.ConnStatus.OK:
+        # The connection is gone (the server ended it, the network dropped): the cursor's
+        # error for that, so callers and Django treat it alike.
+        said = result.error_message.decode(conn.info.encoding, "replace").strip()
+        return psycopg.OperationalError(said or "the connection to the server was lost")
+    return psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
 
 
 def _encoded(params: Sequence[Any]) -> list[bytes | None] | None:

@@ -225,3 +225,21 @@ def test_placeholders_become_numbered_and_literal_percent_signs_are_refused() ->
     assert name.startswith(b"fieldops_")
     with pytest.raises(ValueError):
         _native("SELECT 1 WHERE a LIKE 'x%%'")
+
+
+@pytest.mark.postgres
+def test_a_connection_the_server_ended_is_django_s_operational_error(world: None) -> None:
+    import psycopg
+    from django.db import OperationalError
+
+    from fieldops.sql import execute_alone
+    from tests.deploy.servers import shared_database_url
+
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    with psycopg.connect(shared_database_url(), autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+    with pytest.raises(OperationalError), connection.wrap_database_errors:
+        execute_alone(connection, "SELECT 1 WHERE %s::text IS NOT NULL", ["x"])
+    assert not connection.is_usable()
+    connection.close()
