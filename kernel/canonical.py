@@ -7,7 +7,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -121,9 +121,22 @@ def unstorable(data: Any) -> str:
                 return "strings must not contain unpaired surrogates"
         elif isinstance(node, float) and not math.isfinite(node):
             return "numbers must be finite"
-        elif isinstance(node, dict):
+        elif isinstance(node, Mapping):
             stack.extend(node.keys())
             stack.extend(node.values())
-        elif isinstance(node, list):
+        elif isinstance(node, list | tuple):
             stack.extend(node)
     return ""
+
+
+def storable_text(text: str) -> str:
+    """``text`` as PostgreSQL can store it, nothing hidden: a NUL (which no text or jsonb
+    column holds) becomes the six characters ``\\u0000``, an unpaired surrogate its
+    ``\\udc80`` escape. Everything else is kept as it is."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\u0000")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel.canonical import digest
+from kernel.canonical import digest, storable_text
 
 # A pasted list or an uploaded file (the import page). Sized for real servers: the
 # reference servers list 1-30 tools in 2-30 KB, a GitHub server about a hundred in ~150 KB.
@@ -196,19 +196,6 @@ def value_depth(value: Any) -> int:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
-
-
-def storable_text(text: str) -> str:
-    """``text`` as PostgreSQL can store it, nothing hidden: a NUL (which no text or jsonb
-    column holds) becomes the six characters ``\\u0000``, an unpaired surrogate its
-    ``\\udc80`` escape. Everything else is kept as it is."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\\u0000")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
 
 
 def storable(value: Any) -> Any:

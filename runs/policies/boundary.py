@@ -10,14 +10,20 @@ The order is the point (SPEC §2, issue 14 item 8):
    *before* it is parsed.
 3. ``read_output``: the adapter's reading (limits first, then the parse); any exception is
    ``adapter_error``, a typed rejection the run records, never a run stuck in DECIDING.
+   An output holding a NUL or an unpaired surrogate is ``unstorable_output`` whatever the
+   adapter read: no proposal, payload or evidence of PostgreSQL's can hold one (the raw
+   evidence keeps it visible as ``\\u0000``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
 from fieldops import secrets, telemetry
+from kernel.canonical import storable_text, unstorable
+from runs.domain.proposals import InvalidProposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.base import Policy, PolicyOutput
 from runs.policies.parsing import Reading, Reject
@@ -46,11 +52,11 @@ def raw_evidence(
     output: PolicyOutput, *, adapter_version: str, policy_version: str, input_context_hash: str
 ) -> dict[str, Any]:
     """The raw-output evidence of one decision, bounded and serialisable whatever ``raw`` is."""
-    raw, cut = limits.bounded(output.raw, text=secrets.redact)
-    usage, _ = limits.bounded(dict(output.usage), max_depth=2, max_nodes=64)
+    raw, cut = limits.bounded(output.raw, text=_kept_text)
+    usage, _ = limits.bounded(dict(output.usage), max_depth=2, max_nodes=64, text=storable_text)
     content: dict[str, Any] = {
-        "provider": str(output.provider)[:100],
-        "model": secrets.redact(str(output.model))[:200],
+        "provider": storable_text(str(output.provider)[:100]),
+        "model": _kept_text(str(output.model))[:200],
         "raw": raw,
         "error": str(output.error)[:100],
         "usage": usage,
@@ -69,6 +75,11 @@ def raw_evidence(
     return content
 
 
+def _kept_text(text: str) -> str:
+    """A string of the raw output as evidence keeps it: secrets redacted, storable."""
+    return storable_text(secrets.redact(text))
+
+
 def read_output(vocabulary: Any, output: PolicyOutput, kinds: Mapping[str, str]) -> Reading:
     """The one proposal (and commentary) of ``output``; never raises."""
     if output.error:
@@ -79,7 +90,20 @@ def read_output(vocabulary: Any, output: PolicyOutput, kinds: Mapping[str, str])
         return Reading(parsing.invalid(Reject.ADAPTER_ERROR, type(exc).__name__))
     if not isinstance(reading, Reading):
         return Reading(parsing.invalid(Reject.ADAPTER_ERROR, "the adapter returned no reading"))
+    if _over_limits(reading):
+        return reading
+    # After the adapter's limits (they bound what this walks), before anything is kept: the
+    # raw output, and what the adapter decoded from it (arguments arrive as JSON text, so a
+    # "\\u0000" escape in them is a NUL only once read).
+    read = [getattr(reading.proposal, f.name) for f in fields(reading.proposal)]
+    if problem := unstorable(output.raw) or unstorable([read, reading.commentary]):
+        return Reading(parsing.invalid(Reject.UNSTORABLE, problem))
     return reading
+
+
+def _over_limits(reading: Reading) -> bool:
+    proposal = reading.proposal
+    return isinstance(proposal, InvalidProposal) and proposal.reason_code == Reject.LIMIT_EXCEEDED
 
 
 def commentary_evidence(reading: Reading, output: PolicyOutput, raw_id: str) -> dict[str, Any]:

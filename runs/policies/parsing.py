@@ -60,6 +60,7 @@ class Reject(StrEnum):
     PROVIDER_EXECUTED_TOOL = "provider_executed_tool"  # a server-side tool ran unvalidated
     LIMIT_EXCEEDED = limits.LIMIT_EXCEEDED  # depth, size or count over the adapter's limits
     ADAPTER_ERROR = "adapter_error"  # the adapter itself failed (a bug, never a model win)
+    UNSTORABLE = "unstorable_output"  # a NUL or an unpaired surrogate: nothing can store it
 
 
 # Not a parse failure: a well-formed call to a tool name the adapter does not know becomes

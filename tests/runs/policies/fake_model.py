@@ -4,7 +4,8 @@ tests; the model client's own tests replay recorded wire responses, see replay_s
 ``mode`` decides how it answers: ``"double:<scenario>"`` plays a policy-double scenario
 (it reads the context projection from the user message, exactly as a model would),
 ``"status:<code>"`` answers that HTTP status with an error body, ``"malformed"`` answers
-200 with a body that is not JSON, ``"sleep"`` answers after ``delay`` seconds.
+200 with a body that is not JSON, ``"nul"`` a call with NUL characters in its text and
+arguments (``"nul-arguments"``: in its arguments only), ``"sleep"`` answers after ``delay`` seconds.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ class FakeModel:
             return 200, json.dumps(self.completion(double.Call("read_equipment", {}))).encode()
         if self.mode == "malformed":
             return 200, b"<html>502 Bad Gateway</html>"
+        if self.mode in ("nul", "nul-arguments"):  # a NUL in a call's arguments (and text)
+            body = self.completion(double.Call("read_equipment", {"equipment_id": "EQ-17\x00"}))
+            if self.mode == "nul":
+                body["choices"][0]["message"]["content"] = "Reading it\x00 now."
+            return 200, json.dumps(body).encode()
         if self.mode.startswith("status:"):
             status = int(self.mode.split(":")[1])
             auth = request.headers.get("Authorization", "")
