@@ -427,11 +427,15 @@ def _error(conn: psycopg.Connection[Any], result: Any) -> psycopg.Error:
 
 def _encoded(params: Sequence[Any]) -> list[bytes | None] | None:
     """Each parameter as PostgreSQL's text input (the server infers the types from the
-    statement), or None if one is of a type not encoded here."""
+    statement), or None if one is of a type not encoded here or a text holds a NUL."""
     out: list[bytes | None] = []
     for value in params:
         kind = type(value)
         if kind is str:
+            if "\x00" in value:
+                # libpq reads a text parameter up to its first NUL: the cursor refuses it
+                # instead (DataError), never a value silently cut short.
+                return None
             out.append(value.encode())
         elif kind is int:
             out.append(str(value).encode())

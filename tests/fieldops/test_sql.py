@@ -195,6 +195,8 @@ def test_execute_alone_stands_aside_where_the_cursor_must_run_the_statement(
         assert execute_alone(connection, select, ["x"]) == 1
         assert execute_alone(connection, select, [1.5]) is None  # a type it does not encode
         assert execute_alone(connection, select, [dt.datetime(2026, 1, 1)]) is None  # naive
+        # libpq would cut a text at its NUL: the cursor refuses it instead.
+        assert execute_alone(connection, select, ["a\x00b"]) is None
         with transaction.atomic():
             Run.objects.exists()  # the transaction is open on the server
             assert execute_alone(connection, select, ["x"]) is None
