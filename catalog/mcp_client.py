@@ -54,6 +54,7 @@ from mcp.types import JSONRPCResponse, PaginatedRequestParams
 from pydantic import ValidationError
 
 from catalog.domain import discovery
+from kernel.canonical import storable
 
 STDERR_TAIL = 600
 MAX_INSTRUCTIONS = 2000
@@ -266,7 +267,7 @@ def identity_of(client: Client, target: Target, wire: _Wire) -> dict[str, Any]:
     session = client.session
     instructions = session.instructions or ""
     # Untrusted text: storable as sent (a NUL shown as \u0000, never a failed save).
-    return discovery.storable(
+    return storable(
         {
             "server_info": _dump(session.server_info) or {},
             "protocol_version": session.protocol_version or "",

@@ -140,3 +140,17 @@ def storable_text(text: str) -> str:
     except UnicodeEncodeError:
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
+
+
+def storable(value: Any) -> Any:
+    """A JSON value from outside (a tool server's identity, say) made storable: every
+    string and key through ``storable_text``, a non-finite number as its text."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {storable_text(str(k)): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value

@@ -198,20 +198,6 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
 
 
-def storable(value: Any) -> Any:
-    """A JSON value from a server (its identity, its error texts) made storable: every
-    string and key through ``storable_text``, a non-finite number as its text."""
-    if isinstance(value, str):
-        return storable_text(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {storable_text(str(k)): storable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [storable(v) for v in value]
-    return value
-
-
 def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
     """NUL bytes, unpaired surrogates and non-finite numbers anywhere in ``value``."""
     errors: list[str] = []

@@ -242,7 +242,7 @@ def test_a_refusal_reason_never_carries_the_nul_it_reports():
 
 
 def test_a_servers_text_is_made_storable_and_nothing_hidden():
-    from catalog.domain.discovery import storable, storable_text
+    from kernel.canonical import storable, storable_text
 
     assert storable_text("plain, é, 漢字") == "plain, é, 漢字"
     assert storable_text("a\x00b") == "a\\u0000b"
