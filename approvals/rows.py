@@ -143,18 +143,23 @@ def close(checkpoint_id: str, *, status: str, at: dt.datetime) -> None:
     _CLOSE.write([status, param(_CLOSED_AT, at), checkpoint_id])
 
 
-_PENDING_OF_RUNS = (
-    "SELECT run_id, id FROM approvals_checkpoint WHERE run_id IN ({runs}) AND status = %s"
+_OPEN_OF_RUNS = (
+    "SELECT run_id, id FROM approvals_checkpoint WHERE run_id IN ({runs}) AND status IN (%s, %s)"
 )
 _RUN_AND_ID = Loader(Checkpoint, ["run", "id"])
 _CLOSE_MANY = "UPDATE approvals_checkpoint SET status = %s, closed_at = %s WHERE id IN ({ids})"
 
 
-def pending_of_runs(run_ids: list[Any]) -> list[tuple[Any, str]]:
-    """(run id, checkpoint id) of the runs' pending checkpoints."""
-    statement = with_lists(_PENDING_OF_RUNS, runs=len(run_ids))
+def open_of_runs(run_ids: list[Any]) -> list[tuple[Any, str]]:
+    """(run id, checkpoint id) of the runs' open checkpoints: pending, or approved and not
+    yet consumed (a consumed approval's checkpoint is USED)."""
+    statement = with_lists(_OPEN_OF_RUNS, runs=len(run_ids))
     found = statement.rows(
-        [*(run_rows.run_pk(pk) for pk in run_ids), Checkpoint.Status.PENDING.value]
+        [
+            *(run_rows.run_pk(pk) for pk in run_ids),
+            Checkpoint.Status.PENDING.value,
+            Checkpoint.Status.APPROVED.value,
+        ]
     )
     return [tuple(_RUN_AND_ID.load_values(row)) for row in found]  # type: ignore[misc]
 

@@ -503,8 +503,12 @@ def checkpoint_expire(*, checkpoint_id: str) -> bool:
 
 
 def checkpoints_close(run: Run, event: Any) -> list[dict[str, str]]:
-    """Close the run's pending checkpoints with its terminal event (same transaction): an
-    expiry expires them, anything else cancels them. Return them as unresolved items."""
+    """Close the run's open checkpoints with its terminal event (same transaction): an
+    expiry expires them, anything else cancels them. Return them as unresolved items.
+
+    Open means pending, or approved and never consumed: a run that ended between the
+    approval and its dispatch can no longer use it (the decision row keeps the verdict and
+    shows it unconsumed), so it must not stay APPROVED as if it were still live."""
     return checkpoints_close_many([(run, event)])[str(run.pk)]
 
 
@@ -512,20 +516,23 @@ def checkpoints_close_many(closing: Sequence[tuple[Run, Any]]) -> dict[str, list
     """``checkpoints_close`` for many runs with their terminal events (a bulk operation's
     batch), in at most three statements; return each run's closed checkpoints by run id."""
     expiring = {str(run.pk) for run, event in closing if event.type is EventType.APPROVAL_EXPIRED}
-    pending: dict[str, list[str]] = {str(run.pk): [] for run, _ in closing}
-    for run_id, checkpoint_id in rows.pending_of_runs([run.pk for run, _ in closing]):
-        pending[str(run_id)].append(checkpoint_id)
+    still_open: dict[str, list[str]] = {str(run.pk): [] for run, _ in closing}
+    for run_id, checkpoint_id in rows.open_of_runs([run.pk for run, _ in closing]):
+        still_open[str(run_id)].append(checkpoint_id)
     now = clock.now()
     for status, ids in (
-        (Checkpoint.Status.EXPIRED, [c for r, cs in pending.items() if r in expiring for c in cs]),
+        (
+            Checkpoint.Status.EXPIRED,
+            [c for r, cs in still_open.items() if r in expiring for c in cs],
+        ),
         (
             Checkpoint.Status.CANCELLED,
-            [c for r, cs in pending.items() if r not in expiring for c in cs],
+            [c for r, cs in still_open.items() if r not in expiring for c in cs],
         ),
     ):
         if ids:
             rows.close_many(ids, status=status.value, at=now)
-    return {run_id: [{"checkpoint": c} for c in ids] for run_id, ids in pending.items()}
+    return {run_id: [{"checkpoint": c} for c in ids] for run_id, ids in still_open.items()}
 
 
 def approval_consume(*, run: Run, proposal_hash: str, attempt_id: str) -> str:

@@ -64,7 +64,7 @@ def close(run: Run, event: EventRecord) -> None:
     """Write the terminal record and close open waits, in the terminal event's transaction.
 
     Other apps close what they keep for the run through ``register_closer`` (approvals:
-    its pending checkpoints) and name what stays unresolved.
+    its open checkpoints) and name what stays unresolved.
     """
     close_many([(run, event)])
 

@@ -158,3 +158,23 @@ def test_stale_inventory_at_dispatch_denies_without_consuming_the_approval(waiti
             "reason_code", flat=True
         )
     )
+
+
+def test_an_approval_never_consumed_is_closed_with_the_run(waiting, approver):
+    """A run that ends between its approval and the dispatch leaves the approval unusable:
+    the checkpoint is closed with the run, not left APPROVED, and the terminal record names
+    it among what stays unresolved; the decision itself still shows it was never used."""
+    from runs import services as runs
+    from runs.models import TerminalRecord
+
+    cp = _checkpoint(waiting)
+    assert approve(waiting, approver, advance=False).recorded
+    assert _checkpoint_status(waiting) == "APPROVED"
+    runs.run_cancel(run_id=str(waiting.pk), by_ref="user:operator", reason="gate closed")
+
+    cp.refresh_from_db()
+    assert cp.status == "CANCELLED" and cp.closed_at is not None
+    decision = Decision.objects.get(checkpoint=cp)
+    assert decision.verdict == "APPROVE" and decision.consumed_at is None
+    record = TerminalRecord.objects.get(run=waiting)
+    assert {"checkpoint": cp.pk} in record.unresolved

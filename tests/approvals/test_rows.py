@@ -130,4 +130,4 @@ def test_consuming_and_approvers_read_what_the_orm_reads(world: None, approver: 
         Decision.objects.get(checkpoint=checkpoint).approvers,
         "user:approver",
     )
-    assert rows.pending_of_runs([run.pk]) == []
+    assert rows.open_of_runs([run.pk]) == []
