@@ -542,7 +542,8 @@ def approval_consume(*, run: Run, proposal_hash: str, attempt_id: str) -> str:
     A live approval is used exactly once (SPEC §4): its decision is marked consumed by the
     attempt and the checkpoint becomes USED. A checkpoint already USED (a same-key
     redispatch after a proven absence) is returned as it is. Raise ApprovalNotConsumable
-    when no checkpoint binds the hash or the approval was consumed meanwhile.
+    when no checkpoint binds the hash, the approval was consumed meanwhile, or the checkpoint
+    is neither APPROVED nor USED.
     """
     found = rows.to_consume(run, proposal_hash)
     if found is None:
@@ -553,6 +554,11 @@ def approval_consume(*, run: Run, proposal_hash: str, attempt_id: str) -> str:
         if consumed != 1:
             raise ApprovalNotConsumable("the approval was already consumed")
         rows.set_status(checkpoint_id, Checkpoint.Status.USED.value)
+    elif status != Checkpoint.Status.USED:
+        # Validation admits an effect only with a live approval, and the run's row lock
+        # keeps the checkpoint as validation saw it: reaching here is a defect, and no
+        # dispatch may be recorded on a checkpoint nobody approved.
+        raise ApprovalNotConsumable(f"the checkpoint is {status}, not approved")
     return str(checkpoint_id)
 
 

@@ -178,3 +178,23 @@ def test_an_approval_never_consumed_is_closed_with_the_run(waiting, approver):
     assert decision.verdict == "APPROVE" and decision.consumed_at is None
     record = TerminalRecord.objects.get(run=waiting)
     assert {"checkpoint": cp.pk} in record.unresolved
+
+
+def test_only_an_approved_checkpoint_can_be_consumed(waiting, approver):
+    """The dispatch record consumes a live approval, or finds its checkpoint USED (a
+    same-key redispatch); any other status is an integrity failure, never a dispatch."""
+    from django.db import transaction
+
+    cp = _checkpoint(waiting)
+    waiting.refresh_from_db()
+    for status in ("PENDING", "DECLINED", "CANCELLED", "EXPIRED"):
+        Checkpoint.objects.filter(pk=cp.pk).update(status=status)
+        with pytest.raises(services.ApprovalNotConsumable, match=status), transaction.atomic():
+            services.approval_consume(
+                run=waiting, proposal_hash=cp.proposal_hash, attempt_id="att-x"
+            )
+    Checkpoint.objects.filter(pk=cp.pk).update(status="USED")
+    with transaction.atomic():
+        assert services.approval_consume(
+            run=waiting, proposal_hash=cp.proposal_hash, attempt_id="att-x"
+        ) == str(cp.pk)
