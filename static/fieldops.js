@@ -73,10 +73,13 @@ window.addEventListener("resize", function () {
 // A page rendered after a refused form post: the keyboard and screen-reader user starts at
 // the first field the server marked invalid (its aria-describedby reads the error), or at
 // an error without a field (marked tabindex="-1"), instead of at the top of the page.
+// A refused one-line field comes back as typed, selected, so typing replaces the bad value.
 document.addEventListener("DOMContentLoaded", function () {
   const first = document.querySelector('main [aria-invalid="true"]:not([disabled])') ||
     document.querySelector('main [role="alert"][data-form-error][tabindex="-1"]');
-  if (first) first.focus();
+  if (!first) return;
+  first.focus();
+  if (first.tagName === "INPUT" && typeof first.select === "function") first.select();
 });
 
 // Auto-refreshing regions are replaced whole (hx-swap="outerHTML"), and a screen reader

@@ -272,7 +272,15 @@ def runs_budget(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     except services.RunInputError as exc:
         if exc.field == "run":
             return conflict(request, str(exc), back=back)
-        context = _detail_context(request, run, budget_error=str(exc), budget_error_field=exc.field)
+        # The form comes back as typed; only this form's fields (both forms post "reason").
+        typed = {name: request.POST.get(name, "") for name in ("budget", "limit", "reason")}
+        context = _detail_context(
+            request,
+            run,
+            budget_error=str(exc),
+            budget_error_field=exc.field,
+            budget_typed=typed,
+        )
         return render(request, "runs/detail.html", context, status=400)
     messages.success(request, "Budget change recorded as budget.changed.")
     return redirect("runs-detail", run.pk)
