@@ -11,10 +11,12 @@ from playwright.sync_api import expect
 
 from kernel import clock
 from operations.models import Kind, Operation
+from runs.runbooks import BY_SLUG
 from sim import faultlab
 from tests.browser_support import login, screenshot
 from tests.conftest import make_user
 from tests.helpers import approve, make_run
+from tests.runs.console.conftest import checkpoint_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -111,3 +113,27 @@ def test_at_phone_width_only_the_tables_scroll_sideways(
             scroller = table.evaluate("t => getComputedStyle(t.parentElement).overflowX")
             assert scroller == "auto", (name, scroller)
             screenshot(page, f"phone-{name}")
+
+
+def test_at_phone_width_the_runbooks_approval_preview_and_diff_tables_scroll_in_their_box(
+    live_server: Any, new_page: Any, operator: Any, approver: Any
+) -> None:
+    """The other pages with wide tables: a runbook's gates, intents, fixtures and events,
+    an approval's evidence, a bulk cancel's sample and a catalog diff stay phone-wide."""
+    waiting = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    approve(make_run(principal="user:operator", requested_by=operator, namespace="live"), approver)
+    make_user("catalog-admin", "north", "catalog-admin")
+    pages = {
+        "operator": [f"/runbooks/{slug}/" for slug in BY_SLUG] + ["/operations/cancel/"],
+        "approver": [f"/approvals/{checkpoint_of(waiting).pk}/"],
+        "catalog-admin": ["/catalog/diff/"],
+    }
+    for username, paths in pages.items():
+        page = new_page()
+        page.set_viewport_size(PHONE)
+        login(page, live_server.url, username)
+        for path in paths:
+            page.goto(f"{live_server.url}{path}")
+            expect(page.locator("main table").first).to_be_visible()
+            page_width = page.evaluate("document.documentElement.scrollWidth")
+            assert page_width <= PHONE["width"], (path, page_width, page.evaluate(STICKING_OUT))
