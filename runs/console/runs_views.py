@@ -136,7 +136,15 @@ def runs_bulk_cancel(request: AuthedHtmxRequest) -> HttpResponse:
             reason=request.POST.get("reason", ""),
         )
     except services.RunInputError as exc:
-        context = _list_context(request, tenant, bulk_error=str(exc))
+        # The form comes back as typed (selection and reason), the field at fault marked.
+        context = _list_context(
+            request,
+            tenant,
+            bulk_error=str(exc),
+            bulk_error_field=exc.field,
+            bulk_selected=set(request.POST.getlist("run")),
+            bulk_reason=request.POST.get("reason", ""),
+        )
         return render(request, "runs/list.html", context, status=400)
     return render(
         request,
