@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 
 from kernel import clock
 from operations.models import Kind, Operation
+from runs.models import EffectAttempt
 from runs.runbooks import BY_SLUG
 from sim import faultlab
 from tests.browser_support import login, screenshot
@@ -115,16 +116,24 @@ def test_at_phone_width_only_the_tables_scroll_sideways(
             screenshot(page, f"phone-{name}")
 
 
-def test_at_phone_width_the_runbooks_approval_preview_and_diff_tables_scroll_in_their_box(
+def test_at_phone_width_the_other_wide_tables_scroll_in_their_box(
     live_server: Any, new_page: Any, operator: Any, approver: Any
 ) -> None:
     """The other pages with wide tables: a runbook's gates, intents, fixtures and events,
-    an approval's evidence, a bulk cancel's sample and a catalog diff stay phone-wide."""
+    an approval's evidence, a bulk cancel's sample, a ledger lookup's records and effect
+    attempts, a run's full list of attempts and a catalog diff stay phone-wide."""
     waiting = make_run(principal="user:operator", requested_by=operator, namespace="live")
-    approve(make_run(principal="user:operator", requested_by=operator, namespace="live"), approver)
+    done = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    approve(done, approver)
+    attempt = EffectAttempt.objects.get(run=done)
     make_user("catalog-admin", "north", "catalog-admin")
     pages = {
-        "operator": [f"/runbooks/{slug}/" for slug in BY_SLUG] + ["/operations/cancel/"],
+        "operator": [f"/runbooks/{slug}/" for slug in BY_SLUG]
+        + [
+            "/operations/cancel/",
+            f"/recovery/?q={attempt.idempotency_key}",
+            f"/runs/{done.pk}/attempts/",
+        ],
         "approver": [f"/approvals/{checkpoint_of(waiting).pk}/"],
         "catalog-admin": ["/catalog/diff/"],
     }
