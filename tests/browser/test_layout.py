@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from kernel import clock
-from operations.models import Kind, Operation
+from operations.models import Kind, Operation, OperationItem
 from runs.models import EffectAttempt
 from runs.runbooks import BY_SLUG
 from sim import faultlab
@@ -121,18 +121,29 @@ def test_at_phone_width_the_other_wide_tables_scroll_in_their_box(
 ) -> None:
     """The other pages with wide tables: a runbook's gates, intents, fixtures and events,
     an approval's evidence, a bulk cancel's sample, a ledger lookup's records and effect
-    attempts, a run's full list of attempts and a catalog diff stay phone-wide."""
+    attempts, a run's full list of attempts, an operation's results (and the filter links
+    above them) and a catalog diff stay phone-wide."""
     waiting = make_run(principal="user:operator", requested_by=operator, namespace="live")
     done = make_run(principal="user:operator", requested_by=operator, namespace="live")
     approve(done, approver)
     attempt = EffectAttempt.objects.get(run=done)
     make_user("catalog-admin", "north", "catalog-admin")
+    operation = Operation.objects.create(
+        tenant="north",
+        kind=Kind.CANCEL,
+        created_by="user:operator",
+        created_at=clock.now(),
+        reason="end of shift",
+        total=1,
+    )
+    OperationItem.objects.create(operation=operation, position=1, run=waiting)
     pages = {
         "operator": [f"/runbooks/{slug}/" for slug in BY_SLUG]
         + [
             "/operations/cancel/",
             f"/recovery/?q={attempt.idempotency_key}",
             f"/runs/{done.pk}/attempts/",
+            f"/operations/{operation.pk}/",
         ],
         "approver": [f"/approvals/{checkpoint_of(waiting).pk}/"],
         "catalog-admin": ["/catalog/diff/"],
