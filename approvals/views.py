@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from access.objects import get_checkpoint_for_user
 from access.roles import APPROVER, OPERATOR, has_role, principal_ref_of, require_role, tenant_of
 from approvals import selectors, services
-from approvals.domain import CHANGEABLE_FIELDS, REFUSALS
+from approvals.domain import CHANGEABLE_FIELDS, INPUT_REFUSALS, REFUSALS
 from approvals.models import Checkpoint
 from fieldops.http import AuthedHtmxRequest
 from kernel import clock
@@ -196,7 +196,17 @@ def _refusal_response(
             status=409,
         )
     status = 403 if result.refusal in FORBIDDEN_REFUSALS else 400
-    context = _detail_context(request, checkpoint, refusal=result)
+    typed: dict[str, Any] = {}
+    if result.refusal in INPUT_REFUSALS:
+        # Refused for what was typed: the form comes back as typed, to be corrected. (Any
+        # other refusal is about the proposal or the reviewer: that starts a fresh review.)
+        change = {f: request.POST.get(f"change_{f}", "") for f in CHANGEABLE_FIELDS}
+        typed = {
+            "typed_reason": request.POST.get("reason", ""),
+            "typed_change": change,
+            "change_open": any(v.strip() for v in change.values()),
+        }
+    context = _detail_context(request, checkpoint, refusal=result, **typed)
     return render(request, "approvals/detail.html", context, status=status)
 
 

@@ -73,10 +73,13 @@ window.addEventListener("resize", function () {
 // A page rendered after a refused form post: the keyboard and screen-reader user starts at
 // the first field the server marked invalid (its aria-describedby reads the error), or at
 // an error without a field (marked tabindex="-1"), instead of at the top of the page.
+// A refused one-line field comes back as typed, selected, so typing replaces the bad value.
 document.addEventListener("DOMContentLoaded", function () {
   const first = document.querySelector('main [aria-invalid="true"]:not([disabled])') ||
     document.querySelector('main [role="alert"][data-form-error][tabindex="-1"]');
-  if (first) first.focus();
+  if (!first) return;
+  first.focus();
+  if (first.tagName === "INPUT" && typeof first.select === "function") first.select();
 });
 
 // Auto-refreshing regions are replaced whole (hx-swap="outerHTML"), and a screen reader
@@ -112,14 +115,23 @@ function focusKey(el) {
     el.getAttribute("value"), el.textContent.trim()].join("\u0000");
 }
 const focusBefore = new Map();
-document.addEventListener("htmx:beforeSwap", function (event) {
+function noteFocus(event) {
   const region = event.detail.target;
   const active = document.activeElement;
   if (region && region.id && active && active !== document.body && region.contains(active)) {
     focusBefore.set(region.id, focusKey(active));
   }
+}
+// Also before the request: hx-disabled-elt disables the control that sent it (a disabled
+// control loses focus) before any swap, and htmx:beforeRequest comes before that.
+document.addEventListener("htmx:beforeRequest", noteFocus);
+document.addEventListener("htmx:beforeSwap", noteFocus);
+// A request that failed swaps nothing: focus goes back to the control, usable again.
+document.addEventListener("htmx:afterRequest", function (event) {
+  if (!event.detail.successful) restoreFocus();
 });
-document.addEventListener("htmx:afterSettle", function () {
+document.addEventListener("htmx:afterSettle", restoreFocus);
+function restoreFocus() {
   focusBefore.forEach(function (key, id) {
     focusBefore.delete(id);
     const region = document.getElementById(id);
@@ -134,4 +146,4 @@ document.addEventListener("htmx:afterSettle", function () {
       region.focus({ preventScroll: true });
     }
   });
-});
+}

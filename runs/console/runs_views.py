@@ -136,7 +136,15 @@ def runs_bulk_cancel(request: AuthedHtmxRequest) -> HttpResponse:
             reason=request.POST.get("reason", ""),
         )
     except services.RunInputError as exc:
-        context = _list_context(request, tenant, bulk_error=str(exc))
+        # The form comes back as typed (selection and reason), the field at fault marked.
+        context = _list_context(
+            request,
+            tenant,
+            bulk_error=str(exc),
+            bulk_error_field=exc.field,
+            bulk_selected=set(request.POST.getlist("run")),
+            bulk_reason=request.POST.get("reason", ""),
+        )
         return render(request, "runs/list.html", context, status=400)
     return render(
         request,
@@ -272,7 +280,15 @@ def runs_budget(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     except services.RunInputError as exc:
         if exc.field == "run":
             return conflict(request, str(exc), back=back)
-        context = _detail_context(request, run, budget_error=str(exc), budget_error_field=exc.field)
+        # The form comes back as typed; only this form's fields (both forms post "reason").
+        typed = {name: request.POST.get(name, "") for name in ("budget", "limit", "reason")}
+        context = _detail_context(
+            request,
+            run,
+            budget_error=str(exc),
+            budget_error_field=exc.field,
+            budget_typed=typed,
+        )
         return render(request, "runs/detail.html", context, status=400)
     messages.success(request, "Budget change recorded as budget.changed.")
     return redirect("runs-detail", run.pk)

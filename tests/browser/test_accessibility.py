@@ -157,6 +157,27 @@ def test_a_refused_cancel_or_budget_change_marks_the_field_at_fault(
     assert axe_violations(page) == []
 
 
+def test_a_refused_budget_change_keeps_what_the_operator_typed_in_its_own_form(
+    live_server: Any, new_page: Any, waiting: Run
+) -> None:
+    """The budget, limit and reason come back as typed (the error names that budget), and
+    the budget's reason never turns up in the cancellation box of the same page."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{waiting.pk}/")
+    page.get_by_label("Budget", exact=True).select_option("actions")
+    page.get_by_label("New limit").fill("0")
+    page.get_by_label("Reason (required)", exact=True).fill("tighter for the night shift")
+    page.get_by_role("button", name="Record budget change").click()
+    expect(page.locator("#budget-error")).to_contain_text("already used")
+    expect(page.get_by_label("Budget", exact=True)).to_have_value("actions")
+    expect(page.get_by_label("New limit")).to_have_value("0")
+    expect(page.get_by_label("Reason (required)", exact=True)).to_have_value(
+        "tighter for the night shift"
+    )
+    expect(page.get_by_label("Cancellation reason (required)")).to_have_value("")
+
+
 def focused_id(page: Any) -> str:
     return str(page.evaluate("() => document.activeElement.id"))
 

@@ -124,3 +124,29 @@ def test_a_cancelled_checkpoint_page_says_who_cancelled_and_when(
     expect(page.get_by_text("Exactly what will be sent")).to_have_count(0)
     expect(page.locator("#decide")).to_have_count(0)
     screenshot(page, "approval-cancelled")
+
+
+def test_a_refused_decline_keeps_the_requested_change_and_the_reason(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """A decline refused for its input (a blank reason, a change value too long) comes back
+    with the requested change as typed, its section open, and the reason as typed."""
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/{checkpoint_of(waiting).pk}/")
+    page.get_by_label(REASON).fill("   ")
+    page.locator("details.change summary").click()
+    page.get_by_label("quantity").fill("2")
+    page.get_by_role("button", name="Decline").click()
+    expect(page.locator("#decide-refusal")).to_contain_text("needs a reason")
+    expect(page.locator("details.change")).to_have_attribute("open", "")
+    expect(page.get_by_label("quantity")).to_have_value("2")
+
+    page.get_by_label(REASON).fill("Two are needed for this unit.")
+    page.get_by_label("location_id").evaluate("el => el.removeAttribute('maxlength')")
+    page.get_by_label("location_id").fill("x" * 200)
+    page.get_by_role("button", name="Decline").click()
+    expect(page.locator("#decide-refusal")).to_contain_text("at most")
+    expect(page.get_by_label(REASON)).to_have_value("Two are needed for this unit.")
+    expect(page.get_by_label("quantity")).to_have_value("2")
+    assert not Decision.objects.filter(checkpoint=checkpoint_of(waiting)).exists()

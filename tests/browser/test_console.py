@@ -198,3 +198,31 @@ def test_screenshots_of_the_operator_pages(
     page.goto(f"{base}/packet/")
     expect(page.get_by_role("heading", name="Transition table")).to_be_visible()
     screenshot(page, "review-packet")
+
+
+def test_a_refused_bulk_cancel_keeps_the_selection_and_reason_and_points_at_the_fault(
+    live_server: Any, new_page: Any, operator: Any, waiting: Run
+) -> None:
+    other = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    page = new_page()
+    login(page, live_server.url, "operator")
+    box = page.get_by_label(f"Select run {waiting.short_id}")
+    box.check()
+    reason = page.get_by_label("Reason (recorded on every cancelled run)")
+    reason.fill("   ")
+    page.get_by_role("button", name="Cancel selected runs").click()
+    expect(page.locator("#bulk-error")).to_contain_text("needs a reason")
+    expect(reason).to_have_attribute("aria-invalid", "true")
+    expect(reason).to_have_attribute("aria-describedby", "bulk-error")
+    expect(reason).to_be_focused()
+    expect(page.get_by_label(f"Select run {waiting.short_id}")).to_be_checked()
+    expect(page.get_by_label(f"Select run {other.short_id}")).not_to_be_checked()
+
+    page.get_by_label(f"Select run {waiting.short_id}").uncheck()
+    reason.fill("customer called off the job")
+    page.get_by_role("button", name="Cancel selected runs").click()
+    expect(page.locator("#bulk-error")).to_contain_text("select at least one run")
+    expect(page.locator("#bulk-error")).to_be_focused()
+    expect(reason).to_have_value("customer called off the job")
+    waiting.refresh_from_db()
+    assert waiting.state == "WAITING_HUMAN"

@@ -48,3 +48,25 @@ def test_a_rows_run_button_is_busy_while_its_fixture_runs(
     expect(button).to_be_enabled()
     expect(button).not_to_have_attribute("aria-busy", "true")
     expect(row).not_to_have_class(re.compile(r"\bhtmx-request\b"))
+
+
+def test_a_keyboard_user_keeps_focus_on_the_run_button_after_the_row_is_swapped(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """The button is disabled while its fixture runs (which drops focus), and the row is
+    then replaced: focus comes back to the new row's button, not the top of the page."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/faultlab/")
+    row = page.locator(f"#fx-{FIXTURE}")
+    row.get_by_role("button", name=f"Run fixture {FIXTURE}").focus()
+    page.keyboard.press("Enter")
+    expect(row).to_contain_text("PASS")
+    expect(row).not_to_have_class(re.compile(r"\bhtmx-(request|settling)\b"))
+    expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_focused()
+
+    # A request that fails swaps nothing: focus is back on the same, usable button.
+    page.route("**/faultlab/run/", lambda route: route.abort())
+    page.keyboard.press("Enter")
+    expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_enabled()
+    expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_focused()

@@ -10,11 +10,14 @@ import pytest
 from playwright.sync_api import expect
 
 from kernel import clock
-from operations.models import Kind, Operation
+from operations.models import Kind, Operation, OperationItem
+from runs.models import EffectAttempt
+from runs.runbooks import BY_SLUG
 from sim import faultlab
 from tests.browser_support import login, screenshot
 from tests.conftest import make_user
 from tests.helpers import approve, make_run
+from tests.runs.console.conftest import checkpoint_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -111,3 +114,46 @@ def test_at_phone_width_only_the_tables_scroll_sideways(
             scroller = table.evaluate("t => getComputedStyle(t.parentElement).overflowX")
             assert scroller == "auto", (name, scroller)
             screenshot(page, f"phone-{name}")
+
+
+def test_at_phone_width_the_other_wide_tables_scroll_in_their_box(
+    live_server: Any, new_page: Any, operator: Any, approver: Any
+) -> None:
+    """The other pages with wide tables: a runbook's gates, intents, fixtures and events,
+    an approval's evidence, a bulk cancel's sample, a ledger lookup's records and effect
+    attempts, a run's full list of attempts, an operation's results (and the filter links
+    above them) and a catalog diff stay phone-wide."""
+    waiting = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    done = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    approve(done, approver)
+    attempt = EffectAttempt.objects.get(run=done)
+    make_user("catalog-admin", "north", "catalog-admin")
+    operation = Operation.objects.create(
+        tenant="north",
+        kind=Kind.CANCEL,
+        created_by="user:operator",
+        created_at=clock.now(),
+        reason="end of shift",
+        total=1,
+    )
+    OperationItem.objects.create(operation=operation, position=1, run=waiting)
+    pages = {
+        "operator": [f"/runbooks/{slug}/" for slug in BY_SLUG]
+        + [
+            "/operations/cancel/",
+            f"/recovery/?q={attempt.idempotency_key}",
+            f"/runs/{done.pk}/attempts/",
+            f"/operations/{operation.pk}/",
+        ],
+        "approver": [f"/approvals/{checkpoint_of(waiting).pk}/"],
+        "catalog-admin": ["/catalog/diff/"],
+    }
+    for username, paths in pages.items():
+        page = new_page()
+        page.set_viewport_size(PHONE)
+        login(page, live_server.url, username)
+        for path in paths:
+            page.goto(f"{live_server.url}{path}")
+            expect(page.locator("main table").first).to_be_visible()
+            page_width = page.evaluate("document.documentElement.scrollWidth")
+            assert page_width <= PHONE["width"], (path, page_width, page.evaluate(STICKING_OUT))
