@@ -11,9 +11,10 @@ CSRF check, which would parse a failed body again and escape to the server as a 
 
 A NUL character cannot be stored in a PostgreSQL text or jsonb value (the query fails),
 so a NUL anywhere in the path, the query string or a form field (names and values) is a
-400, never a 500. The check runs as ``process_view`` after the CSRF check, so a request
-without a valid token is still the CSRF 403. JSON bodies (the signed callback) are checked
-by their endpoint after it authenticated them.
+400 with the project's 400 page (under ``/api/``, the API's JSON error), never a 500. The
+check runs as ``process_view`` after the CSRF check, so a request without a valid token is
+still the CSRF 403. JSON bodies (the signed callback) are
+checked by their endpoint after it authenticated them.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ class RejectNulMiddleware:
             message = "NUL characters are not accepted in any field."
             if request.path.startswith("/api/"):  # the API answers in its own error shape
                 return JsonResponse({"code": "invalid_request", "message": message}, status=400)
-            return HttpResponseBadRequest(message, content_type="text/plain")
+            return bad_request_page(message)
         return None
 
 

@@ -248,6 +248,8 @@ def run_start_once(
     equipment_id: str = "EQ-17",
     location_id: str | None = None,
     quantity: int = 1,
+    follows_run: Run | None = None,
+    namespace: str | None = None,
 ) -> StartResult:
     """Start a run once per ``key`` of this principal: the same key again (a double click,
     a client retrying after a lost response) answers the run the first request started,
@@ -263,6 +265,8 @@ def run_start_once(
         "location_id": location_id or "",
         "quantity": quantity,
     }
+    if follows_run is not None:  # a follow-up's key is no key for another run's follow-up
+        asked["follows_run"] = str(follows_run.pk)
     wanted = StartKey(key, digest(asked))
 
     def started() -> StartResult | None:
@@ -293,6 +297,8 @@ def run_start_once(
             equipment_id=equipment_id,
             location_id=location_id,
             quantity=quantity,
+            namespace=namespace,
+            follows_run=follows_run,
             start_key=wanted,
         )
     except IntegrityError:
@@ -585,12 +591,18 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
 
 
 def run_follow_up(
-    *, run: Run, by_ref: str, requested_by: Any = None, scenario: str | None = None
-) -> Run:
+    *,
+    run: Run,
+    by_ref: str,
+    requested_by: Any = None,
+    scenario: str | None = None,
+    key: str | None = None,
+) -> StartResult:
     """Start a new governed run that references a terminal one (its own approvals).
 
     Refused while an effect of the ended run is unknown (reconcile it first) and once an
-    effect of it exists (a follow-up would reserve again).
+    effect of it exists (a follow-up would reserve again). With ``key`` (the follow-up
+    form's one-time key) it starts at most one run, as ``run_start_once``.
     """
     if not is_terminal(run.state):
         raise RunInputError("run", "only an ended run can be followed up")
@@ -605,17 +617,20 @@ def run_follow_up(
             "run", "this run's reservation exists; a follow-up run would reserve again"
         )
     request = Evidence.objects.get(pk=f"rq-{run.pk.hex[:20]}").content["data"]
-    return run_create(
-        scenario=scenario or run.scenario,
-        tenant=run.tenant,
-        principal_ref=by_ref,
-        requested_by=requested_by,
-        equipment_id=request["equipment_id"],
-        location_id=request["location_id"],
-        quantity=request["quantity"],
-        namespace=run.namespace,
-        follows_run=run,
-    )
+    create = {
+        "scenario": scenario or run.scenario,
+        "tenant": run.tenant,
+        "principal_ref": by_ref,
+        "requested_by": requested_by,
+        "equipment_id": request["equipment_id"],
+        "location_id": request["location_id"],
+        "quantity": request["quantity"],
+        "namespace": run.namespace,
+        "follows_run": run,
+    }
+    if key:
+        return run_start_once(key=key, **create)
+    return StartResult(run_create(**create), created=True)
 
 
 # -- effect obligations after a run ended --------------------------------------------------

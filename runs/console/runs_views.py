@@ -190,6 +190,8 @@ def _detail_context(request: AuthedHtmxRequest, run: Any, **extra: Any) -> dict[
         "kinds": run_selectors.TIMELINE_KINDS,
         "diagram": diagram.state_diagram_svg(run.state, title=diagram.state_description(run.state)),
         "budgets": [b.value for b in Budget],
+        # One key per rendered follow-up form: submitted twice, it starts one run.
+        "follow_up_key": uuid.uuid4().hex,
         **extra,
     }
 
@@ -250,12 +252,23 @@ def runs_cancel(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
 def runs_follow_up(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id, OPERATOR)
     try:
-        new = services.run_follow_up(
-            run=run, by_ref=principal_ref_of(request.user), requested_by=request.user
+        started = services.run_follow_up(
+            run=run,
+            by_ref=principal_ref_of(request.user),
+            requested_by=request.user,
+            key=request.POST.get("start_key", ""),
         )
     except services.RunInputError as exc:
         return conflict(request, str(exc), back=reverse("runs-detail", args=[run.pk]))
-    messages.success(request, f"Follow-up run {new.short_id} started; it needs its own approvals.")
+    new = started.run
+    if started.created:
+        messages.success(
+            request, f"Follow-up run {new.short_id} started; it needs its own approvals."
+        )
+    else:
+        messages.info(
+            request, f"This form already started run {new.short_id}; it was not started again."
+        )
     return redirect("runs-detail", new.pk)
 
 

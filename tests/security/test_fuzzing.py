@@ -846,6 +846,23 @@ def test_a_nul_in_any_field_is_400_after_the_csrf_check(sworld: World, clients: 
     assert strict.post(cancel, {"reason": "\x00"}).status_code == 403  # CSRF comes first
 
 
+def test_a_nul_refusal_is_the_consoles_own_400_page(sworld: World, clients: dict[str, Client]):
+    # Before, the console answered a NUL with a bare text/plain body, unlike every other
+    # rejection (the project's 400 page, with the message and a way back).
+    operator = clients["operator"]
+    for response in (
+        operator.get(reverse("recovery"), {"q": "\x00"}),
+        operator.post(reverse("runs-cancel", args=[sworld.runs["waiting"]]), {"reason": "\x00"}),
+    ):
+        assert response.status_code == 400
+        assert response["Content-Type"].startswith("text/html")
+        assert "<title>Bad request · FieldOps</title>" in response.content.decode()
+        assert b"NUL characters are not accepted in any field." in response.content
+    api = operator.get("/api/v1/checkpoints", {"world": "\x00"})
+    assert api.status_code == 400
+    assert api.json()["code"] == "invalid_request"  # the API keeps its own error shape
+
+
 @pytest.mark.parametrize(
     ("replace", "hostile", "error"),
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -471,6 +472,35 @@ def test_a_follow_up_starts_a_new_run_only_for_ended_runs(
     new = Run.objects.get(follows_run=waiting_run)
     assert response["Location"] == reverse("runs-detail", args=[new.pk])
     assert new.principal_ref == "user:operator"
+
+
+def test_the_same_follow_up_form_submitted_twice_starts_one_follow_up(
+    as_operator: Client, waiting_run: Run
+) -> None:
+    # Before, a double click (or a resent POST) on "Start a follow-up run" started two
+    # follow-up runs, each heading for its own approval and reservation.
+    services.run_cancel(run_id=str(waiting_run.pk), by_ref="user:operator", reason="stop")
+    page = as_operator.get(reverse("runs-detail", args=[waiting_run.pk])).content.decode()
+    match = re.search(r'name="start_key" value="([0-9a-f]{32})"', page)
+    assert match, "the follow-up form carries no one-time key"
+    url = reverse("runs-follow-up", args=[waiting_run.pk])
+    first = as_operator.post(url, {"start_key": match.group(1)})
+    second = as_operator.post(url, {"start_key": match.group(1)})
+    new = Run.objects.get(follows_run=waiting_run)
+    assert first["Location"] == second["Location"] == reverse("runs-detail", args=[new.pk])
+    # The same key for another request (a plain start) is refused, not taken for this one.
+    other = as_operator.post(
+        reverse("runs-start"),
+        {
+            "scenario": "reservation",
+            "equipment_id": "EQ-17",
+            "location_id": "LOC-N1",
+            "start_key": match.group(1),
+        },
+    )
+    assert other.status_code == 400 and "already started run" in other.content.decode()
+    assert as_operator.post(url, {"start_key": "k\u00e9y"}).status_code == 409
+    assert Run.objects.filter(follows_run=waiting_run).count() == 1
 
 
 # -- GET never writes ------------------------------------------------------------------------
