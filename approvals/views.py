@@ -250,7 +250,11 @@ def approvals_decide(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResp
 def _decided_message(*, approve: bool, change: dict[str, str]) -> str:
     """What a recorded decision leads to, worded for each kind of decision."""
     if approve:
-        return "Approved. The run revalidates and dispatches exactly this."
+        return (
+            "Approved. The run checks everything again first: it dispatches exactly this, or, if "
+            "something changed meanwhile (evidence went stale, the run was cancelled), nothing "
+            "is sent and a new proposal needs its own approval."
+        )
     asked = ", ".join(f"{field} = {value}" for field, value in change.items() if value)
     if asked:
         return (

@@ -298,7 +298,8 @@ def test_an_approval_says_the_run_dispatches_exactly_this(
 ) -> None:
     response = _decide(as_approver, checkpoint_of(waiting_run), follow=True)
     page = response.content.decode()
-    assert "Approved. The run revalidates and dispatches exactly this." in page
+    assert "Approved. The run checks everything again first: it dispatches exactly this" in page
+    assert "nothing is sent and a new proposal needs its own approval" in page
     assert "Declined" not in page
 
 
