@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 from uuid import UUID
 
 from django import forms
@@ -68,7 +69,7 @@ def _list_context(request: AuthedHtmxRequest, tenant: str, **extra: Any) -> dict
     return {
         "page": page,
         "filters": filters,
-        "filter_query": "&".join(f"{k}={v}" for k, v in query.items()),
+        "filter_query": urlencode(query),
         "is_first_page": not request.GET.get("after"),
         "choices": run_selectors.run_filter_choices(),
         "start_form": extra.pop("start_form", None) or StartRunForm(tenant=tenant),

@@ -405,6 +405,33 @@ def test_bulk_cancel_refusals(as_operator: Client, as_approver: Client, world: N
     assert run.state == "CREATED"
 
 
+def test_a_refused_bulk_cancel_comes_back_on_the_list_as_it_was_filtered(
+    as_operator: Client, world: None
+) -> None:
+    reservation = _bulk_runs(1)[0]
+    abstain = _bulk_runs(1, scenario="abstain")[0]
+    page = as_operator.get(reverse("runs-list"), {"scenario": "abstain"}).content.decode()
+    action = re.search(r'<form method="post" action="([^"]+)" id="bulk-cancel">', page)
+    assert action is not None and "scenario=abstain" in action.group(1)
+
+    refused = as_operator.post(action.group(1).replace("&amp;", "&"), {"run": [str(abstain.pk)]})
+    assert refused.status_code == 400
+    body = refused.content.decode()
+    assert f'id="sel-{abstain.pk}"' in body and f'id="sel-{reservation.pk}"' not in body
+    for run in (reservation, abstain):
+        run.refresh_from_db()
+        assert run.state == "CREATED"
+
+
+def test_the_filter_links_carry_a_search_as_typed(as_operator: Client, world: None) -> None:
+    """A search holding ``&`` or ``#`` stays one search in every link built from it."""
+    page = as_operator.get(reverse("runs-list"), {"q": "ab&world=sim#x"}).content.decode()
+    page = page.replace("&amp;", "&")
+    export = reverse("operations-runs-export", args=["csv"])
+    assert f"{export}?q=ab%26world%3Dsim%23x" in page
+    assert "q=ab&world=sim" not in page
+
+
 # -- budget change and follow-up -------------------------------------------------------------
 def test_an_operator_records_a_budget_change(as_operator: Client, waiting_run: Run) -> None:
     url = reverse("runs-budget", args=[waiting_run.pk])
