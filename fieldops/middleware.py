@@ -13,8 +13,8 @@ A NUL character cannot be stored in a PostgreSQL text or jsonb value (the query 
 so a NUL anywhere in the path, the query string or a form field (names and values) is a
 400 with the project's 400 page (under ``/api/``, the API's JSON error), never a 500. The
 check runs as ``process_view`` after the CSRF check, so a request without a valid token is
-still the CSRF 403. JSON bodies (the signed callback) are
-checked by their endpoint after it authenticated them.
+still the CSRF 403. JSON bodies (the signed callback) are checked by their endpoint after it
+authenticated them.
 """
 
 from __future__ import annotations
