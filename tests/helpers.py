@@ -6,6 +6,8 @@ from typing import Any
 
 from approvals import services as approvals
 from approvals.models import Checkpoint
+from kernel import clock
+from operations.models import Kind, Operation
 from runs import services
 from runs.engine import runner
 from runs.models import Event, Run
@@ -84,3 +86,16 @@ def decline(
     runner.advance(str(run.pk), worker="test")
     run.refresh_from_db()
     return result
+
+
+def bulk_cancel_in_progress(*, reason: str, total: int) -> Operation:
+    """A bulk cancel of tenant north, started by the operator and not yet drained (no
+    items unless the caller adds them): what the operations pages show while one runs."""
+    return Operation.objects.create(
+        tenant="north",
+        kind=Kind.CANCEL,
+        created_by="user:operator",
+        created_at=clock.now(),
+        reason=reason,
+        total=total,
+    )

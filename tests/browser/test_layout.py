@@ -9,14 +9,13 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from kernel import clock
-from operations.models import Kind, Operation, OperationItem
+from operations.models import OperationItem
 from runs.models import EffectAttempt
 from runs.runbooks import BY_SLUG
 from sim import faultlab
 from tests.browser_support import login, screenshot
 from tests.conftest import make_user
-from tests.helpers import approve, make_run
+from tests.helpers import approve, bulk_cancel_in_progress, make_run
 from tests.runs.console.conftest import checkpoint_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -76,14 +75,7 @@ def test_at_phone_width_only_the_tables_scroll_sideways(
     approve(make_run(principal="user:operator", requested_by=operator, namespace="live"), approver)
     faultlab.fixture_run_recorded(name=faultlab.FIXTURES[0].name, by_ref="user:operator")
     make_user("catalog-admin", "north", "catalog-admin")
-    Operation.objects.create(
-        tenant="north",
-        kind=Kind.CANCEL,
-        created_by="user:operator",
-        created_at=clock.now(),
-        reason="a long-running bulk cancel",
-        total=3,
-    )
+    bulk_cancel_in_progress(reason="a long-running bulk cancel", total=3)
     pages = {
         "operator": {
             "runs": "/",
@@ -128,14 +120,7 @@ def test_at_phone_width_the_other_wide_tables_scroll_in_their_box(
     approve(done, approver)
     attempt = EffectAttempt.objects.get(run=done)
     make_user("catalog-admin", "north", "catalog-admin")
-    operation = Operation.objects.create(
-        tenant="north",
-        kind=Kind.CANCEL,
-        created_by="user:operator",
-        created_at=clock.now(),
-        reason="end of shift",
-        total=1,
-    )
+    operation = bulk_cancel_in_progress(reason="end of shift", total=1)
     OperationItem.objects.create(operation=operation, position=1, run=waiting)
     pages = {
         "operator": [f"/runbooks/{slug}/" for slug in BY_SLUG]

@@ -10,12 +10,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from kernel import clock
-from operations.models import Kind, Operation
 from runs.models import Run
 from sim import faultlab
 from tests.browser_support import login
-from tests.helpers import make_run
+from tests.helpers import bulk_cancel_in_progress, make_run
 from tests.runs.console.conftest import checkpoint_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -135,14 +133,7 @@ def test_a_keyboard_user_keeps_focus_in_the_approvals_queue_across_its_refresh(
 def test_every_focusable_element_of_a_refreshing_region_has_a_unique_id(
     live_server: Any, new_page: Any, operator: Any, approver: Any, waiting: Run
 ) -> None:
-    Operation.objects.create(
-        tenant="north",
-        kind=Kind.CANCEL,
-        created_by="user:operator",
-        created_at=clock.now(),
-        reason="still running",
-        total=3,
-    )
+    bulk_cancel_in_progress(reason="still running", total=3)
     faultlab.fixture_run_recorded(name=faultlab.FIXTURES[0].name, by_ref="user:operator")
     base = live_server.url
     page = new_page()
