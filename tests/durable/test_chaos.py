@@ -21,11 +21,13 @@ given) until every run has ended and the sweeper has picked up what ended runs l
 the fleet is stopped. From the database, for every run: ``effect_violations(run)`` must be
 empty (at most one ledger effect per intent and per run, each referenced by exactly one
 recording event and counted, no unresolved attempt without a sweeper pickup, dense
-sequences, audit replay clean), ``manage.py replay`` of all runs must exit 0, and the
-synthetic world's books must balance: every unit a slot lost is one some ledger effect
-reserved (the slot the runs reserve from is stocked for the longest chaos first). A
-summary (seed, duration, kills, pauses, takeovers, runs by disposition, violations) is
-printed; a failure names each run, what the audit said and the run's timeline.
+sequences, audit replay clean), no ended run keeps a checkpoint open (pending, or
+approved and never consumed: the terminal event closes them), ``manage.py replay`` of
+all runs must exit 0, and the synthetic world's books must balance: every unit a slot
+lost is one some ledger effect reserved (the slot the runs reserve from is stocked for
+the longest chaos first). A summary (seed, duration, kills, pauses, takeovers, runs by
+disposition, violations) is printed; a failure names each run, what the audit said and
+the run's timeline.
 
 Reproduce with ``FIELDOPS_CHAOS_SEED=<printed seed>``: the seed fixes every choice of the
 chaos thread and of the people (what to fault, which runs to cancel, which kind of target);
@@ -49,6 +51,7 @@ import pytest
 from django.core.management import call_command
 
 from access.roles import principal_ref_of
+from approvals.models import Checkpoint
 from runs import services
 from runs.domain import effects
 from runs.domain.states import TERMINAL_STATES, EventType
@@ -214,6 +217,18 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
     assert {str(r.pk) for r in runs} >= run_ids
     not_ended = {str(r.pk): r.state for r in runs if r.state not in TERMINAL}
     violations = {str(r.pk): v for r in runs if (v := effect_violations(r))}
+    # An ended run's terminal event closes its open checkpoints (docs/approvals.md), even
+    # when the run ends while a worker that holds its approval is killed or paused.
+    left_open = list(
+        Checkpoint.objects.filter(
+            run__in=[r for r in runs if r.state in TERMINAL],
+            status__in=[Checkpoint.Status.PENDING, Checkpoint.Status.APPROVED],
+        ).values_list("run_id", "id", "status")
+    )
+    for run_id, checkpoint_id, status in left_open:
+        violations.setdefault(str(run_id), []).append(
+            f"checkpoint {checkpoint_id} is still {status} after the run ended"
+        )
     replay = subprocess.run(
         [sys.executable, "manage.py", "replay", *(str(r.pk) for r in runs)],
         cwd=ROOT,
