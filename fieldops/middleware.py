@@ -43,10 +43,15 @@ NUL = "\x00"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-def bad_request_page(message: str) -> HttpResponse:
-    """The project's 400 page (``templates/400.html``) with ``message``."""
-    html = loader.render_to_string("400.html", {"message": message})
-    return HttpResponseBadRequest(html)
+def bad_request_page(
+    message: str, *, hint: str = "", back: str = "", back_label: str = ""
+) -> HttpResponse:
+    """The project's 400 page (``templates/400.html``) with ``message``.
+
+    ``hint`` replaces the advice about form bodies; ``back`` and ``back_label`` replace the
+    link back to the runs list (a page link that is not valid leads back to its page)."""
+    context = {"message": message, "hint": hint, "back": back, "back_label": back_label}
+    return HttpResponseBadRequest(loader.render_to_string("400.html", context))
 
 
 def _declared_charset(request: HttpRequest) -> str | None:
