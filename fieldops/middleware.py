@@ -15,6 +15,9 @@ so a NUL anywhere in the path, the query string or a form field (names and value
 check runs as ``process_view`` after the CSRF check, so a request without a valid token is
 still the CSRF 403. JSON bodies (the signed callback) are checked by their endpoint after it
 authenticated them.
+
+A method an address does not serve (a GET of a POST-only action) is a 405 that keeps its
+``Allow`` header and says which methods the address accepts (``MethodNotAllowedMiddleware``).
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from django.conf import settings
 from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse, QueryDict
 from django.http.multipartparser import MultiPartParserError
-from django.shortcuts import resolve_url
+from django.shortcuts import render, resolve_url
 from django.template import loader
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -39,10 +43,15 @@ NUL = "\x00"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-def bad_request_page(message: str) -> HttpResponse:
-    """The project's 400 page (``templates/400.html``) with ``message``."""
-    html = loader.render_to_string("400.html", {"message": message})
-    return HttpResponseBadRequest(html)
+def bad_request_page(
+    message: str, *, hint: str = "", back: str = "", back_label: str = ""
+) -> HttpResponse:
+    """The project's 400 page (``templates/400.html``) with ``message``.
+
+    ``hint`` replaces the advice about form bodies; ``back`` and ``back_label`` replace the
+    link back to the runs list (a page link that is not valid leads back to its page)."""
+    context = {"message": message, "hint": hint, "back": back, "back_label": back_label}
+    return HttpResponseBadRequest(loader.render_to_string("400.html", context))
 
 
 def _declared_charset(request: HttpRequest) -> str | None:
@@ -183,3 +192,60 @@ class HtmxLoginRedirectMiddleware:
         query = QueryDict(mutable=True)
         query["next"] = page
         return HttpResponseClientRedirect(f"{login_path}?{query.urlencode(safe='/')}")
+
+
+def _methods_text(methods: list[str]) -> str:
+    """``["GET", "POST"]`` as "GET and POST" (three or more: "GET, POST and PUT")."""
+    if len(methods) < 2:
+        return "".join(methods)
+    return f"{', '.join(methods[:-1])} and {methods[-1]}"
+
+
+def _not_allowed_message(request: HttpRequest, allowed: list[str]) -> str:
+    method = (request.method or "")[:20]
+    if not allowed:
+        return f"This address does not accept {method}."
+    return f"This address accepts {_methods_text(allowed)} only, not {method}."
+
+
+class MethodNotAllowedMiddleware:
+    """Give a 405 a body that says which methods the address accepts.
+
+    ``require_POST`` / ``require_http_methods``, a view's own refusal and django-ninja all
+    answer a method they do not serve with a bare 405 and an ``Allow`` header. The status
+    and ``Allow`` header stay; the body becomes, under the JSON API, the API's error
+    (``{"code", "message"}``, the signed callback's ``{"error", "message"}``), and anywhere
+    else the console's 405 page. The API tokens pages live under ``/api/`` but are console
+    pages. An HTMX request gets the page too, as the 400, 403 and 404 pages are served: the
+    console has no error fragment (htmx swaps no 4xx answer; fieldops.js gives focus back
+    to the control). A 405 that already carries JSON is left as it is.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code != 405 or response.streaming:
+            return response
+        if response.get("Content-Type", "").startswith("application/json"):
+            return response
+        allow = response.get("Allow")
+        allowed = sorted({m.strip().upper() for m in (allow or "").split(",") if m.strip()})
+        message = _not_allowed_message(request, allowed)
+        page: HttpResponse
+        if request.path.startswith(reverse("api-callback")):
+            page = JsonResponse({"error": "method_not_allowed", "message": message}, status=405)
+        elif request.path.startswith("/api/") and not request.path.startswith(
+            reverse("api-tokens")
+        ):
+            page = JsonResponse({"code": "method_not_allowed", "message": message}, status=405)
+        else:
+            context = {
+                "allowed": _methods_text(allowed),
+                "method": (request.method or "")[:20],
+            }
+            page = render(request, "405.html", context, status=405)
+        if allow is not None:
+            page["Allow"] = allow
+        return page

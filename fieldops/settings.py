@@ -174,6 +174,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # After HtmxMiddleware, around everything that may answer with a login redirect.
     "fieldops.middleware.HtmxLoginRedirectMiddleware",
+    # After auth and messages (its page is the console's): a bare 405 gets a body.
+    "fieldops.middleware.MethodNotAllowedMiddleware",
     # Before any view hook reads the body: the import page's own over-limit refusal.
     "catalog.middleware.ImportBodyLimitMiddleware",
 ]

@@ -75,7 +75,7 @@ def faultlab_run(request: AuthedHtmxRequest) -> HttpResponse:
     return render(
         request,
         "sim/faultlab.html#fixture-row",
-        {"fixture": BY_NAME[name], "result": result, "next_name": next_name},
+        {"fixture": BY_NAME[name], "result": result, "next_name": next_name, "just_ran": True},
     )
 
 

@@ -21,6 +21,7 @@ from access.objects import get_run_for_user
 from access.roles import OPERATOR, principal_ref_of, require_role
 from capabilities import ports
 from fieldops.http import AuthedHtmxRequest
+from fieldops.middleware import bad_request_page
 from runs import services
 from runs.console import operations
 from runs.console import runs_selectors as run_selectors
@@ -204,7 +205,15 @@ def runs_detail(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     try:
         _timeline_cursor(request)
     except BadCursor as exc:
-        return HttpResponse(f"Bad timeline page: {exc}.", status=400, content_type="text/plain")
+        # The console's 400 page for a plain or an HTMX request alike (htmx swaps no 4xx).
+        kind = request.GET.get("kind", "all")
+        latest = urlencode({"kind": kind if kind in run_selectors.TIMELINE_KINDS else "all"})
+        return bad_request_page(
+            f"Bad timeline page: {exc}.",
+            hint="This link is not one of the timeline's older or newer links.",
+            back=f"{reverse('runs-detail', args=[run.pk])}?{latest}",
+            back_label="Open the latest page of this run's timeline",
+        )
     if request.htmx.target == "run-live":
         # The poller says which revision it shows: nothing changed, nothing to swap.
         if request.GET.get("since") == str(run.revision):
@@ -317,7 +326,12 @@ def runs_related(request: AuthedHtmxRequest, run_id: UUID, what: str) -> HttpRes
     cursor = request.GET.get("before", "")
     page = run_selectors.related_page(run=run, what=what, cursor=cursor)
     if page is None:
-        return HttpResponse("Bad page cursor.", status=400, content_type="text/plain")
+        return bad_request_page(
+            "Bad page cursor: this page link is not valid.",
+            hint="This link is not one of the list's own page links.",
+            back=request.path,
+            back_label="Open the first page of the list",
+        )
     return render(
         request,
         "runs/related.html",

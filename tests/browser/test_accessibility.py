@@ -395,6 +395,9 @@ def test_the_login_and_error_pages_have_no_serious_or_critical_axe_finding(
     login(page, live_server.url, "approver")
     assert page.goto(f"{live_server.url}/recovery/").status == 403
     found += axe_violations(page)
+    assert page.goto(f"{live_server.url}/runs/start/").status == 405  # a POST-only address
+    expect(page.get_by_role("heading", name="405 · Method not allowed")).to_be_visible()
+    found += axe_violations(page)
     # A form body the server cannot read (the 400 page) and the 500 page, shown as served.
     unreadable = page.request.post(
         f"{live_server.url}/runs/start/",

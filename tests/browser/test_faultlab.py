@@ -70,3 +70,47 @@ def test_a_keyboard_user_keeps_focus_on_the_run_button_after_the_row_is_swapped(
     page.keyboard.press("Enter")
     expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_enabled()
     expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_focused()
+
+
+# Every text the page's live announcer was given, in order (its emptying left out).
+RECORD_ANNOUNCEMENTS = """() => {
+  window.announced = [];
+  const announcer = document.getElementById('live-announcer');
+  new MutationObserver(() => {
+    const text = announcer.textContent.trim();
+    if (text) window.announced.push(text);
+  }).observe(announcer, {childList: true, characterData: true, subtree: true});
+}"""
+
+
+def test_a_finished_fixture_is_announced_politely_and_focus_stays_on_its_button(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """The result appears in the row; a screen reader is told too, through the page's
+    polite live region, each time the fixture finishes (the same words twice are said
+    twice), and the keyboard user's focus stays on the row's Run button."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/faultlab/")
+    announcer = page.locator("#live-announcer")
+    expect(announcer).to_have_attribute("role", "status")
+    expect(announcer).to_have_attribute("aria-live", "polite")
+    expect(announcer).to_have_text("")
+    page.evaluate(RECORD_ANNOUNCEMENTS)
+    said = f"Fixture {FIXTURE} finished: PASS"
+
+    page.locator(f"#fx-run-{FIXTURE}").focus()
+    page.keyboard.press("Enter")
+    expect(announcer).to_have_text(re.compile(rf"^{said} \(\w+"))
+    expect(page.locator(f"#fx-{FIXTURE}")).to_contain_text("PASS")
+    expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_focused()
+
+    page.keyboard.press("Enter")  # the same fixture again: the same words, said again
+    page.wait_for_function("() => window.announced.length >= 2")
+    announced = page.evaluate("window.announced")
+    assert len(announced) == 2 and all(text.startswith(said) for text in announced), announced
+    expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_focused()
+    # Only a fixture that finished is announced: the page as loaded says nothing.
+    page.reload()
+    expect(page.locator(f"#fx-{FIXTURE}")).to_contain_text("PASS")
+    expect(page.locator("#live-announcer")).to_have_text("")

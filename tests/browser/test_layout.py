@@ -4,6 +4,7 @@ never the page."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -142,3 +143,75 @@ def test_at_phone_width_the_other_wide_tables_scroll_in_their_box(
             expect(page.locator("main table").first).to_be_visible()
             page_width = page.evaluate("document.documentElement.scrollWidth")
             assert page_width <= PHONE["width"], (path, page_width, page.evaluate(STICKING_OUT))
+
+
+def _discovered_server_with_drift(admin: Any, tmp_path: Any) -> tuple[Any, Any]:
+    """A stdio server (the SDK test server ``changing.py``) discovered, changed and
+    discovered again: candidates, sightings, two discoveries and two drifts (one changed
+    definition, one tool gone). Return the server and the changed candidate."""
+    from catalog import servers
+    from catalog.models import ToolDrift
+    from tests.catalog.conftest import ChangingServer
+
+    changing = ChangingServer(tmp_path / "state.json")
+    server = servers.tool_server_register(
+        user=admin, name="parts", transport="stdio", command=sys.executable, args_text=changing.args
+    )
+    assert servers.tool_server_discover(server_id=server.pk, user=admin).ok
+    changing.set(description="Look up any part, with live supplier prices.", legacy=False)
+    assert servers.tool_server_discover(server_id=server.pk, user=admin).ok
+    changed = ToolDrift.objects.get(kind="changed").after
+    assert ToolDrift.objects.filter(tool_server=server).count() == 2
+    return server, changed
+
+
+def test_at_phone_width_the_pages_first_seen_empty_keep_their_tables_in_their_box(
+    live_server: Any,
+    new_page: Any,
+    operator: Any,
+    approver: Any,
+    settings: Any,
+    tmp_path: Any,
+) -> None:
+    """With data in them: a tool server (discoveries, drift), a discovered candidate
+    (sightings, drift, hints), API tokens and the approval notification deliveries (an
+    email delivered, a webhook that failed)."""
+    from api import tokens
+    from approvals import notify
+    from approvals.models import Delivery, WebhookEndpoint
+
+    settings.FIELDOPS_MCP_STDIO_COMMANDS = [sys.executable]
+    admin = make_user("catalog-admin", "north", "catalog-admin", "operator")
+    server, candidate = _discovered_server_with_drift(admin, tmp_path)
+    for name in ("parts inventory sync (nightly)", "ticketing bridge"):
+        tokens.token_create(user=admin, name=name)
+    approver.email = "approver.on.call@maintenance.example.test"
+    approver.save(update_fields=["email"])
+    # Nothing listens on port 9: the webhook's first attempt fails with a connection error.
+    WebhookEndpoint.objects.create(
+        tenant="north", name="ops-hook", url="http://127.0.0.1:9/hook", secret="s3cret"
+    )
+    make_run(principal="user:operator", requested_by=operator, namespace="live")
+    assert notify.deliveries_send_due() == 2
+    assert {d.status for d in Delivery.objects.all()} == {"DELIVERED", "PENDING"}
+
+    pages = {
+        "catalog-admin": [
+            f"/catalog/servers/{server.pk}/",
+            f"/catalog/candidates/{candidate.pk}/",
+            "/api/tokens/",
+        ],
+        "approver": ["/approvals/deliveries/"],
+    }
+    too_wide = []
+    for username, paths in pages.items():
+        page = new_page()
+        page.set_viewport_size(PHONE)
+        login(page, live_server.url, username)
+        for path in paths:
+            page.goto(f"{live_server.url}{path}")
+            expect(page.locator("main table").first).to_be_visible()
+            page_width = page.evaluate("document.documentElement.scrollWidth")
+            if page_width > PHONE["width"]:
+                too_wide.append((path, page_width, page.evaluate(STICKING_OUT)))
+    assert not too_wide, too_wide

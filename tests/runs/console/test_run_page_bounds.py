@@ -144,6 +144,12 @@ def test_a_bad_cursor_on_a_full_list_is_400(operator: Any) -> None:
     run = fresh_run()
     response = client_for(operator).get(reverse("runs-attempts", args=[run.pk]), {"before": "x"})
     assert response.status_code == 400
+    # The console's 400 page, with the way back to the list's first page.
+    assert response["Content-Type"].startswith("text/html")
+    page = response.content.decode()
+    assert "400 · Bad request" in page and "this page link is not valid" in page
+    first_page = reverse("runs-attempts", args=[run.pk])
+    assert f'<a href="{first_page}">Open the first page of the list</a>' in page
 
 
 def forged_cursor(stamp: str, pk: str) -> str:

@@ -88,6 +88,36 @@ def test_a_bad_timeline_cursor_is_400(world, operator, query):
     assert b"Bad timeline page" in response.content
 
 
+def test_a_bad_timeline_cursor_is_the_consoles_400_page_with_the_way_back(world, operator):
+    run = long_run(10)
+    url = reverse("runs-detail", args=[run.pk])
+    response = client_for(operator).get(url, {"kind": "transitions", "before": "x"})
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/html")
+    page = response.content.decode()
+    assert "400 · Bad request" in page
+    assert "Bad timeline page: before must be an event sequence number." in page
+    assert "UTF-8" not in page  # the form-body advice is not about a link
+    # The way back: the run's latest timeline page, with the same filter.
+    assert f'<a href="{url}?kind=transitions">Open the latest page of this run' in page
+
+
+def test_a_bad_timeline_cursor_for_htmx_is_the_same_400_page(world, operator):
+    """No error fragment exists: the older/newer links (hx-target #run-live) get the 400
+    page with its status, as every HTMX error is answered (htmx swaps no 4xx)."""
+    run = long_run(10)
+    response = client_for(operator).get(
+        reverse("runs-detail", args=[run.pk]),
+        {"after": "5", "before": "9"},
+        headers={"HX-Request": "true", "HX-Target": "run-live"},
+    )
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/html")
+    page = response.content.decode()
+    assert "400 · Bad request" in page
+    assert "give either before or after, not both" in page
+
+
 def test_another_tenants_run_page_is_404_whatever_the_cursor(world, operator_south):
     run = long_run(10)
     response = client_for(operator_south).get(
