@@ -633,6 +633,7 @@ def capability_admit(
                 raise Refusal(
                     "lifecycle_final",
                     f"{local_row.ref} is {local_row.lifecycle}; it cannot serve a new admission",
+                    field="local_ref",  # the chosen contract is final, not this version
                 )
             conflicts = lifecycle.hint_conflicts(row.hints, contract.effect_class.value)
             if conflicts:

@@ -6,11 +6,14 @@ included; operators open and close their own tenant's effect gate (incident runb
 Each view: access check, one service or selector call, then the page or its HTMX
 partial. Writes are POST with CSRF, go through ``catalog.services`` and leave a
 LifecycleDecision row; a refused step changes nothing and answers 409 (conflict with the
-version's state) or 400 (incomplete request).
+version's state) or 400 (incomplete request). The refused form comes back as typed, its
+refusal beside the field it is about (``REFUSAL_FIELDS``) or, about no single field, at
+the top of the page.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from django.contrib import messages
@@ -36,9 +39,49 @@ BAD_REQUEST_CODES = frozenset(
         "gate_refused",
     }
 )
+# The field each form's refusal codes are about (the input's name): the page shows the
+# refusal beside it, marks it aria-invalid and puts the focus there. A code not listed is
+# about no single field (permission, the version's state) and is shown at the top. Where
+# one code covers several answers, the refusal names its own field (``Refusal.field``).
+REFUSAL_FIELDS: Mapping[str, Mapping[str, str]] = {
+    "server": {
+        "bad_name": "name",
+        "name_taken": "name",
+        "bad_transport": "transport",
+        "command_required": "command",
+        "command_not_allowed": "command",
+        "bad_arguments": "args",
+        "bad_url": "url",
+        "credential_in_url": "url",
+        "credential_ref_invalid": "credential_ref",
+        "credential_ref_stdio": "credential_ref",
+    },
+    "admit": {
+        "reason_required": "reason",
+        "no_local_contract": "local_ref",
+        "trusted_control": "local_ref",
+    },
+    "lifecycle": {"reason_required": "reason"},  # reject, defer, deprecate
+    "retire": {"reason_required": "reason", "acknowledgement_required": "acknowledge"},
+    "withdraw": {"reason_required": "reason"},
+}
+SERVER_INPUTS = frozenset({"name", "transport", "command", "args", "url", "credential_ref"})
+ADMIT_INPUTS = frozenset({"task_transition", "alternatives", "decision", "expiry", "reason"})
 MAX_UPLOAD_BYTES = discovery.MAX_BYTES
 # The whole import request: the list, the server name and the multipart framing.
 MAX_IMPORT_REQUEST_BYTES = MAX_UPLOAD_BYTES + 64 * 1024
+
+
+def _refusal_context(
+    exc: Refusal, *, form: str, fields: Mapping[str, str], shown: Collection[str]
+) -> dict[str, Any]:
+    """The page context of a refusal of ``form``: ``refusal_at`` is "<form>:<field>" when
+    it is shown beside that field (``fields`` maps codes to fields), or "" (the top of the
+    page) when it is about no single field or about one the page does not show now (the
+    version moved on meanwhile)."""
+    field = exc.field or fields.get(exc.code, "")
+    at = f"{form}:{field}" if field in shown else ""
+    return {"refusal": exc, "refused_form": form, "refusal_at": at}
 
 
 def _version_url(row: CapabilityVersion) -> str:
@@ -185,7 +228,10 @@ def catalog_servers(request: AuthedHtmxRequest) -> HttpResponse:
             scheduled=bool(form["scheduled"]),
         )
     except Refusal as exc:
-        context.update({"refusal": exc, "form": form})
+        refusal = _refusal_context(
+            exc, form="server", fields=REFUSAL_FIELDS["server"], shown=SERVER_INPUTS
+        )
+        context.update({**refusal, "form": form})
         return render(request, "catalog/servers.html", context, status=400)
     messages.success(request, f"Tool server {server.name} registered. Discover it now.")
     return redirect("catalog-server", server.pk)
@@ -261,8 +307,15 @@ def catalog_import_too_large(request: AuthedHtmxRequest, size: int | None) -> Ht
 
 # -- lifecycle decisions ---------------------------------------------------------------
 def _refused(
-    request: HttpRequest, row: CapabilityVersion, exc: Refusal, form: dict[str, Any]
+    request: HttpRequest,
+    row: CapabilityVersion,
+    exc: Refusal,
+    form: dict[str, Any],
+    *,
+    name: str,
 ) -> HttpResponse:
+    """The version's page again, after a refusal of its form ``name`` ("admit", a
+    lifecycle action such as "deprecate", "gate", "tenant_gate")."""
     status = 400 if exc.code in BAD_REQUEST_CODES else 409
     row.refresh_from_db()
     if row.discovered:
@@ -271,7 +324,16 @@ def _refused(
     else:
         context = selectors.contract_view(row)
         template = "catalog/contract.html"
-    context.update({"refusal": exc, "form": form})
+    # The fields of the refused form that the page shows now (its state was read again).
+    fields: Mapping[str, str] = {}
+    shown: Collection[str] = ()
+    if name == "admit" and name in context["actions"]:
+        fields = REFUSAL_FIELDS["admit"]
+        shown = ADMIT_INPUTS | ({"local_ref"} if context.get("local_choices") else set())
+    elif name in context["actions"] and name != "retire":  # retire has its own page
+        fields, shown = REFUSAL_FIELDS["lifecycle"], {"reason"}
+    refusal = _refusal_context(exc, form=name, fields=fields, shown=shown)
+    context.update({**refusal, "form": form})
     return render(request, template, context, status=status)
 
 
@@ -300,7 +362,7 @@ def catalog_admit(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
             local_ref=form["local_ref"],
         )
     except Refusal as exc:
-        return _refused(request, row, exc, form)
+        return _refused(request, row, exc, form, name="admit")
     messages.success(request, f"{row.ref} admitted with an admission record.")
     return redirect(_version_url(row))
 
@@ -321,7 +383,8 @@ def catalog_decide(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
             acknowledge=request.POST.get("acknowledge") == "1",
         )
     except Refusal as exc:
-        return _refused(request, row, exc, form)
+        # Each lifecycle form is named by its action; admission has a form of its own.
+        return _refused(request, row, exc, form, name="decide" if action == "admit" else action)
     _decided_message(request, row)
     return redirect(_version_url(row))
 
@@ -335,6 +398,30 @@ def _decided_message(request: HttpRequest, row: CapabilityVersion) -> None:
         )
     else:
         messages.success(request, f"{row.ref} is now {row.lifecycle}.")
+
+
+def _retire_refused(
+    request: HttpRequest,
+    row: CapabilityVersion,
+    exc: Refusal,
+    form: dict[str, Any],
+    *,
+    name: str,
+) -> HttpResponse:
+    """The retire page again, after a refusal of its form ``name`` ("retire" or
+    "withdraw")."""
+    row.refresh_from_db()
+    context = selectors.retire_view(row)
+    # The fields of the refused form that the page shows now (its state was read again).
+    shown: set[str] = set()
+    if name == "retire" and context["can_retire"]:
+        shown = {"reason", "acknowledge"} if context["risks"] else {"reason"}
+    elif name == "withdraw" and context["can_retire"] and context["requested_by"]:
+        shown = {"reason"}
+    refusal = _refusal_context(exc, form=name, fields=REFUSAL_FIELDS[name], shown=shown)
+    context.update({**refusal, "form": form})
+    status = 400 if exc.code in BAD_REQUEST_CODES else 409
+    return render(request, "catalog/retire.html", context, status=status)
 
 
 @login_required
@@ -358,10 +445,7 @@ def catalog_retire(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
             acknowledge=request.POST.get("acknowledge") == "1",
         )
     except Refusal as exc:
-        row.refresh_from_db()
-        context = {**selectors.retire_view(row), "refusal": exc, "form": form}
-        status = 400 if exc.code in BAD_REQUEST_CODES else 409
-        return render(request, "catalog/retire.html", context, status=status)
+        return _retire_refused(request, row, exc, form, name="retire")
     _decided_message(request, row)
     if row.lifecycle == Lifecycle.RETIRED:
         return redirect(_version_url(row))
@@ -382,10 +466,7 @@ def catalog_retire_withdraw(request: AuthedHtmxRequest, version_id: int) -> Http
             version_id=row.pk, user=request.user, reason=form["withdraw_reason"]
         )
     except Refusal as exc:
-        row.refresh_from_db()
-        context = {**selectors.retire_view(row), "refusal": exc, "form": form}
-        status = 400 if exc.code in BAD_REQUEST_CODES else 409
-        return render(request, "catalog/retire.html", context, status=status)
+        return _retire_refused(request, row, exc, form, name="withdraw")
     messages.success(
         request, f"Retirement request of {row.ref} withdrawn; it stays {row.lifecycle}."
     )
@@ -408,7 +489,7 @@ def catalog_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
             reason=form["reason"],
         )
     except Refusal as exc:
-        return _refused(request, row, exc, form)
+        return _refused(request, row, exc, form, name="gate")
     state = "open: new dispatch allowed" if row.effect_gate_open else "closed: new dispatch stopped"
     messages.success(request, f"Deployment effect gate of {row.ref} is {state}.")
     return redirect(_version_url(row))
@@ -435,7 +516,7 @@ def catalog_tenant_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResp
             reason=request.POST.get("reason", ""),
         )
     except ValueError as exc:
-        return _refused(request, row, Refusal("gate_refused", str(exc)), {})
+        return _refused(request, row, Refusal("gate_refused", str(exc)), {}, name="tenant_gate")
     state = "open" if gate.open else "closed: this tenant's new effect dispatch is stopped"
     messages.success(request, f"Effect gate of {row.ref} for tenant {tenant} is {state}.")
     return redirect(_version_url(row))

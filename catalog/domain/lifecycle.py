@@ -50,11 +50,16 @@ FINAL = frozenset({State.REJECTED, State.RETIRED})
 
 
 class Refusal(ValueError):
-    """A lifecycle step was refused. ``code`` is a stable snake_case reason."""
+    """A lifecycle step was refused. ``code`` is a stable snake_case reason.
 
-    def __init__(self, code: str, message: str) -> None:
+    ``field`` names the answer at fault when the code alone does not say which
+    (``admission_incomplete`` covers four answers); "" otherwise.
+    """
+
+    def __init__(self, code: str, message: str, *, field: str = "") -> None:
         self.code = code
         self.message = message
+        self.field = field
         super().__init__(f"{code}: {message}")
 
 
@@ -142,18 +147,27 @@ def admission_record(
         raise Refusal(
             "admission_incomplete",
             "name the task transition served, e.g. NEED_INVENTORY -> HAVE_INVENTORY_EVIDENCE",
+            field="task_transition",
         )
     alternatives = [a.strip()[:200] for a in alternatives if a and a.strip()]
     if not alternatives:
         raise Refusal(
-            "admission_incomplete", "list the alternatives considered (narrower or non-tool)"
+            "admission_incomplete",
+            "list the alternatives considered (narrower or non-tool)",
+            field="alternatives",
         )
     if decision not in DECISIONS:
-        raise Refusal("admission_incomplete", f"decision must be one of {', '.join(DECISIONS)}")
+        raise Refusal(
+            "admission_incomplete",
+            f"decision must be one of {', '.join(DECISIONS)}",
+            field="decision",
+        )
     expiry = " ".join((expiry or "").split())
     if len(expiry) < 8:
         raise Refusal(
-            "admission_incomplete", "state the expiry or invalidation rule of this admission"
+            "admission_incomplete",
+            "state the expiry or invalidation rule of this admission",
+            field="expiry",
         )
     return AdmissionRecord(
         task_transition=task_transition,

@@ -440,11 +440,17 @@ def test_a_refusal_without_a_field_takes_the_focus_so_it_is_read(
     page = new_page()
     login(page, live_server.url, "catalog-admin")
     page.goto(f"{live_server.url}/catalog/versions/{version.pk}/retire/")
-    page.locator("#retire-reason").fill("   ")
+    page.locator("#retire-reason").fill("1.1.0 serves new runs")
+    page.locator("#retire-ack").check()
+    page.locator(".retire-form button[type=submit]").click()
+    expect(page.locator("#retire-pending")).to_be_visible()
+    # The requester confirming their own request: refused for who asks, not for a field.
+    page.locator("#retire-reason").fill("confirming it myself")
     page.locator("#retire-ack").check()
     page.locator(".retire-form button[type=submit]").click()
     page.wait_for_load_state()
     refusal = page.locator('main .refusal[role="alert"]')
+    expect(refusal).to_contain_text("two_person_rule")
     expect(refusal).to_be_visible()
     assert refusal.evaluate("el => el === document.activeElement")
 
