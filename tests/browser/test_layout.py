@@ -173,9 +173,10 @@ def test_at_phone_width_the_pages_first_seen_empty_keep_their_tables_in_their_bo
     settings: Any,
     tmp_path: Any,
 ) -> None:
-    """With data in them: a tool server (discoveries, drift), a discovered candidate
-    (sightings, drift, hints), API tokens and the approval notification deliveries (an
-    email delivered, a webhook that failed)."""
+    """With data in them: a tool server (discoveries, drift), the catalog's and the servers
+    page's table of registered servers, a discovered candidate (sightings, drift, hints),
+    API tokens and the approval notification deliveries (an email delivered, a webhook
+    that failed)."""
     from api import tokens
     from approvals import notify
     from approvals.models import Delivery, WebhookEndpoint
@@ -197,6 +198,8 @@ def test_at_phone_width_the_pages_first_seen_empty_keep_their_tables_in_their_bo
 
     pages = {
         "catalog-admin": [
+            "/catalog/",
+            "/catalog/servers/",
             f"/catalog/servers/{server.pk}/",
             f"/catalog/candidates/{candidate.pk}/",
             "/api/tokens/",
