@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import Client
 
+from catalog.models import CapabilityVersion
 from tests.conftest import make_user
 
 # Playwright's sync API runs an event loop in this thread; Django would then refuse ORM
@@ -20,6 +22,18 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 @pytest.fixture
 def catalog_reviewer(world: None) -> Any:
     return make_user("catalog-reviewer", "north", "catalog-admin")
+
+
+def client_for(user: Any) -> Client:
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+def version_row(ref: str) -> CapabilityVersion:
+    """The catalog row of ``ref`` ("capability@version")."""
+    capability_id, _, version = ref.rpartition("@")
+    return CapabilityVersion.objects.get(capability_id=capability_id, version=version)
 
 
 def tool(name: str, **extra: Any) -> dict[str, Any]:

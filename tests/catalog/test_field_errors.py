@@ -10,12 +10,12 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 
 from catalog import servers, services
-from catalog.models import CapabilityVersion, LifecycleDecision, ToolServer
-from tests.catalog.conftest import tool, tool_list
+from catalog.models import LifecycleDecision, ToolServer
+from tests.catalog.conftest import client_for, tool, tool_list
+from tests.catalog.conftest import version_row as version
 
 ADMISSION = {
     "task_transition": "NEED_PROCEDURE -> HAVE_COMPATIBILITY_EVIDENCE",
@@ -69,17 +69,6 @@ class Page(HTMLParser):
 
     def invalid(self) -> list[str]:
         return [i for i, a in self.by_id.items() if a.get("aria-invalid") == "true"]
-
-
-def client_for(user: Any) -> Client:
-    c = Client()
-    c.force_login(user)
-    return c
-
-
-def version(ref: str) -> CapabilityVersion:
-    capability_id, _, v = ref.rpartition("@")
-    return CapabilityVersion.objects.get(capability_id=capability_id, version=v)
 
 
 def assert_beside(page: Page, field_id: str, *texts: str) -> None:

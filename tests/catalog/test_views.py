@@ -15,7 +15,8 @@ from django.urls import reverse
 from catalog import services
 from catalog.domain import discovery
 from catalog.models import CapabilityVersion, LifecycleDecision
-from tests.catalog.conftest import tool, tool_list
+from tests.catalog.conftest import client_for, tool, tool_list
+from tests.catalog.conftest import version_row as row
 
 ADMISSION = {
     "task_transition": "NEED_PROCEDURE -> HAVE_COMPATIBILITY_EVIDENCE",
@@ -24,17 +25,6 @@ ADMISSION = {
     "expiry": "expires on contract change (digest)",
     "reason": "longer procedures need more passages",
 }
-
-
-def client_for(user: Any) -> Client:
-    c = Client()
-    c.force_login(user)
-    return c
-
-
-def row(ref: str) -> CapabilityVersion:
-    capability_id, _, version = ref.rpartition("@")
-    return CapabilityVersion.objects.get(capability_id=capability_id, version=version)
 
 
 def audit_rows() -> int:
