@@ -114,6 +114,12 @@ class RejectUndecodableBodyMiddleware:
         return form_body_refusal(request)
 
 
+def answers_json(request: HttpRequest) -> bool:
+    """Whether ``request`` is for the JSON API, which answers errors in its own shape: every
+    address under ``/api/`` but the API tokens pages, which are console pages."""
+    return request.path.startswith("/api/") and not request.path.startswith(reverse("api-tokens"))
+
+
 def _carries_nul(request: HttpRequest, *, forms: bool) -> bool:
     if NUL in request.path:
         return True
@@ -139,7 +145,7 @@ class RejectNulMiddleware:
         forms = not getattr(view, "csrf_exempt", False)
         if _carries_nul(request, forms=forms):
             message = "NUL characters are not accepted in any field."
-            if request.path.startswith("/api/"):  # the API answers in its own error shape
+            if answers_json(request):  # the API answers in its own error shape
                 return JsonResponse({"code": "invalid_request", "message": message}, status=400)
             return bad_request_page(message)
         return None
@@ -236,9 +242,7 @@ class MethodNotAllowedMiddleware:
         page: HttpResponse
         if request.path.startswith(reverse("api-callback")):
             page = JsonResponse({"error": "method_not_allowed", "message": message}, status=405)
-        elif request.path.startswith("/api/") and not request.path.startswith(
-            reverse("api-tokens")
-        ):
+        elif answers_json(request):
             page = JsonResponse({"code": "method_not_allowed", "message": message}, status=405)
         else:
             context = {

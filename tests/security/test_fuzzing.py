@@ -853,6 +853,8 @@ def test_a_nul_refusal_is_the_consoles_own_400_page(sworld: World, clients: dict
     for response in (
         operator.get(reverse("recovery"), {"q": "\x00"}),
         operator.post(reverse("runs-cancel", args=[sworld.runs["waiting"]]), {"reason": "\x00"}),
+        # The API tokens pages live under /api/ but are console pages.
+        operator.post(reverse("api-tokens-create"), {"name": "sync\x00"}),
     ):
         assert response.status_code == 400
         assert response["Content-Type"].startswith("text/html")
