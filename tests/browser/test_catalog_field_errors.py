@@ -61,6 +61,9 @@ def test_a_bad_server_url_is_shown_by_the_url_which_keeps_the_focus(
     page = new_page()
     login(page, live_server.url, "catalog-admin")
     page.goto(f"{live_server.url}/catalog/servers/")
+    # The URL box is as wide as the other text boxes of the form (a URL is long).
+    widths = page.evaluate("['s-name', 's-url'].map(id => document.getElementById(id).offsetWidth)")
+    assert widths[0] == widths[1], widths
     page.locator("#s-name").focus()
     page.keyboard.type("tools")
     page.keyboard.press("Tab")  # into the transport radio group, on stdio
