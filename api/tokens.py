@@ -18,6 +18,7 @@ from kernel import clock
 
 PREFIX = "fo_"
 MAX_ACTIVE_TOKENS = 10
+NAME_MAX = 80  # ApiToken.name and the form's maxlength
 
 
 class TokenError(ValueError):
@@ -36,8 +37,11 @@ def token_create(*, user: Any, name: str) -> tuple[ApiToken, str]:
     name = (name or "").strip()
     if not name:
         raise TokenError("A token needs a name (what integration uses it).")
-    if len(name) > 80:
-        raise TokenError("A token name may be at most 80 characters.")
+    if len(name) > NAME_MAX:
+        raise TokenError(
+            f"A token name may be at most {NAME_MAX} characters and this one has {len(name)}; "
+            "no token was created."
+        )
     with transaction.atomic():
         # The user's row, locked: two creations at once count one after the other, so
         # a burst of requests cannot pass the limit (on SQLite the transaction's

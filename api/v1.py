@@ -21,6 +21,7 @@ from uuid import UUID
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils.text import capfirst
 from ninja import Field, NinjaAPI, Router, Schema, Status
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -177,7 +178,6 @@ def _text_or_json_integer(value: Any) -> Any:
 JsonInt = Annotated[int, BeforeValidator(_json_integer)]
 TextOrJsonInt = Annotated[str | int, BeforeValidator(_text_or_json_integer)]
 
-MAX_CANCEL_REASON_CHARS = 500
 ERRORS: dict[int, Any] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
 
@@ -245,7 +245,7 @@ class RunIn(Schema):
 
 
 class CancelIn(Schema):
-    reason: str
+    reason: str = Field(description=f"Why (required; at most {runs.REASON_MAX} characters).")
 
 
 class EventOut(Schema):
@@ -471,17 +471,15 @@ def runs_read(request: HttpRequest, run_id: UUID) -> Any:
 def runs_cancel(request: HttpRequest, run_id: UUID, body: CancelIn) -> Any:
     """Cancel with a reason (operator role). 409 when the run has ended or is busy."""
     run = get_run_for_user(request.user, run_id, OPERATOR)
-    if len(body.reason) > MAX_CANCEL_REASON_CHARS:
-        return Status(
-            400,
-            {
-                "code": "input_too_large",
-                "message": f"A cancellation reason may be at most {MAX_CANCEL_REASON_CHARS} chars.",
-            },
-        )
+    try:
+        reason = runs.clean_reason(body.reason, what="a cancellation")
+    except runs.RunInputError as exc:
+        # Over the limit it is refused whole (input_too_large, as a decision's reason is).
+        code = "input_too_large" if body.reason.strip() else "invalid_reason"
+        return Status(400, {"code": code, "message": f"{capfirst(str(exc))}."})
     try:
         result = runs.run_cancel(
-            run_id=str(run.pk), by_ref=principal_ref_of(request.user), reason=body.reason
+            run_id=str(run.pk), by_ref=principal_ref_of(request.user), reason=reason
         )
     except runs.RunInputError as exc:
         return Status(400, {"code": f"invalid_{exc.field}", "message": str(exc)})

@@ -262,7 +262,9 @@ def approval_decide(
     run's revision, so two approvals racing for the last slot cannot both count.
     """
     seen_hash = (seen_hash or "").strip()
-    reason = (reason or "").strip()
+    # A form sends each line break as CRLF; the browser counted it as one character
+    # against the textarea's maxlength, and so does the limit (domain.MAX_REASON_CHARS).
+    reason = (reason or "").replace("\r\n", "\n").strip()
     change = {k: v for k, v in (requested_change or {}).items() if v not in (None, "")}
 
     def attempt() -> DecisionResult | None:
@@ -398,7 +400,7 @@ def approval_decide(
 @telemetry.traced_decision("answer")
 def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> DecisionResult:
     """Record the requester's trusted answer; the run returns to OBSERVING."""
-    answer = (answer or "").strip()
+    answer = (answer or "").replace("\r\n", "\n").strip()  # line breaks as counted
 
     def attempt() -> DecisionResult | None:
         checkpoint = Checkpoint.objects.select_related("run").get(pk=checkpoint_id)

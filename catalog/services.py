@@ -41,6 +41,9 @@ from runs import pins
 
 SYSTEM_REVIEWER = "system:reviewed-source"
 TRUSTED_CONTROLS = frozenset(c.id for c in CONTROL_CONTRACTS)
+# The most a person may write as the reason of a lifecycle decision, a gate change or a
+# drift review (LifecycleDecision.reason and the forms' maxlength). A longer reason is
+# refused (``reason_too_long``), never cut.
 MAX_REASON = 1000
 
 
@@ -128,10 +131,22 @@ def reviewer_ref(user: Any) -> str:
 
 
 def _reason(reason: str) -> str:
+    """The reason as it is recorded (runs of white space as one space); raise Refusal when it
+    is empty or longer than MAX_REASON (nothing is written then)."""
     reason = " ".join((reason or "").split())
     if not reason:
         raise Refusal("reason_required", "every lifecycle decision needs a reason")
-    return reason[:MAX_REASON]
+    return _fitting(reason)
+
+
+def _fitting(reason: str) -> str:
+    """``reason``; raise Refusal (``reason_too_long``) when it is longer than MAX_REASON."""
+    if len(reason) > MAX_REASON:
+        raise Refusal(
+            "reason_too_long",
+            f"a reason may be at most {MAX_REASON} characters and this one has {len(reason)}",
+        )
+    return reason
 
 
 def _decision_row(
@@ -915,11 +930,10 @@ def capability_gate_set(
 ) -> CapabilityVersion:
     """Open or close a version's effect gate (new effect dispatch only; reads continue).
 
-    Audited as a LifecycleDecision. Raise ValueError on an empty reason or unknown version.
+    Audited as a LifecycleDecision. Raise ValueError on an empty reason or unknown version,
+    Refusal (``reason_too_long``) on a reason over MAX_REASON.
     """
-    reason = (reason or "").strip()
-    if not reason:
-        raise ValueError("a gate change needs a reason")
+    reason = _gate_reason(reason)
     with transaction.atomic():
         row = CapabilityVersion.objects.select_for_update().get(
             capability_id=capability_id, version=version
@@ -935,9 +949,16 @@ def capability_gate_set(
             to_state=row.lifecycle,
             reviewer=reviewer,
             reviewer_ref=f"user:{reviewer.get_username()}" if reviewer else SYSTEM_REVIEWER,
-            reason=reason[:1000],
+            reason=reason,
         )
     return row
+
+
+def _gate_reason(reason: str) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValueError("a gate change needs a reason")
+    return _fitting(reason)
 
 
 def tenant_gate_set(
@@ -948,11 +969,10 @@ def tenant_gate_set(
     ``reviewer`` operates ``tenant``. Audited as a LifecycleDecision naming the tenant.
 
     Raise ValueError on an empty reason or a version without an approval-gated effect,
-    CapabilityVersion.DoesNotExist on an unknown version.
+    Refusal (``reason_too_long``) on a reason over MAX_REASON, CapabilityVersion.DoesNotExist
+    on an unknown version.
     """
-    reason = (reason or "").strip()
-    if not reason:
-        raise ValueError("a gate change needs a reason")
+    reason = _gate_reason(reason)
     with transaction.atomic():
         row = CapabilityVersion.objects.select_for_update().get(
             capability_id=capability_id, version=version
@@ -968,7 +988,7 @@ def tenant_gate_set(
             return gate
         gate.open = open_gate
         gate.changed_by = reviewer
-        gate.reason = reason[:MAX_REASON]
+        gate.reason = reason
         gate.save(update_fields=["open", "changed_by", "reason", "changed_at"])
         _decision(
             row,
@@ -976,7 +996,7 @@ def tenant_gate_set(
             from_state=row.lifecycle,
             to_state=row.lifecycle,
             user=reviewer,
-            reason=reason[:MAX_REASON],
+            reason=reason,
             details={"tenant": tenant},
         )
     return gate

@@ -33,7 +33,9 @@ from fieldops.http import AuthedHtmxRequest
 BAD_REQUEST_CODES = frozenset(
     {
         "reason_required",
+        "reason_too_long",
         "admission_incomplete",
+        "answer_too_long",
         "unknown_action",
         "acknowledgement_required",
         "gate_refused",
@@ -58,12 +60,21 @@ REFUSAL_FIELDS: Mapping[str, Mapping[str, str]] = {
     },
     "admit": {
         "reason_required": "reason",
+        "reason_too_long": "reason",
         "no_local_contract": "local_ref",
         "trusted_control": "local_ref",
     },
-    "lifecycle": {"reason_required": "reason"},  # reject, defer, deprecate
-    "retire": {"reason_required": "reason", "acknowledgement_required": "acknowledge"},
-    "withdraw": {"reason_required": "reason"},
+    # reject, defer, deprecate
+    "lifecycle": {"reason_required": "reason", "reason_too_long": "reason"},
+    "retire": {
+        "reason_required": "reason",
+        "reason_too_long": "reason",
+        "acknowledgement_required": "acknowledge",
+    },
+    "withdraw": {"reason_required": "reason", "reason_too_long": "reason"},
+    # the deployment gate and a tenant's gate of a version
+    "gate": {"reason_required": "reason", "reason_too_long": "reason"},
+    "drift": {"reason_required": "reason", "reason_too_long": "reason"},
 }
 SERVER_INPUTS = frozenset({"name", "transport", "command", "args", "url", "credential_ref"})
 ADMIT_INPUTS = frozenset({"task_transition", "alternatives", "decision", "expiry", "reason"})
@@ -91,11 +102,9 @@ def _version_url(row: CapabilityVersion) -> str:
 
 
 # -- reading ---------------------------------------------------------------------------
-@require_GET
-@login_required
-def catalog_index(request: AuthedHtmxRequest) -> HttpResponse:
+def _index_context(request: HttpRequest) -> dict[str, Any]:
     filters = selectors.VersionFilters.from_query(request.GET)
-    context = {
+    return {
         "rows": selectors.version_list(filters),
         "filters": filters,
         "lifecycles": Lifecycle.values,
@@ -104,6 +113,12 @@ def catalog_index(request: AuthedHtmxRequest) -> HttpResponse:
         "servers": selectors.tool_servers(),
         "drifts": selectors.open_drifts(),
     }
+
+
+@require_GET
+@login_required
+def catalog_index(request: AuthedHtmxRequest) -> HttpResponse:
+    context = _index_context(request)
     if request.htmx.target == "catalog-table":
         return render(request, "catalog/index.html#catalog-table", context)
     return render(request, "catalog/index.html", context)
@@ -272,15 +287,33 @@ def catalog_drift_resolve(request: AuthedHtmxRequest, drift_id: int) -> HttpResp
     drift = get_object_or_404(ToolDrift, pk=drift_id)
     back = request.POST.get("next", "")
     back = back if back.startswith("/catalog/") else reverse("catalog-index")
+    reason = request.POST.get("reason", "")
     try:
-        services.drift_resolve(
-            drift_id=drift.pk, user=request.user, reason=request.POST.get("reason", "")
-        )
+        services.drift_resolve(drift_id=drift.pk, user=request.user, reason=reason)
     except Refusal as exc:
+        if exc.code in REFUSAL_FIELDS["drift"]:
+            return _drift_refused(request, drift, exc, reason=reason, back=back)
         messages.error(request, f"Refused ({exc.code}): {exc.message}")
         return redirect(back)
     messages.success(request, f"Drift of {drift.capability_id} on {drift.server_label} reviewed.")
     return redirect(back)
+
+
+def _drift_refused(
+    request: HttpRequest, drift: ToolDrift, exc: Refusal, *, reason: str, back: str
+) -> HttpResponse:
+    """The page the drift was reviewed on (its server's page or the catalog) again, the
+    refusal beside that drift's reason and the reason as typed."""
+    server = drift.tool_server
+    if server is not None and back == reverse("catalog-server", args=[server.pk]):
+        context, template = selectors.server_view(server), "catalog/server.html"
+    else:
+        context, template = _index_context(request), "catalog/index.html"
+    refusal = _refusal_context(exc, form="drift", fields=REFUSAL_FIELDS["drift"], shown={"reason"})
+    context.update(
+        {**refusal, "refused_drift": drift.pk, "form": {"reason": reason}, "drift_back": back}
+    )
+    return render(request, template, context, status=400)
 
 
 def _import_refused(
@@ -332,6 +365,8 @@ def _refused(
         shown = ADMIT_INPUTS | ({"local_ref"} if context.get("local_choices") else set())
     elif name in context["actions"] and name != "retire":  # retire has its own page
         fields, shown = REFUSAL_FIELDS["lifecycle"], {"reason"}
+    elif name in ("gate", "tenant_gate"):
+        fields, shown = REFUSAL_FIELDS["gate"], {"reason"}
     refusal = _refusal_context(exc, form=name, fields=fields, shown=shown)
     context.update({**refusal, "form": form})
     return render(request, template, context, status=status)
@@ -506,6 +541,7 @@ def catalog_tenant_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResp
     if not tenant or (posted and posted != tenant):
         raise Http404("No such tenant gate")
     row = get_object_or_404(CapabilityVersion, pk=version_id)
+    form = {"reason": request.POST.get("reason", "")}
     try:
         gate = services.tenant_gate_set(
             capability_id=row.capability_id,
@@ -513,10 +549,13 @@ def catalog_tenant_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResp
             tenant=tenant,
             open_gate=request.POST.get("open") == "1",
             reviewer=request.user,
-            reason=request.POST.get("reason", ""),
+            reason=form["reason"],
         )
+    except Refusal as exc:
+        return _refused(request, row, exc, form, name="tenant_gate")
     except ValueError as exc:
-        return _refused(request, row, Refusal("gate_refused", str(exc)), {}, name="tenant_gate")
+        refusal = Refusal("gate_refused", str(exc))
+        return _refused(request, row, refusal, form, name="tenant_gate")
     state = "open" if gate.open else "closed: this tenant's new effect dispatch is stopped"
     messages.success(request, f"Effect gate of {row.ref} for tenant {tenant} is {state}.")
     return redirect(_version_url(row))

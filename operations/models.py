@@ -16,6 +16,10 @@ from django.db import models
 from kernel.principals import PRINCIPAL_REF_MAX
 from runs.models import Run
 
+# The most a person may write as an operation's reason (the preview form's maxlength); a
+# longer one is refused by the services, never cut.
+REASON_MAX = 500
+
 
 class Kind(models.TextChoices):
     CANCEL = "cancel", "cancel runs"
@@ -47,7 +51,7 @@ class Operation(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # The filter as it was when the operation started: {"page": ..., "query": {...}}.
     filter = models.JSONField(default=dict)
-    reason = models.CharField(max_length=500)
+    reason = models.CharField(max_length=REASON_MAX)
     # Counters, refreshed from the items after each batch (the items are the truth).
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)

@@ -35,8 +35,13 @@ def saved_view_create(
     if page not in PAGES:
         raise OperationInputError("page", f"views of {page[:20]!r} cannot be saved")
     name = (name or "").strip()
-    if not name or len(name) > NAME_MAX:
+    if not name:
         raise OperationInputError("name", f"a view needs a name of 1 to {NAME_MAX} characters")
+    if len(name) > NAME_MAX:
+        raise OperationInputError(
+            "name",
+            f"a view's name may be at most {NAME_MAX} characters and this one has {len(name)}",
+        )
     keys = PAGES[page][1]
     kept = {k: str(v)[:VALUE_MAX] for k, v in query.items() if k in keys and v}
     # The query arrives percent-encoded inside one form field, so the request's own NUL
@@ -56,6 +61,11 @@ def saved_view_create(
             )
     except IntegrityError:
         raise OperationInputError("name", f"a view named {name!r} exists on this page") from None
+
+
+def page_url(page: str) -> str:
+    """The page whose views are saved as ``page``; "/" for one whose views cannot be."""
+    return reverse(PAGES[page][0]) if page in PAGES else "/"
 
 
 def saved_view_delete(*, view_id: Any) -> None:

@@ -33,6 +33,7 @@ from fieldops import points
 from fieldops.db import lock_wait_failed
 from kernel import clock
 from operations.models import (
+    REASON_MAX,
     ItemResult,
     Kind,
     Operation,
@@ -103,10 +104,18 @@ def cancel_preview(*, tenant: str, query: Mapping[str, str]) -> Preview:
 
 
 def _clean_reason(reason: str) -> str:
+    """The operation's reason as it will be recorded (stripped); raise OperationInputError
+    when it is empty or longer than REASON_MAX (never cut: nothing is written then)."""
     reason = (reason or "").strip()
     if not reason:
         raise OperationInputError("reason", "an operation needs a reason")
-    return reason[:500]
+    if len(reason) > REASON_MAX:
+        raise OperationInputError(
+            "reason",
+            f"an operation's reason may be at most {REASON_MAX} characters and this one has "
+            f"{len(reason)}; nothing was changed. Shorten it and send it again",
+        )
+    return reason
 
 
 def _confirmed(confirm: str | int) -> int:

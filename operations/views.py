@@ -16,10 +16,12 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_POST
 
 from access.roles import OPERATOR, ROLES, principal_ref_of, require_role
 from fieldops.http import AuthedHtmxRequest
+from fieldops.middleware import bad_request_page
 from kernel import clock
 from operations import exports, saved_views, selectors, services
 from operations.models import Operation, SavedView
@@ -57,6 +59,7 @@ class Flow:
     submit: str
     start_url: str
     back: str
+    back_label: str
     keys: tuple[str, ...]
     preview: Callable[..., Any]
     hidden: Callable[[Any], dict[str, str]]
@@ -71,6 +74,7 @@ CANCEL = Flow(
     submit="Start the bulk cancel",
     start_url="operations-cancel-start",
     back="runs-list",
+    back_label="Back to runs",
     keys=runs_selectors.FILTER_KEYS,
     preview=services.cancel_preview,
     hidden=lambda p: p.filters.as_query() | {"world": p.filters.world},
@@ -84,6 +88,7 @@ RECONCILE = Flow(
     submit="Start the bulk reconcile",
     start_url="operations-reconcile-start",
     back="recovery",
+    back_label="Back to recovery",
     keys=("capability", "age"),
     preview=services.reconcile_preview,
     hidden=lambda p: p.filters.as_query(),
@@ -98,6 +103,7 @@ INCIDENT = Flow(
     submit="Close your tenant's gate and cancel these runs",
     start_url="operations-incident-start",
     back="runbooks",
+    back_label="Back to the runbooks",
     keys=("capability",),
     preview=services.incident_preview,
     hidden=lambda p: {},
@@ -125,13 +131,23 @@ def _preview_context(
     }
 
 
+def _selection_refused(flow: Flow, exc: services.OperationInputError) -> HttpResponse:
+    """The 400 page for a selection the flow cannot preview (nothing was started)."""
+    return bad_request_page(
+        f"{capfirst(str(exc))}.",
+        hint="The selection comes from the page that links here: choose it there again.",
+        back=reverse(flow.back),
+        back_label=flow.back_label,
+    )
+
+
 def _preview(request: AuthedHtmxRequest, flow: Flow) -> HttpResponse:
     tenant = _operator_tenant(request)
     query = {k: request.GET.get(k, "") for k in flow.keys}
     try:
         context = _preview_context(flow, tenant, query)
     except services.OperationInputError as exc:
-        return render(request, "400.html", {"message": str(exc)}, status=400)
+        return _selection_refused(flow, exc)
     return render(request, "operations/preview.html", context)
 
 
@@ -158,7 +174,7 @@ def _start(request: AuthedHtmxRequest, flow: Flow, start: Callable[..., Operatio
                 reason=request.POST.get("reason", ""),
             )
         except services.OperationInputError:
-            return render(request, "400.html", {"message": str(exc)}, status=400)
+            return _selection_refused(flow, exc)
         return render(request, "operations/preview.html", context, status=400)
     return redirect("operations-detail", operation.pk)
 
@@ -303,7 +319,12 @@ def runs_export(request: AuthedHtmxRequest, fmt: str) -> HttpResponse:
     filters = runs_selectors.RunFilters.from_query(request.GET)
     qs = runs_selectors.runs_matching(tenant=tenant, filters=filters)
     if qs is None:
-        return render(request, "400.html", {"message": ID_SEARCH_ERROR}, status=400)
+        return bad_request_page(
+            ID_SEARCH_ERROR,
+            hint="Search the runs list by a run id, then export what it shows.",
+            back=reverse("runs-list"),
+            back_label="Back to runs",
+        )
     header = {
         "format": "fieldops-runs@1",
         "tenant": tenant,
@@ -339,7 +360,14 @@ def saved_views_create(request: AuthedHtmxRequest) -> HttpResponse:
             query={k: query.get(k, "") for k in query},
         )
     except services.OperationInputError as exc:
-        return render(request, "400.html", {"message": str(exc)}, status=400)
+        return bad_request_page(
+            f"The view was not saved: {exc}.",
+            hint="Go back and save the view under another name."
+            if exc.field == "name"
+            else "Save a view with the form on the page it filters.",
+            back=saved_views.page_url(page),
+            back_label="Back to the page",
+        )
     messages.success(request, f"View “{view.name}” saved; share its link within your tenant.")
     return redirect("saved-views-open", view.pk)
 

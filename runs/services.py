@@ -44,6 +44,28 @@ class RunInputError(ValueError):
         super().__init__(message)
 
 
+# The most a person may write as the reason of a cancellation or a budget change (the
+# console's forms declare it as their maxlength). A longer reason is refused, never cut:
+# what the person wrote is recorded whole or not at all.
+REASON_MAX = 500
+
+
+def clean_reason(reason: str, *, what: str) -> str:
+    """Return the reason of ``what`` ("a cancellation") as it will be recorded: stripped,
+    line breaks as a browser counts them (a form sends CRLF for each). Raise RunInputError
+    on ``reason`` when it is empty or longer than REASON_MAX; nothing is written then."""
+    reason = (reason or "").replace("\r\n", "\n").strip()
+    if not reason:
+        raise RunInputError("reason", f"{what} needs a reason")
+    if len(reason) > REASON_MAX:
+        raise RunInputError(
+            "reason",
+            f"a reason may be at most {REASON_MAX} characters and this one has "
+            f"{len(reason)}; nothing was changed. Shorten it and send it again",
+        )
+    return reason
+
+
 # The versions a new run may pin, in the model's order (CapabilityVersion.Meta.ordering).
 _ADMITTED_REVIEWED = Statement(
     "SELECT capability_id, version, digest, lifecycle FROM catalog_capabilityversion "
@@ -369,11 +391,9 @@ def run_cancel(
     Without it, the cancellation re-reads and retries until it is recorded. A terminal run
     cannot be cancelled: the attempt is recorded as transition.rejected. A run held by a
     stalled transaction (or changing faster than the retries) answers ``busy``, unwritten.
-    Raise RunInputError when the reason is empty.
+    Raise RunInputError when the reason is empty or too long (``clean_reason``).
     """
-    reason = (reason or "").strip()
-    if not reason:
-        raise RunInputError("reason", "a cancellation needs a reason")
+    reason = clean_reason(reason, what="a cancellation")
 
     def attempt() -> CancelResult | None:
         try:
@@ -430,7 +450,7 @@ def _cancel_once(
             type=EventType.RUN_CANCELLED,
             actor=actor,
             reason_code=qualification,
-            payload={"reason": reason[:500], "by": by_ref},
+            payload={"reason": reason, "by": by_ref},
         )
         if result.conflict and expected_revision is not None:
             transaction.set_rollback(True)
@@ -475,7 +495,8 @@ def run_cancel_many(
 
     Return each run's CancelResult by id, or None for a run with an unsent dispatch record
     another transaction holds (the runner's send gate): nothing is written for it; ask again.
-    Raise RunInputError when the reason is empty.
+    Raise RunInputError when the reason is empty. ``reason`` is recorded whole: its caller
+    (an operation) refused a person's reason over its limit and appended its own reference.
     """
     reason = (reason or "").strip()
     if not reason:
@@ -508,7 +529,7 @@ def run_cancel_many(
                 type=EventType.RUN_CANCELLED,
                 actor=actor,
                 reason_code=qualifications[str(run.pk)],
-                payload={"reason": reason[:500], "by": by_ref},
+                payload={"reason": reason, "by": by_ref},
             )
             for run in asked
         ]
@@ -542,9 +563,7 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
     run has ended: the authority then recorded the request as ``transition.rejected``
     (a late change is recorded as rejected, as a late cancellation is).
     """
-    reason = (reason or "").strip()
-    if not reason:
-        raise RunInputError("reason", "a budget change needs a reason")
+    reason = clean_reason(reason, what="a budget change")
     if budget not in {b.value for b in Budget}:
         raise RunInputError("budget", f"unknown budget {budget!r}")
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
@@ -565,7 +584,7 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
             payload={
                 "limits": {budget: limit},
                 "previous": run.budget_limits.get(budget),
-                "reason": reason[:500],
+                "reason": reason,
                 "by": by_ref,
             },
         )

@@ -91,6 +91,11 @@ def actions_from(current: str) -> list[str]:
 # -- admission ---------------------------------------------------------------------------
 DECISIONS = ("ADMIT", "ADMIT_BOUNDED")
 _TRANSITION = re.compile(r"^[A-Z][A-Z0-9_]{1,40}\s*->\s*[A-Z][A-Z0-9_]{1,40}$")
+# The most a reviewer may write in the admission record's free-text answers (the form's
+# maxlength where it has one). Longer answers are refused, never cut.
+MAX_ALTERNATIVES = 10
+MAX_ALTERNATIVE_CHARS = 200
+MAX_EXPIRY_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -149,11 +154,19 @@ def admission_record(
             "name the task transition served, e.g. NEED_INVENTORY -> HAVE_INVENTORY_EVIDENCE",
             field="task_transition",
         )
-    alternatives = [a.strip()[:200] for a in alternatives if a and a.strip()]
+    alternatives = [a.strip() for a in alternatives if a and a.strip()]
     if not alternatives:
         raise Refusal(
             "admission_incomplete",
             "list the alternatives considered (narrower or non-tool)",
+            field="alternatives",
+        )
+    longest = max(len(a) for a in alternatives)
+    if len(alternatives) > MAX_ALTERNATIVES or longest > MAX_ALTERNATIVE_CHARS:
+        raise Refusal(
+            "answer_too_long",
+            f"list at most {MAX_ALTERNATIVES} alternatives of at most {MAX_ALTERNATIVE_CHARS} "
+            f"characters each (these are {len(alternatives)}, the longest {longest})",
             field="alternatives",
         )
     if decision not in DECISIONS:
@@ -169,15 +182,22 @@ def admission_record(
             "state the expiry or invalidation rule of this admission",
             field="expiry",
         )
+    if len(expiry) > MAX_EXPIRY_CHARS:
+        raise Refusal(
+            "answer_too_long",
+            f"the expiry rule may be at most {MAX_EXPIRY_CHARS} characters and this one has "
+            f"{len(expiry)}",
+            field="expiry",
+        )
     return AdmissionRecord(
         task_transition=task_transition,
         intent=str(contract.get("intent", "")),
         non_intents=tuple(str(x) for x in contract.get("non_intents", [])),
         effect_class=str(contract.get("effect_class", "")),
         operational_effects=tuple(str(x) for x in contract.get("operational_effects", [])),
-        alternatives=tuple(alternatives[:10]),
+        alternatives=tuple(alternatives),
         decision=decision,
-        expiry=expiry[:300],
+        expiry=expiry,
         reviewer=reviewer,
         local_contract=local_ref,
         discovered_from=discovered_from,

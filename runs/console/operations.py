@@ -34,11 +34,10 @@ def run_cancel_many(
     """Cancel each of the tenant's ``run_ids`` with one reason; report each run's result.
 
     Ids of other tenants or of no run are reported as ``not_found`` (never disclosed).
-    Raise RunInputError when the reason is empty or no run is selected.
+    Raise RunInputError when the reason is empty or too long (``services.clean_reason``) or
+    no run is selected; no run is cancelled then.
     """
-    reason = (reason or "").strip()
-    if not reason:
-        raise services.RunInputError("reason", "a cancellation needs a reason")
+    reason = services.clean_reason(reason, what="a cancellation")
     # Each id in its canonical spelling: the lookup below reads any spelling uuid.UUID
     # does (upper case, no dashes), and the result is reported under the run's own id.
     wanted = list(dict.fromkeys(_canonical_id(str(r)) for r in run_ids))[:BULK_CANCEL_LIMIT]

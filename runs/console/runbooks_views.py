@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from access.roles import OPERATOR, require_role
 from catalog import services as catalog_services
+from catalog.domain.lifecycle import Refusal
 from catalog.models import CapabilityVersion
 from fieldops.http import AuthedHtmxRequest
 from runs.console import runbook_selectors
@@ -66,6 +67,9 @@ def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
         )
     except CapabilityVersion.DoesNotExist as exc:
         raise Http404("No such capability version") from exc
+    except Refusal as exc:
+        messages.error(request, f"Refused ({exc.code}): {exc.message}. Nothing was changed.")
+        return redirect(back)
     except ValueError as exc:
         messages.error(request, str(exc))
         return redirect(back)

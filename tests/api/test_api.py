@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from api.models import ApiToken
 from api.tokens import token_create, token_revoke
 from approvals.models import Checkpoint, Decision, DecisionRefusal
-from runs.models import Run
+from runs.models import Event, Run
 from tests.conftest import make_user
 from tests.helpers import make_run
 
@@ -135,6 +135,20 @@ def test_the_requester_is_refused_with_403_through_the_api(world):
         {"verdict": "approve", "seen_hash": cp.proposal_hash, "reason": "mine"},
     )
     assert response.status_code == 403 and response.json()["code"] == "self_approval"
+
+
+def test_a_cancellation_reason_over_the_limit_is_refused_whole_not_cut(waiting, operator):
+    auth = bearer(operator)
+    over = call("POST", f"/runs/{waiting.pk}/cancel", auth, {"reason": "x" * 501})
+    assert over.status_code == 400 and over.json()["code"] == "input_too_large"
+    assert "at most 500 characters and this one has 501" in over.json()["message"]
+    assert "nothing was changed" in over.json()["message"]
+    waiting.refresh_from_db()
+    assert waiting.state == "WAITING_HUMAN"
+    ok = call("POST", f"/runs/{waiting.pk}/cancel", auth, {"reason": "y" * 500})
+    assert ok.status_code == 200 and ok.json()["state"] == "CANCELLED"
+    event = Event.objects.get(run=waiting, type="run.cancelled")
+    assert event.payload["reason"] == "y" * 500
 
 
 def test_an_operator_starts_reads_and_cancels_a_run(world, operator, approver):

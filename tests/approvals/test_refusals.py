@@ -73,6 +73,17 @@ def test_an_oversized_reason_is_refused_not_truncated(waiting: Run, approver: An
     assert len(Decision.objects.get().reason) == 1000
 
 
+def test_a_reason_at_the_limit_with_line_breaks_counts_them_as_the_browser_does(
+    waiting: Run, approver: Any
+) -> None:
+    """The textarea's maxlength counts a line break once; the form sends it as CRLF."""
+    checkpoint = _checkpoint(waiting)
+    typed = "\n".join(["r" * 99] * 10)  # 1000 characters in the textarea, 1009 sent
+    ok = _decide(_client(approver), checkpoint, reason=typed.replace("\n", "\r\n"))
+    assert ok.status_code == 302
+    assert Decision.objects.get().reason == typed
+
+
 def test_a_changed_proposal_is_told_apart_from_an_altered_page(waiting: Run, approver: Any) -> None:
     first = _checkpoint(waiting)
     assert decline(waiting, approver, requested_change={"slot_id": "S-N1-02"}).recorded
