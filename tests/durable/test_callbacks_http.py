@@ -177,10 +177,13 @@ def test_a_signed_in_user_sees_the_counts_of_their_own_tenant(client, waiting, o
     assert report["runs_per_state"] == {"WAITING_EXTERNAL": 1}
 
 
-def test_health_is_degraded_when_the_broker_is_down(client, world, settings):
+def test_health_is_degraded_when_the_broker_is_down(client, world, settings, monkeypatch):
     settings.FIELDOPS_EXECUTION = "celery"
     from fieldops.celery import app
 
+    # Celery reads the CELERY_BROKER_URL environment variable before its own setting (a
+    # shell that follows the README's deployment steps has it): point both at nothing.
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://127.0.0.1:1/0")
     app.conf.broker_url = "redis://127.0.0.1:1/0"
     app._pool = None
     try:
