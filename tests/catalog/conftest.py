@@ -24,6 +24,16 @@ def catalog_reviewer(world: None) -> Any:
     return make_user("catalog-reviewer", "north", "catalog-admin")
 
 
+# A complete admission record for search_manual@1.1.0, as the admit form posts it.
+ADMISSION = {
+    "task_transition": "NEED_PROCEDURE -> HAVE_COMPATIBILITY_EVIDENCE",
+    "alternatives": "keep 1.0.0\nhuman lookup",
+    "decision": "ADMIT_BOUNDED",
+    "expiry": "expires on contract change (digest)",
+    "reason": "longer procedures need more passages",
+}
+
+
 def client_for(user: Any) -> Client:
     c = Client()
     c.force_login(user)

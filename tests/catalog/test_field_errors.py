@@ -14,16 +14,9 @@ from django.urls import reverse
 
 from catalog import servers, services
 from catalog.models import LifecycleDecision, ToolServer
-from tests.catalog.conftest import client_for, tool, tool_list
+from tests.catalog.conftest import ADMISSION, client_for, tool, tool_list
 from tests.catalog.conftest import version_row as version
 
-ADMISSION = {
-    "task_transition": "NEED_PROCEDURE -> HAVE_COMPATIBILITY_EVIDENCE",
-    "alternatives": "keep 1.0.0\nhuman lookup",
-    "decision": "ADMIT_BOUNDED",
-    "expiry": "expires on contract change (digest)",
-    "reason": "longer procedures need more passages",
-}
 VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta"})
 
 

@@ -13,9 +13,9 @@ from catalog import services
 from catalog.domain import lifecycle
 from catalog.domain.lifecycle import Refusal
 from catalog.models import DriftKind, LifecycleDecision, TenantEffectGate, ToolDrift, ToolServer
-from tests.catalog.conftest import client_for
+from tests.catalog.conftest import ADMISSION, client_for
 from tests.catalog.conftest import version_row as version
-from tests.catalog.test_field_errors import ADMISSION, Page, assert_beside
+from tests.catalog.test_field_errors import Page, assert_beside
 
 pytestmark = pytest.mark.django_db
 

@@ -15,16 +15,8 @@ from django.urls import reverse
 from catalog import services
 from catalog.domain import discovery
 from catalog.models import CapabilityVersion, LifecycleDecision
-from tests.catalog.conftest import client_for, tool, tool_list
+from tests.catalog.conftest import ADMISSION, client_for, tool, tool_list
 from tests.catalog.conftest import version_row as row
-
-ADMISSION = {
-    "task_transition": "NEED_PROCEDURE -> HAVE_COMPATIBILITY_EVIDENCE",
-    "alternatives": "keep 1.0.0\nhuman lookup",
-    "decision": "ADMIT_BOUNDED",
-    "expiry": "expires on contract change (digest)",
-    "reason": "longer procedures need more passages",
-}
 
 
 def audit_rows() -> int:
