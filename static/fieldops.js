@@ -107,19 +107,24 @@ document.addEventListener("htmx:afterSettle", function () {
 // A swap that reports an outcome (an element with [data-announce]: a fault-lab row whose
 // fixture just finished) is said in the same live region every time, also when the words
 // are the same as last time: the region is emptied first, so a screen reader reads it
-// again. Focus is not touched.
+// again. Outcomes that arrive within the same 100 ms are said together, in the order they
+// arrived, so none replaces another. Focus is not touched.
 let announceTimer = null;
+let announcePending = [];
 document.addEventListener("htmx:afterSettle", function (event) {
   const root = event.target;
   if (!(root instanceof Element)) return;
   const outcome = root.matches("[data-announce]") ? root : root.querySelector("[data-announce]");
   const announcer = document.getElementById("live-announcer");
   if (!outcome || !announcer) return;
-  const text = outcome.getAttribute("data-announce");
+  announcePending.push(outcome.getAttribute("data-announce"));
   outcome.removeAttribute("data-announce");
   announcer.textContent = "";
   clearTimeout(announceTimer);
-  announceTimer = setTimeout(function () { announcer.textContent = text; }, 100);
+  announceTimer = setTimeout(function () {
+    announcer.textContent = announcePending.join(" ");
+    announcePending = [];
+  }, 100);
 });
 
 // The same swap would drop a keyboard user whose focus was inside the region to <body>,

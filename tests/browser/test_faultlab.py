@@ -114,3 +114,36 @@ def test_a_finished_fixture_is_announced_politely_and_focus_stays_on_its_button(
     page.reload()
     expect(page.locator(f"#fx-{FIXTURE}")).to_contain_text("PASS")
     expect(page.locator("#live-announcer")).to_have_text("")
+
+
+def test_two_fixtures_finishing_together_are_both_announced(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """Two rows whose answers arrive within the same moment are both said, in the order
+    they arrived, in one announcement: neither outcome replaces the other."""
+    second = "decreased_counter"
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/faultlab/")
+    page.evaluate(RECORD_ANNOUNCEMENTS)
+    # Each fixture runs on the server; its answer is held here until both are in, then
+    # both are handed to the page one right after the other.
+    answered: list[Any] = []
+    page.route("**/faultlab/run/", lambda route: answered.append((route, route.fetch())))
+    page.locator(f"#fx-run-{FIXTURE}").click()
+    page.locator(f"#fx-run-{second}").click()
+    for _ in range(600):
+        if len(answered) == 2:
+            break
+        page.wait_for_timeout(50)
+    assert len(answered) == 2
+    for route, response in answered:
+        route.fulfill(response=response)
+
+    announcer = page.locator("#live-announcer")
+    expect(page.locator(f"#fx-{second}")).to_contain_text("PASS")
+    expect(announcer).to_contain_text(f"Fixture {FIXTURE} finished: PASS")
+    expect(announcer).to_contain_text(f"Fixture {second} finished: PASS")
+    page.wait_for_timeout(300)
+    announced = page.evaluate("window.announced")
+    assert len(announced) == 1, announced
