@@ -150,3 +150,27 @@ def test_the_production_settings_load_from_the_example_and_refuse_demo_users():
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
     ).stdout.split()
     assert shown == ["False", "False", "celery", "fieldops_app", "False"]
+
+
+def test_the_image_never_holds_the_env_file_or_the_host_s_files():
+    """``COPY . .`` in the Dockerfile copies the whole build context: without a
+    .dockerignore the image held ``.env`` (every secret, in a layer anyone who pulls the
+    image can read), the host's virtualenv and its databases."""
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".env", ".venv", ".git", "var", "staticfiles", "*.sqlite3"} <= ignored
+    assert "COPY . ." in (ROOT / "Dockerfile").read_text()
+
+
+def test_the_readme_s_production_block_collects_static_files_before_gunicorn():
+    """The production settings serve hashed files from collectstatic's manifest: a web
+    process started without it answered 500 on every page ("Missing staticfiles manifest
+    entry"). docker-compose's web service runs it; the README's by-hand steps must too."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("### Two database roles in production", 1)[1].split("```sh", 1)[1]
+    block = block.split("```", 1)[0]
+    assert "collectstatic" in block
+    assert block.index("collectstatic") < block.index("gunicorn")
