@@ -174,3 +174,19 @@ def test_the_readme_s_production_block_collects_static_files_before_gunicorn():
     block = block.split("```", 1)[0]
     assert "collectstatic" in block
     assert block.index("collectstatic") < block.index("gunicorn")
+
+
+def test_make_worker_consumes_the_queue_the_web_process_sends_to():
+    """The web process sends its kicks to ``FIELDOPS_QUEUE`` (README): ``make worker`` with
+    ``-Q fieldops`` written out read another queue whenever that variable was set, and every
+    run waited forever for a worker."""
+    env = {**os.environ, "FIELDOPS_QUEUE": "north_queue"}
+    shown = subprocess.run(
+        ["make", "-n", "worker"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert "-Q north_queue" in shown, shown
+    env.pop("FIELDOPS_QUEUE")
+    shown = subprocess.run(
+        ["make", "-n", "worker"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert "-Q fieldops" in shown, shown
