@@ -190,3 +190,16 @@ def test_make_worker_consumes_the_queue_the_web_process_sends_to():
         ["make", "-n", "worker"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
     ).stdout
     assert "-Q fieldops" in shown, shown
+
+
+def test_every_long_running_service_is_restarted_when_it_exits():
+    """A Celery worker exits ("Unrecoverable error") when Redis restarts under it or its
+    pool cannot start, and beat or a worker killed by the OOM killer exits too. Without a
+    restart policy Compose left them down: no worker read the queue and no sweeper ran,
+    so every run waited forever (seen in scripts/production_chaos.py). Only the one-shot
+    ``migrate`` service stays down after it ran."""
+    for name, service in SERVICES.items():
+        if name == "migrate":
+            assert service.get("restart") == "no"
+        else:
+            assert service.get("restart") == "unless-stopped", name
