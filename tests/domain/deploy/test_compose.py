@@ -144,12 +144,13 @@ def test_the_production_settings_load_from_the_example_and_refuse_demo_users():
     code = (
         "import fieldops.settings_production as s; "
         "print(s.DEBUG, s.FIELDOPS_ALLOW_DEMO_USERS, s.FIELDOPS_EXECUTION, "
-        "s.DATABASES['default']['USER'], s.WHITENOISE_USE_FINDERS)"
+        "s.DATABASES['default']['USER'], s.WHITENOISE_USE_FINDERS, s.FIELDOPS_TRUSTED_PROXIES)"
     )
     shown = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
     ).stdout.split()
-    assert shown == ["False", "False", "celery", "fieldops_app", "False"]
+    # One trusted proxy (the TLS-terminating one): the sign-in throttle's client address.
+    assert shown == ["False", "False", "celery", "fieldops_app", "False", "1"]
 
 
 def test_the_image_never_holds_the_env_file_or_the_host_s_files():
