@@ -42,7 +42,7 @@ bench-quick: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" bash bench/run.sh --quick
 
 worker: $(STAMP)
-	$(BIN)/celery -A fieldops worker -l info --concurrency 2 -Q fieldops
+	$(BIN)/celery -A fieldops worker -l info --concurrency 2 -Q $(or $(FIELDOPS_QUEUE),fieldops)
 
 beat: $(STAMP)
 	$(BIN)/celery -A fieldops beat -l info

@@ -24,6 +24,7 @@ import unicodedata
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.db.models import Q
@@ -41,9 +42,23 @@ log = logging.getLogger("fieldops.access")
 
 def _address(request: HttpRequest) -> str | None:
     """The client's IP address, or None when the server gave none it could parse (a Unix
-    socket, say): such attempts are then limited per account only."""
+    socket, say): such attempts are then limited per account only.
+
+    Behind ``FIELDOPS_TRUSTED_PROXIES`` proxies (production: 1, the TLS-terminating proxy)
+    the connection comes from the nearest one, so the client is the address the farthest
+    trusted proxy appended to ``X-Forwarded-For`` (entries before it are the client's own
+    claims and are never read). Without a trusted proxy the header is ignored."""
+    raw = str(request.META.get("REMOTE_ADDR", ""))
+    hops = settings.FIELDOPS_TRUSTED_PROXIES
+    if hops > 0:
+        forwarded = [
+            a.strip() for a in str(request.META.get("HTTP_X_FORWARDED_FOR", "")).split(",")
+        ]
+        forwarded = [a for a in forwarded if a]
+        if len(forwarded) >= hops:
+            raw = forwarded[-hops]
     try:
-        return str(ipaddress.ip_address(str(request.META.get("REMOTE_ADDR", ""))))
+        return str(ipaddress.ip_address(raw))
     except ValueError:
         return None
 

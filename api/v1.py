@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from django.core.exceptions import PermissionDenied
+from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.text import capfirst
@@ -41,6 +43,8 @@ from kernel.canonical import unstorable
 from runs import services as runs
 from runs.console import filters
 from runs.models import Event, Run
+
+logger = logging.getLogger("fieldops.api")
 
 
 class BearerToken(HttpBearer):
@@ -132,6 +136,25 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return _error(request, 404, "not_found", "No such object.")
 
 
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def _database_lost(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
+    """The connection to PostgreSQL broke under the request (a restart, a failover, a
+    terminated backend): a JSON 503 the client can act on, not the console's HTML 500.
+    Whether a write committed before the break is unknown, so the client reads again."""
+    logger.warning("database connection lost: %s %s", request.method, request.path, exc_info=exc)
+    response = _error(
+        request,
+        503,
+        "database_unavailable",
+        "The connection to the database was lost while answering; the request may or may "
+        "not have taken effect: read the object again before you retry (a run start sent "
+        "again with the same Idempotency-Key starts at most one run).",
+    )
+    response["Retry-After"] = "5"
+    return response
+
+
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     # django-ninja wraps every failure of the parser in "Cannot parse request body".
@@ -178,7 +201,14 @@ def _text_or_json_integer(value: Any) -> Any:
 JsonInt = Annotated[int, BeforeValidator(_json_integer)]
 TextOrJsonInt = Annotated[str | int, BeforeValidator(_text_or_json_integer)]
 
-ERRORS: dict[int, Any] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+# 503: the database connection was lost while answering (see _database_lost).
+ERRORS: dict[int, Any] = {
+    400: ErrorOut,
+    401: ErrorOut,
+    403: ErrorOut,
+    404: ErrorOut,
+    503: ErrorOut,
+}
 
 
 # -- schemas ----------------------------------------------------------------------------

@@ -248,6 +248,10 @@ X_FRAME_OPTIONS = "DENY"
 FIELDOPS_EXECUTION = env("FIELDOPS_EXECUTION", "inprocess")
 # Demo users (known password) exist only in the embedded demo set-up.
 FIELDOPS_ALLOW_DEMO_USERS = env_bool("FIELDOPS_ALLOW_DEMO_USERS", True)
+# Proxies in front of the web process whose X-Forwarded-For is trusted for the client's
+# address (the sign-in throttle counts failures per address: access/signin.py). 0: none,
+# the header is ignored; production defaults to 1 (its TLS-terminating proxy).
+FIELDOPS_TRUSTED_PROXIES = int(env("FIELDOPS_TRUSTED_PROXIES", "0"))
 FIELDOPS_LEASE_SECONDS = int(env("FIELDOPS_LEASE_SECONDS", "60"))
 # A run that should move but shows no owner and no change for this long is re-driven.
 FIELDOPS_STUCK_AFTER_SECONDS = float(env("FIELDOPS_STUCK_AFTER_SECONDS", "30"))

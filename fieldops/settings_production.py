@@ -37,7 +37,13 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
 
 # Transport and cookies.
 SECURE_SSL_REDIRECT = True
+# Behind one TLS-terminating proxy, which must send X-Forwarded-Proto (https), keep Host,
+# and append the client's address to X-Forwarded-For (the sign-in throttle's address).
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+FIELDOPS_TRUSTED_PROXIES = int(env("FIELDOPS_TRUSTED_PROXIES", "1"))
+# Probes reach the process directly over plain HTTP (no proxy header): /healthz answers
+# them (liveness, nothing secret), instead of a 301 that says nothing about health.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 SECURE_HSTS_SECONDS = 60 * 60 * 24 * 365
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True

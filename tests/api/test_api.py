@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from django.db import InterfaceError, OperationalError
 from django.test import Client
 from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
@@ -342,3 +343,29 @@ def test_a_burst_of_token_requests_cannot_pass_the_limit(world: None, monkeypatc
     assert sorted(outcomes) == ["created", "refused", "refused", "refused"]
     active = ApiToken.objects.filter(user=user, revoked_at__isnull=True).count()
     assert active == tokens.MAX_ACTIVE_TOKENS
+
+
+@pytest.mark.parametrize("error", [OperationalError, InterfaceError])
+def test_a_database_connection_lost_mid_request_is_a_json_503(
+    waiting: Run, operator: Any, monkeypatch: Any, error: type[Exception]
+) -> None:
+    """The chaos drill (scripts/production_chaos.py) terminates the application role's
+    PostgreSQL connections: a request whose connection died got the console's HTML 500
+    page, which an API client cannot read, and no word on whether to retry."""
+
+    def lost(**_: Any) -> Any:
+        raise error("terminating connection due to administrator command")
+
+    monkeypatch.setattr("runs.services.run_cancel", lost)
+    response = Client(raise_request_exception=False).post(
+        f"{V1}/runs/{waiting.pk}/cancel",
+        data=json.dumps({"reason": "stop"}),
+        content_type="application/json",
+        **bearer(operator),
+    )
+    assert response.status_code == 503
+    assert response["Content-Type"].startswith("application/json")
+    assert response["Retry-After"] == "5"
+    body = response.json()
+    assert body["code"] == "database_unavailable"
+    assert "read the object again before you retry" in body["message"]

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.sessions.models import Session
+from django.test import Client
 
 from access import signin
 from access.models import SignInFailure
@@ -111,3 +112,38 @@ def test_unknown_names_are_counted_under_their_normalised_spelling(client, appro
     assert _login(client, "\u3000ghost", "guess").status_code == 429
     assert signin.throttle_key(f" {fullwidth('g')}host ") == "ghost"
     assert signin.throttle_key("  ") == ""
+
+
+def _through_proxy(client, username, password, client_address):
+    """A sign-in as the TLS-terminating proxy of the production set-up forwards it: the
+    connection comes from the proxy; the client's address is the last X-Forwarded-For."""
+    return client.post(
+        "/login/",
+        {"username": username, "password": password},
+        REMOTE_ADDR="10.9.9.9",
+        HTTP_X_FORWARDED_FOR=f"192.0.2.50, {client_address}",
+    )
+
+
+def test_behind_the_proxy_one_client_s_failures_do_not_lock_everyone_out(
+    client, approver, settings
+):
+    """Production runs behind a proxy, so REMOTE_ADDR was the proxy's for every person:
+    PER_ADDRESS failed sign-ins from anyone on the internet refused every sign-in of
+    everyone (429) for up to 15 minutes, again and again."""
+    settings.FIELDOPS_TRUSTED_PROXIES = 1
+    for n in range(signin.PER_ADDRESS):
+        _through_proxy(client, f"nobody-{n}", "wrong", "203.0.113.7")
+    assert _through_proxy(client, "approver", "pw-approver", "203.0.113.7").status_code == 429
+    assert _through_proxy(Client(), "approver", "pw-approver", "198.51.100.4").status_code == 302
+    assert set(SignInFailure.objects.values_list("address", flat=True)) == {"203.0.113.7"}
+
+
+def test_without_a_trusted_proxy_a_forwarded_address_is_ignored(client, approver, settings):
+    """The embedded default trusts no proxy: a client cannot escape the per-address limit by
+    sending an X-Forwarded-For of its choosing."""
+    settings.FIELDOPS_TRUSTED_PROXIES = 0
+    for n in range(signin.PER_ADDRESS):
+        _through_proxy(client, f"nobody-{n}", "wrong", f"203.0.113.{n}")
+    assert _through_proxy(Client(), "approver", "pw-approver", "198.51.100.4").status_code == 429
+    assert set(SignInFailure.objects.values_list("address", flat=True)) == {"10.9.9.9"}

@@ -144,9 +144,63 @@ def test_the_production_settings_load_from_the_example_and_refuse_demo_users():
     code = (
         "import fieldops.settings_production as s; "
         "print(s.DEBUG, s.FIELDOPS_ALLOW_DEMO_USERS, s.FIELDOPS_EXECUTION, "
-        "s.DATABASES['default']['USER'], s.WHITENOISE_USE_FINDERS)"
+        "s.DATABASES['default']['USER'], s.WHITENOISE_USE_FINDERS, s.FIELDOPS_TRUSTED_PROXIES)"
     )
     shown = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
     ).stdout.split()
-    assert shown == ["False", "False", "celery", "fieldops_app", "False"]
+    # One trusted proxy (the TLS-terminating one): the sign-in throttle's client address.
+    assert shown == ["False", "False", "celery", "fieldops_app", "False", "1"]
+
+
+def test_the_image_never_holds_the_env_file_or_the_host_s_files():
+    """``COPY . .`` in the Dockerfile copies the whole build context: without a
+    .dockerignore the image held ``.env`` (every secret, in a layer anyone who pulls the
+    image can read), the host's virtualenv and its databases."""
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".env", ".venv", ".git", "var", "staticfiles", "*.sqlite3"} <= ignored
+    assert "COPY . ." in (ROOT / "Dockerfile").read_text()
+
+
+def test_the_readme_s_production_block_collects_static_files_before_gunicorn():
+    """The production settings serve hashed files from collectstatic's manifest: a web
+    process started without it answered 500 on every page ("Missing staticfiles manifest
+    entry"). docker-compose's web service runs it; the README's by-hand steps must too."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("### Two database roles in production", 1)[1].split("```sh", 1)[1]
+    block = block.split("```", 1)[0]
+    assert "collectstatic" in block
+    assert block.index("collectstatic") < block.index("gunicorn")
+
+
+def test_make_worker_consumes_the_queue_the_web_process_sends_to():
+    """The web process sends its kicks to ``FIELDOPS_QUEUE`` (README): ``make worker`` with
+    ``-Q fieldops`` written out read another queue whenever that variable was set, and every
+    run waited forever for a worker."""
+    env = {**os.environ, "FIELDOPS_QUEUE": "north_queue"}
+    shown = subprocess.run(
+        ["make", "-n", "worker"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert "-Q north_queue" in shown, shown
+    env.pop("FIELDOPS_QUEUE")
+    shown = subprocess.run(
+        ["make", "-n", "worker"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert "-Q fieldops" in shown, shown
+
+
+def test_every_long_running_service_is_restarted_when_it_exits():
+    """A Celery worker exits ("Unrecoverable error") when Redis restarts under it or its
+    pool cannot start, and beat or a worker killed by the OOM killer exits too. Without a
+    restart policy Compose left them down: no worker read the queue and no sweeper ran,
+    so every run waited forever (seen in scripts/production_chaos.py). Only the one-shot
+    ``migrate`` service stays down after it ran."""
+    for name, service in SERVICES.items():
+        if name == "migrate":
+            assert service.get("restart") == "no"
+        else:
+            assert service.get("restart") == "unless-stopped", name

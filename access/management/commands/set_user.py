@@ -1,0 +1,97 @@
+"""set_user NAME --tenant T --role R...: a console user of a production deployment.
+
+The production settings never create demo users (``seed`` adds none), so this is how the
+people of a deployment get an account: a tenant (``Membership``) and their roles (groups).
+Creates the user or updates an existing one; the roles given replace the user's roles.
+A new user's password comes from ``$FIELDOPS_USER_PASSWORD`` or is asked for twice on a
+terminal (never from the command line, where ``ps`` and shell history would keep it).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from access.models import Membership
+from access.roles import ROLES, ensure_groups
+
+PASSWORD_VARIABLE = "FIELDOPS_USER_PASSWORD"  # noqa: S105 - the variable's name, not a secret
+
+
+class Command(BaseCommand):
+    help = (
+        "Create or update a console user: tenant and roles (approver, operator, "
+        f"catalog-admin). A new user's password comes from ${PASSWORD_VARIABLE} or a prompt."
+    )
+
+    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+        parser.add_argument("username")
+        parser.add_argument("--tenant", required=True, help="the tenant the user acts for")
+        parser.add_argument(
+            "--role",
+            action="append",
+            default=[],
+            choices=ROLES,
+            help="a role (repeat for several); the roles given replace the user's roles",
+        )
+        parser.add_argument("--email", default=None, help="where approval notices go")
+        parser.add_argument(
+            "--staff", action="store_true", help="may read GET /metrics with a session"
+        )
+        parser.add_argument(
+            "--password",
+            action="store_true",
+            help=f"set a new password for an existing user too (${PASSWORD_VARIABLE} or prompt)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        username = options["username"].strip()
+        tenant = options["tenant"].strip()
+        if not username or not tenant:
+            raise CommandError("a username and a tenant are required")
+        if not options["role"]:
+            raise CommandError(f"give at least one --role ({', '.join(ROLES)})")
+        user_model = get_user_model()
+        exists = user_model.objects.filter(username=username).exists()
+        password = self._password(username) if not exists or options["password"] else None
+        ensure_groups()
+        with transaction.atomic():
+            user, created = user_model.objects.get_or_create(username=username)
+            if password is not None:
+                user.set_password(password)
+            if options["email"] is not None:
+                user.email = options["email"]
+            if options["staff"]:
+                user.is_staff = True
+            user.save()
+            Membership.objects.update_or_create(user=user, defaults={"tenant": tenant})
+            user.groups.set(Group.objects.filter(name__in=options["role"]))
+        roles = ", ".join(sorted(set(options["role"])))
+        self.stdout.write(
+            f"{'created' if created else 'updated'} {username}: tenant {tenant}, roles {roles}"
+        )
+
+    def _password(self, username: str) -> str:
+        password = os.environ.get(PASSWORD_VARIABLE, "")
+        if not password:
+            if not sys.stdin.isatty():
+                raise CommandError(
+                    f"no password: set ${PASSWORD_VARIABLE} or run the command on a terminal"
+                )
+            password = getpass.getpass(f"Password for {username}: ")
+            if password != getpass.getpass("Password (again): "):
+                raise CommandError("the passwords differ")
+        try:
+            validate_password(password)
+        except ValidationError as exc:
+            raise CommandError(" ".join(exc.messages)) from exc
+        return password
