@@ -233,6 +233,67 @@ def test_a_tool_that_turns_unacceptable_is_refused_alone_and_pauses_its_mapping(
     assert lookup.lifecycle == Lifecycle.DEPRECATED
 
 
+def test_a_server_that_withdraws_every_tool_pauses_the_admitted_mapping(
+    catalog_admin, catalog_reviewer, changing_server: ChangingServer
+):
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    assert discover(server).ok
+    old = candidates(server)
+    services.capability_admit(
+        version_id=old["lookup_part"].pk,
+        user=catalog_reviewer,
+        local_ref="read_equipment@1.0.0",
+        **ADMISSION,
+    )
+    changing_server.set(serve=[], legacy=False)  # a complete listing: no tools at all
+    run = discover(server)
+    assert run.ok, run.message
+    assert sorted(run.summary["gone"]) == sorted(v.ref for v in old.values())
+    assert run.summary["paused"] == [old["lookup_part"].ref]
+    assert candidates(server) == {}
+    assert ToolDrift.objects.filter(kind=DriftKind.GONE).count() == 3
+    old["lookup_part"].refresh_from_db()
+    assert old["lookup_part"].lifecycle == Lifecycle.DEPRECATED
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-discovery", args=[run.pk])).content.decode()
+    assert "No longer served" in page and "3 gone" in page
+
+
+def test_a_server_whose_every_tool_turns_unacceptable_pauses_the_admitted_mapping(
+    catalog_admin, catalog_reviewer, changing_server: ChangingServer
+):
+    changing_server.set(serve=["lookup_part"])
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    assert discover(server).ok
+    lookup = candidates(server)["lookup_part"]
+    services.capability_admit(
+        version_id=lookup.pk, user=catalog_reviewer, local_ref="read_equipment@1.0.0", **ADMISSION
+    )
+    changing_server.set(serve=["lookup_part"], description="x" * 20_000)
+    run = discover(server)
+    assert run.ok, run.message
+    (refused,) = run.summary["refused"]
+    assert refused["name"] == "lookup_part" and "characters (limit" in refused["reasons"][0]
+    assert "1 refused" in run.message and "1 admitted mapping(s) paused" in run.message
+    drift = ToolDrift.objects.get(kind=DriftKind.REFUSED)
+    assert drift.paused == [lookup.ref] and drift.after is None
+    lookup.refresh_from_db()
+    assert lookup.lifecycle == Lifecycle.DEPRECATED
+
+
+def test_a_first_listing_with_nothing_acceptable_stores_nothing(
+    catalog_admin, changing_server: ChangingServer
+):
+    changing_server.set(serve=["lookup_part"], description="x" * 20_000)
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    before = stored()
+    run = discover(server)
+    assert not run.ok and run.code == "refused_all"
+    assert "characters (limit" in run.message
+    assert stored() == before
+
+
 def test_the_same_definition_on_two_servers_lists_both(
     catalog_admin, changing_server: ChangingServer
 ):
