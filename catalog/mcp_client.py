@@ -200,15 +200,34 @@ async def _tapped(inner: Any, tap: _Tap) -> AsyncIterator[Any]:
                 group.cancel_scope.cancel()
 
 
+# One HTTP answer (a JSON body, or an event stream, read as it comes) may carry at most this
+# many times the listing's byte budget, plus a mebibyte: the budget counts tools re-encoded
+# as UTF-8, a server may escape each character (``\ud83d\ude00`` is 12 bytes for 4).
+WIRE_FACTOR = 3
+
+
+def wire_limit(limits: Limits) -> int:
+    return WIRE_FACTOR * limits.max_bytes + 1024 * 1024
+
+
 @dataclass
 class _Wire:
     """How one attempt speaks to its target: ``kind`` is "stdio", ``STREAMABLE_HTTP`` or
     ``LEGACY_SSE``; ``status`` the HTTP status of the attempt's first request (the
-    initialize POST, or the legacy transport's GET), once answered."""
+    initialize POST, or the legacy transport's GET), once answered. ``tap`` (set by the
+    attempt) hears of an HTTP answer read past ``limit`` bytes."""
 
     kind: str
     status: int | None = None
     content_type: str = ""
+    limit: int = 0
+    tap: _Tap | None = None
+
+    def overflow(self, failure: DiscoveryFailed) -> None:
+        if self.tap is not None:
+            failure.stage = self.tap.stage
+            failure.message = failure.message.replace("{stage}", self.tap.stage)
+            self.tap.fail(failure)
 
     async def saw(self, response: httpx2.Response) -> None:
         if self.status is None:
@@ -229,11 +248,68 @@ class _Wire:
         the SDK never follows a redirect off the endpoint's origin, whatever it is told)."""
         options.setdefault("timeout", httpx2.Timeout(30.0, read=60.0))
         return httpx2.AsyncClient(
-            headers=dict(headers or {}),
+            # Uncompressed: a compressed answer's size is only known once it is decoded.
+            headers={**dict(headers or {}), "Accept-Encoding": "identity"},
             follow_redirects=False,
             event_hooks={"response": [self.saw]},
+            transport=_Bounded(httpx2.AsyncHTTPTransport(), self),
             **options,
         )
+
+
+class _Bounded(httpx2.AsyncBaseTransport):
+    """Reads every HTTP answer through ``_BoundedBody``: never more than ``wire.limit``."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, wire: _Wire) -> None:
+        self.inner = inner
+        self.wire = wire
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        response.stream = _BoundedBody(response.stream, self.wire, encoding)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, wire: _Wire, encoding: str) -> None:
+        self.inner = inner
+        self.wire = wire
+        self.encoding = encoding
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self.encoding not in ("", "identity"):
+            self.wire.overflow(
+                DiscoveryFailed(
+                    "http_error",
+                    f"the server answered {{stage}} compressed ({self.encoding[:40]}) though "
+                    "asked for an uncompressed answer: its size cannot be bounded before it "
+                    "is decoded; nothing was stored",
+                )
+            )
+            raise httpx2.DecodingError("compressed answer refused")
+        read = 0
+        async for chunk in self.inner:
+            read += len(chunk)
+            if read > self.wire.limit:
+                self.wire.overflow(
+                    DiscoveryFailed(
+                        "too_large",
+                        f"one HTTP answer to {{stage}} passed {self.wire.limit} bytes (the "
+                        "tool list may have at most "
+                        f"{(self.wire.limit - 1024 * 1024) // WIRE_FACTOR} bytes); it was not "
+                        "read further and nothing was stored",
+                    )
+                )
+                raise httpx2.ReadError("answer too large")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 def _transport(target: Target, errlog: IO[str], wire: _Wire) -> Any:
@@ -247,7 +323,9 @@ def _transport(target: Target, errlog: IO[str], wire: _Wire) -> Any:
             target.url, headers=dict(target.headers), httpx_client_factory=wire.client
         )
     client = wire.client(target.headers)
-    return _owning(client, streamable_http_client(target.url, http_client=client))
+    # An event may be as large as any answer (the SDK's own default is 1 MiB).
+    stream = streamable_http_client(target.url, http_client=client, max_sse_event_size=wire.limit)
+    return _owning(client, stream)
 
 
 @asynccontextmanager
@@ -470,6 +548,9 @@ async def _run(target: Target, limits: Limits) -> Fetched:
         return await _attempt(target, limits, wire, deadline)
     except DiscoveryFailed as failure:
         status = wire.status
+        answered = status is not None and 200 <= status < 300
+        if answered and failure.code == "server_error" and not _mcp_content(wire):
+            raise _not_an_endpoint(failure, wire) from None
         if status is None or status < 400:
             raise
         if not _try_legacy_after(status):
@@ -483,6 +564,7 @@ async def _run(target: Target, limits: Limits) -> Fetched:
 
 async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float) -> Fetched:
     tap = _Tap(limits)
+    wire.tap, wire.limit = tap, wire_limit(limits)
     with (
         tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as errlog,
         _SdkErrors() as sdk,
@@ -540,6 +622,22 @@ def _http_refusal(failure: DiscoveryFailed, status: int, target: Target) -> Disc
         "http_error",
         f"the server answered {failure.stage or 'the handshake'} with HTTP {status} "
         f"({_reason(status)}){_said(failure)}; {hint}; nothing was stored",
+        stage=failure.stage,
+    )
+
+
+def _mcp_content(wire: _Wire) -> bool:
+    return wire.content_type in ("application/json", "text/event-stream")
+
+
+def _not_an_endpoint(failure: DiscoveryFailed, wire: _Wire) -> DiscoveryFailed:
+    """The initialize POST was answered 2xx with something else than MCP (a web app's page)."""
+    return DiscoveryFailed(
+        "not_mcp",
+        f"the URL is not an MCP endpoint: a Streamable HTTP initialize POST was answered with "
+        f"HTTP {wire.status} ({wire.content_type or 'no content type'}), not MCP JSON-RPC "
+        "(application/json or text/event-stream). Is the URL the server's MCP endpoint (often "
+        "…/mcp, or …/sse for older servers)? Nothing was stored",
         stage=failure.stage,
     )
 

@@ -520,6 +520,50 @@ def test_a_legacy_endpoint_on_another_origin_is_refused(catalog_admin):
     assert stored() == before
 
 
+def test_a_page_of_more_than_one_mebibyte_in_one_event_stream_is_read(catalog_admin):
+    """An SDK server answers in an event stream: one page may exceed the SDK's default
+    event limit (1 MiB) and still be within the catalog's own limits."""
+    with serving(sys.executable, server_script("hostile_http"), "big-sse-page") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="big-page", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.ok, run.message
+    assert run.tools_listed == 400 and run.wire_bytes > 1024 * 1024
+
+
+def test_a_huge_http_answer_is_refused_before_it_is_read_whole(catalog_admin):
+    with serving(sys.executable, server_script("hostile_http"), "huge-body") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="huge-body", transport="http", url=f"{base}/mcp"
+        )
+        before = stored()
+        run = discover(server)
+    assert run.code == "too_large", run.message
+    assert "tools/list page 1" in run.message
+    assert stored() == before
+
+
+def test_a_compressed_answer_is_refused_as_its_size_is_unknown_until_decoded(catalog_admin):
+    with serving(sys.executable, server_script("hostile_http"), "gzip") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="gzip-body", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.code == "http_error", run.message
+    assert "tools/list page 1 compressed (gzip)" in run.message
+
+
+def test_a_web_page_answering_the_initialize_post_is_not_mcp(catalog_admin):
+    with serving(sys.executable, server_script("hostile_http"), "html") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="web-app", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.code == "not_mcp", run.message
+    assert "HTTP 200 (text/html)" in run.message and "not an MCP" in run.message
+
+
 def test_a_plain_web_page_is_no_event_stream(catalog_admin, tmp_path):
     """A web server that serves pages (GET 200 text/html) and implements no POST (501)."""
     (tmp_path / "index.html").write_text("<h1>tools</h1>")
