@@ -149,6 +149,9 @@ class _Tap:
             self.scope.cancel()
 
     def observe(self, item: SessionMessage | Exception) -> None:
+        if isinstance(item, Exception) and _too_deep(str(item)):
+            self.fail(_nested_too_deep(self.stage))
+            return
         if isinstance(item, Exception):
             self.fail(
                 DiscoveryFailed(
@@ -471,6 +474,8 @@ def _classify(exc: BaseException, stage: str) -> DiscoveryFailed:
                 f"the server did not answer {stage} in time; nothing was stored",
                 stage=stage,
             )
+        if _too_deep(exc.message):
+            return _nested_too_deep(stage)
         said = f"error {exc.code}: {_short(exc.message, 200)}"
         return DiscoveryFailed(
             "server_error", f"the server answered {stage} with {said}", stage=stage, said=said
@@ -511,6 +516,21 @@ def _classify(exc: BaseException, stage: str) -> DiscoveryFailed:
     return DiscoveryFailed(
         "unexpected",
         f"discovery failed during {stage}: {type(exc).__name__}: {_short(str(exc), 200)}",
+        stage=stage,
+    )
+
+
+def _too_deep(text: str) -> bool:
+    """The SDK's JSON parser (pydantic's) stops at its recursion limit: not junk, depth."""
+    return "recursion limit exceeded" in text
+
+
+def _nested_too_deep(stage: str) -> DiscoveryFailed:
+    return DiscoveryFailed(
+        "not_mcp",
+        f"the server's answer to {stage} is nested deeper than the MCP client's JSON parser "
+        f"reads (a tool definition may nest {discovery.MAX_DEPTH - 2} levels); nothing was "
+        "stored",
         stage=stage,
     )
 

@@ -642,6 +642,20 @@ def test_a_server_that_writes_junk(catalog_admin):
     assert stored() == before
 
 
+def test_a_listing_nested_deeper_than_the_parser_reads_says_so(catalog_admin):
+    run, before, _ = _hostile(catalog_admin, "deep", "broken", "deep")
+    assert run.code == "not_mcp"
+    assert "nested deeper than" in run.message and "tools/list page 1" in run.message
+    assert "does it log to stdout" not in run.message  # not junk: a listing too deep
+    assert stored() == before
+    with serving(sys.executable, server_script("hostile_http"), "deep") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="deep-http", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.code == "not_mcp" and "nested deeper than" in run.message, run.message
+
+
 def test_a_server_of_another_protocol_version(catalog_admin):
     run, before, _ = _hostile(catalog_admin, "old", "broken", "oldversion")
     assert run.code == "protocol_version" and "2023-01-01" in run.message

@@ -3,6 +3,7 @@
 python broken.py silent     # reads every request, never answers
 python broken.py junk       # answers every line with text that is not JSON-RPC
 python broken.py oldversion # completes initialize with protocol version 2023-01-01
+python broken.py deep       # lists a tool whose input schema nests 300 levels deep
 """
 
 from __future__ import annotations
@@ -29,7 +30,21 @@ for line in sys.stdin:
     message = json.loads(line)
     if "id" not in message:
         continue
-    if message.get("method") == "initialize":
+    if MODE == "deep" and message.get("method") == "initialize":
+        reply(
+            message["id"],
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "deep-server", "version": "0.0.1"},
+            },
+        )
+    elif MODE == "deep" and message.get("method") == "tools/list":
+        schema: dict = {"type": "object"}
+        for _ in range(150):
+            schema = {"type": "object", "properties": {"a": schema}}
+        reply(message["id"], {"tools": [{"name": "deep", "inputSchema": schema}]})
+    elif message.get("method") == "initialize":
         reply(
             message["id"],
             {

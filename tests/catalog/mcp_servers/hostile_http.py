@@ -5,6 +5,7 @@ python hostile_http.py big-sse-page PORT  # tools/list: one SSE event of ~1.6 MB
 python hostile_http.py huge-body PORT     # tools/list: a JSON body of 100 MiB
 python hostile_http.py html PORT          # every POST: 200 text/html (a web app's catch-all)
 python hostile_http.py gzip PORT          # tools/list: gzip-compressed, whatever was asked
+python hostile_http.py deep PORT          # tools/list: a tool whose schema nests 300 levels
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ class Handler(BaseHTTPRequestHandler):
             except OSError:
                 pass  # the client hung up
             return
+        elif method == "tools/list" and MODE == "deep":
+            schema: dict[str, object] = {"type": "object"}
+            for _ in range(150):
+                schema = {"type": "object", "properties": {"a": schema}}
+            reply["result"] = {"tools": [{"name": "deep", "inputSchema": schema}]}
         elif method == "tools/list" and MODE == "gzip":
             reply["result"] = {"tools": tools()}
             body = gzip.compress(json.dumps(reply).encode())
