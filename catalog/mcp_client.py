@@ -58,6 +58,10 @@ from kernel.canonical import storable
 
 STDERR_TAIL = 600
 MAX_INSTRUCTIONS = 2000
+# The identity is recorded with the discovery and every sighting of its listing: a text of
+# serverInfo is cut, and serverInfo or capabilities past this many bytes is not kept.
+MAX_IDENTITY_TEXT = 200
+MAX_IDENTITY_PART = 8 * 1024
 
 STREAMABLE_HTTP = "streamable-http"
 LEGACY_SSE = "sse"
@@ -348,16 +352,32 @@ def identity_of(client: Client, target: Target, wire: _Wire) -> dict[str, Any]:
     session = client.session
     instructions = session.instructions or ""
     # Untrusted text: storable as sent (a NUL shown as \u0000, never a failed save).
+    info = {
+        key: _cut(value, MAX_IDENTITY_TEXT) if isinstance(value, str) else value
+        for key, value in (_dump(session.server_info) or {}).items()
+    }
     return storable(
         {
-            "server_info": _dump(session.server_info) or {},
+            "server_info": _bounded(info),
             "protocol_version": session.protocol_version or "",
-            "capabilities": _dump(session.server_capabilities) or {},
+            "capabilities": _bounded(_dump(session.server_capabilities) or {}),
             "instructions": _cut(instructions.strip(), MAX_INSTRUCTIONS),
             "transport": target.transport,
             **({"http_transport": wire.kind} if target.transport == "http" else {}),
         }
     )
+
+
+def _bounded(part: dict[str, Any]) -> dict[str, Any]:
+    """``part`` of the identity as sent, or past ``MAX_IDENTITY_PART`` bytes a note of its
+    size and its first keys."""
+    size = len(json.dumps(part, ensure_ascii=False).encode("utf-8", "replace"))
+    if size <= MAX_IDENTITY_PART:
+        return part
+    return {
+        "_cut": f"{size} bytes, over the {MAX_IDENTITY_PART}-byte limit: not kept",
+        "keys": sorted(str(key)[:64] for key in part)[:50],
+    }
 
 
 async def _list_all(

@@ -656,6 +656,22 @@ def test_a_listing_nested_deeper_than_the_parser_reads_says_so(catalog_admin):
     assert run.code == "not_mcp" and "nested deeper than" in run.message, run.message
 
 
+def test_a_fat_server_identity_is_kept_bounded_not_copied_to_every_sighting(catalog_admin):
+    """The identity is recorded with every sighting: megabytes of serverInfo or
+    capabilities, copied a thousand times, would fill the database."""
+    run, _, _ = _hostile(catalog_admin, "fat", "broken", "fat")
+    assert run.ok, run.message
+    for identity in [run.identity, *ToolSighting.objects.values_list("identity", flat=True)]:
+        assert len(json.dumps(identity)) < 32 * 1024
+        name = identity["server_info"]["name"]
+        assert name.startswith("nnn") and len(name) <= 200 and name.endswith("…")
+        assert "over the" in identity["capabilities"]["_cut"]
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-server", args=[run.server_id]))
+    assert page.status_code == 200 and len(page.content) < 256 * 1024
+
+
 def test_a_server_of_another_protocol_version(catalog_admin):
     run, before, _ = _hostile(catalog_admin, "old", "broken", "oldversion")
     assert run.code == "protocol_version" and "2023-01-01" in run.message

@@ -4,6 +4,7 @@ python broken.py silent     # reads every request, never answers
 python broken.py junk       # answers every line with text that is not JSON-RPC
 python broken.py oldversion # completes initialize with protocol version 2023-01-01
 python broken.py deep       # lists a tool whose input schema nests 300 levels deep
+python broken.py fat        # a 1 MB serverInfo name and 3 MB of capabilities, 3 tools
 """
 
 from __future__ import annotations
@@ -30,7 +31,19 @@ for line in sys.stdin:
     message = json.loads(line)
     if "id" not in message:
         continue
-    if MODE == "deep" and message.get("method") == "initialize":
+    if MODE == "fat" and message.get("method") == "initialize":
+        reply(
+            message["id"],
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}, "experimental": {"x": {"blob": "b" * 3_000_000}}},
+                "serverInfo": {"name": "n" * 1_000_000, "version": "1.0"},
+            },
+        )
+    elif MODE == "fat" and message.get("method") == "tools/list":
+        listed = [{"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(3)]
+        reply(message["id"], {"tools": listed})
+    elif MODE == "deep" and message.get("method") == "initialize":
         reply(
             message["id"],
             {
