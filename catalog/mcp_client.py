@@ -32,8 +32,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
-import tempfile
 import threading
 from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -319,12 +319,12 @@ class _BoundedBody(httpx2.AsyncByteStream):
         await self.inner.aclose()
 
 
-def _transport(target: Target, errlog: IO[str], wire: _Wire) -> Any:
+def _transport(target: Target, errlog: _StderrTail, wire: _Wire) -> Any:
     if target.transport == "stdio":
         params = StdioServerParameters(
             command=target.command, args=list(target.args), cwd=target.cwd
         )
-        return stdio_client(params, errlog=errlog)
+        return stdio_client(params, errlog=errlog.file)
     if wire.kind == LEGACY_SSE:
         return sse_client(
             target.url, headers=dict(target.headers), httpx_client_factory=wire.client
@@ -381,7 +381,7 @@ def _bounded(part: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _list_all(
-    target: Target, limits: Limits, errlog: IO[str], tap: _Tap, wire: _Wire, deadline: float
+    target: Target, limits: Limits, errlog: _StderrTail, tap: _Tap, wire: _Wire, deadline: float
 ) -> Fetched:
     started = anyio.current_time()
     tools: list[Any] = []
@@ -605,16 +605,13 @@ async def _run(target: Target, limits: Limits) -> Fetched:
 async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float) -> Fetched:
     tap = _Tap(limits)
     wire.tap, wire.limit = tap, wire_limit(limits)
-    with (
-        tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as errlog,
-        _SdkErrors() as sdk,
-    ):
+    with _StderrTail() as errlog, _SdkErrors() as sdk:
         try:
             return await _list_all(target, limits, errlog, tap, wire, deadline)
         except Exception as exc:
             failure = tap.failure or _classify(exc, tap.stage)
             failure.stage = failure.stage or tap.stage
-            failure.stderr = _stderr_tail(errlog)
+            failure.stderr = errlog.tail()
             if sdk.first and failure.code in ("timeout", "unexpected", "connection_closed"):
                 # The SDK's transport tasks log what stopped them (e.g. an HTTP+SSE endpoint
                 # on another origin, which it refuses) and leave the session waiting.
@@ -725,15 +722,48 @@ def _reason(status: int) -> str:
         return "unknown status"
 
 
-def _stderr_tail(errlog: IO[str]) -> str:
-    try:
-        errlog.flush()
-        errlog.seek(0, 2)
-        size = errlog.tell()
-        errlog.seek(max(0, size - 4 * STDERR_TAIL))
-        return _short(errlog.read(), STDERR_TAIL) if size else ""
-    except (OSError, ValueError):
-        return ""
+class _StderrTail:
+    """The server's stderr: a pipe that a thread drains, keeping only its last bytes.
+
+    Never a file: a server may write gigabytes to stderr before the deadline stops it.
+    """
+
+    KEEP = 4 * STDERR_TAIL
+
+    def __init__(self) -> None:
+        read, write = os.pipe()
+        self._read = read
+        self.file: IO[str] = os.fdopen(write, "w", encoding="utf-8", errors="replace")
+        self._kept = b""
+        self._drainer = threading.Thread(target=self._drain, daemon=True, name="mcp-stderr")
+        self._drainer.start()
+
+    def _drain(self) -> None:
+        try:
+            while chunk := os.read(self._read, 65536):
+                self._kept = (self._kept + chunk)[-self.KEEP :]
+        finally:
+            os.close(self._read)
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def tail(self) -> str:
+        """The last of what the server wrote (call once it was stopped), ending with its
+        last words: "…" and the end of it when it wrote more."""
+        with contextlib.suppress(OSError):
+            self.file.close()
+        # A process the server started may still hold the pipe: wait a little, no more.
+        self._drainer.join(timeout=1.0)
+        text = " ".join(self._kept.decode("utf-8", "replace").split())
+        return text if len(text) <= STDERR_TAIL else "…" + text[-(STDERR_TAIL - 1) :]
+
+    def __enter__(self) -> _StderrTail:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
 
 
 def fetch_tools(target: Target, limits: Limits) -> Fetched:

@@ -672,6 +672,15 @@ def test_a_fat_server_identity_is_kept_bounded_not_copied_to_every_sighting(cata
     assert page.status_code == 200 and len(page.content) < 256 * 1024
 
 
+def test_a_flood_of_stderr_is_drained_not_spooled_to_disk(catalog_admin):
+    limits = mcp_client.Limits(timeout_seconds=5)
+    run, before, elapsed = _hostile(catalog_admin, "flood", "broken", "flood", limits)
+    assert run.code == "timeout" and elapsed < 15
+    assert run.stderr.endswith("my stderr is a pipe"), run.stderr[-80:]
+    assert len(run.stderr) <= mcp_client.STDERR_TAIL
+    assert stored() == before
+
+
 def test_a_server_of_another_protocol_version(catalog_admin):
     run, before, _ = _hostile(catalog_admin, "old", "broken", "oldversion")
     assert run.code == "protocol_version" and "2023-01-01" in run.message

@@ -5,15 +5,26 @@ python broken.py junk       # answers every line with text that is not JSON-RPC
 python broken.py oldversion # completes initialize with protocol version 2023-01-01
 python broken.py deep       # lists a tool whose input schema nests 300 levels deep
 python broken.py fat        # a 1 MB serverInfo name and 3 MB of capabilities, 3 tools
+python broken.py flood      # writes 64 MiB to stderr, then what its stderr is; never answers
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 import time
 
 MODE = sys.argv[1]
+
+if MODE == "flood":
+    # Would a flood of stderr land on the host's disk? Say what the catalog gave as stderr.
+    kind = "pipe" if stat.S_ISFIFO(os.fstat(2).st_mode) else "file"
+    for _ in range(64):
+        os.write(2, b"e" * (1024 * 1024))
+    os.write(2, f"\nmy stderr is a {kind}\n".encode())
+    time.sleep(3600)
 
 
 def reply(message_id: object, result: object = None, error: object = None) -> None:
