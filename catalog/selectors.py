@@ -196,10 +196,19 @@ def candidate_view(row: CapabilityVersion) -> dict[str, Any]:
         },
         "execution": pretty(definition["execution"]) if "execution" in definition else "",
         "icons": [icon for icon in definition.get("icons", []) or [] if isinstance(icon, Mapping)],
-        "title": definition.get("title", ""),
+        **_title(definition),
         "drifts": list(row.drifts_from.select_related("after").all()[:20])
         + list(row.drifts_to.select_related("before").all()[:20]),
     }
+
+
+def _title(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """The tool's title as MCP says to show it: ``title``, else ``annotations.title``."""
+    annotations = definition.get("annotations")
+    if definition.get("title") or not isinstance(annotations, Mapping):
+        return {"title": definition.get("title", ""), "title_in_annotations": False}
+    title = annotations.get("title") or ""
+    return {"title": title, "title_in_annotations": bool(title)}
 
 
 def _contract_url(ref: str) -> str:
