@@ -48,9 +48,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp.types import JSONRPCResponse, PaginatedRequestParams
+from mcp.types import JSONRPCRequest, JSONRPCResponse, PaginatedRequestParams
 from pydantic import ValidationError
 
 from catalog.domain import discovery
@@ -145,6 +146,11 @@ class _Tap:
         self.failure: DiscoveryFailed | None = None
         self.scope: anyio.CancelScope | None = None
         self.stage = "starting the server"
+        self.sent: set[Any] = set()
+
+    def send(self, item: SessionMessage) -> None:
+        if isinstance(item.message, JSONRPCRequest):
+            self.sent.add(coerce_request_id(item.message.id))
 
     def fail(self, failure: DiscoveryFailed) -> None:
         if self.failure is None:
@@ -168,6 +174,21 @@ class _Tap:
             )
             return
         message = item.message
+        answered = message.id if isinstance(message, JSONRPCResponse) else None
+        if answered is not None and coerce_request_id(answered) not in self.sent:
+            # A result for no request: the SDK would drop it and wait for the real answer
+            # until the deadline. (An error for no request is dropped: a server may answer
+            # the client's own answers to its requests so.)
+            self.fail(
+                DiscoveryFailed(
+                    "not_mcp",
+                    f"the server answered a request with id {_short(repr(answered), 40)} "
+                    f"during {self.stage}, but no request had that id: it does not "
+                    "speak JSON-RPC correctly; nothing was stored",
+                    stage=self.stage,
+                )
+            )
+            return
         if isinstance(message, JSONRPCResponse) and isinstance(message.result, dict):
             if "tools" not in message.result:
                 return
@@ -190,6 +211,7 @@ async def _tapped(inner: Any, tap: _Tap) -> AsyncIterator[Any]:
     """A transport that forwards the inner one's streams through ``tap``."""
     async with inner as (read, write):
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        out, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
 
         async def forward() -> None:
             async with send:
@@ -199,10 +221,17 @@ async def _tapped(inner: Any, tap: _Tap) -> AsyncIterator[Any]:
                         return
                     await send.send(item)
 
+        async def forward_out() -> None:
+            async with write, outgoing:
+                async for item in outgoing:
+                    tap.send(item)
+                    await write.send(item)
+
         async with anyio.create_task_group() as group:
             group.start_soon(forward)
+            group.start_soon(forward_out)
             try:
-                yield receive, write
+                yield receive, out
             finally:
                 group.cancel_scope.cancel()
 

@@ -681,6 +681,13 @@ def test_a_flood_of_stderr_is_drained_not_spooled_to_disk(catalog_admin):
     assert stored() == before
 
 
+def test_an_answer_to_a_request_never_sent_fails_at_once(catalog_admin):
+    run, before, elapsed = _hostile(catalog_admin, "wrongid", "broken", "wrongid")
+    assert run.code == "not_mcp" and elapsed < 5, (run.code, elapsed)
+    assert "id 999" in run.message and "the handshake" in run.message
+    assert stored() == before
+
+
 def test_a_server_of_another_protocol_version(catalog_admin):
     run, before, _ = _hostile(catalog_admin, "old", "broken", "oldversion")
     assert run.code == "protocol_version" and "2023-01-01" in run.message

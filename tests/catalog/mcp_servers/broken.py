@@ -6,6 +6,7 @@ python broken.py oldversion # completes initialize with protocol version 2023-01
 python broken.py deep       # lists a tool whose input schema nests 300 levels deep
 python broken.py fat        # a 1 MB serverInfo name and 3 MB of capabilities, 3 tools
 python broken.py flood      # writes 64 MiB to stderr, then what its stderr is; never answers
+python broken.py wrongid    # gives every result id 999, a request it was never sent
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ for line in sys.stdin:
     message = json.loads(line)
     if "id" not in message:
         continue
+    if MODE == "wrongid" and message.get("method") == "initialize":
+        message["id"] = 999
     if MODE == "fat" and message.get("method") == "initialize":
         reply(
             message["id"],
