@@ -431,14 +431,16 @@ def discovery_view(run: Any) -> dict[str, Any]:
 
 
 def _versions_by_refs(refs: set[str]) -> list[CapabilityVersion]:
-    from django.db.models import Q
-
-    query = Q(pk__in=[])
-    for ref in refs:
-        parsed = parse_ref(ref)
-        if parsed:
-            query |= Q(capability_id=parsed[0], version=parsed[1])
-    return list(CapabilityVersion.objects.filter(query)) if refs else []
+    """The rows of ``refs`` in one query: by names and versions, then paired here (one OR
+    per ref is an expression SQLite refuses past about a thousand refs)."""
+    wanted = {parsed for parsed in map(parse_ref, refs) if parsed}
+    if not wanted:
+        return []
+    rows = CapabilityVersion.objects.filter(
+        capability_id__in={name for name, _ in wanted},
+        version__in={version for _, version in wanted},
+    )
+    return [row for row in rows if (row.capability_id, row.version) in wanted]
 
 
 def sightings_of(row: CapabilityVersion) -> list[Any]:

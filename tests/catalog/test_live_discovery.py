@@ -603,6 +603,16 @@ def test_hundreds_of_tools_across_pages_are_all_imported(catalog_admin):
     assert elapsed < 30, elapsed
 
 
+def test_a_discovery_of_a_thousand_tools_shows_its_page(catalog_admin):
+    run, _, _ = _hostile(catalog_admin, "paged-1000", "paged", "1000 100")
+    assert run.ok and len(run.summary["created"]) == 1000, run.message
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-discovery", args=[run.pk]))
+    assert page.status_code == 200
+    assert page.content.decode().count('href="/catalog/candidates/') >= 1000
+
+
 def test_a_one_megabyte_description_refuses_that_tool_alone(catalog_admin):
     run, _, _ = _hostile(catalog_admin, "big", "paged", "3 10 --description-bytes 1048576")
     assert run.ok and run.wire_bytes > 1_048_576
