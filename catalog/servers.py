@@ -267,13 +267,17 @@ def tool_server_discover(
             # the same, recorded so that its drift pauses what was admitted from it.
             listing = discovery.parse_tools(fetched.tools, allow_none=True)
         else:
+            why = (
+                "the server listed no tool the catalog can accept: " + "; ".join(exc.errors)
+                if fetched.tools
+                else "the server lists no tools (its tools/list is empty); nothing was stored"
+            )
             return _failed(
                 server,
                 user=user,
                 trigger=trigger,
                 code="refused_all",
-                message="the server listed no tool the catalog can accept: "
-                + "; ".join(exc.errors),
+                message=why,
                 stage="checking the definitions",
                 fetched=fetched,
                 summary={"refused_errors": exc.errors},

@@ -282,6 +282,14 @@ def test_a_server_whose_every_tool_turns_unacceptable_pauses_the_admitted_mappin
     assert lookup.lifecycle == Lifecycle.DEPRECATED
 
 
+def test_a_first_listing_of_no_tools_says_so(catalog_admin, changing_server: ChangingServer):
+    changing_server.set(serve=[])
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    run = discover(server)
+    assert not run.ok and run.code == "refused_all"
+    assert run.message == "the server lists no tools (its tools/list is empty); nothing was stored"
+
+
 def test_a_first_listing_with_nothing_acceptable_stores_nothing(
     catalog_admin, changing_server: ChangingServer
 ):
