@@ -549,6 +549,16 @@ def _classify(exc: BaseException, stage: str) -> DiscoveryFailed:
             f"the server command could not be started ({_short(str(exc), 200)})",
             stage=stage,
         )
+    event = re.search(r"Server-sent event exceeded the (\d+) byte limit", str(exc))
+    if isinstance(exc, httpx2.HTTPError) and event:
+        return DiscoveryFailed(
+            "too_large",
+            f"one event of the server's event stream passed {event.group(1)} bytes during "
+            f"{stage}: the MCP SDK's limit for one event of the deprecated HTTP+SSE transport "
+            "(a page of the tool list, there); list fewer tools per page, or serve Streamable "
+            "HTTP. Nothing was stored",
+            stage=stage,
+        )
     if isinstance(exc, httpx2.HTTPError):
         return DiscoveryFailed(
             "http_error",

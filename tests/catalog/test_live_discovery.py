@@ -572,6 +572,19 @@ def test_a_web_page_answering_the_initialize_post_is_not_mcp(catalog_admin):
     assert "HTTP 200 (text/html)" in run.message and "not an MCP" in run.message
 
 
+def test_a_legacy_event_over_the_sdks_limit_is_too_large_saying_whose_limit(catalog_admin):
+    with serving(sys.executable, server_script("legacy_sse"), "--big-page") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="legacy-big", transport="http", url=f"{base}/sse"
+        )
+        before = stored()
+        run = discover(server)
+    assert run.code == "too_large", run.message
+    assert "tools/list page 2" in run.message and "1048576 bytes" in run.message
+    assert "deprecated HTTP+SSE" in run.message
+    assert stored() == before
+
+
 def test_a_plain_web_page_is_no_event_stream(catalog_admin, tmp_path):
     """A web server that serves pages (GET 200 text/html) and implements no POST (501)."""
     (tmp_path / "index.html").write_text("<h1>tools</h1>")
