@@ -35,6 +35,7 @@ import logging
 import os
 import re
 import threading
+import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -288,27 +289,42 @@ class _Wire:
             headers={**dict(headers or {}), "Accept-Encoding": "identity"},
             follow_redirects=False,
             event_hooks={"response": [self.saw]},
-            transport=_Bounded(httpx2.AsyncHTTPTransport(), self),
+            transport=_Bounded(self),
             **options,
         )
 
 
 class _Bounded(httpx2.AsyncBaseTransport):
-    """Reads every HTTP answer through ``_BoundedBody``: never more than ``wire.limit``."""
+    """Reads every HTTP answer through ``_BoundedBody``: never more than ``wire.limit``.
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, wire: _Wire) -> None:
-        self.inner = inner
+    A client given its own transport no longer reads the environment's proxy settings:
+    each request goes through the proxy they name for its URL (``HTTP_PROXY``,
+    ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``), as the client's default transport did.
+    """
+
+    def __init__(self, wire: _Wire) -> None:
         self.wire = wire
+        self.transports: dict[str | None, httpx2.AsyncHTTPTransport] = {}
+
+    def _inner(self, url: httpx2.URL) -> httpx2.AsyncHTTPTransport:
+        proxies = urllib.request.getproxies_environment()
+        proxy = None
+        if not urllib.request.proxy_bypass_environment(url.host, proxies):
+            proxy = proxies.get(url.scheme) or proxies.get("all")
+        if proxy not in self.transports:
+            self.transports[proxy] = httpx2.AsyncHTTPTransport(proxy=proxy)
+        return self.transports[proxy]
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self.inner.handle_async_request(request)
+        response = await self._inner(request.url).handle_async_request(request)
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         response.stream = _BoundedBody(response.stream, self.wire, encoding)
         return response
 
     async def aclose(self) -> None:
-        await self.inner.aclose()
+        for transport in self.transports.values():
+            await transport.aclose()
 
 
 class _BoundedBody(httpx2.AsyncByteStream):

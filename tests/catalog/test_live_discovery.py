@@ -392,6 +392,27 @@ def test_a_streamable_http_server_with_a_credential_reference(
         assert token not in dumped, model.__name__
 
 
+def test_an_http_server_is_reached_through_the_environments_proxy(
+    catalog_admin, http_server, monkeypatch
+):
+    url, token = http_server
+    monkeypatch.setenv("FIELDOPS_MCP_TOKEN_PARTS", token)
+    server = servers.tool_server_register(
+        user=catalog_admin,
+        name="parts-proxied",
+        transport="http",
+        url=url,
+        credential_ref="env:FIELDOPS_MCP_TOKEN_PARTS",
+    )
+    for name in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{_free_port()}")  # nothing there
+    run = discover(server, limits=mcp_client.Limits(timeout_seconds=5))
+    assert run.code == "http_error", run.message  # the proxy was asked, and is not there
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    assert discover(server).ok  # NO_PROXY is honoured too
+
+
 def test_a_refused_credential_quotes_the_servers_own_error_once(
     catalog_admin, changing_server, monkeypatch
 ):
