@@ -32,9 +32,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
-import tempfile
 import threading
+import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -48,9 +49,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp.types import JSONRPCResponse, PaginatedRequestParams
+from mcp.types import JSONRPCRequest, JSONRPCResponse, PaginatedRequestParams
 from pydantic import ValidationError
 
 from catalog.domain import discovery
@@ -58,6 +60,10 @@ from kernel.canonical import storable
 
 STDERR_TAIL = 600
 MAX_INSTRUCTIONS = 2000
+# The identity is recorded with the discovery and every sighting of its listing: a text of
+# serverInfo is cut, and serverInfo or capabilities past this many bytes is not kept.
+MAX_IDENTITY_TEXT = 200
+MAX_IDENTITY_PART = 8 * 1024
 
 STREAMABLE_HTTP = "streamable-http"
 LEGACY_SSE = "sse"
@@ -141,6 +147,11 @@ class _Tap:
         self.failure: DiscoveryFailed | None = None
         self.scope: anyio.CancelScope | None = None
         self.stage = "starting the server"
+        self.sent: set[Any] = set()
+
+    def send(self, item: SessionMessage) -> None:
+        if isinstance(item.message, JSONRPCRequest):
+            self.sent.add(coerce_request_id(item.message.id))
 
     def fail(self, failure: DiscoveryFailed) -> None:
         if self.failure is None:
@@ -149,6 +160,9 @@ class _Tap:
             self.scope.cancel()
 
     def observe(self, item: SessionMessage | Exception) -> None:
+        if isinstance(item, Exception) and _too_deep(str(item)):
+            self.fail(_nested_too_deep(self.stage))
+            return
         if isinstance(item, Exception):
             self.fail(
                 DiscoveryFailed(
@@ -161,6 +175,21 @@ class _Tap:
             )
             return
         message = item.message
+        answered = message.id if isinstance(message, JSONRPCResponse) else None
+        if answered is not None and coerce_request_id(answered) not in self.sent:
+            # A result for no request: the SDK would drop it and wait for the real answer
+            # until the deadline. (An error for no request is dropped: a server may answer
+            # the client's own answers to its requests so.)
+            self.fail(
+                DiscoveryFailed(
+                    "not_mcp",
+                    f"the server answered a request with id {_short(repr(answered), 40)} "
+                    f"during {self.stage}, but no request had that id: it does not "
+                    "speak JSON-RPC correctly; nothing was stored",
+                    stage=self.stage,
+                )
+            )
+            return
         if isinstance(message, JSONRPCResponse) and isinstance(message.result, dict):
             if "tools" not in message.result:
                 return
@@ -183,6 +212,7 @@ async def _tapped(inner: Any, tap: _Tap) -> AsyncIterator[Any]:
     """A transport that forwards the inner one's streams through ``tap``."""
     async with inner as (read, write):
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        out, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
 
         async def forward() -> None:
             async with send:
@@ -192,23 +222,49 @@ async def _tapped(inner: Any, tap: _Tap) -> AsyncIterator[Any]:
                         return
                     await send.send(item)
 
+        async def forward_out() -> None:
+            async with write, outgoing:
+                async for item in outgoing:
+                    tap.send(item)
+                    await write.send(item)
+
         async with anyio.create_task_group() as group:
             group.start_soon(forward)
+            group.start_soon(forward_out)
             try:
-                yield receive, write
+                yield receive, out
             finally:
                 group.cancel_scope.cancel()
+
+
+# One HTTP answer (a JSON body, or an event stream, read as it comes) may carry at most this
+# many times the listing's byte budget, plus a mebibyte: the budget counts tools re-encoded
+# as UTF-8, a server may escape each character (``\ud83d\ude00`` is 12 bytes for 4).
+WIRE_FACTOR = 3
+
+
+def wire_limit(limits: Limits) -> int:
+    return WIRE_FACTOR * limits.max_bytes + 1024 * 1024
 
 
 @dataclass
 class _Wire:
     """How one attempt speaks to its target: ``kind`` is "stdio", ``STREAMABLE_HTTP`` or
     ``LEGACY_SSE``; ``status`` the HTTP status of the attempt's first request (the
-    initialize POST, or the legacy transport's GET), once answered."""
+    initialize POST, or the legacy transport's GET), once answered. ``tap`` (set by the
+    attempt) hears of an HTTP answer read past ``limit`` bytes."""
 
     kind: str
     status: int | None = None
     content_type: str = ""
+    limit: int = 0
+    tap: _Tap | None = None
+
+    def overflow(self, failure: DiscoveryFailed) -> None:
+        if self.tap is not None:
+            failure.stage = self.tap.stage
+            failure.message = failure.message.replace("{stage}", self.tap.stage)
+            self.tap.fail(failure)
 
     async def saw(self, response: httpx2.Response) -> None:
         if self.status is None:
@@ -229,25 +285,99 @@ class _Wire:
         the SDK never follows a redirect off the endpoint's origin, whatever it is told)."""
         options.setdefault("timeout", httpx2.Timeout(30.0, read=60.0))
         return httpx2.AsyncClient(
-            headers=dict(headers or {}),
+            # Uncompressed: a compressed answer's size is only known once it is decoded.
+            headers={**dict(headers or {}), "Accept-Encoding": "identity"},
             follow_redirects=False,
             event_hooks={"response": [self.saw]},
+            transport=_Bounded(self),
             **options,
         )
 
 
-def _transport(target: Target, errlog: IO[str], wire: _Wire) -> Any:
+class _Bounded(httpx2.AsyncBaseTransport):
+    """Reads every HTTP answer through ``_BoundedBody``: never more than ``wire.limit``.
+
+    A client given its own transport no longer reads the environment's proxy settings:
+    each request goes through the proxy they name for its URL (``HTTP_PROXY``,
+    ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``), as the client's default transport did.
+    """
+
+    def __init__(self, wire: _Wire) -> None:
+        self.wire = wire
+        self.transports: dict[str | None, httpx2.AsyncHTTPTransport] = {}
+
+    def _inner(self, url: httpx2.URL) -> httpx2.AsyncHTTPTransport:
+        proxies = urllib.request.getproxies_environment()
+        proxy = None
+        if not urllib.request.proxy_bypass_environment(url.host, proxies):
+            proxy = proxies.get(url.scheme) or proxies.get("all")
+        if proxy not in self.transports:
+            self.transports[proxy] = httpx2.AsyncHTTPTransport(proxy=proxy)
+        return self.transports[proxy]
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner(request.url).handle_async_request(request)
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        response.stream = _BoundedBody(response.stream, self.wire, encoding)
+        return response
+
+    async def aclose(self) -> None:
+        for transport in self.transports.values():
+            await transport.aclose()
+
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, wire: _Wire, encoding: str) -> None:
+        self.inner = inner
+        self.wire = wire
+        self.encoding = encoding
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self.encoding not in ("", "identity"):
+            self.wire.overflow(
+                DiscoveryFailed(
+                    "http_error",
+                    f"the server answered {{stage}} compressed ({self.encoding[:40]}) though "
+                    "asked for an uncompressed answer: its size cannot be bounded before it "
+                    "is decoded; nothing was stored",
+                )
+            )
+            raise httpx2.DecodingError("compressed answer refused")
+        read = 0
+        async for chunk in self.inner:
+            read += len(chunk)
+            if read > self.wire.limit:
+                self.wire.overflow(
+                    DiscoveryFailed(
+                        "too_large",
+                        f"one HTTP answer to {{stage}} passed {self.wire.limit} bytes (the "
+                        "tool list may have at most "
+                        f"{(self.wire.limit - 1024 * 1024) // WIRE_FACTOR} bytes); it was not "
+                        "read further and nothing was stored",
+                    )
+                )
+                raise httpx2.ReadError("answer too large")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _transport(target: Target, errlog: _StderrTail, wire: _Wire) -> Any:
     if target.transport == "stdio":
         params = StdioServerParameters(
             command=target.command, args=list(target.args), cwd=target.cwd
         )
-        return stdio_client(params, errlog=errlog)
+        return stdio_client(params, errlog=errlog.file)
     if wire.kind == LEGACY_SSE:
         return sse_client(
             target.url, headers=dict(target.headers), httpx_client_factory=wire.client
         )
     client = wire.client(target.headers)
-    return _owning(client, streamable_http_client(target.url, http_client=client))
+    # An event may be as large as any answer (the SDK's own default is 1 MiB).
+    stream = streamable_http_client(target.url, http_client=client, max_sse_event_size=wire.limit)
+    return _owning(client, stream)
 
 
 @asynccontextmanager
@@ -267,11 +397,15 @@ def identity_of(client: Client, target: Target, wire: _Wire) -> dict[str, Any]:
     session = client.session
     instructions = session.instructions or ""
     # Untrusted text: storable as sent (a NUL shown as \u0000, never a failed save).
+    info = {
+        key: _cut(value, MAX_IDENTITY_TEXT) if isinstance(value, str) else value
+        for key, value in (_dump(session.server_info) or {}).items()
+    }
     return storable(
         {
-            "server_info": _dump(session.server_info) or {},
+            "server_info": _bounded(info),
             "protocol_version": session.protocol_version or "",
-            "capabilities": _dump(session.server_capabilities) or {},
+            "capabilities": _bounded(_dump(session.server_capabilities) or {}),
             "instructions": _cut(instructions.strip(), MAX_INSTRUCTIONS),
             "transport": target.transport,
             **({"http_transport": wire.kind} if target.transport == "http" else {}),
@@ -279,8 +413,20 @@ def identity_of(client: Client, target: Target, wire: _Wire) -> dict[str, Any]:
     )
 
 
+def _bounded(part: dict[str, Any]) -> dict[str, Any]:
+    """``part`` of the identity as sent, or past ``MAX_IDENTITY_PART`` bytes a note of its
+    size and its first keys."""
+    size = len(json.dumps(part, ensure_ascii=False).encode("utf-8", "replace"))
+    if size <= MAX_IDENTITY_PART:
+        return part
+    return {
+        "_cut": f"{size} bytes, over the {MAX_IDENTITY_PART}-byte limit: not kept",
+        "keys": sorted(str(key)[:64] for key in part)[:50],
+    }
+
+
 async def _list_all(
-    target: Target, limits: Limits, errlog: IO[str], tap: _Tap, wire: _Wire, deadline: float
+    target: Target, limits: Limits, errlog: _StderrTail, tap: _Tap, wire: _Wire, deadline: float
 ) -> Fetched:
     started = anyio.current_time()
     tools: list[Any] = []
@@ -393,6 +539,8 @@ def _classify(exc: BaseException, stage: str) -> DiscoveryFailed:
                 f"the server did not answer {stage} in time; nothing was stored",
                 stage=stage,
             )
+        if _too_deep(exc.message):
+            return _nested_too_deep(stage)
         said = f"error {exc.code}: {_short(exc.message, 200)}"
         return DiscoveryFailed(
             "server_error", f"the server answered {stage} with {said}", stage=stage, said=said
@@ -417,6 +565,16 @@ def _classify(exc: BaseException, stage: str) -> DiscoveryFailed:
             f"the server command could not be started ({_short(str(exc), 200)})",
             stage=stage,
         )
+    event = re.search(r"Server-sent event exceeded the (\d+) byte limit", str(exc))
+    if isinstance(exc, httpx2.HTTPError) and event:
+        return DiscoveryFailed(
+            "too_large",
+            f"one event of the server's event stream passed {event.group(1)} bytes during "
+            f"{stage}: the MCP SDK's limit for one event of the deprecated HTTP+SSE transport "
+            "(a page of the tool list, there); list fewer tools per page, or serve Streamable "
+            "HTTP. Nothing was stored",
+            stage=stage,
+        )
     if isinstance(exc, httpx2.HTTPError):
         return DiscoveryFailed(
             "http_error",
@@ -433,6 +591,21 @@ def _classify(exc: BaseException, stage: str) -> DiscoveryFailed:
     return DiscoveryFailed(
         "unexpected",
         f"discovery failed during {stage}: {type(exc).__name__}: {_short(str(exc), 200)}",
+        stage=stage,
+    )
+
+
+def _too_deep(text: str) -> bool:
+    """The SDK's JSON parser (pydantic's) stops at its recursion limit: not junk, depth."""
+    return "recursion limit exceeded" in text
+
+
+def _nested_too_deep(stage: str) -> DiscoveryFailed:
+    return DiscoveryFailed(
+        "not_mcp",
+        f"the server's answer to {stage} is nested deeper than the MCP client's JSON parser "
+        f"reads (a tool definition may nest {discovery.MAX_DEPTH - 2} levels); nothing was "
+        "stored",
         stage=stage,
     )
 
@@ -470,6 +643,9 @@ async def _run(target: Target, limits: Limits) -> Fetched:
         return await _attempt(target, limits, wire, deadline)
     except DiscoveryFailed as failure:
         status = wire.status
+        answered = status is not None and 200 <= status < 300
+        if answered and failure.code == "server_error" and not _mcp_content(wire):
+            raise _not_an_endpoint(failure, wire) from None
         if status is None or status < 400:
             raise
         if not _try_legacy_after(status):
@@ -483,16 +659,14 @@ async def _run(target: Target, limits: Limits) -> Fetched:
 
 async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float) -> Fetched:
     tap = _Tap(limits)
-    with (
-        tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as errlog,
-        _SdkErrors() as sdk,
-    ):
+    wire.tap, wire.limit = tap, wire_limit(limits)
+    with _StderrTail() as errlog, _SdkErrors() as sdk:
         try:
             return await _list_all(target, limits, errlog, tap, wire, deadline)
         except Exception as exc:
             failure = tap.failure or _classify(exc, tap.stage)
             failure.stage = failure.stage or tap.stage
-            failure.stderr = _stderr_tail(errlog)
+            failure.stderr = errlog.tail()
             if sdk.first and failure.code in ("timeout", "unexpected", "connection_closed"):
                 # The SDK's transport tasks log what stopped them (e.g. an HTTP+SSE endpoint
                 # on another origin, which it refuses) and leave the session waiting.
@@ -544,6 +718,22 @@ def _http_refusal(failure: DiscoveryFailed, status: int, target: Target) -> Disc
     )
 
 
+def _mcp_content(wire: _Wire) -> bool:
+    return wire.content_type in ("application/json", "text/event-stream")
+
+
+def _not_an_endpoint(failure: DiscoveryFailed, wire: _Wire) -> DiscoveryFailed:
+    """The initialize POST was answered 2xx with something else than MCP (a web app's page)."""
+    return DiscoveryFailed(
+        "not_mcp",
+        f"the URL is not an MCP endpoint: a Streamable HTTP initialize POST was answered with "
+        f"HTTP {wire.status} ({wire.content_type or 'no content type'}), not MCP JSON-RPC "
+        "(application/json or text/event-stream). Is the URL the server's MCP endpoint (often "
+        "…/mcp, or …/sse for older servers)? Nothing was stored",
+        stage=failure.stage,
+    )
+
+
 def _neither(
     first: DiscoveryFailed, status: int, second: DiscoveryFailed, legacy: _Wire
 ) -> DiscoveryFailed:
@@ -587,15 +777,48 @@ def _reason(status: int) -> str:
         return "unknown status"
 
 
-def _stderr_tail(errlog: IO[str]) -> str:
-    try:
-        errlog.flush()
-        errlog.seek(0, 2)
-        size = errlog.tell()
-        errlog.seek(max(0, size - 4 * STDERR_TAIL))
-        return _short(errlog.read(), STDERR_TAIL) if size else ""
-    except (OSError, ValueError):
-        return ""
+class _StderrTail:
+    """The server's stderr: a pipe that a thread drains, keeping only its last bytes.
+
+    Never a file: a server may write gigabytes to stderr before the deadline stops it.
+    """
+
+    KEEP = 4 * STDERR_TAIL
+
+    def __init__(self) -> None:
+        read, write = os.pipe()
+        self._read = read
+        self.file: IO[str] = os.fdopen(write, "w", encoding="utf-8", errors="replace")
+        self._kept = b""
+        self._drainer = threading.Thread(target=self._drain, daemon=True, name="mcp-stderr")
+        self._drainer.start()
+
+    def _drain(self) -> None:
+        try:
+            while chunk := os.read(self._read, 65536):
+                self._kept = (self._kept + chunk)[-self.KEEP :]
+        finally:
+            os.close(self._read)
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def tail(self) -> str:
+        """The last of what the server wrote (call once it was stopped), ending with its
+        last words: "…" and the end of it when it wrote more."""
+        with contextlib.suppress(OSError):
+            self.file.close()
+        # A process the server started may still hold the pipe: wait a little, no more.
+        self._drainer.join(timeout=1.0)
+        text = " ".join(self._kept.decode("utf-8", "replace").split())
+        return text if len(text) <= STDERR_TAIL else "…" + text[-(STDERR_TAIL - 1) :]
+
+    def __enter__(self) -> _StderrTail:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
 
 
 def fetch_tools(target: Target, limits: Limits) -> Fetched:

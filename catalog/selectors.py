@@ -196,10 +196,19 @@ def candidate_view(row: CapabilityVersion) -> dict[str, Any]:
         },
         "execution": pretty(definition["execution"]) if "execution" in definition else "",
         "icons": [icon for icon in definition.get("icons", []) or [] if isinstance(icon, Mapping)],
-        "title": definition.get("title", ""),
+        **_title(definition),
         "drifts": list(row.drifts_from.select_related("after").all()[:20])
         + list(row.drifts_to.select_related("before").all()[:20]),
     }
+
+
+def _title(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """The tool's title as MCP says to show it: ``title``, else ``annotations.title``."""
+    annotations = definition.get("annotations")
+    if definition.get("title") or not isinstance(annotations, Mapping):
+        return {"title": definition.get("title", ""), "title_in_annotations": False}
+    title = annotations.get("title") or ""
+    return {"title": title, "title_in_annotations": bool(title)}
 
 
 def _contract_url(ref: str) -> str:
@@ -422,14 +431,16 @@ def discovery_view(run: Any) -> dict[str, Any]:
 
 
 def _versions_by_refs(refs: set[str]) -> list[CapabilityVersion]:
-    from django.db.models import Q
-
-    query = Q(pk__in=[])
-    for ref in refs:
-        parsed = parse_ref(ref)
-        if parsed:
-            query |= Q(capability_id=parsed[0], version=parsed[1])
-    return list(CapabilityVersion.objects.filter(query)) if refs else []
+    """The rows of ``refs`` in one query: by names and versions, then paired here (one OR
+    per ref is an expression SQLite refuses past about a thousand refs)."""
+    wanted = {parsed for parsed in map(parse_ref, refs) if parsed}
+    if not wanted:
+        return []
+    rows = CapabilityVersion.objects.filter(
+        capability_id__in={name for name, _ in wanted},
+        version__in={version for _, version in wanted},
+    )
+    return [row for row in rows if (row.capability_id, row.version) in wanted]
 
 
 def sightings_of(row: CapabilityVersion) -> list[Any]:

@@ -34,7 +34,7 @@ from django.utils import timezone
 from catalog import mcp_client
 from catalog.domain import discovery
 from catalog.domain.lifecycle import Refusal
-from catalog.models import Discovery, DiscoveryOutcome, ToolServer, Transport
+from catalog.models import Discovery, DiscoveryOutcome, ToolServer, ToolSighting, Transport
 from catalog.services import candidates_record, reviewer_ref
 from fieldops.secrets import redact
 
@@ -262,16 +262,26 @@ def tool_server_discover(
     try:
         listing = discovery.parse_tools(fetched.tools)
     except discovery.ImportRefused as exc:
-        return _failed(
-            server,
-            user=user,
-            trigger=trigger,
-            code="refused_all",
-            message="the server listed no tool the catalog can accept: " + "; ".join(exc.errors),
-            stage="checking the definitions",
-            fetched=fetched,
-            summary={"refused_errors": exc.errors},
-        )
+        if ToolSighting.objects.filter(server_label=server.name, gone_at=None).exists():
+            # The server withdrew or spoiled every tool it served: a complete listing all
+            # the same, recorded so that its drift pauses what was admitted from it.
+            listing = discovery.parse_tools(fetched.tools, allow_none=True)
+        else:
+            why = (
+                "the server listed no tool the catalog can accept: " + "; ".join(exc.errors)
+                if fetched.tools
+                else "the server lists no tools (its tools/list is empty); nothing was stored"
+            )
+            return _failed(
+                server,
+                user=user,
+                trigger=trigger,
+                code="refused_all",
+                message=why,
+                stage="checking the definitions",
+                fetched=fetched,
+                summary={"refused_errors": exc.errors},
+            )
     identity = {**fetched.identity, "target": server.target_label[:300]}
     with transaction.atomic():
         # One recorder per server at a time: a scheduled and a manual discovery of the same

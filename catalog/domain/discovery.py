@@ -362,11 +362,15 @@ def parse_tool(raw: Any, index: int) -> DiscoveredTool | RefusedTool:
     )
 
 
-def parse_tools(tools: Sequence[Any], *, next_cursor: Any = None) -> ToolListing:
+def parse_tools(
+    tools: Sequence[Any], *, next_cursor: Any = None, allow_none: bool = False
+) -> ToolListing:
     """Parse a sequence of raw tool definitions (one page or several pages together).
 
     Each tool is accepted or refused alone; tools sharing a name are all refused.
-    Raise ImportRefused when there is nothing to accept (with every reason).
+    Raise ImportRefused when there is nothing to accept (with every reason), unless
+    ``allow_none``: a server's complete listing that accepts nothing still says which of
+    its earlier tools are gone or refused.
     """
     if len(tools) > MAX_TOOLS:
         raise ImportRefused([f"{len(tools)} tools in one list (limit {MAX_TOOLS})"])
@@ -389,7 +393,7 @@ def parse_tools(tools: Sequence[Any], *, next_cursor: Any = None) -> ToolListing
             accepted.append(item)
     cursor, warnings = _cursor(next_cursor)
     listing = ToolListing(tuple(accepted), tuple(refused), cursor, warnings)
-    if not accepted:
+    if not accepted and not allow_none:
         raise ImportRefused(listing.errors() or ["nothing to import"])
     return listing
 

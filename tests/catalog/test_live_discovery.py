@@ -233,6 +233,75 @@ def test_a_tool_that_turns_unacceptable_is_refused_alone_and_pauses_its_mapping(
     assert lookup.lifecycle == Lifecycle.DEPRECATED
 
 
+def test_a_server_that_withdraws_every_tool_pauses_the_admitted_mapping(
+    catalog_admin, catalog_reviewer, changing_server: ChangingServer
+):
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    assert discover(server).ok
+    old = candidates(server)
+    services.capability_admit(
+        version_id=old["lookup_part"].pk,
+        user=catalog_reviewer,
+        local_ref="read_equipment@1.0.0",
+        **ADMISSION,
+    )
+    changing_server.set(serve=[], legacy=False)  # a complete listing: no tools at all
+    run = discover(server)
+    assert run.ok, run.message
+    assert sorted(run.summary["gone"]) == sorted(v.ref for v in old.values())
+    assert run.summary["paused"] == [old["lookup_part"].ref]
+    assert candidates(server) == {}
+    assert ToolDrift.objects.filter(kind=DriftKind.GONE).count() == 3
+    old["lookup_part"].refresh_from_db()
+    assert old["lookup_part"].lifecycle == Lifecycle.DEPRECATED
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-discovery", args=[run.pk])).content.decode()
+    assert "No longer served" in page and "3 gone" in page
+
+
+def test_a_server_whose_every_tool_turns_unacceptable_pauses_the_admitted_mapping(
+    catalog_admin, catalog_reviewer, changing_server: ChangingServer
+):
+    changing_server.set(serve=["lookup_part"])
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    assert discover(server).ok
+    lookup = candidates(server)["lookup_part"]
+    services.capability_admit(
+        version_id=lookup.pk, user=catalog_reviewer, local_ref="read_equipment@1.0.0", **ADMISSION
+    )
+    changing_server.set(serve=["lookup_part"], description="x" * 20_000)
+    run = discover(server)
+    assert run.ok, run.message
+    (refused,) = run.summary["refused"]
+    assert refused["name"] == "lookup_part" and "characters (limit" in refused["reasons"][0]
+    assert "1 refused" in run.message and "1 admitted mapping(s) paused" in run.message
+    drift = ToolDrift.objects.get(kind=DriftKind.REFUSED)
+    assert drift.paused == [lookup.ref] and drift.after is None
+    lookup.refresh_from_db()
+    assert lookup.lifecycle == Lifecycle.DEPRECATED
+
+
+def test_a_first_listing_of_no_tools_says_so(catalog_admin, changing_server: ChangingServer):
+    changing_server.set(serve=[])
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    run = discover(server)
+    assert not run.ok and run.code == "refused_all"
+    assert run.message == "the server lists no tools (its tools/list is empty); nothing was stored"
+
+
+def test_a_first_listing_with_nothing_acceptable_stores_nothing(
+    catalog_admin, changing_server: ChangingServer
+):
+    changing_server.set(serve=["lookup_part"], description="x" * 20_000)
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    before = stored()
+    run = discover(server)
+    assert not run.ok and run.code == "refused_all"
+    assert "characters (limit" in run.message
+    assert stored() == before
+
+
 def test_the_same_definition_on_two_servers_lists_both(
     catalog_admin, changing_server: ChangingServer
 ):
@@ -321,6 +390,27 @@ def test_a_streamable_http_server_with_a_credential_reference(
     for model in (Discovery, ToolServer, ToolSighting, LifecycleDecision, CapabilityVersion):
         dumped = json.dumps(list(model.objects.values()), default=str)
         assert token not in dumped, model.__name__
+
+
+def test_an_http_server_is_reached_through_the_environments_proxy(
+    catalog_admin, http_server, monkeypatch
+):
+    url, token = http_server
+    monkeypatch.setenv("FIELDOPS_MCP_TOKEN_PARTS", token)
+    server = servers.tool_server_register(
+        user=catalog_admin,
+        name="parts-proxied",
+        transport="http",
+        url=url,
+        credential_ref="env:FIELDOPS_MCP_TOKEN_PARTS",
+    )
+    for name in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{_free_port()}")  # nothing there
+    run = discover(server, limits=mcp_client.Limits(timeout_seconds=5))
+    assert run.code == "http_error", run.message  # the proxy was asked, and is not there
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    assert discover(server).ok  # NO_PROXY is honoured too
 
 
 def test_a_refused_credential_quotes_the_servers_own_error_once(
@@ -459,6 +549,63 @@ def test_a_legacy_endpoint_on_another_origin_is_refused(catalog_admin):
     assert stored() == before
 
 
+def test_a_page_of_more_than_one_mebibyte_in_one_event_stream_is_read(catalog_admin):
+    """An SDK server answers in an event stream: one page may exceed the SDK's default
+    event limit (1 MiB) and still be within the catalog's own limits."""
+    with serving(sys.executable, server_script("hostile_http"), "big-sse-page") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="big-page", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.ok, run.message
+    assert run.tools_listed == 400 and run.wire_bytes > 1024 * 1024
+
+
+def test_a_huge_http_answer_is_refused_before_it_is_read_whole(catalog_admin):
+    with serving(sys.executable, server_script("hostile_http"), "huge-body") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="huge-body", transport="http", url=f"{base}/mcp"
+        )
+        before = stored()
+        run = discover(server)
+    assert run.code == "too_large", run.message
+    assert "tools/list page 1" in run.message
+    assert stored() == before
+
+
+def test_a_compressed_answer_is_refused_as_its_size_is_unknown_until_decoded(catalog_admin):
+    with serving(sys.executable, server_script("hostile_http"), "gzip") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="gzip-body", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.code == "http_error", run.message
+    assert "tools/list page 1 compressed (gzip)" in run.message
+
+
+def test_a_web_page_answering_the_initialize_post_is_not_mcp(catalog_admin):
+    with serving(sys.executable, server_script("hostile_http"), "html") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="web-app", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.code == "not_mcp", run.message
+    assert "HTTP 200 (text/html)" in run.message and "not an MCP" in run.message
+
+
+def test_a_legacy_event_over_the_sdks_limit_is_too_large_saying_whose_limit(catalog_admin):
+    with serving(sys.executable, server_script("legacy_sse"), "--big-page") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="legacy-big", transport="http", url=f"{base}/sse"
+        )
+        before = stored()
+        run = discover(server)
+    assert run.code == "too_large", run.message
+    assert "tools/list page 2" in run.message and "1048576 bytes" in run.message
+    assert "deprecated HTTP+SSE" in run.message
+    assert stored() == before
+
+
 def test_a_plain_web_page_is_no_event_stream(catalog_admin, tmp_path):
     """A web server that serves pages (GET 200 text/html) and implements no POST (501)."""
     (tmp_path / "index.html").write_text("<h1>tools</h1>")
@@ -498,6 +645,16 @@ def test_hundreds_of_tools_across_pages_are_all_imported(catalog_admin):
     assert elapsed < 30, elapsed
 
 
+def test_a_discovery_of_a_thousand_tools_shows_its_page(catalog_admin):
+    run, _, _ = _hostile(catalog_admin, "paged-1000", "paged", "1000 100")
+    assert run.ok and len(run.summary["created"]) == 1000, run.message
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-discovery", args=[run.pk]))
+    assert page.status_code == 200
+    assert page.content.decode().count('href="/catalog/candidates/') >= 1000
+
+
 def test_a_one_megabyte_description_refuses_that_tool_alone(catalog_admin):
     run, _, _ = _hostile(catalog_admin, "big", "paged", "3 10 --description-bytes 1048576")
     assert run.ok and run.wire_bytes > 1_048_576
@@ -534,6 +691,52 @@ def test_a_server_that_exits_mid_list(catalog_admin):
 def test_a_server_that_writes_junk(catalog_admin):
     run, before, _ = _hostile(catalog_admin, "junk", "broken", "junk")
     assert run.code == "not_mcp" and "Starting tool server" in run.message
+    assert stored() == before
+
+
+def test_a_listing_nested_deeper_than_the_parser_reads_says_so(catalog_admin):
+    run, before, _ = _hostile(catalog_admin, "deep", "broken", "deep")
+    assert run.code == "not_mcp"
+    assert "nested deeper than" in run.message and "tools/list page 1" in run.message
+    assert "does it log to stdout" not in run.message  # not junk: a listing too deep
+    assert stored() == before
+    with serving(sys.executable, server_script("hostile_http"), "deep") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="deep-http", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.code == "not_mcp" and "nested deeper than" in run.message, run.message
+
+
+def test_a_fat_server_identity_is_kept_bounded_not_copied_to_every_sighting(catalog_admin):
+    """The identity is recorded with every sighting: megabytes of serverInfo or
+    capabilities, copied a thousand times, would fill the database."""
+    run, _, _ = _hostile(catalog_admin, "fat", "broken", "fat")
+    assert run.ok, run.message
+    for identity in [run.identity, *ToolSighting.objects.values_list("identity", flat=True)]:
+        assert len(json.dumps(identity)) < 32 * 1024
+        name = identity["server_info"]["name"]
+        assert name.startswith("nnn") and len(name) <= 200 and name.endswith("…")
+        assert "over the" in identity["capabilities"]["_cut"]
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-server", args=[run.server_id]))
+    assert page.status_code == 200 and len(page.content) < 256 * 1024
+
+
+def test_a_flood_of_stderr_is_drained_not_spooled_to_disk(catalog_admin):
+    limits = mcp_client.Limits(timeout_seconds=5)
+    run, before, elapsed = _hostile(catalog_admin, "flood", "broken", "flood", limits)
+    assert run.code == "timeout" and elapsed < 15
+    assert run.stderr.endswith("my stderr is a pipe"), run.stderr[-80:]
+    assert len(run.stderr) <= mcp_client.STDERR_TAIL
+    assert stored() == before
+
+
+def test_an_answer_to_a_request_never_sent_fails_at_once(catalog_admin):
+    run, before, elapsed = _hostile(catalog_admin, "wrongid", "broken", "wrongid")
+    assert run.code == "not_mcp" and elapsed < 5, (run.code, elapsed)
+    assert "id 999" in run.message and "the handshake" in run.message
     assert stored() == before
 
 

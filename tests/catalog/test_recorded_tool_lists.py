@@ -5,9 +5,12 @@ importing them all through the service stores candidates only."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 
 from catalog import services
 from catalog.domain.diff import ChangeClass, diff_definitions
@@ -123,3 +126,19 @@ def test_a_changed_meta_is_explained_as_the_servers_metadata_not_an_unknown_fiel
         assert change.change_class is ChangeClass.UNCLASSIFIED  # never a lighter review
         assert "does not know" not in change.why
         assert change.why == "the server's _meta (untrusted metadata) changed: review it"
+
+
+def test_a_title_declared_only_in_annotations_is_shown_as_the_tools_title(catalog_admin):
+    # Notion and MongoDB give each tool its title in annotations.title (MCP 2025-03-26),
+    # which the specification says to show when the tool has no top-level title.
+    result = services.candidate_import(
+        text=(FIXTURES / "notion.json").read_text(), server="recorded:notion", user=catalog_admin
+    )
+    (row,) = [r for r in result.created if r.capability_id == "API-get-user"]
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-candidate", args=[row.pk])).content.decode()
+    assert re.search(
+        r'<dt>Title .*?\(annotations\.title\)</span></dt><dd class="untrusted-text">Get User</dd>',
+        page,
+    ), page[page.find("<dt>Name") : page.find("<dt>Effect")]

@@ -3,15 +3,29 @@
 python broken.py silent     # reads every request, never answers
 python broken.py junk       # answers every line with text that is not JSON-RPC
 python broken.py oldversion # completes initialize with protocol version 2023-01-01
+python broken.py deep       # lists a tool whose input schema nests 300 levels deep
+python broken.py fat        # a 1 MB serverInfo name and 3 MB of capabilities, 3 tools
+python broken.py flood      # writes 64 MiB to stderr, then what its stderr is; never answers
+python broken.py wrongid    # gives every result id 999, a request it was never sent
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 import time
 
 MODE = sys.argv[1]
+
+if MODE == "flood":
+    # Would a flood of stderr land on the host's disk? Say what the catalog gave as stderr.
+    kind = "pipe" if stat.S_ISFIFO(os.fstat(2).st_mode) else "file"
+    for _ in range(64):
+        os.write(2, b"e" * (1024 * 1024))
+    os.write(2, f"\nmy stderr is a {kind}\n".encode())
+    time.sleep(3600)
 
 
 def reply(message_id: object, result: object = None, error: object = None) -> None:
@@ -29,7 +43,35 @@ for line in sys.stdin:
     message = json.loads(line)
     if "id" not in message:
         continue
-    if message.get("method") == "initialize":
+    if MODE == "wrongid" and message.get("method") == "initialize":
+        message["id"] = 999
+    if MODE == "fat" and message.get("method") == "initialize":
+        reply(
+            message["id"],
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}, "experimental": {"x": {"blob": "b" * 3_000_000}}},
+                "serverInfo": {"name": "n" * 1_000_000, "version": "1.0"},
+            },
+        )
+    elif MODE == "fat" and message.get("method") == "tools/list":
+        listed = [{"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(3)]
+        reply(message["id"], {"tools": listed})
+    elif MODE == "deep" and message.get("method") == "initialize":
+        reply(
+            message["id"],
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "deep-server", "version": "0.0.1"},
+            },
+        )
+    elif MODE == "deep" and message.get("method") == "tools/list":
+        schema: dict = {"type": "object"}
+        for _ in range(150):
+            schema = {"type": "object", "properties": {"a": schema}}
+        reply(message["id"], {"tools": [{"name": "deep", "inputSchema": schema}]})
+    elif message.get("method") == "initialize":
         reply(
             message["id"],
             {

@@ -7,9 +7,11 @@ file, so a test can change the server between two discoveries.
                                                   # MCP 2024-11-05: GET 127.0.0.1:PORT/sse
 
 STATE.json: {"description": str, "read_only": bool, "legacy": bool, "token": str,
-"instructions": str, "refuse_as_notion": bool}. With ``token`` set, the HTTP endpoint
-answers 401 unless ``Authorization: Bearer <token>``; with ``refuse_as_notion`` too, it
-answers as @notionhq/notion-mcp-server 2.5.2 does: 403 with a JSON-RPC error.
+"instructions": str, "refuse_as_notion": bool, "serve": [str]}. ``serve`` names the tools
+listed (default: lookup_part and reserve_slot; an empty list lists none). With ``token``
+set, the HTTP endpoint answers 401 unless ``Authorization: Bearer <token>``; with
+``refuse_as_notion`` too, it answers as @notionhq/notion-mcp-server 2.5.2 does: 403 with a
+JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ NOTION_REFUSAL = {
 }
 
 
+def maybe(server: MCPServer, listed: bool):  # type: ignore[no-untyped-def]
+    """``server.tool`` when the tool is listed, else a decorator that registers nothing."""
+    return server.tool if listed else (lambda **_: lambda fn: fn)
+
+
 def build(state: dict) -> MCPServer:
     server = MCPServer(
         "fieldops-test-parts",
@@ -35,7 +42,9 @@ def build(state: dict) -> MCPServer:
         instructions=state.get("instructions", "Test parts server."),
     )
 
-    @server.tool(
+    serve = state.get("serve", ["lookup_part", "reserve_slot"])
+
+    @maybe(server, "lookup_part" in serve)(
         name="lookup_part",
         title="Look up a part",
         description=state.get("description", "Look up one spare part by id."),
@@ -44,7 +53,7 @@ def build(state: dict) -> MCPServer:
     def lookup_part(part_id: str) -> str:
         return part_id
 
-    @server.tool(
+    @maybe(server, "reserve_slot" in serve)(
         name="reserve_slot",
         description="Reserve one inventory slot for a part.",
         annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True),

@@ -1,7 +1,7 @@
 """A tool server of MCP 2024-11-05's HTTP+SSE transport, written from that specification
 with the standard library only (no MCP SDK), as servers of that time were:
 
-    python legacy_sse.py [--token TOKEN] [--mute] [--endpoint URL] PORT
+    python legacy_sse.py [--token TOKEN] [--mute] [--endpoint URL] [--big-page] PORT
 
 ``GET /sse`` opens an event stream whose first event (``endpoint``) names the URL for the
 client's POSTs (``/messages?session_id=...``); each POSTed request is answered ``202`` and
@@ -11,7 +11,8 @@ version 2024-11-05 only and knows ``initialize``, ``notifications/initialized``,
 of that time answered the newer transport's POST. With a token, every request without
 ``Authorization: Bearer TOKEN`` is 401. With ``--mute`` the event stream opens and then
 says nothing (no ``endpoint`` event): a server stuck before its first event. With
-``--endpoint URL`` the endpoint event names that URL instead (e.g. another origin).
+``--endpoint URL`` the endpoint event names that URL instead (e.g. another origin). With
+``--big-page`` the second page lists 400 tools in one event of ~1.6 MB.
 """
 
 from __future__ import annotations
@@ -157,6 +158,11 @@ def main() -> None:
     if "--token" in sys.argv:
         Handler.token = sys.argv[sys.argv.index("--token") + 1]
     Handler.mute = "--mute" in sys.argv
+    if "--big-page" in sys.argv:  # a second page of ~1.6 MB: one event over 1 MiB
+        PAGES[1] = [
+            {"name": f"t{i:03d}", "description": "d" * 4000, "inputSchema": {"type": "object"}}
+            for i in range(400)
+        ]
     if "--endpoint" in sys.argv:
         Handler.endpoint = sys.argv[sys.argv.index("--endpoint") + 1]
     server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[-1])), Handler)
