@@ -547,7 +547,14 @@ class ModelClientPolicy:
                 attempts=attempts,
             )
         try:
-            answer = json.loads(text)
+            answer = json.loads(text, object_pairs_hook=_no_duplicates)
+        except _DuplicateKeys as exc:
+            # The decoder would decide which value counts, and the evidence keep only it.
+            return self._failure(
+                provider_errors.MALFORMED_RESPONSE,
+                f"response JSON has duplicate keys: {exc}",
+                attempts=attempts,
+            )
         except ValueError:
             return self._failure(
                 provider_errors.MALFORMED_RESPONSE,
@@ -614,6 +621,18 @@ class ModelClientPolicy:
             error=error_class,
             usage=usage,
         )
+
+
+class _DuplicateKeys(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        keys = [k for k, _ in pairs]
+        raise _DuplicateKeys(", ".join(sorted({k for k in keys if keys.count(k) > 1}))[:100])
+    return value
 
 
 def _timeout(seconds: float) -> Any:

@@ -327,6 +327,21 @@ def test_malformed_json_is_a_malformed_response(api):
 
 
 @pytest.mark.parametrize("api", API_NAMES)
+def test_a_body_with_duplicate_keys_is_a_malformed_response(api):
+    # As with a call's arguments, the decoder would pick which value counts (the last),
+    # and the evidence would keep only that one.
+    recorded = fixture(*TOOL_CALL[api])
+    key = next(iter(recorded))
+    body = (
+        json.dumps({key: recorded[key]})[:-1].encode() + b", " + json.dumps(recorded)[1:].encode()
+    )
+    with serve(ReplayServer(api, [Reply(200, body)])) as server:
+        output = ask(server)
+    assert output.error == provider_errors.MALFORMED_RESPONSE
+    assert f"duplicate keys: {key}" in output.raw["error"]["message"]
+
+
+@pytest.mark.parametrize("api", API_NAMES)
 def test_a_truncated_body_is_a_malformed_response(api):
     replies = [Reply(200, fixture(*TEXT[api]), truncate=True)]
     with serve(ReplayServer(api, replies)) as server:
