@@ -299,7 +299,9 @@ class _Attempts:
             attempt_ends=self.attempt_started + self.timeout,
             call_ends=self.started + self.lease - self.timeout,
         )
-        if status not in _RETRIED_STATUSES:
+        # The SDKs retry these, and any error the server itself marks x-should-retry.
+        asked = response.headers.get("x-should-retry") == "true" and status >= 400
+        if status not in _RETRIED_STATUSES and not asked:
             return
         wait = _retry_after(response.headers)
         elapsed = time.monotonic() - self.started

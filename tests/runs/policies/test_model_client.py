@@ -235,6 +235,28 @@ def test_every_form_of_a_wait_past_the_budget_stops_the_retry(headers):
     assert "x-should-retry" not in short.headers
 
 
+@pytest.mark.parametrize("status", [400, 404, 422])
+def test_a_server_asking_to_retry_any_error_is_held_to_the_budget_too(status):
+    # Both SDKs obey the server's own x-should-retry: true on any error status.
+    attempts = model_client._Attempts(budget_seconds=54.0, timeout_seconds=5.0)
+    response = httpx2.Response(status, headers={"x-should-retry": "true", "retry-after": "3600"})
+    attempts.on_response(response)
+    assert response.headers.get("x-should-retry") == "false"
+
+
+@pytest.mark.parametrize("api", API_NAMES)
+def test_a_retry_a_4xx_asks_for_past_the_lease_is_not_waited_for(api):
+    vocabulary, name, status = NOT_FOUND[api]
+    headers = {"x-should-retry": "true", "retry-after": "100"}
+    replies = [Reply(status, fixture(vocabulary, name), headers=headers)]
+    with serve(ReplayServer(api, replies)) as server:
+        started = time.monotonic()
+        output = ask(server, max_retries=1, timeout_seconds=2.0, lease_seconds=20.0)
+    assert output.error == provider_errors.CLIENT_ERROR
+    assert len(server.received) == 1
+    assert time.monotonic() - started < 5
+
+
 @pytest.mark.parametrize("api", API_NAMES)
 def test_a_retry_after_http_date_past_the_lease_is_not_waited_for(api):
     replies = [Reply(429, fixture(*RATE_LIMIT[api]), headers={"retry-after": later(20)})]
