@@ -290,14 +290,11 @@ class _Attempts:
     def on_response(self, response: Any) -> None:
         status = int(response.status_code)
         self.statuses.append(status)
-        # One read may wait a whole timeout, so stop reading in time for it to end
-        # within the lease.
         response.stream = _body_stream()(
             response.stream,
             response.headers,
             self.stopped,
             attempt_ends=self.attempt_started + self.timeout,
-            call_ends=self.started + self.lease - self.timeout,
         )
         # The SDKs retry these, and any error the server itself marks x-should-retry.
         asked = response.headers.get("x-should-retry") == "true" and status >= 400
@@ -366,8 +363,9 @@ class _Body:
     Each read may wait up to the timeout, so a body trickled a byte at a time would
     otherwise be read for as long as the server likes. A compressed body is measured as
     it inflates (in bounded steps, nothing kept), so a small body cannot expand past the
-    bound in memory. Reading stops with a timeout past the attempt's deadline (the SDK
-    retries it like any timeout) and with a stopped call past the call's.
+    bound in memory. Reading stops with a timeout at the first bytes past the attempt's
+    deadline (the SDK retries it like any timeout), so an attempt lasts at most one more
+    read (itself bounded by the timeout).
     """
 
     def __init__(
@@ -377,12 +375,10 @@ class _Body:
         stopped: type[_CallStopped],
         *,
         attempt_ends: float,
-        call_ends: float,
     ) -> None:
         self.stream = stream
         self.stopped = stopped
         self.attempt_ends = attempt_ends
-        self.call_ends = call_ends
         codings = [
             c.strip().lower()
             for c in ",".join(headers.get_list("content-encoding")).split(",")
@@ -405,12 +401,7 @@ class _Body:
             size += inflate.size(chunk) if inflate else len(chunk)
             if size > MAX_RESPONSE_BYTES:
                 raise stopped(provider_errors.MALFORMED_RESPONSE, "response too large")
-            now = time.monotonic()
-            if now > self.call_ends:
-                raise stopped(
-                    provider_errors.TIMEOUT, "the answer was still arriving near the lease end"
-                )
-            if now > self.attempt_ends:
+            if time.monotonic() > self.attempt_ends:
                 raise httpx2.ReadTimeout("the body was still arriving past the timeout")
             yield chunk
 

@@ -280,6 +280,16 @@ def test_a_body_trickled_past_the_timeout_is_a_timeout_within_the_lease(api):
     assert output.usage["attempts"] == 1
 
 
+@pytest.mark.parametrize("api", API_NAMES)
+def test_a_slow_answer_within_the_timeout_is_read_whatever_the_lease_left(api):
+    # One attempt of 3 s in a 5 s lease: an answer that takes 2.2 s is an answer.
+    replies = [Reply(200, fixture(*TOOL_CALL[api]), delay=2.2)]
+    with serve(ReplayServer(api, replies)) as server:
+        output = ask(server, timeout_seconds=3.0, lease_seconds=5.0)
+    assert output.error == ""
+    assert output.raw == fixture(*TOOL_CALL[api])
+
+
 def gzip_bomb(size: int) -> bytes:
     packer = zlib.compressobj(9, zlib.DEFLATED, 31)
     block = b" " * (1 << 20)
