@@ -30,10 +30,14 @@ refuses to store it.
 
 from __future__ import annotations
 
+import email.utils
+import functools
 import json
 import logging
+import math
 import time
 import urllib.parse
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,10 +66,9 @@ DEFAULT_API = "openai-chat"
 VOCABULARY = APIS[DEFAULT_API]
 
 # The SDKs' exponential backoff between attempts: 0.5 s doubling, at most 8 s per wait
-# (openai/_constants.py, anthropic/_constants.py), and retry-after honoured up to 60 s.
+# (openai/_constants.py, anthropic/_constants.py).
 _INITIAL_BACKOFF = 0.5
 _MAX_BACKOFF = 8.0
-_MAX_RETRY_AFTER = 60.0
 _RETRIED_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
 SYSTEM_PROMPT = (
@@ -247,27 +250,55 @@ def messages_request(context: Mapping[str, Any], config: ModelConfig) -> dict[st
 
 # -- the policy --------------------------------------------------------------------------
 class _Attempts:
-    """Counts the SDK's HTTP attempts of one call and stops retries past the budget.
+    """Counts the SDK's HTTP attempts of one call and keeps the call within the lease.
 
-    Installed as httpx event hooks on the SDK's own HTTP client: the request hook counts,
-    the response hook sets ``x-should-retry: false`` on a retryable answer whose announced
-    wait would end after the call's budget, which the SDK honours before any other rule.
+    Installed as httpx event hooks on the SDK's own HTTP client: the request hook counts
+    (and refuses a retry that could not get an answer before the lease runs out); the
+    response hook sets ``x-should-retry: false`` on a retryable answer whose announced wait
+    would end after the call's budget, which the SDK honours before any other rule, and
+    puts the body behind ``_Body``, which stops reading it past the attempt's timeout or
+    past ``MAX_RESPONSE_BYTES`` (inflated), before the SDK reads it into memory.
     """
 
-    def __init__(self, budget_seconds: float, timeout_seconds: float) -> None:
+    def __init__(
+        self,
+        budget_seconds: float,
+        timeout_seconds: float,
+        lease_seconds: float = 0.0,
+        api: str = DEFAULT_API,
+    ) -> None:
+        self.stopped = _stopped(api)
         self.started = time.monotonic()
+        self.attempt_started = self.started
         self.budget = budget_seconds
         self.timeout = timeout_seconds
+        # The lease: an attempt must have answered by then (a takeover would race it).
+        self.lease = lease_seconds or budget_seconds / 0.9
         self.count = 0
         self.statuses: list[int] = []
 
     def on_request(self, request: Any) -> None:
+        now = time.monotonic()
+        if self.count and now + self.timeout > self.started + self.lease:
+            raise self.stopped(
+                provider_errors.TIMEOUT,
+                "no retry: its answer could come after the run lease ends",
+            )
         self.count += 1
+        self.attempt_started = now
 
     def on_response(self, response: Any) -> None:
         status = int(response.status_code)
         self.statuses.append(status)
-        if status not in _RETRIED_STATUSES:
+        response.stream = _body_stream()(
+            response.stream,
+            response.headers,
+            self.stopped,
+            attempt_ends=self.attempt_started + self.timeout,
+        )
+        # The SDKs retry these, and any error the server itself marks x-should-retry.
+        asked = response.headers.get("x-should-retry") == "true" and status >= 400
+        if status not in _RETRIED_STATUSES and not asked:
             return
         wait = _retry_after(response.headers)
         elapsed = time.monotonic() - self.started
@@ -276,18 +307,145 @@ class _Attempts:
 
 
 def _retry_after(headers: Any) -> float:
-    """The wait the SDK would take before retrying (its own rule, bounded the same way)."""
+    """The longest wait either SDK may take before retrying this answer.
+
+    The SDKs read ``retry-after-ms``, then ``retry-after`` as seconds or as an HTTP-date,
+    and honour long waits (the OpenAI SDK up to 120 s, the Anthropic SDK any), so every
+    form counts and none is capped here; without one the SDK backs off (at most 8 s).
+    """
+    waits = []
     for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
             continue
         try:
-            seconds = float(value) / divisor
-        except ValueError:
+            waits.append(float(value) / divisor)
             continue
-        if 0 < seconds <= _MAX_RETRY_AFTER:
-            return seconds
-    return _MAX_BACKOFF
+        except ValueError:
+            pass
+        if name == "retry-after":
+            try:
+                when = email.utils.parsedate_tz(value)
+                if when is not None:
+                    waits.append(float(email.utils.mktime_tz(when) - time.time()))
+            except (TypeError, ValueError, OverflowError):
+                pass
+    waits = [w if math.isfinite(w) else math.inf for w in waits]
+    return max([w for w in waits if w > 0], default=_MAX_BACKOFF)
+
+
+class _CallStopped(Exception):
+    """Raised by the hooks to end a call (a class, a detail); see ``_stopped``."""
+
+    def __init__(self, error_class: str, detail: str) -> None:
+        super().__init__(detail)
+        self.error_class = error_class
+        self.detail = detail
+
+
+@functools.cache
+def _stopped(api: str) -> type[_CallStopped]:
+    """``_CallStopped`` as an error of ``api``'s SDK, which that SDK neither retries nor
+    rewraps (each propagates its own errors as they are). Made before the call, so that
+    importing the SDK never counts against an attempt's deadline."""
+    if api == "anthropic-messages":
+        import anthropic
+
+        return type("AnthropicCallStopped", (_CallStopped, anthropic.AnthropicError), {})
+    import openai
+
+    return type("OpenAICallStopped", (_CallStopped, openai.OpenAIError), {})
+
+
+class _Body:
+    """A response body read within its deadlines and size bound (an httpx byte stream).
+
+    Each read may wait up to the timeout, so a body trickled a byte at a time would
+    otherwise be read for as long as the server likes. A compressed body is measured as
+    it inflates (in bounded steps, nothing kept), so a small body cannot expand past the
+    bound in memory. Reading stops with a timeout at the first bytes past the attempt's
+    deadline (the SDK retries it like any timeout), so an attempt lasts at most one more
+    read (itself bounded by the timeout).
+    """
+
+    def __init__(
+        self,
+        stream: Any,
+        headers: Any,
+        stopped: type[_CallStopped],
+        *,
+        attempt_ends: float,
+    ) -> None:
+        self.stream = stream
+        self.stopped = stopped
+        self.attempt_ends = attempt_ends
+        codings = [
+            c.strip().lower()
+            for c in ",".join(headers.get_list("content-encoding")).split(",")
+            if c.strip() and c.strip().lower() != "identity"
+        ]
+        self.codings = codings
+
+    def __iter__(self) -> Any:
+        import httpx2
+
+        stopped = self.stopped
+        if len(self.codings) > 1 or (self.codings and self.codings[0] not in _INFLATE):
+            raise stopped(
+                provider_errors.MALFORMED_RESPONSE,
+                f"response content-encoding {', '.join(self.codings)[:60]} is not read",
+            )
+        inflate = _Inflated(self.codings[0]) if self.codings else None
+        size = 0
+        for chunk in self.stream:
+            size += inflate.size(chunk) if inflate else len(chunk)
+            if size > MAX_RESPONSE_BYTES:
+                raise stopped(provider_errors.MALFORMED_RESPONSE, "response too large")
+            if time.monotonic() > self.attempt_ends:
+                raise httpx2.ReadTimeout("the body was still arriving past the timeout")
+            yield chunk
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+@functools.cache
+def _body_stream() -> type[_Body]:
+    """``_Body`` as the httpx byte stream type a response requires (imported when used)."""
+    import httpx2
+
+    return type("GuardedBody", (_Body, httpx2.SyncByteStream), {})
+
+
+_INFLATE = {"gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+_INFLATE_STEP = 64 * 1024
+
+
+class _Inflated:
+    """Measures how large a gzip/deflate body inflates, in bounded steps."""
+
+    def __init__(self, coding: str) -> None:
+        self.coding = coding
+        self.inflater = zlib.decompressobj(_INFLATE[coding])
+        self.first = True
+
+    def size(self, data: bytes) -> int:
+        first, self.first = self.first, False
+        total = 0
+        try:
+            out = self.inflater.decompress(data, _INFLATE_STEP)
+            while out:
+                total += len(out)
+                if total > MAX_RESPONSE_BYTES:
+                    break
+                out = self.inflater.decompress(self.inflater.unconsumed_tail, _INFLATE_STEP)
+        except zlib.error:
+            if first and self.coding == "deflate":
+                # A raw deflate stream (no zlib header), as httpx also accepts.
+                self.inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                return self.size(data)
+            return len(data)  # httpx's own decoder reports the bad data
+        return total
 
 
 class ModelClientPolicy:
@@ -308,8 +466,10 @@ class ModelClientPolicy:
         problem = config.problem()
         if problem:
             return self._failure(provider_errors.NOT_CONFIGURED, problem)
-        attempts = _Attempts(config.lease_seconds * 0.9, config.timeout_seconds)
         try:
+            attempts = _Attempts(
+                config.lease_seconds * 0.9, config.timeout_seconds, config.lease_seconds, config.api
+            )
             call, body = self._prepare(context, attempts)
         except Exception as exc:
             return self._failure(provider_errors.NOT_CONFIGURED, type(exc).__name__)
@@ -380,7 +540,14 @@ class ModelClientPolicy:
                 attempts=attempts,
             )
         try:
-            answer = json.loads(text)
+            answer = json.loads(text, object_pairs_hook=_no_duplicates)
+        except _DuplicateKeys as exc:
+            # The decoder would decide which value counts, and the evidence keep only it.
+            return self._failure(
+                provider_errors.MALFORMED_RESPONSE,
+                f"response JSON has duplicate keys: {exc}",
+                attempts=attempts,
+            )
         except ValueError:
             return self._failure(
                 provider_errors.MALFORMED_RESPONSE,
@@ -449,6 +616,18 @@ class ModelClientPolicy:
         )
 
 
+class _DuplicateKeys(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        keys = [k for k, _ in pairs]
+        raise _DuplicateKeys(", ".join(sorted({k for k in keys if keys.count(k) > 1}))[:100])
+    return value
+
+
 def _timeout(seconds: float) -> Any:
     import httpx2
 
@@ -461,6 +640,11 @@ def _classify(exc: Exception) -> tuple[str, int, str]:
     import anthropic
     import openai
 
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, _CallStopped):
+            return cause.error_class, 0, cause.detail
+        cause = cause.__cause__
     if isinstance(exc, (openai.APITimeoutError, anthropic.APITimeoutError)):
         return provider_errors.TIMEOUT, 0, "no answer within the timeout"
     if isinstance(exc, (openai.APIConnectionError, anthropic.APIConnectionError)):

@@ -154,6 +154,9 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_mistral_magistral_thinking_final": FinalCandidate({"text": "2 + 2 = 4"}),
         # OpenRouter names the HTTP status as the error's integer `code`.
         "recorded_openrouter_error_status_code": "provider_error:rate_limited",
+        # Snowflake -> Claude: a preamble beside one call with finish_reason "": no stated
+        # finish reason, so the text is not commentary.
+        "recorded_snowflake_claude_preamble_empty_finish": Reject.MIXED_OUTPUT,
     },
     "openai-responses": {
         "function_call_read_equipment": READ,
@@ -205,6 +208,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_xai_x_search_call": Reject.PROVIDER_EXECUTED_TOOL,
         # A tool search the client is asked to run: a call, but not a function call.
         "recorded_tool_search_call_client_execution": Reject.MALFORMED_TOOL_CALL,
+        # Azure's content_filters (none blocked) beside the answer.
+        "recorded_azure_content_filters_final_answer": FinalCandidate({"text": "Paris"}),
     },
     "anthropic": {
         "tool_use_read_equipment": READ,
@@ -267,6 +272,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_compaction_then_text": FinalCandidate(
             {"text": recorded_text("anthropic", "recorded_compaction_then_text")}
         ),
+        # A real pause_turn: the provider paused its own web searches.
+        "recorded_pause_turn_web_search": Reject.PROVIDER_EXECUTED_TOOL,
+        # The advisor server tool (another model answered at the provider).
+        "recorded_advisor_tool_result": Reject.PROVIDER_EXECUTED_TOOL,
     },
 }
 

@@ -46,13 +46,15 @@ def fixture(vocabulary: str, name: str) -> Any:
 @dataclass
 class Reply:
     """One wire response: a status, a body (bytes or JSON), headers, an optional delay,
-    or ``truncate`` (announce more bytes than are sent, then close the connection)."""
+    or ``truncate`` (announce more bytes than are sent, then close the connection), or
+    ``trickle`` (send the body one byte at a time, this many seconds apart)."""
 
     status: int = 200
     body: Any = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     truncate: bool = False
+    trickle: float = 0.0
 
     def payload(self) -> bytes:
         if isinstance(self.body, bytes):
@@ -135,7 +137,13 @@ def serve(server: ReplayServer) -> Iterator[ReplayServer]:
                 if reply.truncate:
                     self.send_header("Connection", "close")
                 self.end_headers()
-                self.wfile.write(payload)
+                if reply.trickle:
+                    for byte in payload:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(reply.trickle)
+                else:
+                    self.wfile.write(payload)
                 self.wfile.flush()
                 if reply.truncate:
                     self.close_connection = True

@@ -8,12 +8,17 @@ attempts it took; the API key never leaves the SDK.
 
 from __future__ import annotations
 
+import email.utils
+import gzip
 import json
 import logging
 import socket
 import time
+import tracemalloc
+import zlib
 from typing import Any
 
+import httpx2
 import pytest
 from django.test import override_settings
 
@@ -201,6 +206,122 @@ def test_a_retry_the_provider_asks_to_wait_for_past_the_lease_is_not_made(api):
     assert time.monotonic() - started < 5
 
 
+def later(seconds: float) -> str:
+    return email.utils.formatdate(time.time() + seconds, usegmt=True)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        # Waits the SDKs honour that the budget check read as a short backoff: past its
+        # own 60 s cap (the OpenAI SDK honours up to 120 s, the Anthropic SDK any), in
+        # milliseconds, and as an HTTP-date (RFC 9110 allows either form).
+        {"retry-after": "70"},
+        {"retry-after-ms": "70000"},
+        {"retry-after": "3600"},
+        {"retry-after": "later"},
+    ],
+    ids=["seconds-70", "ms-70000", "seconds-3600", "http-date-50"],
+)
+def test_every_form_of_a_wait_past_the_budget_stops_the_retry(headers):
+    headers = {k: later(50) if v == "later" else v for k, v in headers.items()}
+    attempts = model_client._Attempts(budget_seconds=54.0, timeout_seconds=5.0)
+    response = httpx2.Response(429, headers=headers)
+    attempts.on_response(response)
+    assert response.headers.get("x-should-retry") == "false"
+    # A short wait in any form is left to the SDK.
+    short = httpx2.Response(429, headers={"retry-after": later(3)})
+    attempts.on_response(short)
+    assert "x-should-retry" not in short.headers
+
+
+@pytest.mark.parametrize("status", [400, 404, 422])
+def test_a_server_asking_to_retry_any_error_is_held_to_the_budget_too(status):
+    # Both SDKs obey the server's own x-should-retry: true on any error status.
+    attempts = model_client._Attempts(budget_seconds=54.0, timeout_seconds=5.0)
+    response = httpx2.Response(status, headers={"x-should-retry": "true", "retry-after": "3600"})
+    attempts.on_response(response)
+    assert response.headers.get("x-should-retry") == "false"
+
+
+@pytest.mark.parametrize("api", API_NAMES)
+def test_a_retry_a_4xx_asks_for_past_the_lease_is_not_waited_for(api):
+    vocabulary, name, status = NOT_FOUND[api]
+    headers = {"x-should-retry": "true", "retry-after": "100"}
+    replies = [Reply(status, fixture(vocabulary, name), headers=headers)]
+    with serve(ReplayServer(api, replies)) as server:
+        started = time.monotonic()
+        output = ask(server, max_retries=1, timeout_seconds=2.0, lease_seconds=20.0)
+    assert output.error == provider_errors.CLIENT_ERROR
+    assert len(server.received) == 1
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("api", API_NAMES)
+def test_a_retry_after_http_date_past_the_lease_is_not_waited_for(api):
+    replies = [Reply(429, fixture(*RATE_LIMIT[api]), headers={"retry-after": later(20)})]
+    with serve(ReplayServer(api, replies)) as server:
+        started = time.monotonic()
+        output = ask(server, max_retries=1, timeout_seconds=2.0, lease_seconds=20.0)
+    assert output.error == provider_errors.RATE_LIMITED
+    assert len(server.received) == 1
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("api", API_NAMES)
+def test_a_body_trickled_past_the_timeout_is_a_timeout_within_the_lease(api):
+    # Each byte comes well within the per-read timeout, the whole body never does.
+    replies = [Reply(200, fixture(*TEXT[api]), trickle=0.05)]
+    with serve(ReplayServer(api, replies)) as server:
+        started = time.monotonic()
+        output = ask(server, timeout_seconds=0.5, lease_seconds=5.0)
+    assert output.error == provider_errors.TIMEOUT
+    assert time.monotonic() - started < 5.0 * 0.9
+    assert output.usage["attempts"] == 1
+
+
+@pytest.mark.parametrize("api", API_NAMES)
+def test_a_slow_answer_within_the_timeout_is_read_whatever_the_lease_left(api):
+    # One attempt of 3 s in a 5 s lease: an answer that takes 2.2 s is an answer.
+    replies = [Reply(200, fixture(*TOOL_CALL[api]), delay=2.2)]
+    with serve(ReplayServer(api, replies)) as server:
+        output = ask(server, timeout_seconds=3.0, lease_seconds=5.0)
+    assert output.error == ""
+    assert output.raw == fixture(*TOOL_CALL[api])
+
+
+def gzip_bomb(size: int) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b" " * (1 << 20)
+    parts = [packer.compress(b"{")]
+    parts += [packer.compress(block) for _ in range(size >> 20)]
+    return b"".join([*parts, packer.compress(b"}"), packer.flush()])
+
+
+@pytest.mark.parametrize("api", API_NAMES)
+def test_a_compressed_body_is_read_and_a_decompression_bomb_is_refused_unread(api):
+    body = json.dumps(fixture(*TOOL_CALL[api])).encode()
+    gzipped = [Reply(200, gzip.compress(body), headers={"Content-Encoding": "gzip"})]
+    with serve(ReplayServer(api, gzipped)) as server:
+        output = ask(server)
+    assert output.error == ""
+    assert output.raw == json.loads(body)
+    bomb = gzip_bomb(64 << 20)  # 64 MB of JSON in 64 KB on the wire
+    assert len(bomb) < 100_000
+    bombed = [Reply(200, bomb, headers={"Content-Encoding": "gzip"})]
+    with serve(ReplayServer(api, bombed)) as server:
+        tracemalloc.start()
+        try:
+            output = ask(server)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert output.error == provider_errors.MALFORMED_RESPONSE
+    assert "too large" in output.raw["error"]["message"]
+    # Refused once past the 2 MB bound, not after inflating all of it.
+    assert peak < 16 * 1024 * 1024
+
+
 @pytest.mark.parametrize("api", API_NAMES)
 def test_a_500_is_a_server_error(api):
     replies = [Reply(500, fixture(*SERVER_ERROR[api]))]
@@ -235,6 +356,21 @@ def test_malformed_json_is_a_malformed_response(api):
         output = ask(server)
     assert output.error == provider_errors.MALFORMED_RESPONSE
     assert "not JSON" in output.raw["error"]["message"]
+
+
+@pytest.mark.parametrize("api", API_NAMES)
+def test_a_body_with_duplicate_keys_is_a_malformed_response(api):
+    # As with a call's arguments, the decoder would pick which value counts (the last),
+    # and the evidence would keep only that one.
+    recorded = fixture(*TOOL_CALL[api])
+    key = next(iter(recorded))
+    body = (
+        json.dumps({key: recorded[key]})[:-1].encode() + b", " + json.dumps(recorded)[1:].encode()
+    )
+    with serve(ReplayServer(api, [Reply(200, body)])) as server:
+        output = ask(server)
+    assert output.error == provider_errors.MALFORMED_RESPONSE
+    assert f"duplicate keys: {key}" in output.raw["error"]["message"]
 
 
 @pytest.mark.parametrize("api", API_NAMES)
