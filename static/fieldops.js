@@ -165,3 +165,55 @@ function restoreFocus() {
     }
   });
 }
+
+// A request sent by a form (a fault-lab Run, a filter) that the server refuses (a stale
+// CSRF token after signing in elsewhere: the 403 page; a 400, 404, 409 or 500 page) is not
+// swapped by htmx, so the page showed nothing at all. Say what the server's page says, in
+// one alert at the top of the content with a link to reload, as text only (nothing of
+// the answer is inserted as HTML). Focus stays on the control (see restoreFocus); polls
+// are left out: the next poll tries again. The next request a form sends clears it.
+function refusalText(xhr) {
+  const doc = new DOMParser().parseFromString(xhr.responseText || "", "text/html");
+  const card = doc.querySelector("main [role=alert]") || doc.querySelector("main");
+  const heading = card && card.querySelector("h1");
+  const lines = card ? Array.from(card.querySelectorAll("p")).slice(0, 2).map(function (p) {
+    return p.textContent.replace(/\s+/g, " ").trim();
+  }) : [];
+  const title = heading ? heading.textContent.trim() : "HTTP " + xhr.status;
+  return [title].concat(lines.filter(Boolean));
+}
+function sentByForm(event) {
+  const elt = event.detail.elt;
+  return elt instanceof Element && elt.closest("form") !== null;
+}
+document.addEventListener("htmx:beforeRequest", function (event) {
+  if (!sentByForm(event)) return;
+  const old = document.getElementById("request-refused");
+  if (old) old.remove();
+});
+document.addEventListener("htmx:responseError", function (event) {
+  if (!sentByForm(event)) return;
+  const main = document.getElementById("main");
+  if (!main) return;
+  const lines = refusalText(event.detail.xhr);
+  const box = document.createElement("div");
+  box.id = "request-refused";
+  box.className = "card conflict";
+  box.setAttribute("role", "alert");
+  const title = document.createElement("strong");
+  title.className = "error";
+  title.textContent = lines[0];
+  box.appendChild(title);
+  lines.slice(1).forEach(function (line) {
+    const p = document.createElement("p");
+    p.textContent = line;
+    box.appendChild(p);
+  });
+  const reload = document.createElement("a");
+  reload.href = window.location.href;
+  reload.textContent = "Reload this page";
+  box.appendChild(reload);
+  const old = document.getElementById("request-refused");
+  if (old) old.remove();
+  main.insertBefore(box, main.firstChild);
+});
