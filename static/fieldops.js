@@ -217,3 +217,29 @@ document.addEventListener("htmx:responseError", function (event) {
   if (old) old.remove();
   main.insertBefore(box, main.firstChild);
 });
+
+// A filter form that htmx applies pushes its URL (runs, approvals, catalog, routing): each
+// filter is a history entry, and back or forward restores htmx's copy of that entry's page.
+// The copy is HTML, which carries a form control's value as first rendered, not as chosen
+// since: going back showed the list of that entry under a filter form that said something
+// else ("any" above a list filtered to one state), and the next Apply selected what the
+// form said. After a restore the filter form is set from the entry's own URL; a name not
+// in the URL gets the value the page was rendered with.
+document.addEventListener("htmx:historyRestore", function () {
+  const params = new URLSearchParams(window.location.search);
+  document.querySelectorAll("form[hx-get][hx-push-url]").forEach(function (form) {
+    Array.from(form.elements).forEach(function (el) {
+      if (!el.name) return;
+      const has = params.has(el.name);
+      if (el.tagName === "SELECT") {
+        Array.from(el.options).forEach(function (option) {
+          option.selected = has ? params.getAll(el.name).includes(option.value) : option.defaultSelected;
+        });
+      } else if (el.type === "checkbox" || el.type === "radio") {
+        el.checked = has ? params.getAll(el.name).includes(el.value) : el.defaultChecked;
+      } else if (el.tagName === "TEXTAREA" || (el.tagName === "INPUT" && el.type !== "hidden")) {
+        el.value = has ? params.get(el.name) : el.defaultValue;
+      }
+    });
+  });
+});

@@ -1,0 +1,60 @@
+"""The filters of a list, through the browser's back and forward buttons: each filter
+applied by htmx is its own history entry, and going back shows the list and the filter
+form of that entry together (a form that says "any" above a filtered list would have the
+next Apply select something else than what the operator sees)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from runs.models import Run
+from tests.helpers import make_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_back_shows_the_filter_form_as_the_list_it_filtered(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    from tests.browser_support import login
+
+    live = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    assert Run.objects.get(pk=live.pk).scenario != "abstain"
+    page = new_page()
+    login(page, live_server.url, "operator")
+    table = page.locator("#run-table")
+    filters = page.get_by_role("search", name="Filter runs")
+    state, scenario = filters.get_by_label("State"), filters.get_by_label("Scenario")
+    run_id = filters.get_by_label("Run id")
+
+    state.select_option("WAITING_HUMAN")
+    run_id.fill(live.short_id)
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN"))
+    expect(table).to_contain_text(live.short_id)
+
+    scenario.select_option("abstain")
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"scenario=abstain"))
+    expect(table).to_contain_text("No runs match these filters")
+
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN&.*scenario=&"))
+    expect(table).to_contain_text(live.short_id)
+    expect(state).to_have_value("WAITING_HUMAN")
+    expect(scenario).to_have_value("")
+    expect(run_id).to_have_value(live.short_id)
+
+    page.go_back()
+    expect(page).to_have_url(f"{live_server.url}/")
+    expect(state).to_have_value("")
+    expect(run_id).to_have_value("")
+
+    page.go_forward()
+    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN"))
+    expect(state).to_have_value("WAITING_HUMAN")
+    expect(run_id).to_have_value(live.short_id)
