@@ -243,3 +243,16 @@ document.addEventListener("htmx:historyRestore", function () {
     });
   });
 });
+
+// <form data-action-follows-url> (the runs list's bulk cancel) posts to an address that
+// carries the list's filter, so a refused post comes back on the list as it was filtered.
+// A filter applied by htmx changes the page's URL but not that address: it is set to the
+// page's query whenever htmx pushes or restores a history entry.
+function actionsFollowUrl() {
+  document.querySelectorAll("form[data-action-follows-url]").forEach(function (form) {
+    const action = new URL(form.getAttribute("action"), window.location.href);
+    form.setAttribute("action", action.pathname + window.location.search);
+  });
+}
+document.addEventListener("htmx:pushedIntoHistory", actionsFollowUrl);
+document.addEventListener("htmx:historyRestore", actionsFollowUrl);

@@ -58,3 +58,31 @@ def test_back_shows_the_filter_form_as_the_list_it_filtered(
     expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN"))
     expect(state).to_have_value("WAITING_HUMAN")
     expect(run_id).to_have_value(live.short_id)
+
+
+def test_a_refused_bulk_cancel_comes_back_on_the_list_as_filtered_on_the_page(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """The bulk cancel form's address carried the filter the page was first loaded with;
+    after a filter applied by htmx, a refused bulk cancel came back on the whole list,
+    under a filter form that said "any"."""
+    from tests.browser_support import login
+
+    chosen = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    other = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    page = new_page()
+    login(page, live_server.url, "operator")
+    filters = page.get_by_role("search", name="Filter runs")
+    filters.get_by_label("Run id").fill(chosen.short_id)
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(rf"q={chosen.short_id}"))
+    expect(page.locator("#run-table")).not_to_contain_text(other.short_id)
+
+    page.get_by_label(f"Select run {chosen.short_id}").check()
+    page.get_by_label("Reason (recorded on every cancelled run)").fill("   ")
+    page.get_by_role("button", name="Cancel selected runs").click()
+    expect(page.locator("#bulk-error")).to_contain_text("needs a reason")
+    expect(page.locator("#run-table")).to_contain_text(chosen.short_id)
+    expect(page.locator("#run-table")).not_to_contain_text(other.short_id)
+    expect(filters.get_by_label("Run id")).to_have_value(chosen.short_id)
+    expect(page.get_by_label(f"Select run {chosen.short_id}")).to_be_checked()
