@@ -86,3 +86,27 @@ def test_a_refused_bulk_cancel_comes_back_on_the_list_as_filtered_on_the_page(
     expect(page.locator("#run-table")).not_to_contain_text(other.short_id)
     expect(filters.get_by_label("Run id")).to_have_value(chosen.short_id)
     expect(page.get_by_label(f"Select run {chosen.short_id}")).to_be_checked()
+
+
+def test_a_view_saved_after_filtering_the_approval_queue_keeps_that_filter(
+    live_server: Any, new_page: Any, approver: Any
+) -> None:
+    """The queue's "Save this view" sent the query the page was first loaded with: a view
+    saved after choosing a kind (applied by htmx) opened the unfiltered queue."""
+    from tests.browser_support import login
+
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/")
+    filters = page.get_by_role("search")
+    filters.get_by_label("Kind").select_option("clarification")
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"kind=clarification"))
+
+    page.get_by_label("Save this view as").fill("clarifications")
+    page.get_by_role("button", name="Save view").click()
+    expect(page.get_by_text("View “clarifications” saved")).to_be_visible()
+    page.get_by_text("Saved views").click()
+    page.get_by_role("link", name="Approvals: clarifications").click()
+    expect(page).to_have_url(re.compile(r"/approvals/\?.*kind=clarification"))
+    expect(page.get_by_role("search").get_by_label("Kind")).to_have_value("clarification")
