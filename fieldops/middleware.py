@@ -151,10 +151,10 @@ class RejectNulMiddleware:
         return None
 
 
-def _page_to_return_to(request: HtmxHttpRequest) -> str | None:
-    """The path and query of the page the browser shows (``HX-Current-URL``), or None when
-    the header is missing or names another origin (a login must never lead off-site)."""
-    current = request.htmx.current_url
+def _page_to_return_to(request: HttpRequest, current: str | None) -> str | None:
+    """The path and query of the page the browser shows (``HX-Current-URL``, or a form
+    post's ``Referer``), or None when there is none or it names another origin (a login
+    must never lead off-site)."""
     if not current:
         return None
     parts = urlsplit(current)
@@ -165,6 +165,14 @@ def _page_to_return_to(request: HtmxHttpRequest) -> str | None:
     if not url_has_allowed_host_and_scheme(page, allowed_hosts={request.get_host()}):
         return None
     return page
+
+
+def _login_url(login_path: str, page: str | None) -> str:
+    if page is None:
+        return login_path
+    query = QueryDict(mutable=True)
+    query["next"] = page
+    return f"{login_path}?{query.urlencode(safe='/')}"
 
 
 def _is_login_redirect(response: HttpResponse, login_path: str) -> bool:
@@ -180,7 +188,9 @@ class HtmxLoginRedirectMiddleware:
     htmx follows a plain 302 inside the XHR and would swap the whole login page into the
     region that asked; ``HX-Redirect`` makes the browser navigate to the login page, whose
     ``next`` is the page the user was on, so signing in returns there. A request without
-    HTMX keeps the normal redirect. Must come after ``HtmxMiddleware`` (it reads
+    HTMX keeps the normal redirect; for a form post (any method but GET and HEAD) its
+    ``next`` is the page the form was on (``Referer``, same origin only), not the
+    POST-only action address. Must come after ``HtmxMiddleware`` (it reads
     ``request.htmx``) and before anything that answers with a login redirect.
     """
 
@@ -190,14 +200,20 @@ class HtmxLoginRedirectMiddleware:
     def __call__(self, request: HtmxHttpRequest) -> HttpResponse:
         response = self.get_response(request)
         login_path = resolve_url(settings.LOGIN_URL)
-        if not request.htmx or not _is_login_redirect(response, login_path):
+        if not _is_login_redirect(response, login_path):
             return response
-        page = _page_to_return_to(request)
-        if page is None:
-            return HttpResponseClientRedirect(login_path)
-        query = QueryDict(mutable=True)
-        query["next"] = page
-        return HttpResponseClientRedirect(f"{login_path}?{query.urlencode(safe='/')}")
+        if request.htmx:
+            page = _page_to_return_to(request, request.htmx.current_url)
+            return HttpResponseClientRedirect(_login_url(login_path, page))
+        if request.method in ("GET", "HEAD"):
+            return response
+        # A form posted from a page whose session ended: its ``next`` would be the
+        # POST-only action address, which answers a 405 after the sign-in. Return to the
+        # page the form was on instead (nothing was applied; it shows the current state).
+        response["Location"] = _login_url(
+            login_path, _page_to_return_to(request, request.headers.get("Referer"))
+        )
+        return response
 
 
 def _methods_text(methods: list[str]) -> str:

@@ -170,3 +170,94 @@ function restoreFocus() {
     }
   });
 }
+
+// A request sent by a form (a fault-lab Run, a filter) that the server refuses (a stale
+// CSRF token after signing in elsewhere: the 403 page; a 400, 404, 409 or 500 page) is not
+// swapped by htmx, so the page showed nothing at all. Say what the server's page says, in
+// one alert at the top of the content with a link to reload, as text only (nothing of
+// the answer is inserted as HTML). Focus stays on the control (see restoreFocus); polls
+// are left out: the next poll tries again. The next request a form sends clears it.
+function refusalText(xhr) {
+  const doc = new DOMParser().parseFromString(xhr.responseText || "", "text/html");
+  const card = doc.querySelector("main [role=alert]") || doc.querySelector("main");
+  const heading = card && card.querySelector("h1");
+  const lines = card ? Array.from(card.querySelectorAll("p")).slice(0, 2).map(function (p) {
+    return p.textContent.replace(/\s+/g, " ").trim();
+  }) : [];
+  const title = heading ? heading.textContent.trim() : "HTTP " + xhr.status;
+  return [title].concat(lines.filter(Boolean));
+}
+function sentByForm(event) {
+  const elt = event.detail.elt;
+  return elt instanceof Element && elt.closest("form") !== null;
+}
+document.addEventListener("htmx:beforeRequest", function (event) {
+  if (!sentByForm(event)) return;
+  const old = document.getElementById("request-refused");
+  if (old) old.remove();
+});
+document.addEventListener("htmx:responseError", function (event) {
+  if (!sentByForm(event)) return;
+  const main = document.getElementById("main");
+  if (!main) return;
+  const lines = refusalText(event.detail.xhr);
+  const box = document.createElement("div");
+  box.id = "request-refused";
+  box.className = "card conflict";
+  box.setAttribute("role", "alert");
+  const title = document.createElement("strong");
+  title.className = "error";
+  title.textContent = lines[0];
+  box.appendChild(title);
+  lines.slice(1).forEach(function (line) {
+    const p = document.createElement("p");
+    p.textContent = line;
+    box.appendChild(p);
+  });
+  const reload = document.createElement("a");
+  reload.href = window.location.href;
+  reload.textContent = "Reload this page";
+  box.appendChild(reload);
+  const old = document.getElementById("request-refused");
+  if (old) old.remove();
+  main.insertBefore(box, main.firstChild);
+});
+
+// A filter form that htmx applies pushes its URL (runs, approvals, catalog, routing): each
+// filter is a history entry, and back or forward restores htmx's copy of that entry's page.
+// The copy is HTML, which carries a form control's value as first rendered, not as chosen
+// since: going back showed the list of that entry under a filter form that said something
+// else ("any" above a list filtered to one state), and the next Apply selected what the
+// form said. After a restore the filter form is set from the entry's own URL; a name not
+// in the URL gets the value the page was rendered with.
+document.addEventListener("htmx:historyRestore", function () {
+  const params = new URLSearchParams(window.location.search);
+  document.querySelectorAll("form[hx-get][hx-push-url]").forEach(function (form) {
+    Array.from(form.elements).forEach(function (el) {
+      if (!el.name) return;
+      const has = params.has(el.name);
+      if (el.tagName === "SELECT") {
+        Array.from(el.options).forEach(function (option) {
+          option.selected = has ? params.getAll(el.name).includes(option.value) : option.defaultSelected;
+        });
+      } else if (el.type === "checkbox" || el.type === "radio") {
+        el.checked = has ? params.getAll(el.name).includes(el.value) : el.defaultChecked;
+      } else if (el.tagName === "TEXTAREA" || (el.tagName === "INPUT" && el.type !== "hidden")) {
+        el.value = has ? params.get(el.name) : el.defaultValue;
+      }
+    });
+  });
+});
+
+// <form data-action-follows-url> (the runs list's bulk cancel) posts to an address that
+// carries the list's filter, so a refused post comes back on the list as it was filtered.
+// A filter applied by htmx changes the page's URL but not that address: it is set to the
+// page's query whenever htmx pushes or restores a history entry.
+function actionsFollowUrl() {
+  document.querySelectorAll("form[data-action-follows-url]").forEach(function (form) {
+    const action = new URL(form.getAttribute("action"), window.location.href);
+    form.setAttribute("action", action.pathname + window.location.search);
+  });
+}
+document.addEventListener("htmx:pushedIntoHistory", actionsFollowUrl);
+document.addEventListener("htmx:historyRestore", actionsFollowUrl);

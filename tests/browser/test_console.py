@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
 from approvals.models import Decision, DecisionRefusal
@@ -226,3 +228,69 @@ def test_a_refused_bulk_cancel_keeps_the_selection_and_reason_and_points_at_the_
     expect(reason).to_have_value("customer called off the job")
     waiting.refresh_from_db()
     assert waiting.state == "WAITING_HUMAN"
+
+
+def _press_enter_twice_on(page: Any, button: Any, path: str) -> list[Any]:
+    """Enter on ``button``, and Enter again while the first post is still in flight (held
+    until both keys were pressed, as on a slow server); returns the posts the page sent."""
+    held: list[Any] = []
+    page.route(f"**{path}", lambda route: held.append(route))
+    button.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(100)
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(300)
+    sent = list(held)
+    page.unroute(f"**{path}")
+    for route in held:
+        with contextlib.suppress(PlaywrightError):  # dropped by the browser for the second
+            route.continue_()
+    return sent
+
+
+def test_enter_pressed_twice_on_cancel_selected_runs_cancels_once_and_says_applied(
+    live_server: Any, new_page: Any, operator: Any, waiting: Run
+) -> None:
+    """A fast second Enter on the bulk cancel button sent the form again: the page the
+    operator saw was the second answer, "refused run_terminal" for every run the first had
+    just cancelled (each refusal recorded too)."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.get_by_label(f"Select run {waiting.short_id}").check()
+    page.get_by_label("Reason (recorded on every cancelled run)").fill("job withdrawn")
+    button = page.get_by_role("button", name="Cancel selected runs")
+    posts = _press_enter_twice_on(page, button, "/runs/cancel/")
+    expect(page.get_by_role("heading", name="Bulk cancel: per-run result")).to_be_visible()
+    expect(page.locator("main table")).to_contain_text("applied")
+    expect(page.locator("main table")).not_to_contain_text("refused")
+    assert len(posts) == 1, posts
+    waiting.refresh_from_db()
+    assert waiting.state == "CANCELLED"
+    assert Event.objects.filter(run=waiting, type="run.cancelled").count() == 1
+
+
+def test_enter_pressed_twice_on_a_decision_or_a_cancel_sends_it_once(
+    live_server: Any, new_page: Any, approver: Any, operator: Any, waiting: Run
+) -> None:
+    base = live_server.url
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, base, "approver")
+    page.goto(f"{base}/approvals/{checkpoint.pk}/")
+    page.get_by_label("Reason (required, recorded with your decision)").fill("fine")
+    decline = page.get_by_role("button", name="Decline")
+    decisions = _press_enter_twice_on(page, decline, "/decide/")
+    page.wait_for_url(re.compile(r"/runs/"))
+    assert len(decisions) == 1, decisions
+    assert Decision.objects.filter(checkpoint=checkpoint).count() == 1
+    assert not DecisionRefusal.objects.exists()
+
+    other = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    page = new_page()
+    login(page, base, "operator")
+    page.goto(f"{base}/runs/{other.pk}/")
+    page.get_by_label("Cancellation reason (required)").fill("withdrawn")
+    cancel = page.get_by_role("button", name="Cancel run")
+    cancels = _press_enter_twice_on(page, cancel, f"/runs/{other.pk}/cancel/")
+    expect(page.get_by_text("Run cancelled: cancelled_no_dispatch.")).to_be_visible()
+    assert len(cancels) == 1, cancels

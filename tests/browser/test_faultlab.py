@@ -147,3 +147,39 @@ def test_two_fixtures_finishing_together_are_both_announced(
     page.wait_for_timeout(300)
     announced = page.evaluate("window.announced")
     assert len(announced) == 1, announced
+
+
+def test_a_run_refused_by_the_server_says_so_instead_of_nothing(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """Signed out and in again in another tab, the open fault lab's form token is stale:
+    the server refuses the row's Run with its CSRF 403 page, which htmx does not swap.
+    The page showed nothing at all (the button simply came back); it must say what the
+    server said and how to go on, with the keyboard user's focus left on the button."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/faultlab/")
+    other_tab = page.context.new_page()
+    other_tab.goto(f"{live_server.url}/")
+    other_tab.get_by_role("button", name="Log out").click()
+    other_tab.wait_for_url(re.compile(r"/login/"))
+    login(other_tab, live_server.url, "operator")
+    other_tab.close()
+
+    page.locator(f"#fx-run-{FIXTURE}").focus()
+    page.keyboard.press("Enter")
+    refusal = page.locator("#request-refused")
+    expect(refusal).to_be_visible()
+    expect(refusal).to_have_attribute("role", "alert")
+    expect(refusal).to_contain_text("403 · The form has expired")
+    expect(refusal).to_contain_text("nothing was changed")
+    expect(refusal.get_by_role("link", name="Reload this page")).to_have_attribute(
+        "href", f"{live_server.url}/faultlab/"
+    )
+    expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_focused()
+    expect(page.locator(f"#fx-{FIXTURE}")).to_contain_text("not run yet")
+    screenshot(page, "faultlab-run-refused")
+
+    page.keyboard.press("Enter")  # refused again: still one refusal on the page
+    expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_focused()
+    expect(page.locator("#request-refused")).to_have_count(1)

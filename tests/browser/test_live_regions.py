@@ -75,6 +75,36 @@ def test_a_session_ended_in_another_tab_sends_the_page_to_login_and_back(
     expect(page.locator("input[name=password]")).to_have_count(0)
 
 
+def test_a_decision_posted_from_a_page_whose_session_ended_signs_in_back_to_that_page(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """Logged out in another tab, the approver still submits the stale approval page: the
+    sign-in leads back to the approval (still pending, nothing applied), not to the
+    POST-only decide address, which answered a 405 page after the sign-in."""
+    base = live_server.url
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, base, "approver")
+    page.goto(f"{base}/approvals/{checkpoint.pk}/")
+
+    other_tab = page.context.new_page()
+    other_tab.goto(f"{base}/")
+    other_tab.get_by_role("button", name="Log out").click()
+    other_tab.wait_for_url(re.compile(r"/login/"))
+    other_tab.close()
+
+    page.get_by_label("Reason (required, recorded with your decision)").fill("looks right")
+    page.get_by_role("button", name="Approve exactly this proposal").click()
+    page.wait_for_url(f"{base}/login/?next=/approvals/{checkpoint.pk}/")
+    page.get_by_label("Username").fill("approver")
+    page.get_by_label("Password").fill("pw-approver")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base}/approvals/{checkpoint.pk}/")
+    expect(page.get_by_role("button", name="Approve exactly this proposal")).to_be_visible()
+    checkpoint.refresh_from_db()
+    assert checkpoint.status == "PENDING"
+
+
 # Everything a keyboard reaches inside a region that swaps itself: each needs an id that is
 # unique on the page, the one thing htmx matches to give focus back after a swap.
 FOCUS_WITHOUT_ID = """

@@ -73,6 +73,37 @@ def test_a_request_without_htmx_keeps_the_normal_redirect() -> None:
     assert not response.has_header("HX-Redirect")
 
 
+def test_a_form_posted_after_the_session_ended_returns_to_the_form_page(operator: Any) -> None:
+    """A stale page's form post (logged out in another tab): signing in must lead back to
+    the page the form was on, never to the POST-only action address (a 405 after the
+    sign-in, the typed decision lost with no word of what happened)."""
+    from tests.helpers import make_run
+
+    run = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    state = run.state
+    response = Client().post(
+        reverse("runs-cancel", args=[run.pk]),
+        {"reason": "x"},
+        headers={"Referer": f"http://testserver/runs/{run.pk}/?kind=all"},
+    )
+    assert response.status_code == 302
+    assert response["Location"] == f"/login/?next=/runs/{run.pk}/%3Fkind%3Dall"
+    run.refresh_from_db()
+    assert run.state == state
+
+
+@pytest.mark.parametrize(
+    "referer", [None, "https://evil.example/runs/", "http://testserver//evil.example/"]
+)
+def test_a_form_post_without_a_same_origin_referer_signs_in_to_the_start_page(
+    referer: str | None,
+) -> None:
+    headers = {"Referer": referer} if referer is not None else {}
+    response = Client().post(reverse("runs-start"), {"scenario": "reservation"}, headers=headers)
+    assert response.status_code == 302
+    assert response["Location"] == "/login/"
+
+
 def test_a_signed_in_poll_is_answered_as_before(approver: Any) -> None:
     client = Client()
     client.force_login(approver)

@@ -1,0 +1,112 @@
+"""The filters of a list, through the browser's back and forward buttons: each filter
+applied by htmx is its own history entry, and going back shows the list and the filter
+form of that entry together (a form that says "any" above a filtered list would have the
+next Apply select something else than what the operator sees)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from runs.models import Run
+from tests.helpers import make_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_back_shows_the_filter_form_as_the_list_it_filtered(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    from tests.browser_support import login
+
+    live = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    assert Run.objects.get(pk=live.pk).scenario != "abstain"
+    page = new_page()
+    login(page, live_server.url, "operator")
+    table = page.locator("#run-table")
+    filters = page.get_by_role("search", name="Filter runs")
+    state, scenario = filters.get_by_label("State"), filters.get_by_label("Scenario")
+    run_id = filters.get_by_label("Run id")
+
+    state.select_option("WAITING_HUMAN")
+    run_id.fill(live.short_id)
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN"))
+    expect(table).to_contain_text(live.short_id)
+
+    scenario.select_option("abstain")
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"scenario=abstain"))
+    expect(table).to_contain_text("No runs match these filters")
+
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN&.*scenario=&"))
+    expect(table).to_contain_text(live.short_id)
+    expect(state).to_have_value("WAITING_HUMAN")
+    expect(scenario).to_have_value("")
+    expect(run_id).to_have_value(live.short_id)
+
+    page.go_back()
+    expect(page).to_have_url(f"{live_server.url}/")
+    expect(state).to_have_value("")
+    expect(run_id).to_have_value("")
+
+    page.go_forward()
+    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN"))
+    expect(state).to_have_value("WAITING_HUMAN")
+    expect(run_id).to_have_value(live.short_id)
+
+
+def test_a_refused_bulk_cancel_comes_back_on_the_list_as_filtered_on_the_page(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """The bulk cancel form's address carried the filter the page was first loaded with;
+    after a filter applied by htmx, a refused bulk cancel came back on the whole list,
+    under a filter form that said "any"."""
+    from tests.browser_support import login
+
+    chosen = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    other = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    page = new_page()
+    login(page, live_server.url, "operator")
+    filters = page.get_by_role("search", name="Filter runs")
+    filters.get_by_label("Run id").fill(chosen.short_id)
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(rf"q={chosen.short_id}"))
+    expect(page.locator("#run-table")).not_to_contain_text(other.short_id)
+
+    page.get_by_label(f"Select run {chosen.short_id}").check()
+    page.get_by_label("Reason (recorded on every cancelled run)").fill("   ")
+    page.get_by_role("button", name="Cancel selected runs").click()
+    expect(page.locator("#bulk-error")).to_contain_text("needs a reason")
+    expect(page.locator("#run-table")).to_contain_text(chosen.short_id)
+    expect(page.locator("#run-table")).not_to_contain_text(other.short_id)
+    expect(filters.get_by_label("Run id")).to_have_value(chosen.short_id)
+    expect(page.get_by_label(f"Select run {chosen.short_id}")).to_be_checked()
+
+
+def test_a_view_saved_after_filtering_the_approval_queue_keeps_that_filter(
+    live_server: Any, new_page: Any, approver: Any
+) -> None:
+    """The queue's "Save this view" sent the query the page was first loaded with: a view
+    saved after choosing a kind (applied by htmx) opened the unfiltered queue."""
+    from tests.browser_support import login
+
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/")
+    filters = page.get_by_role("search")
+    filters.get_by_label("Kind").select_option("clarification")
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"kind=clarification"))
+
+    page.get_by_label("Save this view as").fill("clarifications")
+    page.get_by_role("button", name="Save view").click()
+    expect(page.get_by_text("View “clarifications” saved")).to_be_visible()
+    page.get_by_text("Saved views").click()
+    page.get_by_role("link", name="Approvals: clarifications").click()
+    expect(page).to_have_url(re.compile(r"/approvals/\?.*kind=clarification"))
+    expect(page.get_by_role("search").get_by_label("Kind")).to_have_value("clarification")
