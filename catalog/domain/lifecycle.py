@@ -79,7 +79,9 @@ def next_state(current: str, action: str) -> State:
                 f"{state.value} is final: a {state.value.lower()} version never returns; "
                 "a new intent needs a new contract version",
             )
-        raise Refusal("illegal_lifecycle_step", f"cannot {act.value} a {state.value} version")
+        raise Refusal(
+            "illegal_lifecycle_step", f"cannot {act.value} a version that is {state.value}"
+        )
     return target
 
 

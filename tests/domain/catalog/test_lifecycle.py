@@ -40,6 +40,12 @@ def test_every_absent_step_is_refused():
             assert info.value.code == expected
 
 
+def test_a_refused_step_reads_as_a_sentence_whatever_the_state():
+    with pytest.raises(Refusal) as info:
+        next_state("ADMITTED", "admit")
+    assert info.value.message == "cannot admit a version that is ADMITTED"
+
+
 def test_unknown_actions_are_refused():
     with pytest.raises(Refusal) as info:
         next_state("ADMITTED", "resurrect")
