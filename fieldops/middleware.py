@@ -29,7 +29,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.core.exceptions import BadRequest
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse, QueryDict
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseForbidden,
+    JsonResponse,
+    QueryDict,
+)
 from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import render, resolve_url
 from django.template import loader
@@ -165,6 +172,15 @@ def _page_to_return_to(request: HttpRequest, current: str | None) -> str | None:
     if not url_has_allowed_host_and_scheme(page, allowed_hosts={request.get_host()}):
         return None
     return page
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """The CSRF refusal (``CSRF_FAILURE_VIEW``): the project's 403 page, with a link back
+    to the page the form was on (``HX-Current-URL`` or ``Referer``, same origin only), so
+    the person can reload it and send the form again."""
+    current = request.headers.get("HX-Current-URL") or request.headers.get("Referer")
+    context = {"back": _page_to_return_to(request, current)}
+    return HttpResponseForbidden(loader.render_to_string("403_csrf.html", context))
 
 
 def _login_url(login_path: str, page: str | None) -> str:

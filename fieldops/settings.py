@@ -238,6 +238,7 @@ SESSION_COOKIE_HTTPONLY = True
 DEFAULT_EXCEPTION_REPORTER = "fieldops.secrets.RedactingExceptionReporter"
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
+CSRF_FAILURE_VIEW = "fieldops.middleware.csrf_failure"  # the 403 page links back to the form's page
 X_FRAME_OPTIONS = "DENY"
 
 # --- FieldOps ------------------------------------------------------------------------

@@ -117,6 +117,26 @@ def test_the_csrf_refusal_is_the_projects_page(sworld):
     assert "403 · The form has expired" in response.content.decode()
 
 
+def test_the_csrf_refusal_links_back_to_the_page_the_form_was_on_of_this_site_only(sworld):
+    run = sworld.run("waiting")
+    client = sworld.client("operator", enforce_csrf_checks=True)
+    page = f"/runs/{run.pk}/?tab=timeline"
+
+    def refused(referer: str) -> str:
+        response = client.post(
+            reverse("runs-cancel", args=[run.pk]), {"reason": "x"}, HTTP_REFERER=referer
+        )
+        assert response.status_code == 403
+        return response.content.decode()
+
+    body = refused(f"http://testserver{page}")
+    assert '<a href="/runs/' in body and "Reload the page you came from</a>" in body
+    assert f'href="{page.replace("&", "&amp;")}"' in body
+    for elsewhere in ("https://evil.example/runs/", "http://testserver.evil.example/", ""):
+        assert "Reload the page you came from</a>" not in refused(elsewhere)
+    assert Run.objects.get(pk=run.pk).state == run.state
+
+
 # -- the embedded callback key off loopback -----------------------------------------------
 @pytest.mark.parametrize(
     ("addrport", "host"),
