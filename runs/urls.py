@@ -6,6 +6,7 @@ urlpatterns = [
     path("", runs_views.runs_list, name="runs-list"),
     path("runs/start/", runs_views.runs_start, name="runs-start"),
     path("runs/cancel/", runs_views.runs_bulk_cancel, name="runs-bulk-cancel"),
+    path("runs/cancel/result/", runs_views.runs_bulk_cancel_result, name="runs-bulk-cancel-result"),
     path("runs/<uuid:run_id>/", runs_views.runs_detail, name="runs-detail"),
     path("runs/<uuid:run_id>/cancel/", runs_views.runs_cancel, name="runs-cancel"),
     path("runs/<uuid:run_id>/follow-up/", runs_views.runs_follow_up, name="runs-follow-up"),

@@ -4,6 +4,7 @@ page (timeline, gauges, cancel, budget change, follow-up, export, evidence, audi
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 from urllib.parse import urlencode
@@ -148,11 +149,31 @@ def runs_bulk_cancel(request: AuthedHtmxRequest) -> HttpResponse:
             bulk_reason=request.POST.get("reason", ""),
         )
         return render(request, "runs/list.html", context, status=400)
-    return render(
-        request,
-        "runs/bulk_cancel.html",
-        {"rows": rows, "reason": request.POST.get("reason", "").strip()},
-    )
+    # Post/redirect/get: the result is kept in the session and shown by a GET, so reloading
+    # it (or back and forward) shows it again instead of sending the cancellation again.
+    token = uuid.uuid4().hex
+    kept = dict(list(request.session.get(BULK_RESULTS_KEY, {}).items())[-(BULK_RESULTS_KEPT - 1) :])
+    kept[token] = {
+        "rows": [dataclasses.asdict(row) for row in rows],
+        "reason": request.POST.get("reason", "").strip(),
+    }
+    request.session[BULK_RESULTS_KEY] = kept
+    return redirect(f"{reverse('runs-bulk-cancel-result')}?{urlencode({'r': token})}")
+
+
+# A person's latest bulk-cancel results (their session's, by token): enough for a few tabs.
+BULK_RESULTS_KEY = "fieldops_bulk_cancel_results"
+BULK_RESULTS_KEPT = 5
+
+
+@require_GET
+@login_required
+def runs_bulk_cancel_result(request: AuthedHtmxRequest) -> HttpResponse:
+    """A bulk cancel's per-run result, as it was when the cancellation was sent (the runs'
+    current states are on their pages); one of this session's last few, or an empty state."""
+    require_role(request.user, OPERATOR)
+    result = request.session.get(BULK_RESULTS_KEY, {}).get(request.GET.get("r", ""))
+    return render(request, "runs/bulk_cancel.html", result or {"missing": True})
 
 
 # -- one run ---------------------------------------------------------------------------

@@ -266,6 +266,33 @@ def test_enter_pressed_twice_on_cancel_selected_runs_cancels_once_and_says_appli
     assert len(posts) == 1, posts
     waiting.refresh_from_db()
     assert waiting.state == "CANCELLED"
+
+
+def test_reloading_a_bulk_cancel_result_sends_nothing_again(
+    live_server: Any, new_page: Any, operator: Any, waiting: Run
+) -> None:
+    """The result was the answer to the post: a reload asked to send the form again, and
+    the page then said "refused run_terminal" for the runs just cancelled (each refusal
+    recorded). Now the post is answered by a redirect to the result, which reloads as is."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.get_by_label(f"Select run {waiting.short_id}").check()
+    page.get_by_label("Reason (recorded on every cancelled run)").fill("job withdrawn")
+    page.get_by_role("button", name="Cancel selected runs").click()
+    expect(page.get_by_role("heading", name="Bulk cancel: per-run result")).to_be_visible()
+    events = Event.objects.filter(run=waiting).count()
+    posts: list[str] = []
+    page.on(
+        "request", lambda request: posts.append(request.url) if request.method == "POST" else None
+    )
+    page.reload()
+    page.go_back()
+    page.go_forward()
+    expect(page.get_by_role("heading", name="Bulk cancel: per-run result")).to_be_visible()
+    expect(page.locator("main table")).to_contain_text("applied")
+    expect(page.locator("main table")).not_to_contain_text("refused")
+    assert posts == []
+    assert Event.objects.filter(run=waiting).count() == events
     assert Event.objects.filter(run=waiting, type="run.cancelled").count() == 1
 
 

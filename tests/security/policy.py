@@ -235,6 +235,7 @@ POLICY: Mapping[str, Rule] = {
     ),
     "runs-start": Rule({"POST": roles(OPERATOR)}, body=_start_body),
     "runs-bulk-cancel": Rule({"POST": roles(OPERATOR)}, body=_bulk_body),
+    "runs-bulk-cancel-result": Rule({"GET": roles(OPERATOR)}),
     "runs-detail": Rule(
         {"GET": signed_in},
         objects="run",

@@ -372,13 +372,14 @@ def test_bulk_cancel_reports_each_run(as_operator: Client, world: None) -> None:
     response = as_operator.post(
         reverse("runs-bulk-cancel"),
         {"run": [str(waiting.pk), str(ended.pk), str(created.pk), str(south.pk)], "reason": "x"},
+        follow=True,
     )
-    rows = {r.run_id: r for r in response.context["rows"]}
-    assert rows[str(waiting.pk)].applied
-    assert rows[str(waiting.pk)].qualification == "cancelled_no_dispatch"
-    assert rows[str(created.pk)].applied
-    assert not rows[str(ended.pk)].applied and rows[str(ended.pk)].refusal
-    assert rows[str(south.pk)].refusal == "not_found"
+    rows = {r["run_id"]: r for r in response.context["rows"]}
+    assert rows[str(waiting.pk)]["applied"]
+    assert rows[str(waiting.pk)]["qualification"] == "cancelled_no_dispatch"
+    assert rows[str(created.pk)]["applied"]
+    assert not rows[str(ended.pk)]["applied"] and rows[str(ended.pk)]["refusal"]
+    assert rows[str(south.pk)]["refusal"] == "not_found"
     south.refresh_from_db()
     assert south.state == "CREATED"
     assert "refused" in response.content.decode() and "applied" in response.content.decode()
@@ -388,11 +389,47 @@ def test_bulk_cancel_reads_any_spelling_of_a_run_id_once(as_operator: Client, wo
     """An id in upper case or without dashes is the run's (it was reported not_found)."""
     run = _bulk_runs(1)[0]
     spellings = [str(run.pk).upper(), run.pk.hex, str(run.pk)]
-    response = as_operator.post(reverse("runs-bulk-cancel"), {"run": spellings, "reason": "x"})
+    response = as_operator.post(
+        reverse("runs-bulk-cancel"), {"run": spellings, "reason": "x"}, follow=True
+    )
     rows = response.context["rows"]
-    assert [(r.run_id, r.applied) for r in rows] == [(str(run.pk), True)]
+    assert [(r["run_id"], r["applied"]) for r in rows] == [(str(run.pk), True)]
     run.refresh_from_db()
     assert run.state == "CANCELLED"
+
+
+def test_a_bulk_cancel_result_is_a_page_to_reload_without_cancelling_again(
+    as_operator: Client, as_approver: Client, operator: Any, world: None
+) -> None:
+    """The cancellation is a post answered by a redirect to its result: reloading the
+    result (or back, then forward) sends nothing and records nothing again. The result is
+    the session's own: another session, or a token never issued, gets the empty state."""
+    ended = make_run("unavailable_tool")
+    run = _bulk_runs(1)[0]
+    posted = as_operator.post(
+        reverse("runs-bulk-cancel"), {"run": [str(run.pk), str(ended.pk)], "reason": "x"}
+    )
+    assert posted.status_code == 302
+    result = posted["Location"]
+    assert result.startswith(reverse("runs-bulk-cancel-result") + "?r=")
+    events = Event.objects.count()
+
+    for _ in range(2):
+        page = as_operator.get(result)
+        assert page.status_code == 200
+        body = page.content.decode()
+        assert "applied" in body and "refused" in body and "cancelled_no_dispatch" in body
+    assert Event.objects.count() == events
+    run.refresh_from_db()
+    assert run.state == "CANCELLED"
+
+    other = client_for(operator)  # the same person in another browser: another session
+    assert "No bulk cancel result to show" in other.get(result).content.decode()
+    unknown = as_operator.get(reverse("runs-bulk-cancel-result"), {"r": "0" * 32})
+    assert (
+        unknown.status_code == 200 and "No bulk cancel result to show" in unknown.content.decode()
+    )
+    assert as_approver.get(result).status_code == 403
 
 
 def test_bulk_cancel_refusals(as_operator: Client, as_approver: Client, world: None) -> None:
