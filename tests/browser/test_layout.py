@@ -220,3 +220,23 @@ def _wider_than_a_phone(
             if page_width > PHONE["width"]:
                 too_wide.append((path, page_width, page.evaluate(STICKING_OUT)))
     return too_wide
+
+
+def test_at_phone_width_the_replay_tables_scroll_in_their_box(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """A run's decision replay (its per-decision diff) and execution simulation (the
+    recorded and simulated rows of a simulation) stay phone-wide: their tables scroll in
+    their own box."""
+    run = make_run("unavailable_tool", principal="user:operator", requested_by=operator)
+    page = new_page()
+    page.set_viewport_size(PHONE)
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{run.pk}/replay/simulation/")
+    page.get_by_role("button", name="Simulate").click()
+    expect(page.locator("main article table").first).to_be_visible()
+    simulated = page.url.removeprefix(live_server.url)
+    too_wide = _wider_than_a_phone(
+        new_page, live_server, {"operator": [f"/runs/{run.pk}/replay/decision/", simulated]}
+    )
+    assert not too_wide, too_wide
