@@ -229,6 +229,10 @@ def operations_list(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "operations/list.html", context)
 
 
+# The page an operation's filter was set on, as its audit record names it.
+FILTER_PAGES = {"runs": "runs list", "recovery": "recovery page", "runbook": "runbook"}
+
+
 @require_GET
 @login_required
 def operations_detail(request: AuthedHtmxRequest, operation_id: UUID) -> HttpResponse:
@@ -247,6 +251,12 @@ def operations_detail(request: AuthedHtmxRequest, operation_id: UUID) -> HttpRes
             ]
         ),
         "events": list(operation.events.all()),
+        "filter_page": FILTER_PAGES.get(operation.filter.get("page"), operation.filter.get("page")),
+        "filter_terms": [
+            (key, value)
+            for key, value in (operation.filter.get("query") or {}).items()
+            if value not in ("", None)
+        ],
         "moves": [a for a, (allowed, _) in services.MOVES.items() if operation.status in allowed],
     }
     if request.htmx.target == "op-progress":

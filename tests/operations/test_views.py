@@ -171,3 +171,17 @@ def test_results_and_runs_export_as_csv_and_json(operator):
     assert (
         client.get(reverse("operations-runs-export", args=["csv"]), {"q": "zz"}).status_code == 400
     )
+
+
+def test_the_audit_record_shows_the_filter_as_terms_not_a_python_dict(operator):
+    """The operation's page names the filter it acted on as the preview did (``scenario =
+    …``), leaving out the empty fields, never the stored record's Python repr."""
+    waiting_runs(2)
+    client = client_for(operator)
+    assert _start(client, 2).status_code == 302
+    operation = Operation.objects.get()
+    html = client.get(reverse("operations-detail", args=[operation.pk])).content.decode()
+    audit = html[html.index('id="audit-h"') :]
+    assert "{&#x27;" not in audit and "&#x27;query&#x27;" not in audit
+    assert "Filter as it was: runs list · world = <code>faultlab</code>" in audit
+    assert "state =" not in audit  # an empty field is not a term of the filter
