@@ -161,6 +161,15 @@ def retire_view(row: CapabilityVersion) -> dict[str, Any]:
         "can_retire": "retire" in lifecycle.actions_from(row.lifecycle),
         "requested_by": row.retire_requested_by,
         "requested_at": row.retire_requested_at,
+        # Why the pending request was made: the second admin decides on it.
+        "requested_reason": (
+            LifecycleDecision.objects.filter(version=row, action="retire_requested")
+            .order_by("-pk")
+            .values_list("reason", flat=True)
+            .first()
+            if row.retire_requested_by_id
+            else None
+        ),
     }
 
 

@@ -366,3 +366,19 @@ def test_the_routing_report_draws_the_funnel(approver):
     assert partial.lstrip().startswith('<div id="routing-report">')
     assert "Comparison at k=5" in partial
     assert c.get(reverse("catalog-routing"), {"k": "banana"}).status_code == 200
+
+
+def test_the_retire_page_shows_why_the_pending_retirement_was_requested(
+    catalog_admin, catalog_reviewer
+):
+    """The second catalog admin decides on the request: its reason is on the page, beside
+    who asked and when, not only in the decisions further down the version's page."""
+    target = row("read_equipment@1.0.0")
+    url = reverse("catalog-retire", args=[target.pk])
+    request = {"reason": "the 1.0.1 adapter replaces it", "acknowledge": "1"}
+    assert client_for(catalog_admin).post(url, request).status_code == 302
+    page = client_for(catalog_reviewer).get(url).content.decode()
+    pending = page[page.index('id="retire-pending"') :]
+    pending = pending[: pending.index("</p>")]
+    assert "catalog-admin" in pending
+    assert escape("the 1.0.1 adapter replaces it") in pending
