@@ -63,9 +63,14 @@ def saved_view_create(
         raise OperationInputError("name", f"a view named {name!r} exists on this page") from None
 
 
-def page_url(page: str) -> str:
-    """The page whose views are saved as ``page``; "/" for one whose views cannot be."""
-    return reverse(PAGES[page][0]) if page in PAGES else "/"
+def page_url(page: str, query: Mapping[str, str] | None = None) -> str:
+    """The page whose views are saved as ``page``, with the keys of ``query`` it keeps;
+    "/" for one whose views cannot be."""
+    if page not in PAGES:
+        return "/"
+    url = reverse(PAGES[page][0])
+    kept = sorted((k, str(v)) for k, v in (query or {}).items() if k in PAGES[page][1] and v)
+    return f"{url}?{urlencode(kept)}" if kept else url
 
 
 def saved_view_delete(*, view_id: Any) -> None:

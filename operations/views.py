@@ -375,7 +375,10 @@ def saved_views_create(request: AuthedHtmxRequest) -> HttpResponse:
             hint="Go back and save the view under another name."
             if exc.field == "name"
             else "Save a view with the form on the page it filters.",
-            back=saved_views.page_url(page),
+            # Back to the filter being saved (a refused filter itself is left out).
+            back=saved_views.page_url(
+                page, {k: query.get(k, "") for k in query} if exc.field == "name" else None
+            ),
             back_label="Back to the page",
         )
     messages.success(request, f"View “{view.name}” saved; share its link within your tenant.")

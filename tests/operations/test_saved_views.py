@@ -54,6 +54,17 @@ def test_saving_refuses_an_unknown_page_an_empty_or_taken_name(operator):
     assert _save(client, page="recovery", query="q=key-1").status_code == 302
 
 
+def test_a_refused_name_leads_back_to_the_page_with_the_filter_it_was_saving(operator):
+    """A taken name is refused on a page of its own: its way back reopens the filtered page,
+    not the page without the filter the user was about to save."""
+    client = client_for(operator)
+    assert _save(client).status_code == 302
+    refused = _save(client, query="world=faultlab&state=CREATED&after=abc")
+    assert refused.status_code == 400
+    back = reverse("runs-list") + "?state=CREATED&amp;world=faultlab"
+    assert f'href="{back}"' in refused.content.decode()
+
+
 @pytest.mark.parametrize("query", ["state=%00", "q=ab%00cd&world=faultlab"])
 def test_a_filter_with_an_encoded_nul_is_refused_and_nothing_is_saved(operator, query):
     """The NUL hides percent-encoded in the query field (a 500 on PostgreSQL before)."""
