@@ -476,3 +476,20 @@ def test_a_refused_tool_list_import_takes_the_focus_so_it_is_read(
     refusal = page.locator("#import-errors")
     expect(refusal).to_be_visible()
     assert refusal.evaluate("el => el === document.activeElement")
+
+
+def test_a_reconcile_button_is_named_by_the_words_it_shows(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """WCAG 2.5.3 (label in name): someone who says or searches for the text on the button,
+    "Reconcile with ledger", finds it; its name adds which attempt it reconciles."""
+    from sim import faultlab
+
+    faultlab.run_fixture(faultlab.BY_NAME["ledger_outage"])
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/recovery/")
+    attempt = page.locator("main form input[name=attempt_id]").input_value()
+    button = page.get_by_role("button", name=f"Reconcile with ledger: attempt {attempt}")
+    expect(button).to_have_count(1)
+    expect(button).to_have_text("Reconcile with ledger")

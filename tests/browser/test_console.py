@@ -187,7 +187,9 @@ def test_screenshots_of_the_operator_pages(
     expect(
         page.get_by_role("heading", name="Runs with unknown or conflicting effects")
     ).to_be_visible()
-    expect(page.get_by_role("button", name=re.compile("Reconcile attempt"))).to_have_count(1)
+    expect(
+        page.get_by_role("button", name=re.compile("Reconcile with ledger: attempt"))
+    ).to_have_count(1)
     screenshot(page, "recovery")
     page.goto(f"{base}/runbooks/ledger-outage/")
     expect(page.get_by_text("ledger_unavailable").first).to_be_visible()
