@@ -185,3 +185,13 @@ def test_the_audit_record_shows_the_filter_as_terms_not_a_python_dict(operator):
     assert "{&#x27;" not in audit and "&#x27;query&#x27;" not in audit
     assert "Filter as it was: runs list · world = <code>faultlab</code>" in audit
     assert "state =" not in audit  # an empty field is not a term of the filter
+
+
+def test_the_operations_page_names_every_place_an_operation_starts(operator):
+    """Three kinds of bulk operation start elsewhere: a bulk cancel on the runs list, a
+    bulk reconcile on the recovery page, an incident on a runbook. The page (empty too)
+    links to each, not only to the first."""
+    html = client_for(operator).get(reverse("operations-list")).content.decode()
+    head = html[html.index("<h1>Operations</h1>") : html.index('id="op-table"')]
+    for name in ("runs-list", "recovery", "runbooks"):
+        assert f'href="{reverse(name)}"' in head, name
