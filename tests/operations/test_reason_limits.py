@@ -100,5 +100,6 @@ def test_a_view_name_over_its_limit_is_refused_with_its_length(operator) -> None
     assert response.status_code == 400
     body = response.content.decode()
     assert "at most 80 characters and this one has 81" in body
-    assert FORM_BODY_HINT not in body and f'href="{reverse("runs-list")}"' in body
+    # Back to the page with the filter that was being saved.
+    assert FORM_BODY_HINT not in body and f'href="{reverse("runs-list")}?world=faultlab"' in body
     assert not SavedView.objects.exists()
