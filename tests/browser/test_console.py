@@ -135,14 +135,19 @@ def test_an_operator_cancels_a_waiting_run(
     assert event.payload == {"reason": "The customer withdrew the job.", "by": "user:operator"}
 
 
+def _as_approver_on_the_approval_of(live_server: Any, new_page: Any, run: Run) -> tuple[Any, Any]:
+    """A page signed in as the approver, on the approval ``run`` waits for."""
+    checkpoint = checkpoint_of(run)
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/{checkpoint.pk}/")
+    return page, checkpoint
+
+
 def test_a_tampered_hash_post_is_refused(
     live_server: Any, new_page: Any, approver: Any, waiting: Run
 ) -> None:
-    base = live_server.url
-    checkpoint = checkpoint_of(waiting)
-    page = new_page()
-    login(page, base, "approver")
-    page.goto(f"{base}/approvals/{checkpoint.pk}/")
+    page, checkpoint = _as_approver_on_the_approval_of(live_server, new_page, waiting)
     page.locator("input[name=seen_hash]").evaluate("el => { el.value = '0'.repeat(64); }")
     page.get_by_label("Reason (required, recorded with your decision)").fill("looks fine")
     page.get_by_role("button", name="Approve exactly this proposal").click()
@@ -302,10 +307,7 @@ def test_enter_pressed_twice_on_a_decision_or_a_cancel_sends_it_once(
     live_server: Any, new_page: Any, approver: Any, operator: Any, waiting: Run
 ) -> None:
     base = live_server.url
-    checkpoint = checkpoint_of(waiting)
-    page = new_page()
-    login(page, base, "approver")
-    page.goto(f"{base}/approvals/{checkpoint.pk}/")
+    page, checkpoint = _as_approver_on_the_approval_of(live_server, new_page, waiting)
     page.get_by_label("Reason (required, recorded with your decision)").fill("fine")
     decline = page.get_by_role("button", name="Decline")
     decisions = _press_enter_twice_on(page, decline, "/decide/")
