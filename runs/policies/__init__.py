@@ -17,10 +17,8 @@ MODEL_SCENARIO = model_client.SCENARIO
 
 
 def vocabulary_for(adapter_version: str) -> vocabularies.Vocabulary:
-    for vocabulary in vocabularies.VOCABULARIES.values():
-        if vocabulary.adapter_version == adapter_version:
-            return vocabulary
-    raise ValueError(f"no adapter {adapter_version!r}")
+    """The vocabulary read by exactly ``adapter_version``; raise ValueError if not installed."""
+    return vocabularies.for_version(adapter_version)
 
 
 def scenario_names() -> list[str]:
