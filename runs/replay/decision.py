@@ -183,7 +183,7 @@ def _recorded_adapter(raw: Mapping[str, Any], vocabulary: str) -> vocabularies.V
             return vocabularies.for_version(version)
         return vocabularies.get(provider)
     except ValueError:
-        return policies._unavailable(str(version or provider))
+        return policies.unavailable_vocabulary(str(version or provider))
 
 
 def decision_replay(run: Run, candidate: str, *, allow_model: bool = False) -> DecisionReplay:

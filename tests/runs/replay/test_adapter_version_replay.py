@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from runs import policies
+from runs.engine import runner
 from runs.models import Event, Evidence, Run
 from runs.policies import (
     anthropic_adapter,
@@ -107,3 +108,14 @@ def test_a_run_cannot_pin_another_vocabularys_or_an_unknown_adapter(world):
         with pytest.raises(RunInputError) as info:
             make_run("reservation", vocabulary="openai", adapter_version=version, advance=False)
         assert info.value.field == "vocabulary"
+
+
+def test_a_run_pinned_to_an_uninstalled_version_replays_as_unavailable_not_by_another(world):
+    run = make_run(advance=False, limits={"corrections": 1})
+    Run.objects.filter(pk=run.pk).update(model_adapter_version="openai-tool-calls-adapter@0.9")
+    runner.advance(str(run.pk), worker="test")
+    run.refresh_from_db()
+    assert {p.get("reason_code") for p in recorded_proposals(run)} == {"adapter_unavailable"}
+    replay = decision_replay(run, replay_modes.RECORDED)
+    assert replay.rows and replay.first_divergence is None
+    assert {r.candidate_class for r in replay.rows} == {"adapter_unavailable"}
