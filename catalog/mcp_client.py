@@ -13,7 +13,9 @@ Bounds (``Limits``): one deadline for the whole conversation, a byte budget over
 a tool count, a page count, and cursor-loop detection. A server that hangs, crashes,
 speaks another protocol version or writes junk raises ``DiscoveryFailed`` with a stable
 code and a sentence an admin can act on. The server process is always stopped (the SDK
-closes stdin, then terminates the process tree).
+closes stdin, then terminates the process tree). One answer is bounded on every transport:
+an HTTP body or event stream, and a stdio line (``_bounded_stdio``: the SDK's own line
+reader is quadratic in the length of a line).
 
 An HTTP target is first spoken to in Streamable HTTP. When its ``initialize`` POST is
 answered with an HTTP 4xx that a credential cannot fix (404, 405, ...), the URL is tried
@@ -34,6 +36,7 @@ import json
 import logging
 import os
 import re
+import signal
 import threading
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
@@ -44,10 +47,11 @@ from http import HTTPStatus
 from typing import IO, Any
 
 import anyio
+import anyio.lowlevel
 import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client import stdio as sdk_stdio
 from mcp.client.sse import sse_client
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
@@ -369,7 +373,7 @@ def _transport(target: Target, errlog: _StderrTail, wire: _Wire) -> Any:
         params = StdioServerParameters(
             command=target.command, args=list(target.args), cwd=target.cwd
         )
-        return stdio_client(params, errlog=errlog.file)
+        return _bounded_stdio(params, errlog.file, wire)
     if wire.kind == LEGACY_SSE:
         return sse_client(
             target.url, headers=dict(target.headers), httpx_client_factory=wire.client
@@ -378,6 +382,140 @@ def _transport(target: Target, errlog: _StderrTail, wire: _Wire) -> Any:
     # An event may be as large as any answer (the SDK's own default is 1 MiB).
     stream = streamable_http_client(target.url, http_client=client, max_sse_event_size=wire.limit)
     return _owning(client, stream)
+
+
+# How much of the server's stdout one read takes.
+STDIO_READ = 64 * 1024
+
+
+@asynccontextmanager
+async def _bounded_stdio(
+    server: StdioServerParameters, errlog: IO[str], wire: _Wire
+) -> AsyncIterator[Any]:
+    """The SDK's stdio transport (``mcp.client.stdio.stdio_client``) with a bounded reader.
+
+    The SDK's reader joins every chunk to the line read so far (``buffer + chunk``), so one
+    line without a newline costs time and memory quadratic in its length (30 MB: seconds
+    and hundreds of MB). Here a line is kept as a list of chunks and refused once it passes
+    ``wire.limit`` bytes, the bound of one HTTP answer: ``too_large`` (through
+    ``wire.overflow``), nothing more is read, and the server's process group is killed at
+    once. Everything else is the SDK's: spawning the process in its own session, parsing a
+    line (``_parse_line``), the writer, and the shutdown (close stdin, wait, kill the tree).
+    Those helpers are private to the SDK (pinned at mcp==2.3.0 in pyproject.toml).
+    """
+    command = await sdk_stdio._get_executable_command(server.command)
+    process = await sdk_stdio._create_platform_compatible_process(
+        command=command,
+        args=server.args,
+        env=sdk_stdio.get_default_environment() | (server.env or {}),
+        errlog=errlog,
+        cwd=server.cwd,
+    )
+    # As in the SDK: no awaits until the task group is entered (a cancellation there would
+    # leak the live process).
+    read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](
+        0
+    )
+    write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    writer_done = anyio.Event()
+
+    def kill() -> None:
+        # The server was started in a session of its own: its group is its whole tree.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    async def stdout_reader() -> None:
+        assert process.stdout, "Opened process is missing stdout"
+        pieces: list[bytes] = []
+        size = 0
+        try:
+            async with read_stream_writer:
+                try:
+                    while True:
+                        try:
+                            chunk = await process.stdout.receive(STDIO_READ)
+                        except anyio.EndOfStream:
+                            return
+                        start = 0
+                        while (end := chunk.find(b"\n", start)) != -1:
+                            size += end - start
+                            if size > wire.limit:
+                                break
+                            pieces.append(chunk[start:end])
+                            line = b"".join(pieces)
+                            pieces, size = [], 0
+                            start = end + 1
+                            try:
+                                await read_stream_writer.send(_stdio_message(line, server))
+                            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                                return  # the session is gone; only the drain remains
+                        else:
+                            size += len(chunk) - start
+                            pieces.append(chunk[start:])
+                        if size > wire.limit:
+                            pieces.clear()
+                            kill()
+                            wire.overflow(
+                                DiscoveryFailed(
+                                    "too_large",
+                                    f"one line the server wrote to stdout during {{stage}} "
+                                    f"passed {wire.limit} bytes (the tool list may have at "
+                                    f"most {(wire.limit - 1024 * 1024) // WIRE_FACTOR} bytes); "
+                                    "it was not read further, the server was stopped and "
+                                    "nothing was stored",
+                                )
+                            )
+                            return
+                finally:
+                    await sdk_stdio._drain_stdout(process)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
+            pass  # the shutdown closed stdout under the read; the session sees the end
+
+    async def stdin_writer() -> None:
+        assert process.stdin, "Opened process is missing stdin"
+        try:
+            async with write_stream_reader:
+                async for session_message in write_stream_reader:
+                    text = session_message.message.model_dump_json(
+                        by_alias=True, exclude_unset=True
+                    )
+                    data = (text + "\n").encode(server.encoding, server.encoding_error_handler)
+                    await process.stdin.send(data)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await read_stream_writer.aclose()
+        finally:
+            writer_done.set()
+
+    async def shutdown() -> None:
+        read_stream.close()
+        write_stream.close()
+        with anyio.move_on_after(sdk_stdio._WRITER_FLUSH_TIMEOUT):
+            await writer_done.wait()
+        await sdk_stdio._stop_server_process(process)
+        await sdk_stdio._aclose_all(
+            read_stream, write_stream, read_stream_writer, write_stream_reader
+        )
+        await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(stdout_reader)
+        group.start_soon(stdin_writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            # Shielded and bounded, as in the SDK: the server process never outlives us.
+            with anyio.CancelScope(shield=True):
+                await shutdown()
+            group.cancel_scope.cancel()
+
+
+def _stdio_message(line: bytes, server: StdioServerParameters) -> SessionMessage | Exception:
+    """One stdout line as the SDK reads it (a message, or the parse error as a value)."""
+    try:
+        text = line.decode(server.encoding, server.encoding_error_handler)
+    except UnicodeDecodeError as exc:
+        return exc
+    return sdk_stdio._parse_line(text)
 
 
 @asynccontextmanager

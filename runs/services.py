@@ -108,6 +108,7 @@ def run_create(
     fault_plan: Sequence[Mapping[str, Any]] | None = None,
     namespace: str | None = None,
     vocabulary: str = "openai",
+    adapter_version: str | None = None,
     components: Mapping[str, str] | None = None,
     follows_run: Run | None = None,
     deadline_seconds: int | None = None,
@@ -116,6 +117,9 @@ def run_create(
 ) -> Run:
     """Create a run (CREATED, revision 0) with its request evidence; enqueue it to start.
 
+    The run pins the current adapter of ``vocabulary``, or ``adapter_version`` (an
+    installed earlier version of the same vocabulary: a simulation of a recorded run reads
+    its outputs as the recording did).
     Raise RunInputError on any invalid input; nothing is written then. With ``start_key``
     the key is recorded with the run in its transaction (``run_start_once``): a second run
     under the same key is an IntegrityError, and nothing of it is written.
@@ -148,9 +152,15 @@ def run_create(
     except ports.FaultPlanError as exc:
         raise RunInputError("fault_plan", str(exc)) from exc
     try:
-        adapter_version = vocabularies.get(vocabulary).adapter_version
+        current = vocabularies.get(vocabulary)
+        if (
+            adapter_version is not None
+            and vocabularies.for_version(adapter_version).name != vocabulary
+        ):
+            raise ValueError(f"adapter {adapter_version!r} does not read {vocabulary!r}")
     except ValueError as exc:
         raise RunInputError("vocabulary", str(exc)) from exc
+    adapter_version = adapter_version or current.adapter_version
     pins = pinned_components(components)
     if not pins:
         raise RunInputError("components", "no admitted capability versions to pin")

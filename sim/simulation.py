@@ -2,13 +2,13 @@
 an isolated world namespace, and compare dispositions.
 
 The simulated run has the recorded run's request (same scenario or a candidate scenario,
-same vocabulary, limits, scope, pinned components and fault plan), in a namespace
-``sim-<recorded id>-<nonce>`` seeded with ``seed_world``. It may create synthetic effects
-there and nowhere else. Human inputs come from scripted principals that replay the
-recorded run's decisions in order (approvals and declines, clarification answers,
-external callbacks, an operator's cancellation); they act on the simulated run only. A
-simulation that needs an input the recording does not have stops there, and is cancelled
-so no human queue ever shows it.
+same vocabulary and adapter version, limits, scope, pinned components and fault plan), in
+a namespace ``sim-<recorded id>-<nonce>`` seeded with ``seed_world``. It may create
+synthetic effects there and nowhere else. Human inputs come from scripted principals that
+replay the recorded run's decisions in order (approvals and declines, clarification
+answers, external callbacks, an operator's cancellation); they act on the simulated run
+only. A simulation that needs an input the recording does not have stops there, and is
+cancelled so no human queue ever shows it.
 """
 
 from __future__ import annotations
@@ -261,6 +261,7 @@ def simulate(run: Run, *, candidate: str | None = None, allow_model: bool = Fals
         fault_plan=list(run.fault_plan),
         namespace=namespace,
         vocabulary=vocab.name,
+        adapter_version=vocab.adapter_version,
         components=dict(run.components),
         start=False,
     )

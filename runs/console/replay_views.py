@@ -1,5 +1,5 @@
 """The decision replay page (SPEC §6, §10): a GET that only reads (recorded projections
-fed to a candidate policy, or the recorded raw outputs to today's adapter) and writes
+fed to a candidate policy, or the recorded raw outputs to the adapter that read them) and writes
 nothing. The run is fetched through ``access.objects.get_run_for_user`` (another
 tenant's run is a 404). Execution simulation's page lives with the doubles (sim/views.py).
 """
@@ -47,6 +47,6 @@ def replay_decision(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
 
 def _candidate_label(name: str) -> str:
     if name == replay_modes.RECORDED:
-        return "recorded raw outputs (today's adapter)"
+        return "recorded raw outputs (the adapter version that read them)"
     scenario = scenario_registry.get(name)
     return f"double: {name} — {scenario.description if scenario else ''}"

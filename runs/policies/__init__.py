@@ -17,10 +17,8 @@ MODEL_SCENARIO = model_client.SCENARIO
 
 
 def vocabulary_for(adapter_version: str) -> vocabularies.Vocabulary:
-    for vocabulary in vocabularies.VOCABULARIES.values():
-        if vocabulary.adapter_version == adapter_version:
-            return vocabulary
-    raise ValueError(f"no adapter {adapter_version!r}")
+    """The vocabulary read by exactly ``adapter_version``; raise ValueError if not installed."""
+    return vocabularies.for_version(adapter_version)
 
 
 def scenario_names() -> list[str]:
@@ -72,7 +70,8 @@ def resolve(run: Run) -> tuple[Policy, vocabularies.Vocabulary]:
     try:
         vocabulary = vocabulary_for(run.model_adapter_version)
     except ValueError:
-        return _Unavailable(run.model_adapter_version), _unavailable(run.model_adapter_version)
+        pinned = run.model_adapter_version
+        return _Unavailable(pinned), unavailable_vocabulary(pinned)
     return policy_for(run.scenario, vocabulary.name), vocabulary
 
 
@@ -110,7 +109,9 @@ class _Unavailable:
         return PolicyOutput(provider="none", model="none", raw={"pinned_adapter": self.pinned})
 
 
-def _unavailable(pinned: str) -> vocabularies.Vocabulary:
+def unavailable_vocabulary(pinned: str) -> vocabularies.Vocabulary:
+    """A vocabulary whose adapter answers ``adapter_unavailable`` for ``pinned``."""
+
     def read(raw: Any, kinds: Mapping[str, str]) -> Reading:
         return Reading(
             parsing.invalid("adapter_unavailable", f"pinned adapter {pinned} is not installed")

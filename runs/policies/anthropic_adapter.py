@@ -20,18 +20,26 @@ In the order checked:
 - then the text and ``tool_use`` blocks go through ``parsing.decide``: ``stop_reason:
   tool_use`` is a turn stopped for tool use, so text before one call is a preamble
   (commentary); with ``end_turn`` (or none), text beside a call is ``mixed_output``.
+  From 2.2.0 a ``{"final": ...}`` answer with duplicate keys is ``malformed_final``.
+
+Versions: ``VERSION`` reads new runs; ``EARLIER`` keeps each earlier version's mapping
+unchanged, for the runs recorded under it (a run never changes adapter version).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "anthropic-tool-use-adapter@2.1.0"
+VERSION = "anthropic-tool-use-adapter@2.2.0"
+# 2.1.0 read a {"final": ...} answer with duplicate keys (the last value won); kept as it
+# was for runs recorded under it.
+VERSION_2_1 = "anthropic-tool-use-adapter@2.1.0"
 PROVIDER = "anthropic"
 
 REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
@@ -43,8 +51,11 @@ TRUNCATING_STOPS = frozenset({"max_tokens", "pause_turn", "model_context_window_
 ANSWER_STOPS = frozenset({"end_turn", "stop_sequence"})
 
 
-def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
-    """Return what ``raw`` (one Messages API output) proposes; never raises."""
+def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading:
+    """Return what ``raw`` (one Messages API output) proposes; never raises.
+
+    ``strict`` is the 2.2.0 mapping; ``strict=False`` is 2.1.0's, unchanged.
+    """
     limit = limits.check(raw)
     if limit is not None:
         return Reading(parsing.rejected(limit))
@@ -115,10 +126,12 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
         problems=problems,
         provider_stop=stop_text,
     )
-    return parsing.decide(turn, kinds)
+    return parsing.decide(turn, kinds, strict_final=strict)
 
 
 read = parsing.guarded(_read)
+read_2_1 = parsing.guarded(partial(_read, strict=False))
+EARLIER = {VERSION_2_1: read_2_1}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:

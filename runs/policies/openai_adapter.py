@@ -11,14 +11,20 @@ object, one of its ``choices``, or the bare assistant ``message``. In the order 
   ``provider_errors``)
 - more than one choice -> ``multiple_choices``
 - a ``refusal`` (string or content part) or ``finish_reason: content_filter`` ->
-  ``model_refusal`` (the refusal text is its ``explanation``); ``finish_reason: length`` ->
-  ``truncated_output``
+  ``model_refusal`` (the refusal text is its ``explanation``); from 2.2.0 also Azure
+  OpenAI's ``content_filter_results`` (of the choice, or ``prompt_filter_results``) with a
+  category ``filtered`` / ``blocked`` (category ``content_filter``, the categories its
+  ``explanation``); ``finish_reason: length`` -> ``truncated_output``
 - reasoning fields (``reasoning_content``, ``reasoning``) and Mistral's ``thinking``
   content parts are declared reasoning, not output: commentary evidence, ignored by the
   parse
 - then the text and calls go through ``parsing.decide``: ``finish_reason: tool_calls`` (or
   the legacy ``function_call``) is a turn stopped for tool use, so text before one call is
   a preamble; with ``stop`` or no finish reason, text beside a call is ``mixed_output``.
+  From 2.2.0 a ``{"final": ...}`` answer with duplicate keys is ``malformed_final``.
+
+Versions: ``VERSION`` reads new runs; ``EARLIER`` keeps each earlier version's mapping
+unchanged, for the runs recorded under it (a run never changes adapter version).
 
 Compatible-endpoint quirks read as what they mean: empty placeholders (``function_call:
 {"name": "", "arguments": ""}``, ``refusal: ""``) are absent; a call without ``type``
@@ -29,13 +35,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-tool-calls-adapter@2.1.0"
+VERSION = "openai-tool-calls-adapter@2.2.0"
+# 2.1.0 read a {"final": ...} answer with duplicate keys (the last value won) and ignored
+# Azure's content filter results; kept as it was for runs recorded under it.
+VERSION_2_1 = "openai-tool-calls-adapter@2.1.0"
 PROVIDER = "openai"
 
 # Kept for callers of the first version of this module.
@@ -47,8 +57,11 @@ TOOL_FINISH = frozenset({"tool_calls", "function_call"})
 ANSWER_FINISH = frozenset({"stop", "end_turn"})
 
 
-def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
-    """Return what ``raw`` (one Chat Completions output) proposes; never raises."""
+def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading:
+    """Return what ``raw`` (one Chat Completions output) proposes; never raises.
+
+    ``strict`` is the 2.2.0 mapping; ``strict=False`` is 2.1.0's, unchanged.
+    """
     limit = limits.check(raw)
     if limit is not None:
         return Reading(parsing.rejected(limit))
@@ -94,6 +107,10 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
     reasoning = _joined(reasoning, thinking)
     if problem is not None:
         return Reading(parsing.rejected(problem), reasoning)
+    blocked = _blocked(raw, choice) if strict else []
+    if blocked:
+        r = parsing.content_filter_refusal(blocked, finish_text or "")
+        return Reading(parsing.rejected(r), _joined(reasoning, text))
     if finish == "content_filter":
         r = parsing.reason(
             Reject.REFUSAL,
@@ -127,15 +144,30 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
     turn = Turn(
         text=text, calls=extracted, stop=stop, commentary=reasoning, provider_stop=finish_text or ""
     )
-    return parsing.decide(turn, kinds)
+    return parsing.decide(turn, kinds, strict_final=strict)
 
 
 read = parsing.guarded(_read)
+read_2_1 = parsing.guarded(partial(_read, strict=False))
+EARLIER = {VERSION_2_1: read_2_1}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
     """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
     return read(raw, kinds).proposal
+
+
+def _blocked(raw: Mapping[str, Any], choice: Mapping[str, Any]) -> list[str]:
+    """What Azure OpenAI's content filters blocked, in the choice or in the prompt."""
+    blocked = [
+        f"completion: {c}" for c in parsing.blocked_filters(choice.get("content_filter_results"))
+    ]
+    prompts = raw.get("prompt_filter_results")
+    for prompt in prompts if isinstance(prompts, list) else []:
+        if isinstance(prompt, Mapping):
+            found = parsing.blocked_filters(prompt.get("content_filter_results"))
+            blocked += [f"prompt: {c}" for c in found]
+    return blocked
 
 
 def _error(error: Any) -> Proposal:

@@ -7,6 +7,10 @@ reasoning (its summary is commentary evidence, never read). In the order checked
 
 - limits (depth, values, bytes) before anything else is read -> ``output_limit_exceeded``
 - an ``error`` (an HTTP error body, or ``status: failed``) -> ``provider_error:<class>``
+- from 1.2.0: a ``status`` other than the documented ones (``completed``, ``incomplete``,
+  ``failed``, ``cancelled``, ``queued``, ``in_progress``) -> ``unknown_shape`` (1.1.0
+  read it as completed); an Azure OpenAI ``content_filters`` entry that is ``blocked``
+  (or filtered a category) -> ``model_refusal`` (category ``content_filter``)
 - ``status: incomplete``: ``incomplete_details.reason`` ``content_filter`` ->
   ``model_refusal``, any other (``max_output_tokens``...) -> ``truncated_output``; a
   response still ``queued`` / ``in_progress`` (background mode) or ``cancelled`` ->
@@ -22,20 +26,28 @@ reasoning (its summary is commentary evidence, never read). In the order checked
 - then text and calls go through ``parsing.decide``. A ``function_call`` item means the
   turn stopped for tool use, so a ``message`` before one call is a preamble (commentary)
   unless the model labelled it ``phase: final_answer``, which is ``mixed_output``.
-  ``phase: commentary`` messages are commentary in any turn.
+  ``phase: commentary`` messages are commentary in any turn. From 1.2.0 a
+  ``{"final": ...}`` answer with duplicate keys is ``malformed_final``.
+
+Versions: ``VERSION`` reads new runs; ``EARLIER`` keeps each earlier version's mapping
+unchanged, for the runs recorded under it (a run never changes adapter version).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-responses-adapter@1.1.0"
+VERSION = "openai-responses-adapter@1.2.0"
+# 1.1.0 read an unknown status as completed, a {"final": ...} answer with duplicate keys
+# (the last value won) and ignored Azure's content filters; kept for its recorded runs.
+VERSION_1_1 = "openai-responses-adapter@1.1.0"
 PROVIDER = "openai-responses"
 
 HOSTED_TOOL_ITEMS = frozenset(
@@ -61,10 +73,15 @@ CLIENT_NON_FUNCTION_CALLS = frozenset(
 CLIENT_TOOL_SEARCH = "tool_search_call (execution client)"
 IGNORED_ITEMS = frozenset({"reasoning", "compaction"})
 NOT_DONE = frozenset({"queued", "in_progress", "cancelled"})
+# The statuses the Responses API documents (openai/types/responses/response.py).
+STATUSES = frozenset({"completed", "incomplete", "failed", *NOT_DONE})
 
 
-def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
-    """Return what ``raw`` (one Responses API output) proposes; never raises."""
+def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading:
+    """Return what ``raw`` (one Responses API output) proposes; never raises.
+
+    ``strict`` is the 1.2.0 mapping; ``strict=False`` is 1.1.0's, unchanged.
+    """
     limit = limits.check(raw)
     if limit is not None:
         return Reading(parsing.rejected(limit))
@@ -82,8 +99,22 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
         )
     items = raw["output"]
     reasoning = _reasoning(items)
+    stated = raw.get("status")
+    if strict and stated is not None and not (isinstance(stated, str) and stated in STATUSES):
+        # A status the API does not document is not a finished answer: nothing says the
+        # output is complete, so nothing in it is a proposal.
+        r = parsing.reason(
+            Reject.UNKNOWN_SHAPE,
+            f"unknown response status {json.dumps(stated, default=str)[:60]}",
+            provider_stop=status_text,
+        )
+        return Reading(parsing.rejected(r), reasoning)
     if status == "failed":
         return Reading(parsing.provider_error(provider_errors.UNCLASSIFIED, "status failed"))
+    blocked = _blocked(raw.get("content_filters")) if strict else []
+    if blocked:
+        r = parsing.content_filter_refusal(blocked, status_text)
+        return Reading(parsing.rejected(r), reasoning)
     if status == "incomplete":
         details = raw.get("incomplete_details")
         why = details.get("reason") if isinstance(details, Mapping) else None
@@ -172,15 +203,31 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
         problems=problems,
         provider_stop=status_text,
     )
-    return parsing.decide(turn, kinds)
+    return parsing.decide(turn, kinds, strict_final=strict)
 
 
 read = parsing.guarded(_read)
+read_1_1 = parsing.guarded(partial(_read, strict=False))
+EARLIER = {VERSION_1_1: read_1_1}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
     """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
     return read(raw, kinds).proposal
+
+
+def _blocked(filters: Any) -> list[str]:
+    """What Azure OpenAI's ``content_filters`` (one entry per checked text) blocked."""
+    blocked: list[str] = []
+    for entry in filters if isinstance(filters, list) else []:
+        if not isinstance(entry, Mapping):
+            continue
+        source = entry.get("source_type")
+        source = source[:30] if isinstance(source, str) else "content"
+        found = parsing.blocked_filters(entry.get("content_filter_results"))
+        if entry.get("blocked") is True or found:
+            blocked += [f"{source}: {c}" for c in found] or [f"{source}: blocked"]
+    return blocked
 
 
 def _kind(item: Any) -> str | None:

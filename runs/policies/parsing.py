@@ -319,16 +319,63 @@ def _is_effect(c: ToolCall, kinds: Mapping[str, str]) -> bool:
     return name not in CONTROL_OUTCOMES and kinds.get(name) != "observe"
 
 
+# -- provider content filters ------------------------------------------------------------
+def blocked_filters(results: Any) -> list[str]:
+    """The categories an Azure OpenAI ``content_filter_results`` object marks as acted on.
+
+    Azure names each category (``hate``, ``violence``, ``protected_material_text``,
+    ``custom_blocklists``...) with ``filtered`` (and ``detected`` / ``severity``); an entry
+    of the Responses ``content_filters`` list says ``blocked`` for the whole check. A
+    category with ``filtered: true`` or ``blocked: true`` is one the filter blocked;
+    ``detected`` alone (annotate-only) is not.
+    """
+    if not isinstance(results, Mapping):
+        return []
+    return sorted(
+        str(name)[:60]
+        for name, result in results.items()
+        if isinstance(result, Mapping)
+        and (result.get("filtered") is True or result.get("blocked") is True)
+    )
+
+
+def content_filter_refusal(blocked: Sequence[str], provider_stop: str = "") -> RejectionReason:
+    """``model_refusal`` for a provider content filter that blocked ``blocked``."""
+    return reason(
+        Reject.REFUSAL,
+        f"the provider's content filter blocked: {', '.join(blocked)}",
+        category="content_filter",
+        explanation=", ".join(blocked)[:1000],
+        provider_stop=provider_stop,
+    )
+
+
 # -- the turn ----------------------------------------------------------------------------
-def final_proposal(text: str) -> Proposal:
-    """Plain assistant text is a final candidate; a JSON ``{"final": ...}`` carries refs."""
+def final_proposal(text: str, *, strict: bool = False) -> Proposal:
+    """Plain assistant text is a final candidate; a JSON ``{"final": ...}`` carries refs.
+
+    ``strict`` (the adapters from 2.2.0 / 1.2.0 on) refuses a ``{"final": ...}`` answer
+    with duplicate keys anywhere in it as ``malformed_final``: the decoder, not the model,
+    would pick which value counts (the check arguments and response bodies get). Earlier
+    adapter versions keep their mapping (the last value wins) for replay.
+    """
     limit = limits.check_json_text(text, max_depth=limits.MAX_DEPTH, max_bytes=limits.MAX_BYTES)
     if limit is not None:
         return rejected(limit)
+    duplicates = ""
     try:
-        data = json.loads(text)
+        if strict:
+            try:
+                data = json.loads(text, object_pairs_hook=_no_duplicates)
+            except _Duplicate as exc:
+                duplicates = str(exc)
+                data = json.loads(text)
+        else:
+            data = json.loads(text)
     except (ValueError, RecursionError):
         return FinalCandidate({"text": text[:MAX_FINAL_TEXT]}, ())
+    if isinstance(data, Mapping) and "final" in data and duplicates:
+        return invalid(Reject.MALFORMED_FINAL, f"final has duplicate keys: {duplicates}")
     if isinstance(data, Mapping) and "final" in data:
         final = data["final"]
         if not isinstance(final, Mapping):
@@ -343,13 +390,14 @@ def final_proposal(text: str) -> Proposal:
     return FinalCandidate({"text": text[:MAX_FINAL_TEXT]}, ())
 
 
-def decide(turn: Turn, kinds: Mapping[str, str]) -> Reading:
+def decide(turn: Turn, kinds: Mapping[str, str], *, strict_final: bool = False) -> Reading:
     """Return the one proposal ``turn`` makes, and its commentary.
 
     Text beside exactly one call in a turn stopped for tool use is commentary (the
     preamble rule); beside a call in any other turn it is ``mixed_output``. More than one
     call is never admitted (one proposal per turn), and every call's own problem is named
     too. A turn that stopped for tool use without a call is ``truncated_output``.
+    ``strict_final``: see ``final_proposal``.
     """
     text = turn.text.strip()
     notes = [turn.commentary.strip()] if turn.commentary.strip() else []
@@ -405,7 +453,7 @@ def decide(turn: Turn, kinds: Mapping[str, str]) -> Reading:
     if reasons:
         return Reading(rejected(*reasons), _commentary([*notes, text]))
     if text:
-        return Reading(final_proposal(text), _commentary(notes))
+        return Reading(final_proposal(text, strict=strict_final), _commentary(notes))
     return Reading(invalid(Reject.EMPTY_OUTPUT, "no tool call and no text"), _commentary(notes))
 
 

@@ -3,6 +3,7 @@ adapter). Adding a provider means adding one entry here with its adapter module.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,11 +60,42 @@ VOCABULARIES: dict[str, Vocabulary] = {
 }
 
 
+def _earlier(current: Vocabulary, readers: Mapping[str, Any]) -> dict[str, Vocabulary]:
+    return {
+        version: dataclasses.replace(current, adapter_version=version, read=read)
+        for version, read in readers.items()
+    }
+
+
+# Every installed adapter version, by version: the current one of each vocabulary (what a
+# new run pins) and the earlier ones each adapter module keeps, unchanged, so a run recorded
+# under one is still read by it (the runner, decision replay, execution simulation).
+ADAPTERS: dict[str, Vocabulary] = {
+    **{v.adapter_version: v for v in VOCABULARIES.values()},
+    **_earlier(VOCABULARIES["openai"], openai_adapter.EARLIER),
+    **_earlier(VOCABULARIES["openai-responses"], openai_responses_adapter.EARLIER),
+    **_earlier(VOCABULARIES["anthropic"], anthropic_adapter.EARLIER),
+}
+
+
 def get(name: str) -> Vocabulary:
+    """The vocabulary ``name`` with its current adapter (what a new run pins)."""
     try:
         return VOCABULARIES[name]
     except KeyError:
         raise ValueError(f"unknown provider vocabulary {name!r}") from None
+
+
+def for_version(adapter_version: str) -> Vocabulary:
+    """The vocabulary whose adapter is exactly ``adapter_version`` (current or earlier).
+
+    Raise ValueError when this code does not have that version: a run is never read by
+    another version than the one it pinned.
+    """
+    try:
+        return ADAPTERS[adapter_version]
+    except KeyError:
+        raise ValueError(f"no adapter {adapter_version!r}") from None
 
 
 def renderer(name: str) -> Vocabulary:

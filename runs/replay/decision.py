@@ -134,15 +134,20 @@ class _Candidate:
         vocab = run_vocabulary(run)
         self.name = name
         self.policy: Policy | None = None
+        # A double speaks the run's vocabulary and is read by the run's own adapter version.
+        self.adapter: vocabularies.Vocabulary | None = vocab
         if name == RECORDED:
             self.vocabulary = vocab.name if vocab else "recorded"
-            self.label = "recorded raw outputs, parsed again by the current adapter"
+            self.label = (
+                "recorded raw outputs, parsed again by the adapter version they were read with"
+            )
         elif scenario_registry.get(name) is not None:
             self.vocabulary = vocab.name if vocab else "openai"
             self.policy = scenario_registry.scenarios()[name].policy(self.vocabulary)
             self.label = f"policy double {name!r} speaking {self.vocabulary}"
         elif name == model_client.SCENARIO and allow_model:
             self.vocabulary = model_client.VOCABULARY
+            self.adapter = None  # the model client answers as a new run would be read
             self.policy = model_client.ModelClientPolicy()
             self.label = f"model client ({self.policy.name})"
         else:
@@ -154,10 +159,7 @@ class _Candidate:
             assert raw is not None
             if raw.get("error"):
                 return parsing.provider_error(str(raw["error"]))
-            provider = str(raw.get("provider", self.vocabulary))
-            if provider not in vocabularies.VOCABULARIES:
-                return InvalidProposal("adapter_unavailable", f"no {provider!r} adapter")
-            return vocabularies.get(provider).parse(raw.get("raw", {}), self.kinds)
+            return _recorded_adapter(raw, self.vocabulary).parse(raw.get("raw", {}), self.kinds)
         try:
             output = self.policy.decide(projection)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
@@ -165,14 +167,31 @@ class _Candidate:
             return InvalidProposal("candidate_error", f"{type(exc).__name__}: {exc}")
         if output.error:
             return parsing.provider_error(output.error)
-        return vocabularies.get(self.vocabulary).parse(output.raw, self.kinds)
+        adapter = self.adapter or vocabularies.get(self.vocabulary)
+        return adapter.parse(output.raw, self.kinds)
+
+
+def _recorded_adapter(raw: Mapping[str, Any], vocabulary: str) -> vocabularies.Vocabulary:
+    """The adapter a recorded raw output is read by again: the version that read it then
+    (``adapter_version`` of the raw-output evidence), never a later mapping. An output
+    recorded before evidence named its version is read by the vocabulary's current one;
+    a version this code no longer has answers ``adapter_unavailable``."""
+    version = raw.get("adapter_version")
+    provider = str(raw.get("provider", vocabulary))
+    try:
+        if isinstance(version, str) and version:
+            return vocabularies.for_version(version)
+        return vocabularies.get(provider)
+    except ValueError:
+        return policies.unavailable_vocabulary(str(version or provider))
 
 
 def decision_replay(run: Run, candidate: str, *, allow_model: bool = False) -> DecisionReplay:
     """Replay every recorded decision of ``run`` through ``candidate``; write nothing.
 
-    ``candidate`` is ``"recorded"`` (the stored raw outputs through today's adapter: shows
-    mapping drift), a policy-double scenario, or (``allow_model``) the model client.
+    ``candidate`` is ``"recorded"`` (the stored raw outputs through the adapter version
+    that read them: shows mapping drift), a policy-double scenario, or (``allow_model``)
+    the model client.
     Raise ReplayError for an unknown candidate.
     """
     chosen = _Candidate(candidate, run, allow_model=allow_model)
@@ -286,11 +305,25 @@ def run_pin_differences(run: Run) -> tuple[PinDifference, ...]:
             source=Source.REVIEWED
         ).values_list("capability_id", "version", "lifecycle")
     }
-    return pin_differences(
-        {str(k): str(v) for k, v in run.components.items()},
-        pinned_components(),
-        lifecycles=lifecycles,
+    return (
+        *pin_differences(
+            {str(k): str(v) for k, v in run.components.items()},
+            pinned_components(),
+            lifecycles=lifecycles,
+        ),
+        *_adapter_difference(run),
     )
+
+
+def _adapter_difference(run: Run) -> tuple[PinDifference, ...]:
+    """The run's model adapter version, when a new run of its vocabulary pins another."""
+    pinned = run.model_adapter_version
+    family = pinned.split("@")[0]
+    for vocabulary in vocabularies.VOCABULARIES.values():
+        current = vocabulary.adapter_version
+        if current.split("@")[0] == family and current != pinned:
+            return (PinDifference("model_adapter", pinned, current),)
+    return ()
 
 
 def _outcome_after(by_sequence: Mapping[int, Event], sequence: int) -> str:

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
@@ -731,6 +732,36 @@ def test_a_flood_of_stderr_is_drained_not_spooled_to_disk(catalog_admin):
     assert run.stderr.endswith("my stderr is a pipe"), run.stderr[-80:]
     assert len(run.stderr) <= mcp_client.STDERR_TAIL
     assert stored() == before
+
+
+def test_one_enormous_stdout_line_is_refused_unread_and_the_server_killed(catalog_admin, tmp_path):
+    """30 MiB on one line: the SDK's stdio reader would join it chunk by chunk (seconds and
+    hundreds of MB); discovery refuses it at the bound of one answer and kills the server."""
+    pidfile = tmp_path / "server.pid"
+    # A listing of at most 1 MiB: one line (one answer) may carry at most 4 MiB.
+    limits = mcp_client.Limits(timeout_seconds=20, max_bytes=1024 * 1024)
+    tracemalloc.start()
+    try:
+        run, before, elapsed = _hostile(
+            catalog_admin, "hugeline", "broken", f"hugeline 30 {pidfile}", limits
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert run.code == "too_large", run.message
+    assert (
+        "one line the server wrote to stdout during the handshake (initialize) passed "
+        "4194304 bytes (the tool list may have at most 1048576 bytes)" in run.message
+    )
+    assert "the server was stopped and nothing was stored" in run.message
+    assert stored() == before
+    assert elapsed < 5, elapsed  # no grace period for a server that is refused
+    assert peak < 16 * 1024 * 1024, peak  # the bound and a read, never the line
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pidfile.read_text()), 0)  # the server (asleep after its line) is gone
+    # A server within the same bounds still discovers.
+    run, _, _ = _hostile(catalog_admin, "paged-small", "paged", "30 10", limits)
+    assert run.ok and run.tools_listed == 30, run.message
 
 
 def test_an_answer_to_a_request_never_sent_fails_at_once(catalog_admin):

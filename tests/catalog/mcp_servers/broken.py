@@ -7,6 +7,8 @@ python broken.py deep       # lists a tool whose input schema nests 300 levels d
 python broken.py fat        # a 1 MB serverInfo name and 3 MB of capabilities, 3 tools
 python broken.py flood      # writes 64 MiB to stderr, then what its stderr is; never answers
 python broken.py wrongid    # gives every result id 999, a request it was never sent
+python broken.py hugeline MB PIDFILE  # writes its pid, answers initialize with one line of
+                            # MB mebibytes (no newline until the end), then sleeps
 """
 
 from __future__ import annotations
@@ -25,6 +27,23 @@ if MODE == "flood":
     for _ in range(64):
         os.write(2, b"e" * (1024 * 1024))
     os.write(2, f"\nmy stderr is a {kind}\n".encode())
+    time.sleep(3600)
+
+if MODE == "hugeline":
+    # One stdout line far over any answer's bound: would the client read it whole (the SDK's
+    # reader joins it chunk by chunk, quadratic), and does the server outlive the refusal?
+    with open(sys.argv[3], "w") as pidfile:
+        pidfile.write(str(os.getpid()))
+    first = json.loads(sys.stdin.readline())
+    head = (
+        '{"jsonrpc": "2.0", "id": ' + json.dumps(first["id"]) + ', "result": '
+        '{"protocolVersion": "2025-06-18", "capabilities": {}, '
+        '"serverInfo": {"version": "1", "name": "'
+    )
+    os.write(1, head.encode())
+    for _ in range(int(sys.argv[2])):
+        os.write(1, b"n" * (1024 * 1024))
+    os.write(1, b'"}}}\n')
     time.sleep(3600)
 
 

@@ -157,6 +157,9 @@ EXPECTED: dict[str, dict[str, Any]] = {
         # Snowflake -> Claude: a preamble beside one call with finish_reason "": no stated
         # finish reason, so the text is not commentary.
         "recorded_snowflake_claude_preamble_empty_finish": Reject.MIXED_OUTPUT,
+        # From 2.2.0 (test_adapter_versions.py: 2.1.0 read them as answers).
+        "final_json_duplicate_keys": Reject.MALFORMED_FINAL,
+        "azure_content_filter_blocked": Reject.REFUSAL,
     },
     "openai-responses": {
         "function_call_read_equipment": READ,
@@ -210,6 +213,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_tool_search_call_client_execution": Reject.MALFORMED_TOOL_CALL,
         # Azure's content_filters (none blocked) beside the answer.
         "recorded_azure_content_filters_final_answer": FinalCandidate({"text": "Paris"}),
+        # From 1.2.0 (test_adapter_versions.py: 1.1.0 read them as answers).
+        "final_json_duplicate_keys": Reject.MALFORMED_FINAL,
+        "unknown_status": Reject.UNKNOWN_SHAPE,
+        "azure_content_filters_blocked": Reject.REFUSAL,
     },
     "anthropic": {
         "tool_use_read_equipment": READ,
@@ -276,6 +283,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_pause_turn_web_search": Reject.PROVIDER_EXECUTED_TOOL,
         # The advisor server tool (another model answered at the provider).
         "recorded_advisor_tool_result": Reject.PROVIDER_EXECUTED_TOOL,
+        # From 2.2.0 (test_adapter_versions.py: 2.1.0 read it as an answer).
+        "final_json_duplicate_keys": Reject.MALFORMED_FINAL,
     },
 }
 

@@ -1,0 +1,205 @@
+"""Adapter versions: a change of mapping is a new version, new runs pin the newest, and
+every earlier version still installed reads exactly as it did for the runs recorded under
+it.
+
+``golden/<version>.json`` holds what each earlier version made of every provider output
+fixture (proposal and commentary), written by that version's code before the next version
+existed; the earlier version must still read every fixture exactly so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capabilities.registry import ALL_CONTRACTS
+from runs import policies
+from runs.domain.proposals import FinalCandidate, InvalidProposal, to_dict
+from runs.policies import (
+    anthropic_adapter,
+    openai_adapter,
+    openai_responses_adapter,
+    parsing,
+    vocabularies,
+)
+from runs.policies.parsing import Reject
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "provider_outputs"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+KINDS = {cid: c.kind.value for cid, c in ALL_CONTRACTS.items()}
+
+EARLIER = {
+    "openai": openai_adapter.VERSION_2_1,
+    "openai-responses": openai_responses_adapter.VERSION_1_1,
+    "anthropic": anthropic_adapter.VERSION_2_1,
+}
+CURRENT = {
+    "openai": "openai-tool-calls-adapter@2.2.0",
+    "openai-responses": "openai-responses-adapter@1.2.0",
+    "anthropic": "anthropic-tool-use-adapter@2.2.0",
+}
+# The outputs the earlier versions read as answers and the current ones refuse.
+FIXED = {
+    ("openai", "final_json_duplicate_keys"): Reject.MALFORMED_FINAL,
+    ("openai", "azure_content_filter_blocked"): Reject.REFUSAL,
+    ("openai-responses", "final_json_duplicate_keys"): Reject.MALFORMED_FINAL,
+    ("openai-responses", "unknown_status"): Reject.UNKNOWN_SHAPE,
+    ("openai-responses", "azure_content_filters_blocked"): Reject.REFUSAL,
+    ("anthropic", "final_json_duplicate_keys"): Reject.MALFORMED_FINAL,
+}
+
+
+def load(vocabulary: str, name: str) -> Any:
+    return json.loads((FIXTURES / vocabulary / f"{name}.json").read_text())
+
+
+def golden(version: str) -> dict[str, Any]:
+    return json.loads((GOLDEN / f"{version}.json").read_text())
+
+
+def reading(version: str, raw: Any) -> dict[str, Any]:
+    r = vocabularies.for_version(version).read(raw, KINDS)
+    return {"proposal": to_dict(r.proposal), "commentary": r.commentary}
+
+
+# -- registry ------------------------------------------------------------------------------
+def test_new_runs_pin_the_new_versions_and_the_earlier_ones_stay_installed():
+    for name, version in CURRENT.items():
+        assert vocabularies.get(name).adapter_version == version
+        assert policies.vocabulary_for(version) is vocabularies.get(name)
+        earlier = policies.vocabulary_for(EARLIER[name])
+        assert earlier.name == name and earlier.adapter_version == EARLIER[name]
+        assert earlier.read is not vocabularies.get(name).read
+    assert set(vocabularies.ADAPTERS) == {*CURRENT.values(), *EARLIER.values()}
+    with pytest.raises(ValueError, match="no adapter"):
+        policies.vocabulary_for("openai-tool-calls-adapter@2.0.0")
+
+
+# -- the earlier versions, unchanged ---------------------------------------------------------
+@pytest.mark.parametrize("vocabulary", sorted(EARLIER))
+def test_an_earlier_version_reads_every_fixture_exactly_as_it_did(vocabulary):
+    version = EARLIER[vocabulary]
+    recorded = golden(version)
+    assert (recorded["adapter_version"], recorded["vocabulary"]) == (version, vocabulary)
+    on_disk = sorted(p.stem for p in (FIXTURES / vocabulary).glob("*.json"))
+    assert sorted(recorded["readings"]) == on_disk
+    for name in on_disk:
+        assert reading(version, load(vocabulary, name)) == recorded["readings"][name], name
+
+
+@pytest.mark.parametrize(("vocabulary", "name"), sorted(FIXED))
+def test_the_earlier_version_admitted_what_the_new_one_refuses(vocabulary, name):
+    raw = load(vocabulary, name)
+    old = vocabularies.for_version(EARLIER[vocabulary]).parse(raw, KINDS)
+    new = vocabularies.get(vocabulary).parse(raw, KINDS)
+    assert isinstance(old, FinalCandidate)
+    assert isinstance(new, InvalidProposal)
+    assert new.reason_code == FIXED[(vocabulary, name)]
+
+
+# -- (a) duplicate keys in a final answer ------------------------------------------------------
+ARTIFACT = '{"kind": "reservation_confirmation", "effect_id": "EF-1"}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A malformed answer, then a well-formed one the decoder would keep.
+        '{"final": 1, "final": {"artifact": ' + ARTIFACT + ', "claimed_evidence_refs": []}}',
+        '{"final": {"artifact": {"effect_id": "EF-1", "effect_id": "EF-2"},'
+        ' "claimed_evidence_refs": ["ev-1"]}}',
+        '{"final": {"artifact": ' + ARTIFACT + ', "claimed_evidence_refs": ["ev-1"],'
+        ' "claimed_evidence_refs": ["ev-2"]}}',
+        '{"final": {"artifact": {"nested": {"a": 1, "a": 2}}, "claimed_evidence_refs": []}}',
+    ],
+)
+@pytest.mark.parametrize("vocabulary", sorted(CURRENT))
+def test_a_final_answer_with_duplicate_keys_anywhere_is_malformed(vocabulary, text):
+    raw = vocabularies.get(vocabulary).text(text)
+    proposal = vocabularies.get(vocabulary).parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == Reject.MALFORMED_FINAL
+    assert "duplicate keys" in proposal.detail
+    assert isinstance(
+        vocabularies.for_version(EARLIER[vocabulary]).parse(raw, KINDS), FinalCandidate
+    )
+
+
+def test_duplicate_keys_in_text_that_is_not_a_final_answer_stay_plain_text():
+    text = '{"note": 1, "note": 2}'
+    assert parsing.final_proposal(text, strict=True) == FinalCandidate({"text": text})
+    assert parsing.final_proposal(
+        '{"final": {"artifact": {}, "claimed_evidence_refs": []}}', strict=True
+    ) == FinalCandidate({}, ())
+
+
+# -- (b) an unknown Responses status ---------------------------------------------------------
+@pytest.mark.parametrize("status", ["requires_action", "COMPLETED", "done", "", 1, True, {}])
+def test_a_responses_status_the_api_does_not_document_is_never_an_answer(status):
+    raw = {**openai_responses_adapter.render_text("Done."), "status": status}
+    proposal = openai_responses_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == Reject.UNKNOWN_SHAPE
+    assert "unknown response status" in proposal.detail
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ("completed", ""),
+        (None, ""),  # not stated (compatible APIs): read as before
+        ("incomplete", Reject.TRUNCATED),
+        ("queued", Reject.TRUNCATED),
+        ("in_progress", Reject.TRUNCATED),
+        ("cancelled", Reject.TRUNCATED),
+        ("failed", "provider_error:unclassified"),
+    ],
+)
+def test_the_documented_responses_statuses_keep_their_meaning(status, expected):
+    raw = {**openai_responses_adapter.render_text("Done."), "status": status}
+    for version in (CURRENT["openai-responses"], EARLIER["openai-responses"]):
+        proposal = vocabularies.for_version(version).parse(raw, KINDS)
+        assert parsing.classify(proposal, KINDS) == expected, version
+
+
+# -- (c) Azure content filters that blocked --------------------------------------------------
+def test_a_blocked_azure_responses_filter_is_a_content_filter_refusal():
+    proposal = openai_responses_adapter.parse(
+        load("openai-responses", "azure_content_filters_blocked"), KINDS
+    )
+    assert isinstance(proposal, InvalidProposal)
+    r = proposal.reasons[0]
+    assert (r.code, r.category) == (Reject.REFUSAL, "content_filter")
+    assert r.explanation == "completion: violence"
+    # blocked without a named category still blocks.
+    raw = load("openai-responses", "recorded_azure_content_filters_final_answer")
+    raw["content_filters"][0]["blocked"] = True
+    proposal = openai_responses_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reasons[0].explanation == "prompt: blocked"
+
+
+def test_a_filtered_azure_chat_category_is_a_content_filter_refusal():
+    raw = load("openai", "azure_content_filter_blocked")
+    r = openai_adapter.parse(raw, KINDS).reasons[0]  # type: ignore[attr-defined]
+    assert (r.code, r.category) == (Reject.REFUSAL, "content_filter")
+    assert r.explanation == "completion: protected_material_text"
+    # The prompt's filter results count too; detected alone (annotate only) does not.
+    choice = raw["choices"][0]
+    choice["content_filter_results"]["protected_material_text"]["filtered"] = False
+    assert isinstance(openai_adapter.parse(raw, KINDS), FinalCandidate)
+    raw["prompt_filter_results"][0]["content_filter_results"]["jailbreak"] = {
+        "filtered": True,
+        "detected": True,
+    }
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reasons[0].explanation == "prompt: jailbreak"
+
+
+def test_unblocked_azure_filters_beside_an_answer_do_not_refuse():
+    raw = load("openai-responses", "recorded_azure_content_filters_final_answer")
+    assert openai_responses_adapter.parse(raw, KINDS) == FinalCandidate({"text": "Paris"})
