@@ -419,3 +419,30 @@ def test_an_import_result_is_a_page_to_reload_without_importing_again(
         assert page.status_code == 404
         body = page.content.decode()
         assert "No import result to show" in body and "reload_lookup" not in body
+
+
+def test_the_version_pages_say_which_version_replaces_this_one_for_new_runs(catalog_admin):
+    """ "Admitted successor" did not say of what, or when it mattered: the pages now say
+    which admitted version new runs pin once this one is retired (or that none would)."""
+    c = client_for(catalog_admin)
+    admitted = c.post(
+        reverse("catalog-admit", args=[row("search_manual@1.1.0").pk]), ADMISSION
+    ).status_code
+    assert admitted == 302
+    old = row("search_manual@1.0.0")
+    for page in (
+        c.get(reverse("catalog-contract", args=["search_manual", "1.0.0"])).content.decode(),
+        c.get(reverse("catalog-retire", args=[old.pk])).content.decode(),
+    ):
+        assert "Admitted successor" not in page
+        assert "Replaced for new runs by" in page
+        assert "<code>search_manual@1.1.0</code>" in page
+        assert "the admitted version new runs pin once this one is retired" in page
+    alone = row("read_equipment@1.0.0")
+    for page in (
+        c.get(reverse("catalog-contract", args=["read_equipment", "1.0.0"])).content.decode(),
+        c.get(reverse("catalog-retire", args=[alone.pk])).content.decode(),
+    ):
+        assert "Admitted successor" not in page
+        assert "Replaced for new runs by" in page
+        assert "no other admitted version" in page
