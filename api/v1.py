@@ -20,7 +20,6 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from django.core.exceptions import PermissionDenied
-from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.text import capfirst
@@ -39,6 +38,7 @@ from approvals import domain as approval_domain
 from approvals import selectors as approval_selectors
 from approvals import services as approvals
 from approvals.models import Checkpoint
+from fieldops import db
 from kernel.canonical import unstorable
 from runs import services as runs
 from runs.console import filters
@@ -136,9 +136,7 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return _error(request, 404, "not_found", "No such object.")
 
 
-@api.exception_handler(OperationalError)
-@api.exception_handler(InterfaceError)
-def _database_lost(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
+def _database_lost(request: HttpRequest, exc: Exception) -> HttpResponse:
     """The connection to PostgreSQL broke under the request (a restart, a failover, a
     terminated backend): a JSON 503 the client can act on, not the console's HTML 500.
     Whether a write committed before the break is unknown, so the client reads again."""
@@ -151,8 +149,12 @@ def _database_lost(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
         "not have taken effect: read the object again before you retry (a run start sent "
         "again with the same Idempotency-Key starts at most one run).",
     )
-    response["Retry-After"] = "5"
+    response["Retry-After"] = str(db.RETRY_AFTER_SECONDS)
     return response
+
+
+for _lost in db.CONNECTION_LOST:  # the console's 503 page shares the same detection
+    api.add_exception_handler(_lost, _database_lost)
 
 
 @api.exception_handler(HttpError)

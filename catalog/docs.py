@@ -71,7 +71,8 @@ def versions_md() -> str:
         + steps_sheet()
         + "\n## Retirement\n\n"
         "The retire page shows, from live data, the runs pinned to the version, their "
-        "unknown effects and the admitted successor. A retirement needs an explicit "
+        "unknown effects and which admitted version replaces it for new runs (the one "
+        "new runs pin once it is retired). A retirement needs an explicit "
         "acknowledgement and a second catalog admin (the first records "
         "`retire_requested`, another confirms) when any of these holds:\n\n"
         + risks_sheet()

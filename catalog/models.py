@@ -142,6 +142,32 @@ class LifecycleDecision(models.Model):
         return f"{self.action} {self.from_state}->{self.to_state}"
 
 
+class ToolListImport(models.Model):
+    """One accepted import of a pasted or uploaded tool list, and what its result page
+    shows (post/redirect/get: reloading the page reads this row, it imports nothing).
+
+    ``result`` is ``ImportResult.summary()`` (version refs per outcome, the tools refused
+    alone, the warnings), as a Discovery keeps it. The record belongs to the importer's
+    tenant (``""``: a user of none); only that tenant reads it.
+    """
+
+    tenant = models.CharField(max_length=32, blank=True, default="")
+    imported_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    imported_by_ref = models.CharField(max_length=PRINCIPAL_REF_MAX)
+    server = models.CharField(max_length=200)
+    source = models.CharField(max_length=200, blank=True, default="")
+    result = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} from {self.server}"
+
+
 # -- tool servers and live discovery ------------------------------------------------------
 class Transport(models.TextChoices):
     STDIO = "stdio", "stdio (a local command)"

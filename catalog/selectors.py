@@ -21,8 +21,14 @@ from capabilities.contracts import (
 from capabilities.rejected import REJECTION_LOG
 from capabilities.reviewed import LOCAL_CONTRACTS, local_contract
 from catalog.domain import diff as diffing
-from catalog.domain import lifecycle, versions
-from catalog.models import CapabilityVersion, Lifecycle, LifecycleDecision, Source
+from catalog.domain import discovery, lifecycle, versions
+from catalog.models import (
+    CapabilityVersion,
+    Lifecycle,
+    LifecycleDecision,
+    Source,
+    ToolListImport,
+)
 
 SOURCES = [(s.value, s.label) for s in Source]
 
@@ -437,6 +443,38 @@ def discovery_view(run: Any) -> dict[str, Any]:
         "identity_json": pretty(run.identity) if run.identity else "",
         "drifts": list(run.drifts.select_related("before", "after")),
     }
+
+
+def tool_list_import_for(*, import_id: int, tenant: str | None) -> ToolListImport | None:
+    """The import record ``import_id`` of ``tenant`` (None: no tenant), or None when there
+    is none or it is another tenant's."""
+    return ToolListImport.objects.filter(pk=import_id, tenant=tenant or "").first()
+
+
+def tool_list_import_view(record: ToolListImport) -> dict[str, Any]:
+    """An import's result page as it was when the list was imported (the versions' current
+    pages are linked): the rows of each outcome, the refused tools, the warnings."""
+    summary = dict(record.result)
+    refs = {
+        ref
+        for key in ("created", "unchanged", "also_seen", "paused")
+        for ref in summary.get(key, [])
+    }
+    refs |= {ref for pair in summary.get("changed", []) for ref in pair}
+    rows = {r.ref: r for r in _versions_by_refs(refs)}
+    result = {
+        key: [rows[r] for r in summary.get(key, []) if r in rows]
+        for key in ("created", "unchanged", "also_seen", "paused")
+    }
+    result["changed"] = [
+        (rows[a], rows[b]) for a, b in summary.get("changed", []) if a in rows and b in rows
+    ]
+    result["refused"] = [
+        discovery.RefusedTool(int(r["index"]), str(r["name"]), tuple(r["reasons"]))
+        for r in summary.get("refused", [])
+    ]
+    result["warnings"] = list(summary.get("warnings", []))
+    return {"record": record, "server": record.server, "result": result}
 
 
 def _versions_by_refs(refs: set[str]) -> list[CapabilityVersion]:

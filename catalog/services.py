@@ -34,6 +34,7 @@ from catalog.models import (
     Source,
     TenantEffectGate,
     ToolDrift,
+    ToolListImport,
     ToolServer,
     ToolSighting,
 )
@@ -219,7 +220,7 @@ class ImportResult:
     warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        """The plain-data record of this result (kept on the Discovery row)."""
+        """The plain-data record of this result (kept on the Discovery or ToolListImport row)."""
         return {
             "created": [r.ref for r in self.created],
             "unchanged": [r.ref for r in self.unchanged],
@@ -256,6 +257,27 @@ def candidate_import(*, text: str, server: str, user: Any, source: str = "") -> 
     return candidates_record(
         listing=listing, server_label=server, user=user, source=(source or "pasted")[:200]
     )
+
+
+def tool_list_import(
+    *, text: str, server: str, user: Any, tenant: str, source: str = ""
+) -> ToolListImport:
+    """Import a tool list (``candidate_import``) and store what its result page shows, in
+    one transaction: the page is then a GET of the record, which a reload does not repeat.
+
+    ``tenant`` is the importer's (``""``: none); only that tenant reads the record. Raise
+    ``discovery.ImportRefused`` as ``candidate_import`` does (nothing stored, no record).
+    """
+    with transaction.atomic():
+        result = candidate_import(text=text, server=server, user=user, source=source)
+        return ToolListImport.objects.create(
+            tenant=tenant,
+            imported_by=user,
+            imported_by_ref=reviewer_ref(user),
+            server=clean_server_label(server),
+            source=(source or "pasted")[:200],
+            result=result.summary(),
+        )
 
 
 def _identity_summary(identity: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from catalog import views
 urlpatterns = [
     path("", views.catalog_index, name="catalog-index"),
     path("import/", views.catalog_import, name="catalog-import"),
+    path("imports/<int:import_id>/", views.catalog_import_result, name="catalog-import-result"),
     path("diff/", views.catalog_diff, name="catalog-diff"),
     path("rejections/", views.catalog_rejections, name="catalog-rejections"),
     path("servers/", views.catalog_servers, name="catalog-servers"),

@@ -203,12 +203,31 @@ def catalog_import(request: AuthedHtmxRequest) -> HttpResponse:
             return _import_refused(request, context, server, "", ["the file is not UTF-8 text"])
         source = f"file {upload.name}"[:200]
     try:
-        result = services.candidate_import(
-            text=text, server=server, user=request.user, source=source
+        record = services.tool_list_import(
+            text=text,
+            server=server,
+            user=request.user,
+            tenant=tenant_of(request.user) or "",
+            source=source,
         )
     except discovery.ImportRefused as exc:
         return _import_refused(request, context, server, text, exc.errors)
-    context.update({"result": result, "server": server})
+    # Post/redirect/get: the result is a stored record shown by a GET, so reloading it (or
+    # back and forward) shows it again instead of importing the list again.
+    return redirect("catalog-import-result", record.pk)
+
+
+@require_GET
+@login_required
+def catalog_import_result(request: AuthedHtmxRequest, import_id: int) -> HttpResponse:
+    """An import's result as it was when the list was imported, for the importer's tenant;
+    another tenant's or an unknown import is a 404 with the page's empty state."""
+    context: dict[str, Any] = {"limits": discovery}
+    record = selectors.tool_list_import_for(import_id=import_id, tenant=tenant_of(request.user))
+    if record is None:
+        context["missing"] = True
+        return render(request, "catalog/import.html", context, status=404)
+    context.update(selectors.tool_list_import_view(record))
     return render(request, "catalog/import.html", context)
 
 

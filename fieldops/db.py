@@ -5,10 +5,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from django.db import OperationalError, connection
+from django.db import InterfaceError, OperationalError, connection
 
 # PostgreSQL's SQLSTATE for a lock wait that gave up (lock_timeout or NOWAIT).
 LOCK_NOT_AVAILABLE = "55P03"
+# What a request sees when its database connection broke under it (a restart, a failover,
+# a terminated backend): Django's wrappers of the driver's errors. The API answers a JSON
+# 503 (api/v1.py), the console a 503 page (fieldops.middleware); both with Retry-After.
+CONNECTION_LOST: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
+RETRY_AFTER_SECONDS = 5
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """True when ``exc`` means the database connection broke under the request: whether a
+    write committed before the break is unknown, so the client must read before retrying."""
+    return isinstance(exc, CONNECTION_LOST)
 
 
 def lock_wait_failed(exc: BaseException) -> bool:

@@ -18,11 +18,16 @@ authenticated them.
 
 A method an address does not serve (a GET of a POST-only action) is a 405 that keeps its
 ``Allow`` header and says which methods the address accepts (``MethodNotAllowedMiddleware``).
+
+A console request whose database connection broke under it is a 503 page that says the
+database is unreachable and how to check whether an action was recorded, with Retry-After
+(``DatabaseUnavailableMiddleware``); the API answers its own JSON 503.
 """
 
 from __future__ import annotations
 
 import codecs
+import logging
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -44,7 +49,10 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRedirect
 
+from fieldops import db
 from fieldops.http import HtmxHttpRequest
+
+logger = logging.getLogger("fieldops.console")
 
 NUL = "\x00"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -285,3 +293,38 @@ class MethodNotAllowedMiddleware:
         if allow is not None:
             page["Allow"] = allow
         return page
+
+
+def database_unavailable_page(request: HttpRequest) -> HttpResponse:
+    """The console's 503 page (``templates/503.html``) for a request whose database
+    connection broke: rendered without the request's context (its context processors read
+    the database), with a link back to the page the request came from and Retry-After."""
+    current = request.headers.get("HX-Current-URL") or request.headers.get("Referer")
+    context = {"back": _page_to_return_to(request, current) or ""}
+    response = HttpResponse(loader.render_to_string("503.html", context), status=503)
+    response["Retry-After"] = str(db.RETRY_AFTER_SECONDS)
+    return response
+
+
+class DatabaseUnavailableMiddleware:
+    """A console view that raised because its database connection broke (``db.
+    connection_lost``: a restart, a failover, a terminated backend) answers the 503 page
+    instead of the generic 500: whether an action was recorded before the break is unknown,
+    and the page says how to check before retrying. An HTMX request gets the same page: htmx
+    swaps no error answer, and fieldops.js shows its alert card above the content (as for
+    the 400, 403, 404 and 409 pages). The API (``/api/``) answers its own JSON 503.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not db.connection_lost(exception) or answers_json(request):
+            return None
+        logger.warning(
+            "database connection lost: %s %s", request.method, request.path, exc_info=exception
+        )
+        return database_unavailable_page(request)

@@ -176,6 +176,8 @@ MIDDLEWARE = [
     "fieldops.middleware.HtmxLoginRedirectMiddleware",
     # After auth and messages (its page is the console's): a bare 405 gets a body.
     "fieldops.middleware.MethodNotAllowedMiddleware",
+    # A view whose database connection broke: the console's 503 page, not the 500.
+    "fieldops.middleware.DatabaseUnavailableMiddleware",
     # Before any view hook reads the body: the import page's own over-limit refusal.
     "catalog.middleware.ImportBodyLimitMiddleware",
 ]

@@ -398,14 +398,19 @@ def test_the_login_and_error_pages_have_no_serious_or_critical_axe_finding(
     assert page.goto(f"{live_server.url}/runs/start/").status == 405  # a POST-only address
     expect(page.get_by_role("heading", name="405 · Method not allowed")).to_be_visible()
     found += axe_violations(page)
-    # A form body the server cannot read (the 400 page) and the 500 page, shown as served.
+    # A form body the server cannot read (the 400 page), the 500 page and the database's
+    # 503 page, shown as served.
     unreadable = page.request.post(
         f"{live_server.url}/runs/start/",
         headers={"Content-Type": "application/x-www-form-urlencoded; charset=latin-1"},
         data="scenario=x",
     )
     assert unreadable.status == 400
-    for status, body in ((400, unreadable.text()), (500, loader.render_to_string("500.html"))):
+    for status, body in (
+        (400, unreadable.text()),
+        (500, loader.render_to_string("500.html")),
+        (503, loader.render_to_string("503.html")),
+    ):
         page.route(f"{live_server.url}/error-{status}/", serve(status, body))
         page.goto(f"{live_server.url}/error-{status}/")
         found += axe_violations(page)

@@ -183,3 +183,44 @@ def test_a_run_refused_by_the_server_says_so_instead_of_nothing(
     page.keyboard.press("Enter")  # refused again: still one refusal on the page
     expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_focused()
     expect(page.locator("#request-refused")).to_have_count(1)
+
+
+def test_a_run_whose_database_connection_died_says_it_may_or_may_not_be_recorded(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """The console's answer when the database connection dies under a request (the 503
+    page, fieldops.middleware) reaches an HTMX form as the alert above the content: the
+    database is unreachable, the action may or may not have been recorded, how to check.
+    (The server cannot lose its connection on cue here: the row's Run is answered with the
+    page the middleware renders for it; tests/fieldops/test_database_unavailable.py breaks
+    a real connection.)"""
+    from django.test import RequestFactory
+
+    from fieldops.middleware import database_unavailable_page
+
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/faultlab/")
+    answer = database_unavailable_page(
+        RequestFactory().post("/faultlab/", HTTP_HX_CURRENT_URL=f"{live_server.url}/faultlab/")
+    )
+    page.route(
+        re.compile(r".*/faultlab/.+"),
+        lambda route: (
+            route.fulfill(
+                status=answer.status_code,
+                headers={k: v for k, v in answer.items()},
+                body=answer.content,
+            )
+            if route.request.method == "POST"
+            else route.continue_()
+        ),
+    )
+    page.locator(f"#fx-run-{FIXTURE}").focus()
+    page.keyboard.press("Enter")
+    refusal = page.locator("#request-refused")
+    expect(refusal).to_be_visible()
+    expect(refusal).to_contain_text("503 · The database is unreachable")
+    expect(refusal).to_contain_text("may or may not have been recorded")
+    expect(refusal).to_contain_text("look for your action in its timeline")
+    expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_focused()

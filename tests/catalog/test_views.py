@@ -14,9 +14,10 @@ from django.urls import reverse
 
 from catalog import services
 from catalog.domain import discovery
-from catalog.models import CapabilityVersion, LifecycleDecision
+from catalog.models import CapabilityVersion, LifecycleDecision, ToolListImport, ToolSighting
 from tests.catalog.conftest import ADMISSION, client_for, tool, tool_list
 from tests.catalog.conftest import version_row as row
+from tests.conftest import make_user
 
 
 def audit_rows() -> int:
@@ -168,7 +169,7 @@ def test_import_then_candidate_page_marks_hints_untrusted(catalog_admin):
         )
     )
     response = c.post(reverse("catalog-import"), {"server": "mcp://manuals", "tool_list": listing})
-    assert response.status_code == 200
+    assert response.status_code == 302
     candidate = CapabilityVersion.objects.get(capability_id="search_manual", source="discovered")
     page = c.get(reverse("catalog-candidate", args=[candidate.pk])).content.decode()
     assert "Untrusted hints" in page and "UNTRUSTED" in page
@@ -236,7 +237,7 @@ def test_one_bad_tool_is_refused_alone_on_the_import_page(catalog_admin):
         {"name": "broken_tool", "description": 5},
     )
     response = client_for(catalog_admin).post(
-        reverse("catalog-import"), {"server": "mcp://x", "tool_list": listing}
+        reverse("catalog-import"), {"server": "mcp://x", "tool_list": listing}, follow=True
     )
     assert response.status_code == 200
     page = response.content.decode()
@@ -258,7 +259,7 @@ def test_import_from_an_uploaded_file(catalog_admin):
     response = client_for(catalog_admin).post(
         reverse("catalog-import"), {"server": "mcp://x", "file": upload}
     )
-    assert response.status_code == 200
+    assert response.status_code == 302
     created = CapabilityVersion.objects.get(capability_id="lookup_stock")
     assert created.discovery["source"] == "file tools.json"
     binary = SimpleUploadedFile("tools.json", b"\xff\xfe\x00", "application/json")
@@ -382,3 +383,66 @@ def test_the_retire_page_shows_why_the_pending_retirement_was_requested(
     pending = pending[: pending.index("</p>")]
     assert "catalog-admin" in pending
     assert escape("the 1.0.1 adapter replaces it") in pending
+
+
+def test_an_import_result_is_a_page_to_reload_without_importing_again(
+    catalog_admin, catalog_reviewer
+):
+    """The result was the answer to the post: a reload sent the list again, and the page
+    then said "unchanged" for the tools just imported (and sighted them again). Now the
+    post stores an import record and redirects to it; reloading the record's page writes
+    nothing. The record is its tenant's: another tenant, or an unknown id, gets a 404."""
+    c = client_for(catalog_admin)
+    listing = tool_list(tool("reload_lookup"), {"name": "broken_tool", "description": 5})
+    posted = c.post(reverse("catalog-import"), {"server": "mcp://reload", "tool_list": listing})
+    assert posted.status_code == 302
+    record = ToolListImport.objects.get()
+    assert posted["Location"] == reverse("catalog-import-result", args=[record.pk])
+    assert record.tenant == "north" and record.server == "mcp://reload"
+    written = (LifecycleDecision.objects.count(), ToolSighting.objects.count())
+
+    for reader in (c, c, client_for(catalog_reviewer)):
+        page = reader.get(posted["Location"])
+        assert page.status_code == 200
+        body = page.content.decode()
+        assert "Imported from mcp://reload" in body and "1 new candidate(s)" in body
+        candidate = CapabilityVersion.objects.get(capability_id="reload_lookup")
+        assert reverse("catalog-candidate", args=[candidate.pk]) in body
+        assert 'id="refused-tools"' in body and "broken_tool" in body
+        assert "unchanged" not in body
+    assert (LifecycleDecision.objects.count(), ToolSighting.objects.count()) == written
+    assert ToolListImport.objects.count() == 1
+
+    outsider = client_for(make_user("outsider", "south", "catalog-admin"))
+    unknown = reverse("catalog-import-result", args=[record.pk + 1000])
+    for page in (outsider.get(posted["Location"]), c.get(unknown)):
+        assert page.status_code == 404
+        body = page.content.decode()
+        assert "No import result to show" in body and "reload_lookup" not in body
+
+
+def test_the_version_pages_say_which_version_replaces_this_one_for_new_runs(catalog_admin):
+    """ "Admitted successor" did not say of what, or when it mattered: the pages now say
+    which admitted version new runs pin once this one is retired (or that none would)."""
+    c = client_for(catalog_admin)
+    admitted = c.post(
+        reverse("catalog-admit", args=[row("search_manual@1.1.0").pk]), ADMISSION
+    ).status_code
+    assert admitted == 302
+    old = row("search_manual@1.0.0")
+    for page in (
+        c.get(reverse("catalog-contract", args=["search_manual", "1.0.0"])).content.decode(),
+        c.get(reverse("catalog-retire", args=[old.pk])).content.decode(),
+    ):
+        assert "Admitted successor" not in page
+        assert "Replaced for new runs by" in page
+        assert "<code>search_manual@1.1.0</code>" in page
+        assert "the admitted version new runs pin once this one is retired" in page
+    alone = row("read_equipment@1.0.0")
+    for page in (
+        c.get(reverse("catalog-contract", args=["read_equipment", "1.0.0"])).content.decode(),
+        c.get(reverse("catalog-retire", args=[alone.pk])).content.decode(),
+    ):
+        assert "Admitted successor" not in page
+        assert "Replaced for new runs by" in page
+        assert "no other admitted version" in page

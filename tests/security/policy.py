@@ -348,6 +348,7 @@ POLICY: Mapping[str, Rule] = {
             "tool_list": '{"tools": [{"name": "matrix_tool", "inputSchema": {"type": "object"}}]}',
         },
     ),
+    "catalog-import-result": Rule({"GET": signed_in}, objects="tool_list_import"),
     "catalog-diff": Rule(
         {"GET": signed_in},
         variants=(PAGE, Variant("pair", {"a": "reserve_part@1.0.0", "b": "search_manual@1.1.0"})),
@@ -452,6 +453,9 @@ def objects_for(world: World, kind: str) -> list[Obj]:
         return [Obj("north_view", kind, kwargs, "north", requester="operator")]
     if kind == "export_format":
         return [Obj(fmt, kind, {"fmt": fmt}) for fmt in ("csv", "json")]
+    if kind == "tool_list_import":
+        kwargs = {"import_id": world.catalog[kind]}
+        return [Obj("north_import", kind, kwargs, "north")]
     if kind in ("server", "discovery", "drift"):
         return [Obj(f"matrix-{kind}", kind, {f"{kind}_id": world.catalog[kind]})]
     raise ValueError(f"no objects for kind {kind!r}")

@@ -57,7 +57,8 @@ class World:
     evidence: dict[str, tuple[str, str]] = field(default_factory=dict)  # label -> (run, ev)
     versions: dict[str, int] = field(default_factory=dict)  # label -> CapabilityVersion pk
     attempts: dict[str, str] = field(default_factory=dict)  # label -> EffectAttempt id
-    catalog: dict[str, int] = field(default_factory=dict)  # server / discovery / drift pks
+    # server / discovery / drift / tool_list_import pks
+    catalog: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)  # principal -> their API token pk
     operations: dict[str, str] = field(default_factory=dict)  # operation / saved view ids
 
@@ -156,6 +157,13 @@ def build_world() -> World:
         text=IMPORTED_TOOL, server="mcp.example.test", user=world.users["catalog_admin"]
     )
     world.versions["imported"] = imported.created[0].pk
+    # The same list imported again through the console's service: north's import record.
+    world.catalog["tool_list_import"] = catalog_services.tool_list_import(
+        text=IMPORTED_TOOL,
+        server="mcp.example.test",
+        user=world.users["catalog_admin"],
+        tenant="north",
+    ).pk
     changed = catalog_services.candidate_import(
         text=IMPORTED_TOOL.replace("(remote)", "(remote, changed)"),
         server="mcp.example.test",

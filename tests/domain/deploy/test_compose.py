@@ -204,3 +204,57 @@ def test_every_long_running_service_is_restarted_when_it_exits():
             assert service.get("restart") == "no"
         else:
             assert service.get("restart") == "unless-stopped", name
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """The Dockerfile's instructions as (INSTRUCTION, arguments), continuations joined."""
+    text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            instruction, _, rest = line.partition(" ")
+            out.append((instruction.upper(), " ".join(rest.split())))
+    return out
+
+
+# What the app processes write inside the image (fieldops/settings.py): collectstatic's
+# STATIC_ROOT at the web's start, and VAR_DIR (email files, beat's schedule file).
+WRITTEN_PATHS = ("/app/staticfiles", "/app/var")
+
+
+def test_the_image_runs_as_an_unprivileged_user_that_owns_only_what_it_writes():
+    """The Dockerfile had no USER line: web, worker and beat ran as root, so a flaw in any
+    of them could rewrite the code it runs. Now the last USER is a created, non-root user,
+    who owns the paths the processes write and nothing else (the code stays root's)."""
+    steps = dockerfile_instructions()
+    users = [args for instruction, args in steps if instruction == "USER"]
+    assert users, "the image runs as root (no USER line)"
+    user = users[-1].split(":")[0]
+    assert user not in ("root", "0"), users[-1]
+    last_user = max(i for i, (instruction, _) in enumerate(steps) if instruction == "USER")
+    assert not [s for s in steps[last_user:] if s[0] in ("RUN", "COPY", "ADD")], (
+        "every build step runs before the USER line (as root, writing root-owned files)"
+    )
+    runs = " && ".join(args for instruction, args in steps if instruction == "RUN")
+    useradd = re.search(r"useradd ([^&]+)", runs)
+    assert useradd is not None, "the user is not created in the image"
+    uid = re.search(r"--uid (\d+)", useradd.group(1))
+    created = {useradd.group(1).split()[-1], uid.group(1) if uid else ""}
+    assert user in created, (user, created)
+    chowned = re.findall(r"chown (?:-R )?(\S+) ((?:/\S+ ?)+)", runs)
+    owned = {path for owner, paths in chowned for path in paths.split()}
+    assert all(owner.split(":")[0] in created for owner, _ in chowned), chowned
+    assert owned == set(WRITTEN_PATHS), owned
+    for instruction, args in steps:
+        if instruction in ("COPY", "ADD"):
+            assert "--chown" not in args, f"{instruction} {args}: the code must stay root's"
+
+
+def test_beat_writes_its_schedule_where_the_unprivileged_user_may_write():
+    """``celery beat`` writes ``celerybeat-schedule`` into its working directory (/app,
+    root's): as the unprivileged user it must write it under var/ instead."""
+    command = str(SERVICES["beat"]["command"])
+    schedule = re.search(r"(?:--schedule|-s)[ =](\S+)", command)
+    assert schedule is not None, command
+    assert schedule.group(1).startswith(tuple(f"{path}/" for path in WRITTEN_PATHS)), command

@@ -1,0 +1,81 @@
+"""The console when its database connection dies under a request: a 503 page that says
+the database is unreachable, that an action may or may not have been recorded and how to
+check, with Retry-After; never the generic 500. (The API answers its own JSON 503.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection
+from django.test import Client
+from django.urls import reverse
+
+from runs.models import Run
+from tests.conftest import make_user
+from tests.deploy.servers import shared_database_url
+from tests.helpers import make_run
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def operator_client(world: None) -> Iterator[Client]:
+    """A signed-in operator whose requests do not re-raise (the browser's view)."""
+    client = Client(raise_request_exception=False)
+    client.force_login(make_user("operator", "north", "operator"))
+    yield client
+    # The test client keeps Django from closing a broken connection at the request's end
+    # (a server does it then); close it here so the test database can be flushed.
+    connection.close()
+
+
+def _terminate_this_connection() -> None:
+    """End this process's database connection from the server side (as a restart or a
+    failover does): the next query of the request fails."""
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    with psycopg.connect(shared_database_url(), autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def _assert_database_unavailable_page(response: Any) -> str:
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert response["Content-Type"].startswith("text/html")
+    body = response.content.decode()
+    assert "The database is unreachable" in body
+    assert "may or may not have been recorded" in body
+    assert "timeline" in body
+    return body
+
+
+def test_a_page_whose_database_connection_died_is_a_503_page(operator_client: Client) -> None:
+    _terminate_this_connection()
+    response = operator_client.get(reverse("runs-list"))
+    _assert_database_unavailable_page(response)
+
+
+@pytest.mark.parametrize("htmx", [False, True], ids=["form", "htmx"])
+def test_an_action_whose_database_connection_died_says_how_to_check_before_retrying(
+    operator_client: Client, htmx: bool
+) -> None:
+    """A cancellation sent while the connection dies: the page says it may or may not have
+    been recorded, points to the run's timeline and links back to the run page (the page
+    the form was on). An HTMX request gets the same page, whose alert card (heading and
+    first paragraphs) fieldops.js shows above the content."""
+    run: Run = make_run(principal="user:operator", namespace="live")
+    page = "http://testserver" + reverse("runs-detail", args=[run.pk])
+    headers = {"HTTP_REFERER": page}
+    if htmx:
+        headers.update({"HTTP_HX_REQUEST": "true", "HTTP_HX_CURRENT_URL": page})
+    _terminate_this_connection()
+    response = operator_client.post(
+        reverse("runs-cancel", args=[run.pk]), {"reason": "withdrawn"}, **headers
+    )
+    body = _assert_database_unavailable_page(response)
+    assert f'href="{reverse("runs-detail", args=[run.pk])}"' in body
+    alert = body.split('role="alert"', 1)[1]
+    assert alert.index("<h1>") < alert.index("may or may not have been recorded")
