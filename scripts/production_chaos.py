@@ -10,6 +10,8 @@ workers and one beat, all connected as the application role; then, for --seconds
   and then while an operator cancels that run,
 - an API operator starts runs (Idempotency-Key, sometimes the same key twice at once)
   and cancels them,
+- an operator on call follows the repeated-reservation-attempts runbook: closes the
+  tenant's gate, reconciles unknown effects from the recovery page, reopens the gate,
 - catalog admins close and reopen the effect gate of reserve_part, deprecate
   search_manual 1.0.0 and, late, retire reserve_part 1.0.0 (two people),
 - a chaos thread SIGKILLs and SIGSTOPs worker pool children and parents and beat,
@@ -73,6 +75,7 @@ BIN = ROOT / ".venv" / "bin"
 HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)"')
 SEEN_HASH = re.compile(r'name="seen_hash" value="([0-9a-f]{64})"')
 TOKEN = re.compile(r'id="new-token">([^<]+)<')
+ATTEMPT_FORM = re.compile(r'name="attempt_id" value="([^"]+)"')
 START = {"scenario": "reservation", "equipment_id": "EQ-17", "location_id": "LOC-N1"}
 
 
@@ -523,6 +526,7 @@ def main() -> int:  # one drill, read top to bottom
         n: Person(base, n, password, record)
         for n in ("op1", "op2", "api-op", "ap1", "ap2", "api-ap", "cat1", "cat2")
     }
+    responder = Person(base, "op1", password, record)  # follows the incident runbooks
     watcher = Person(base, "op2", password, record)  # reads the recovery page in an outage
     people["api-op"].make_token()
     people["api-ap"].make_token()
@@ -782,13 +786,42 @@ def main() -> int:  # one drill, read top to bottom
         fleet.beat_down_until = 0.0
         log(f"beat back; {len(still)} runs were not moving, {len(missing)} of them not on the page")
 
+    def runbook_follower() -> None:
+        """An operator on call following the runbooks as the console shows them: the
+        repeated-reservation-attempts runbook closes the tenant's gate, the recovery page's
+        unknown effects are reconciled (or their reconciliation re-driven) one by one, and
+        the gate is reopened. Every form is the one the page shows."""
+        op = responder
+        local = random.Random(rng.random())
+        book = "/runbooks/repeated-reservation-attempts/"
+        while not stop.wait(local.uniform(5, 10)):
+            page = op.get(book, "runbook page")
+            if page is None or f'action="{book}gate/"' not in page.text:
+                continue
+            gate = {"capability_id": "reserve_part", "version": "1.0.0"}
+            op.post(
+                f"{book}gate/",
+                {**gate, "open": "0", "reason": "chaos: runbook"},
+                "runbook gate close",
+            )
+            recovery = op.get("/recovery/", "recovery page")
+            attempts = ATTEMPT_FORM.findall(recovery.text) if recovery is not None else []
+            for attempt in local.sample(attempts, min(len(attempts), 3)):
+                op.post("/recovery/reconcile/", {"attempt_id": attempt}, "runbook reconcile")
+            time.sleep(local.uniform(0.5, 2))
+            op.post(
+                f"{book}gate/",
+                {**gate, "open": "1", "reason": "chaos: runbook done"},
+                "runbook gate open",
+            )
+
     drain_until = [float("inf")]
     chaos.start()
     if args.beat_outage > 0:
         threading.Thread(target=beat_outage, daemon=True).start()
     actors = [
         threading.Thread(target=f, daemon=True)
-        for f in (console_operator, bulk_canceller, api_operator, catalog)
+        for f in (console_operator, bulk_canceller, api_operator, catalog, runbook_follower)
     ]
     approver_thread = threading.Thread(target=approvers, daemon=True)
     for t in [*actors, approver_thread]:
