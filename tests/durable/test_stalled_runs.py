@@ -65,3 +65,39 @@ def test_a_run_whose_worker_died_without_a_sweeper_is_reported_then_moved_by_a_s
     assert str(run.pk)[:8] not in page.split("Runs that should be moving")[-1]
     assert "The sweeper has not reported for" not in page
     assert Run.objects.get(pk=run.pk).state == "WAITING_HUMAN"
+
+
+def test_a_bulk_operation_whose_hand_over_was_lost_is_handed_over_by_a_sweep_by_hand(
+    cluster, settings
+):
+    """Beat runs two sweeps: the runs' and the bulk operations'. With beat down, the one
+    sweep by hand the recovery page and README name must re-hand operations as well."""
+    from operations.models import Operation, OperationItem, Status
+
+    cluster.start_worker()
+    run = services.run_create(scenario="reservation", tenant="north", principal_ref="user:op")
+    run = wait_for(run, ["WAITING_HUMAN"], sweep=False)
+    # A bulk cancel of that run whose hand-over was lost (Redis restarted under it) 2 min ago.
+    long_ago = clock.now() - dt.timedelta(minutes=2)
+    operation = Operation.objects.create(
+        tenant="north",
+        kind="cancel",
+        created_by="user:op",
+        created_at=long_ago,
+        kicked_at=long_ago,
+        reason="end of shift",
+        total=1,
+    )
+    OperationItem.objects.create(operation=operation, position=0, run=run)
+
+    call_command("sweep")
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        operation.refresh_from_db()
+        if operation.status != Status.RUNNING:
+            break
+        time.sleep(0.3)
+    assert operation.status == Status.FINISHED, "nothing handed the operation over"
+    assert (operation.total, operation.done) == (1, 1)
+    assert Run.objects.get(pk=run.pk).state == "CANCELLED"
