@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
@@ -55,6 +56,26 @@ def stalled_runs(*, tenant: str, limit: int = 100) -> list[Stalled]:
         Stalled(r, "never claimed", r.updated_at) for r in idle.order_by("updated_at")[:limit]
     ]
     return sorted(found, key=lambda s: s.since)[:limit]
+
+
+def stalled_operations(*, tenant: str, limit: int = 50) -> list[tuple[Any, float]]:
+    """The tenant's running bulk operations nobody took a batch of for longer than the
+    operation sweep waits before it hands them over again (its hand-over was lost, or its
+    worker died), with the seconds since the last batch or hand-over."""
+    from operations import services as operations
+    from operations.models import Operation, Status
+
+    now = clock.now()
+    cutoff = now - operations.stale_after() - dt.timedelta(seconds=30)  # 3 beat periods
+    found = (
+        Operation.objects.filter(tenant=tenant, status=Status.RUNNING, kicked_at__lt=cutoff)
+        .exclude(progressed_at__gte=cutoff)
+        .order_by("kicked_at")[:limit]
+    )
+    return [
+        (op, (now - max(op.kicked_at, op.progressed_at or op.kicked_at)).total_seconds())
+        for op in found
+    ]
 
 
 @dataclass(frozen=True)

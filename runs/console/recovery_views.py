@@ -32,6 +32,7 @@ def recovery(request: AuthedHtmxRequest) -> HttpResponse:
         {
             "attempts": recovery_selectors.recovery_attempts(tenant=tenant),
             "stalled": recovery_selectors.stalled_runs(tenant=tenant),
+            "stalled_operations": recovery_selectors.stalled_operations(tenant=tenant),
             "sweeper": recovery_selectors.sweeper_report(),
             "query": query,
             "lookup": recovery_selectors.ledger_lookup(tenant=tenant, query=query)

@@ -67,8 +67,8 @@ def test_a_run_whose_worker_died_without_a_sweeper_is_reported_then_moved_by_a_s
     assert Run.objects.get(pk=run.pk).state == "WAITING_HUMAN"
 
 
-def test_a_bulk_operation_whose_hand_over_was_lost_is_handed_over_by_a_sweep_by_hand(
-    cluster, settings
+def test_a_bulk_operation_whose_hand_over_was_lost_is_reported_then_handed_over_by_a_sweep(
+    cluster, operator, settings
 ):
     """Beat runs two sweeps: the runs' and the bulk operations'. With beat down, the one
     sweep by hand the recovery page and README name must re-hand operations as well."""
@@ -89,6 +89,10 @@ def test_a_bulk_operation_whose_hand_over_was_lost_is_handed_over_by_a_sweep_by_
         total=1,
     )
     OperationItem.objects.create(operation=operation, position=0, run=run)
+    page = client_for(operator).get(reverse("recovery")).content.decode()
+    stalled = page.split("Runs that should be moving and are not")[-1]
+    assert f"/operations/{operation.pk}/" in stalled
+    assert "no batch for" in stalled
 
     call_command("sweep")
 
