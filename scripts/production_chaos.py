@@ -19,8 +19,8 @@ workers and one beat, all connected as the application role; then, for --seconds
 
 With ``--beat-outage SECONDS`` beat is also killed once, at a seeded moment of the first
 half, and kept down that long (no sweeper): at its end every run that should be moving and
-is not must be listed on the recovery page, which must say the sweeper is silent when the
-outage outlasted 75 s.
+is not, and every bulk operation nobody progressed for a minute, must be listed on the
+recovery page, which must say the sweeper is silent when the outage outlasted 75 s.
 
 Then everything is resumed, waiting approvals are given until every run has ended, and it
 checks: manage.py replay --all, every live ledger reservation bound to exactly one
@@ -484,6 +484,14 @@ STALLED_SQL = (
 )
 
 
+# Bulk operations nobody took a batch of for over 63 s (the operation sweep re-hands after
+# 30 s, every 10 s; the recovery page lists them after 60 s).
+STALLED_OPERATIONS_SQL = (
+    "SELECT id::text FROM operations_operation WHERE status = 'running' AND kicked_at < now() - interval '63 seconds' "
+    "AND (progressed_at IS NULL OR progressed_at < now() - interval '63 seconds')"
+)
+
+
 def main() -> int:  # one drill, read top to bottom
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=120)
@@ -766,17 +774,18 @@ def main() -> int:  # one drill, read top to bottom
 
         def stalled() -> set[tuple[str, int]]:
             with psycopg.connect(admin_url) as c:
-                return set(c.execute(STALLED_SQL, (stuck, 2 * stuck)).fetchall())
+                runs = set(c.execute(STALLED_SQL, (stuck, 2 * stuck)).fetchall())
+                operations = c.execute(STALLED_OPERATIONS_SQL).fetchall()
+            return runs | {(f"/operations/{o}/", -1) for (o,) in operations}
 
         before = stalled()
         page = watcher.get("/recovery/", "recovery page in a beat outage")
         still = before & stalled()  # not moved while the page was read
         text = page.text if page is not None else ""
-        missing = sorted(r for r, _ in still if r[:8] not in text.split("should be moving")[-1])
+        shown = text.split("should be moving")[-1]
+        missing = sorted(r for r, _ in still if (r if r.startswith("/") else r[:8]) not in shown)
         outage_seen.update(stalled=len(still), missing=missing)
-        findings_outage = [
-            f"beat outage: stalled run {r} is not on the recovery page" for r in missing
-        ]
+        findings_outage = [f"beat outage: stalled {r} is not on the recovery page" for r in missing]
         if args.beat_outage > 75 and "The sweeper has not reported for" not in text:
             findings_outage.append(
                 "beat outage: the recovery page does not say the sweeper is silent"
@@ -784,6 +793,7 @@ def main() -> int:  # one drill, read top to bottom
         with record.lock:
             record.problems.extend(findings_outage)
         fleet.beat_down_until = 0.0
+        fleet.ensure_full()  # the chaos thread may have stopped already: start beat here
         log(f"beat back; {len(still)} runs were not moving, {len(missing)} of them not on the page")
 
     def runbook_follower() -> None:
