@@ -46,9 +46,10 @@ def stalled_runs(*, tenant: str, limit: int = 100) -> list[Stalled]:
     sweeper a run stays on this list only while every worker is busy or gone)."""
     now = clock.now()
     after = stuck_after()
-    movable = Run.objects.filter(tenant=tenant).exclude(
-        state__in=[s.value for s in TERMINAL_STATES | WAITING_STATES]
-    )
+    # The states that move by themselves, named (not "all but"): the (tenant, state) index
+    # then reads only active runs, however many ended ones the tenant has.
+    moving = [s.value for s in State if s not in TERMINAL_STATES | WAITING_STATES]
+    movable = Run.objects.filter(tenant=tenant, state__in=moving)
     expired = movable.filter(lease_expires_at__lt=now - after).order_by("lease_expires_at")
     idle = movable.filter(lease_expires_at__isnull=True, updated_at__lt=now - 2 * after)
     found = [Stalled(r, "lease expired", r.lease_expires_at) for r in expired[:limit]]
