@@ -120,8 +120,9 @@ RUNBOOKS: tuple[Runbook, ...] = (
         (
             Step(
                 "Find the runs with unknown effects",
-                "Runs in RECOVERING reconcile themselves; ended runs keep the obligation "
-                "until an operator reconciles it.",
+                "A run in RECOVERING reconciles when a worker takes it; an ended run keeps the "
+                "obligation and the sweeper reconciles it by the same key (a conflict waits "
+                "for you). Reconcile here to settle one now.",
                 data=("unresolved_attempts",),
                 actions=("reconcile",),
             ),

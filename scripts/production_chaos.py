@@ -10,15 +10,23 @@ workers and one beat, all connected as the application role; then, for --seconds
   and then while an operator cancels that run,
 - an API operator starts runs (Idempotency-Key, sometimes the same key twice at once)
   and cancels them,
+- an operator on call follows the repeated-reservation-attempts runbook: closes the
+  tenant's gate, reconciles unknown effects from the recovery page, reopens the gate,
 - catalog admins close and reopen the effect gate of reserve_part, deprecate
   search_manual 1.0.0 and, late, retire reserve_part 1.0.0 (two people),
 - a chaos thread SIGKILLs and SIGSTOPs worker pool children and parents and beat,
   restarts Redis and terminates the application role's PostgreSQL connections.
 
+With ``--beat-outage SECONDS`` beat is also killed once, at a seeded moment of the first
+half, and kept down that long (no sweeper): at its end every run that should be moving and
+is not, and every bulk operation nobody progressed for a minute, must be listed on the
+recovery page, which must say the sweeper is silent when the outage outlasted 75 s.
+
 Then everything is resumed, waiting approvals are given until every run has ended, and it
 checks: manage.py replay --all, every live ledger reservation bound to exactly one
 approved and consumed checkpoint of its proposal hash, no run left unended, no 5xx in
-gunicorn's log, every refused request answered with a message.
+gunicorn's access log other than those the web logged as its own database connection cut
+(listed apart, as ``connection_cut_5xx``), every refused request answered with a message.
 
 Environment: the production variables (DJANGO_SETTINGS_MODULE=fieldops.settings_production,
 DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS including 127.0.0.1, FIELDOPS_CALLBACK_KEY,
@@ -27,12 +35,13 @@ for pg_terminate_backend and the checks), CHAOS_PASSWORD (the users' password); 
 with ``manage.py set_user``: op1, op2, api-op (operator), ap1, ap2, api-ap (approver),
 cat1, cat2 (catalog-admin), all of tenant north. Then:
 
-    .venv/bin/python scripts/production_chaos.py --seconds 150 --seed 14 --tmp /tmp/chaos
+    .venv/bin/python scripts/production_chaos.py --seconds 150 --seed 14 --tmp /tmp/chaos \
+        [--port 8830 --redis-port 8831 --beat-outage 90]
 
 Exit 0 when nothing was found; the summary (JSON) names every finding. The seed fixes the
 choices of the chaos thread and of the people; process timing still varies. Requests whose
 own database connection was terminated mid-flight answer 500 (console) or 503 (API); they
-are listed as findings to be read, not as invariant violations.
+are listed in the summary, not as findings.
 """
 
 # A drill, not product code: the SQL of its checks stays on one line each; the actors'
@@ -66,6 +75,7 @@ BIN = ROOT / ".venv" / "bin"
 HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)"')
 SEEN_HASH = re.compile(r'name="seen_hash" value="([0-9a-f]{64})"')
 TOKEN = re.compile(r'id="new-token">([^<]+)<')
+ATTEMPT_FORM = re.compile(r'name="attempt_id" value="([^"]+)"')
 START = {"scenario": "reservation", "equipment_id": "EQ-17", "location_id": "LOC-N1"}
 
 
@@ -78,6 +88,7 @@ class Record:
         self.lock = threading.Lock()
         self.statuses: Counter[str] = Counter()
         self.problems: list[str] = []
+        self.fives: list[str] = []  # judged against gunicorn's logs at the end
         self.run_ids: set[str] = set()
 
     def note(
@@ -90,7 +101,7 @@ class Record:
             status = response.status_code
             self.statuses[f"{action} {status}"] += 1
             if status >= 500:
-                self.problems.append(f"{actor} {action}: HTTP {status} {response.text[:300]!r}")
+                self.fives.append(f"{actor} {action}: HTTP {status} {response.text[:160]!r}")
             elif status >= 400 and not response.text.strip():
                 self.problems.append(f"{actor} {action}: HTTP {status} with an empty body")
 
@@ -196,6 +207,7 @@ class Fleet:
         self.web: subprocess.Popen[bytes] | None = None
         self.lock = threading.Lock()
         self.everything: list[subprocess.Popen[bytes]] = []
+        self.beat_down_until = 0.0  # a beat outage (--beat-outage): not restarted before
 
     def _spawn(self, argv: list[str], logname: str) -> subprocess.Popen[bytes]:
         out = open(self.tmp / logname, "ab")  # noqa: SIM115 - kept open for the process
@@ -300,7 +312,8 @@ class Fleet:
                         with contextlib.suppress(ProcessLookupError):
                             os.killpg(p.pid, signal.SIGKILL)  # orphaned pool children
                     self.start_worker(slot)
-            if self.beat is None or self.beat.poll() is not None:
+            beat_dead = self.beat is None or self.beat.poll() is not None
+            if beat_dead and time.monotonic() >= self.beat_down_until:
                 self.start_beat()
             if self.redis is None or self.redis.poll() is not None:
                 self.start_redis()
@@ -365,13 +378,13 @@ class Chaos(threading.Thread):
             if p is not None:
                 self._pause(p.pid, "group")
         elif action == "kill_beat":
-            if self.fleet.beat is not None:
+            if self.fleet.beat is not None and self.fleet.beat.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.fleet.beat.pid, signal.SIGKILL)
                 self.fleet.beat.wait()
                 time.sleep(self.rng.uniform(0.5, 4))
         elif action == "pause_beat":
-            if self.fleet.beat is not None:
+            if self.fleet.beat is not None and time.monotonic() >= self.fleet.beat_down_until:
                 self._pause(self.fleet.beat.pid, "group")
         elif action == "restart_redis":
             if self.fleet.redis is not None:
@@ -428,6 +441,57 @@ def pending_checkpoints(admin_url: str, db_run_ids: set[str]) -> list[tuple[str,
     return [(cid, rid) for cid, rid in rows]
 
 
+# What the web logs when the request's own database connection was cut under it (the
+# drill's pg_terminate_backend): such a 5xx is the honest answer, not a defect.
+CONNECTION_CUT = (
+    "terminating connection due to administrator command",
+    "server closed the connection unexpectedly",
+    "the connection is closed",
+    "consuming input failed",
+)
+ACCESS = re.compile(r'\[(\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d) [+-]\d{4}\] "(\w+) (\S+) [^"]*" (5\d\d) ')
+LOGGED_PATH = re.compile(r"(?:Internal Server Error: |database connection lost: \w+ )(\S+)")
+
+
+def split_fives(access: str, web_log: str) -> tuple[list[str], list[str]]:
+    """gunicorn's 5xx lines: (explained by a cut database connection, unexplained). A line
+    is explained when the web logged a lost connection for the same path within 2 s."""
+    cut: list[tuple[float, str]] = []
+    for line in web_log.splitlines():
+        if not line.startswith("{") or not any(m in line for m in CONNECTION_CUT):
+            continue
+        with contextlib.suppress(ValueError, KeyError):
+            entry = json.loads(line)
+            path = LOGGED_PATH.search(entry.get("msg", ""))
+            if path:
+                when = time.mktime(time.strptime(entry["ts"][:19], "%Y-%m-%dT%H:%M:%S"))
+                cut.append((when, path.group(1).split("?")[0]))
+    explained, unexplained = [], []
+    for line in access.splitlines():
+        m = ACCESS.search(line)
+        if not m:
+            continue
+        when = time.mktime(time.strptime(m.group(1), "%d/%b/%Y:%H:%M:%S"))
+        path = m.group(3).split("?")[0]
+        hit = any(p == path and abs(t - when) <= 2 for t, p in cut)
+        (explained if hit else unexplained).append(line)
+    return explained, unexplained
+
+
+STALLED_SQL = (
+    "SELECT id::text, revision FROM runs_run WHERE state NOT IN ('COMPLETED','FAILED','CANCELLED','ESCALATED','WAITING_HUMAN','WAITING_EXTERNAL') "
+    "AND ((lease_expires_at < now() - make_interval(secs => %s)) OR (lease_expires_at IS NULL AND updated_at < now() - make_interval(secs => %s)))"
+)
+
+
+# Bulk operations nobody took a batch of for over 63 s (the operation sweep re-hands after
+# 30 s, every 10 s; the recovery page lists them after 60 s).
+STALLED_OPERATIONS_SQL = (
+    "SELECT id::text FROM operations_operation WHERE status = 'running' AND kicked_at < now() - interval '63 seconds' "
+    "AND (progressed_at IS NULL OR progressed_at < now() - interval '63 seconds')"
+)
+
+
 def main() -> int:  # one drill, read top to bottom
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=120)
@@ -437,6 +501,8 @@ def main() -> int:  # one drill, read top to bottom
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--lease", type=float, default=5)
     parser.add_argument("--drain-seconds", type=float, default=180)
+    # One long beat outage (no sweeper) at a seeded moment of the first half; 0: none.
+    parser.add_argument("--beat-outage", type=float, default=0)
     parser.add_argument("--tmp", default="/tmp/production-chaos")  # noqa: S108 - a drill's logs
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
@@ -468,6 +534,8 @@ def main() -> int:  # one drill, read top to bottom
         n: Person(base, n, password, record)
         for n in ("op1", "op2", "api-op", "ap1", "ap2", "api-ap", "cat1", "cat2")
     }
+    responder = Person(base, "op1", password, record)  # follows the incident runbooks
+    watcher = Person(base, "op2", password, record)  # reads the recovery page in an outage
     people["api-op"].make_token()
     people["api-ap"].make_token()
     with psycopg.connect(admin_url) as c:
@@ -684,11 +752,86 @@ def main() -> int:  # one drill, read top to bottom
                     "retire confirm",
                 )
 
+    outage_seen: dict[str, Any] = {}
+    outage_rng = random.Random(rng.random())
+
+    def beat_outage() -> None:
+        """Beat (the only sweeper) killed and kept down for --beat-outage seconds. At its
+        end every run that should be moving and is not (a lease expired over "stuck after"
+        ago, or never claimed) must be listed on the recovery page, which must also say the
+        sweeper is silent when the outage outlasted 60 s; then beat comes back and the
+        drain must still end every run."""
+        if stop.wait(outage_rng.uniform(5, max(5.0, args.seconds / 2))):
+            return
+        with fleet.lock:
+            fleet.beat_down_until = time.monotonic() + args.beat_outage + 60
+            if fleet.beat is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(fleet.beat.pid, signal.SIGKILL)
+        log(f"beat down for {args.beat_outage:.0f} s")
+        time.sleep(args.beat_outage)
+        stuck = float(env["FIELDOPS_STUCK_AFTER_SECONDS"]) + 3  # margin: the page's clock
+
+        def stalled() -> set[tuple[str, int]]:
+            with psycopg.connect(admin_url) as c:
+                runs = set(c.execute(STALLED_SQL, (stuck, 2 * stuck)).fetchall())
+                operations = c.execute(STALLED_OPERATIONS_SQL).fetchall()
+            return runs | {(f"/operations/{o}/", -1) for (o,) in operations}
+
+        before = stalled()
+        page = watcher.get("/recovery/", "recovery page in a beat outage")
+        still = before & stalled()  # not moved while the page was read
+        text = page.text if page is not None else ""
+        shown = text.split("should be moving")[-1]
+        missing = sorted(r for r, _ in still if (r if r.startswith("/") else r[:8]) not in shown)
+        outage_seen.update(stalled=len(still), missing=missing)
+        findings_outage = [f"beat outage: stalled {r} is not on the recovery page" for r in missing]
+        if args.beat_outage > 75 and "The sweeper has not reported for" not in text:
+            findings_outage.append(
+                "beat outage: the recovery page does not say the sweeper is silent"
+            )
+        with record.lock:
+            record.problems.extend(findings_outage)
+        fleet.beat_down_until = 0.0
+        fleet.ensure_full()  # the chaos thread may have stopped already: start beat here
+        log(f"beat back; {len(still)} runs were not moving, {len(missing)} of them not on the page")
+
+    def runbook_follower() -> None:
+        """An operator on call following the runbooks as the console shows them: the
+        repeated-reservation-attempts runbook closes the tenant's gate, the recovery page's
+        unknown effects are reconciled (or their reconciliation re-driven) one by one, and
+        the gate is reopened. Every form is the one the page shows."""
+        op = responder
+        local = random.Random(rng.random())
+        book = "/runbooks/repeated-reservation-attempts/"
+        while not stop.wait(local.uniform(5, 10)):
+            page = op.get(book, "runbook page")
+            if page is None or f'action="{book}gate/"' not in page.text:
+                continue
+            gate = {"capability_id": "reserve_part", "version": "1.0.0"}
+            op.post(
+                f"{book}gate/",
+                {**gate, "open": "0", "reason": "chaos: runbook"},
+                "runbook gate close",
+            )
+            recovery = op.get("/recovery/", "recovery page")
+            attempts = ATTEMPT_FORM.findall(recovery.text) if recovery is not None else []
+            for attempt in local.sample(attempts, min(len(attempts), 3)):
+                op.post("/recovery/reconcile/", {"attempt_id": attempt}, "runbook reconcile")
+            time.sleep(local.uniform(0.5, 2))
+            op.post(
+                f"{book}gate/",
+                {**gate, "open": "1", "reason": "chaos: runbook done"},
+                "runbook gate open",
+            )
+
     drain_until = [float("inf")]
     chaos.start()
+    if args.beat_outage > 0:
+        threading.Thread(target=beat_outage, daemon=True).start()
     actors = [
         threading.Thread(target=f, daemon=True)
-        for f in (console_operator, bulk_canceller, api_operator, catalog)
+        for f in (console_operator, bulk_canceller, api_operator, catalog, runbook_follower)
     ]
     approver_thread = threading.Thread(target=approvers, daemon=True)
     for t in [*actors, approver_thread]:
@@ -708,7 +851,12 @@ def main() -> int:  # one drill, read top to bottom
                 "SELECT count(*) FROM runs_run WHERE id::text = ANY(%s) AND state NOT IN ('COMPLETED','FAILED','CANCELLED','ESCALATED')",
                 (sorted(record.run_ids),),
             ).fetchone()[0]
-        if open_runs == 0:
+            # A bulk operation whose hand-over was lost is re-handed by beat's operation
+            # sweep (every 10 s, once nobody progressed it for 30 s): wait for it too.
+            open_operations = c.execute(
+                "SELECT count(*) FROM operations_operation WHERE status = 'running'"
+            ).fetchone()[0]
+        if open_runs == 0 and open_operations == 0:
             break
         time.sleep(2)
     drain_until[0] = 0
@@ -742,6 +890,22 @@ def main() -> int:  # one drill, read top to bottom
         findings += [
             f"operation {o[0]} never finished: {o[1:]}" for o in operations if o[1] == "running"
         ]
+        # The counters are refreshed from the items (the truth) after each batch: once an
+        # operation stopped they must equal its items' results, and a finished one has none
+        # left pending.
+        tallies = c.execute(
+            "SELECT o.id::text, o.status, o.total, o.done, o.refused, o.already_terminal, count(i.id), "
+            "count(*) FILTER (WHERE i.result = 'done'), count(*) FILTER (WHERE i.result = 'refused'), "
+            "count(*) FILTER (WHERE i.result = 'already_terminal'), count(*) FILTER (WHERE i.result = '') "
+            "FROM operations_operation o LEFT JOIN operations_operationitem i ON i.operation_id = o.id "
+            "WHERE o.status IN ('finished', 'cancelled') GROUP BY o.id"
+        ).fetchall()
+        findings += [
+            f"operation {t[0]} ({t[1]}): counters total/done/refused/already_terminal {t[2:6]} "
+            f"but items {t[6]} done {t[7]} refused {t[8]} already_terminal {t[9]} pending {t[10]}"
+            for t in tallies
+            if tuple(t[2:6]) != (t[6], t[7], t[8], t[9]) or (t[1] == "finished" and t[10])
+        ]
         findings += [
             f"ledger effect {e} of run {r}: {n} approved consumed checkpoints"
             for e, r, n in unbound
@@ -769,7 +933,8 @@ def main() -> int:  # one drill, read top to bottom
             f"replay --all exited {replay.returncode}: {replay.stdout[-2000:]} {replay.stderr[-2000:]}"
         )
     access = (tmp / "access.log").read_text() if (tmp / "access.log").exists() else ""
-    fives = [line for line in access.splitlines() if re.search(r'" 5\d\d ', line)]
+    web_log = (tmp / "gunicorn.out").read_text() if (tmp / "gunicorn.out").exists() else ""
+    cut, fives = split_fives(access, web_log)
     findings += [f"gunicorn 5xx: {line}" for line in fives[:20]]
     errors = (tmp / "gunicorn.log").read_text() if (tmp / "gunicorn.log").exists() else ""
     if "Traceback" in errors:
@@ -783,6 +948,10 @@ def main() -> int:  # one drill, read top to bottom
         "chaos": dict(chaos.stats),
         "statuses": dict(sorted(record.statuses.items())),
         "replay_tail": replay.stdout.strip().splitlines()[-3:],
+        # 5xx answered because the request's own database connection was cut (expected).
+        "connection_cut_5xx": cut[:20],
+        "5xx_seen_by_people": record.fives[:20],
+        "beat_outage": outage_seen,
         "findings": findings,
     }
     print(json.dumps(summary, indent=2))

@@ -1,18 +1,23 @@
-"""Reads for the recovery page: unknown effects and the ledger lookup by key, attempt or effect
-id.
+"""Reads for the recovery page: unknown effects, runs that should be moving and are not (with
+the sweeper's last report), and the ledger lookup by key, attempt or effect id.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 
 from capabilities import ports
 from capabilities.ports import LedgerRecord
+from kernel import clock
 from runs.domain import effects
-from runs.domain.states import State
-from runs.models import EffectAttempt
+from runs.domain.states import TERMINAL_STATES, WAITING_STATES, State
+from runs.engine.sweeper import stuck_after
+from runs.models import EffectAttempt, Run, WorkerHeartbeat
 
 
 # -- recovery --------------------------------------------------------------------------
@@ -24,6 +29,77 @@ def recovery_attempts(*, tenant: str, limit: int = 200) -> list[EffectAttempt]:
         .select_related("run")
         .order_by("-created_at", "-id")[:limit]
     )
+
+
+# -- runs not moving ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stalled:
+    run: Run
+    why: str  # "lease expired" (its owner died or froze) or "never claimed" (its kick was lost)
+    since: dt.datetime
+
+
+def stalled_runs(*, tenant: str, limit: int = 100) -> list[Stalled]:
+    """Runs that should be moving and are not, though the sweeper would have handed them
+    over by now: a lease that expired more than "stuck after" ago, or no owner and no change
+    for twice that (the sweeper re-drives at once and after "stuck after"; under a working
+    sweeper a run stays on this list only while every worker is busy or gone)."""
+    now = clock.now()
+    after = stuck_after()
+    # The states that move by themselves, named (not "all but"): the (tenant, state) index
+    # then reads only active runs, however many ended ones the tenant has.
+    moving = [s.value for s in State if s not in TERMINAL_STATES | WAITING_STATES]
+    movable = Run.objects.filter(tenant=tenant, state__in=moving)
+    expired = movable.filter(lease_expires_at__lt=now - after).order_by("lease_expires_at")
+    idle = movable.filter(lease_expires_at__isnull=True, updated_at__lt=now - 2 * after)
+    found = [Stalled(r, "lease expired", r.lease_expires_at) for r in expired[:limit]]
+    found += [
+        Stalled(r, "never claimed", r.updated_at) for r in idle.order_by("updated_at")[:limit]
+    ]
+    return sorted(found, key=lambda s: s.since)[:limit]
+
+
+def stalled_operations(*, tenant: str, limit: int = 50) -> list[tuple[Any, float]]:
+    """The tenant's running bulk operations nobody took a batch of for longer than the
+    operation sweep waits before it hands them over again (its hand-over was lost, or its
+    worker died), with the seconds since the last batch or hand-over."""
+    from operations import services as operations
+    from operations.models import Operation, Status
+
+    now = clock.now()
+    cutoff = now - operations.stale_after() - dt.timedelta(seconds=30)  # 3 beat periods
+    found = (
+        Operation.objects.filter(tenant=tenant, status=Status.RUNNING, kicked_at__lt=cutoff)
+        .exclude(progressed_at__gte=cutoff)
+        .order_by("kicked_at")[:limit]
+    )
+    return [
+        (op, (now - max(op.kicked_at, op.progressed_at or op.kicked_at)).total_seconds())
+        for op in found
+    ]
+
+
+@dataclass(frozen=True)
+class SweeperReport:
+    seen_at: dt.datetime | None
+    age_s: float | None
+    late: bool  # silent for longer than it may be (or never reported)
+
+
+def sweeper_report() -> SweeperReport:
+    """When the sweeper (Celery beat's sweep, run by a worker) last finished a sweep. Late
+    after 3 intervals, and never before 60 s (the alert docs/observability.md suggests)."""
+    seen = (
+        WorkerHeartbeat.objects.filter(role="sweeper")
+        .order_by("-seen_at")
+        .values_list("seen_at", flat=True)
+        .first()
+    )
+    if seen is None:
+        return SweeperReport(None, None, True)
+    age = (clock.now() - seen).total_seconds()
+    allowed = max(60.0, 3 * settings.FIELDOPS_SWEEP_INTERVAL_SECONDS)
+    return SweeperReport(seen, age, age > allowed)
 
 
 @dataclass(frozen=True)

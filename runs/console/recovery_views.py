@@ -1,4 +1,5 @@
-"""The recovery page: unknown effects, the ledger lookup and reconciliation by key."""
+"""The recovery page: unknown effects, runs not moving, the ledger lookup and reconciliation
+by key."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ def recovery(request: AuthedHtmxRequest) -> HttpResponse:
         "runs/recovery.html",
         {
             "attempts": recovery_selectors.recovery_attempts(tenant=tenant),
+            "stalled": recovery_selectors.stalled_runs(tenant=tenant),
+            "stalled_operations": recovery_selectors.stalled_operations(tenant=tenant),
+            "sweeper": recovery_selectors.sweeper_report(),
             "query": query,
             "lookup": recovery_selectors.ledger_lookup(tenant=tenant, query=query)
             if query

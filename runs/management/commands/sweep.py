@@ -1,4 +1,6 @@
-"""sweep: one idempotent sweep (expiries, deadlines, obligations, re-drives)."""
+"""sweep: one idempotent sweep by hand, as beat's two sweeps do it: the runs' (expiries,
+deadlines, obligations, re-drives) and the bulk operations' (re-hand those nobody
+progressed)."""
 
 from __future__ import annotations
 
@@ -6,11 +8,14 @@ import json
 
 from django.core.management.base import BaseCommand
 
+from operations import services as operations
 from runs.engine import sweeper
 
 
 class Command(BaseCommand):
-    help = "Run one sweep and print what it did."
+    help = "Run one sweep (runs and bulk operations) and print what it did."
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
-        self.stdout.write(json.dumps(sweeper.sweep().as_dict()))
+        report = sweeper.sweep().as_dict()
+        report["operations"] = operations.operation_sweep()
+        self.stdout.write(json.dumps(report))
