@@ -441,3 +441,32 @@ def test_a_body_over_the_upload_limit_is_a_json_400_not_the_html_page(
         "message": "The request body is larger than the 1000 bytes this API accepts.",
     }
     assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("path", ["/checkpoints/", "/runs/", "/", "/nothing-here"])
+def test_an_address_the_api_does_not_have_is_a_json_404(world: None, approver: Any, path: str):
+    """A trailing slash or a mistyped address answered the console's HTML 404 page."""
+    response = Client().get(V1 + path, **bearer(approver))
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["code"] == "not_found"
+    assert path in response.json()["message"]
+
+
+def test_a_server_error_under_the_api_is_json_without_a_traceback(
+    world: None, operator: Any, monkeypatch: Any
+) -> None:
+    """An unexpected failure answered the console's HTML 500 page to a JSON client."""
+    from runs import services
+
+    def broken(**kwargs: Any) -> Any:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(services, "run_create", broken)
+    response = Client(raise_request_exception=False).post(
+        V1 + "/runs", data="{}", content_type="application/json", **bearer(operator)
+    )
+    assert response.status_code == 500
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["code"] == "server_error"
+    assert b"secret detail" not in response.content and b"Traceback" not in response.content
