@@ -41,7 +41,7 @@ from approvals import domain as approval_domain
 from approvals import selectors as approval_selectors
 from approvals import services as approvals
 from approvals.models import Checkpoint
-from kernel.canonical import unstorable
+from kernel.canonical import RepeatedKey, object_without_repeated_keys, unstorable
 from runs import services as runs
 from runs.console import filters
 from runs.models import Event, Run
@@ -65,17 +65,6 @@ def _reject_constant(name: str) -> Any:
     raise BodyRefused(f"{name} is not JSON")
 
 
-def _object_without_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """One JSON object; a key given twice is refused: parsers disagree on which one wins
-    (Python's takes the last), so a log or a proxy could read another decision."""
-    data: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in data:
-            raise BodyRefused(f"the key {key!r} appears twice in one object")
-        data[key] = value
-    return data
-
-
 class StorableJsonParser(Parser):
     """Every body is one JSON object whose strings and numbers the database can store.
 
@@ -89,7 +78,7 @@ class StorableJsonParser(Parser):
             data = json.loads(
                 request.body,
                 parse_constant=_reject_constant,
-                object_pairs_hook=_object_without_repeated_keys,
+                object_pairs_hook=object_without_repeated_keys,
             )
         except UnicodeDecodeError:
             raise BodyRefused("the body is not UTF-8 text") from None
@@ -97,6 +86,8 @@ class StorableJsonParser(Parser):
             raise BodyRefused(
                 f"the body is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
             ) from None
+        except RepeatedKey as exc:
+            raise BodyRefused(str(exc)) from None
         except RecursionError:
             raise BodyRefused("the body nests objects or arrays too deeply") from None
         except BodyRefused:
