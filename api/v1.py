@@ -447,6 +447,16 @@ def checkpoints_decide(request: HttpRequest, checkpoint_id: str, body: DecisionI
     checkpoint's state (changed proposal, expired, cancelled, quorum complete), 400 for
     input (reason required, too large, unknown field)."""
     checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
+    if body.verdict == "approve" and body.requested_change:
+        # Dropping it would approve the proposal the client asked to change.
+        return Status(
+            400,
+            {
+                "code": "invalid_request",
+                "message": "requested_change is for a decline only; an approval approves "
+                "the proposal as it stands. Decline with the change, or approve without it.",
+            },
+        )
     result = approvals.approval_decide(
         checkpoint_id=checkpoint.pk,
         user=request.user,

@@ -470,3 +470,31 @@ def test_a_server_error_under_the_api_is_json_without_a_traceback(
     assert response["Content-Type"].startswith("application/json")
     assert response.json()["code"] == "server_error"
     assert b"secret detail" not in response.content and b"Traceback" not in response.content
+
+
+def test_an_approval_that_also_asks_for_a_change_is_refused_not_approved(
+    waiting: Run, approver: Any
+) -> None:
+    """The requested change was dropped and the proposal approved as it stood: the client
+    asked for another quantity and got this one reserved."""
+    cp = _checkpoint(waiting)
+    response = call(
+        "POST",
+        f"/checkpoints/{cp.pk}/decision",
+        bearer(approver),
+        {
+            "verdict": "approve",
+            "seen_hash": cp.proposal_hash,
+            "reason": "ok with two",
+            "requested_change": {"quantity": 2},
+        },
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "code": "invalid_request",
+        "message": "requested_change is for a decline only; an approval approves the "
+        "proposal as it stands. Decline with the change, or approve without it.",
+    }
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.revision) == ("WAITING_HUMAN", cp.run.revision)
+    assert not Decision.objects.exists()
