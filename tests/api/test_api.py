@@ -498,3 +498,13 @@ def test_an_approval_that_also_asks_for_a_change_is_refused_not_approved(
     waiting.refresh_from_db()
     assert (waiting.state, waiting.revision) == ("WAITING_HUMAN", cp.run.revision)
     assert not Decision.objects.exists()
+
+
+@pytest.mark.parametrize("name", ["ci\r\nbot", "ci\u202ebot", "ci\x1bbot"])
+def test_a_token_name_with_a_control_character_is_refused(approver: Any, name: str) -> None:
+    client = Client()
+    client.force_login(approver)
+    response = client.post(reverse("api-tokens-create"), {"name": name})
+    assert response.status_code == 400
+    assert "control characters" in response.content.decode()
+    assert not ApiToken.objects.exists()
