@@ -731,8 +731,10 @@ class ReconcileFilters:
     def from_query(cls, data: Mapping[str, str]) -> ReconcileFilters:
         from runs.console.filters import AGES
 
-        age = data.get("age", "")
-        return cls(VersionFilter.from_query(data), age if age in AGES else "")
+        age = (data.get("age") or "").strip()
+        if age and age not in AGES:  # ignored, it would widen the action to every age
+            raise OperationInputError("age", f"unknown age {age[:40]!r}; one of {list(AGES)}")
+        return cls(VersionFilter.from_query(data), age)
 
     def as_query(self) -> dict[str, str]:
         return {k: v for k, v in {"capability": self.version.ref, "age": self.age}.items() if v}
