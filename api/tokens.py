@@ -32,7 +32,7 @@ def _digest(token: str) -> str:
 def token_create(*, user: Any, name: str) -> tuple[ApiToken, str]:
     """Create a token for ``user``; return the row and the secret (shown once only).
 
-    Raise TokenError for a missing or over-long name or too many active tokens.
+    Raise TokenError for a missing, over-long or unprintable name or too many active tokens.
     """
     name = (name or "").strip()
     if not name:
@@ -42,6 +42,8 @@ def token_create(*, user: Any, name: str) -> tuple[ApiToken, str]:
             f"A token name may be at most {NAME_MAX} characters and this one has {len(name)}; "
             "no token was created."
         )
+    if not name.isprintable():  # a line break, a tab, a right-to-left override, NUL
+        raise TokenError("A token name must not contain control characters; no token was created.")
     with transaction.atomic():
         # The user's row, locked: two creations at once count one after the other, so
         # a burst of requests cannot pass the limit (on SQLite the transaction's

@@ -16,10 +16,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import sys
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.text import capfirst
@@ -28,7 +30,7 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, ConfigDict
 from pydantic_core import PydanticCustomError
 
 from access.objects import get_checkpoint_for_user, get_run_for_user
@@ -39,7 +41,7 @@ from approvals import selectors as approval_selectors
 from approvals import services as approvals
 from approvals.models import Checkpoint
 from fieldops import db
-from kernel.canonical import unstorable
+from kernel.canonical import RepeatedKey, object_without_repeated_keys, unstorable
 from runs import services as runs
 from runs.console import filters
 from runs.models import Event, Run
@@ -73,12 +75,26 @@ class StorableJsonParser(Parser):
 
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
         try:
-            data = json.loads(request.body, parse_constant=_reject_constant)
+            data = json.loads(
+                request.body,
+                parse_constant=_reject_constant,
+                object_pairs_hook=object_without_repeated_keys,
+            )
         except UnicodeDecodeError:
             raise BodyRefused("the body is not UTF-8 text") from None
         except json.JSONDecodeError as exc:
             raise BodyRefused(
                 f"the body is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            ) from None
+        except RepeatedKey as exc:
+            raise BodyRefused(str(exc)) from None
+        except RecursionError:
+            raise BodyRefused("the body nests objects or arrays too deeply") from None
+        except BodyRefused:
+            raise
+        except ValueError:  # the only other one: an integer over Python's digit limit
+            raise BodyRefused(
+                f"a number has more than {sys.get_int_max_str_digits()} digits"
             ) from None
         if not isinstance(data, dict):
             raise BodyRefused("the body must be a JSON object")
@@ -134,6 +150,18 @@ def _forbidden(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
 @api.exception_handler(Http404)
 def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return _error(request, 404, "not_found", "No such object.")
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    # Raised by request.body before the parser runs; Django's own answer is an HTML page.
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return _error(
+        request,
+        400,
+        "request_too_large",
+        f"The request body is larger than the {limit} bytes this API accepts.",
+    )
 
 
 def _database_lost(request: HttpRequest, exc: Exception) -> HttpResponse:
@@ -247,7 +275,14 @@ class ProposalOut(CheckpointOut):
     still_may: list[str]
 
 
-class DecisionIn(Schema):
+class BodyIn(Schema):
+    """A request body: a field it does not name is refused (a misspelt field was ignored,
+    so the request went ahead with the default the client meant to change)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class DecisionIn(BodyIn):
     verdict: Literal["approve", "decline"]
     seen_hash: str = Field(description="The proposal hash you reviewed (64 hex characters).")
     reason: str = Field(
@@ -269,14 +304,14 @@ class DecisionOut(Schema):
     quorum: int
 
 
-class RunIn(Schema):
+class RunIn(BodyIn):
     scenario: str = "reservation"
     equipment_id: str = "EQ-17"
     location_id: str | None = None
     quantity: JsonInt = 1
 
 
-class CancelIn(Schema):
+class CancelIn(BodyIn):
     reason: str = Field(description=f"Why (required; at most {runs.REASON_MAX} characters).")
 
 
@@ -414,6 +449,16 @@ def checkpoints_decide(request: HttpRequest, checkpoint_id: str, body: DecisionI
     checkpoint's state (changed proposal, expired, cancelled, quorum complete), 400 for
     input (reason required, too large, unknown field)."""
     checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
+    if body.verdict == "approve" and body.requested_change:
+        # Dropping it would approve the proposal the client asked to change.
+        return Status(
+            400,
+            {
+                "code": "invalid_request",
+                "message": "requested_change is for a decline only; an approval approves "
+                "the proposal as it stands. Decline with the change, or approve without it.",
+            },
+        )
     result = approvals.approval_decide(
         checkpoint_id=checkpoint.pk,
         user=request.user,

@@ -74,7 +74,11 @@ def versions_md() -> str:
         "unknown effects and which admitted version replaces it for new runs (the one "
         "new runs pin once it is retired). A retirement needs an explicit "
         "acknowledgement and a second catalog admin (the first records "
-        "`retire_requested`, another confirms) when any of these holds:\n\n"
+        "`retire_requested`, another confirms) when any of these holds (the "
+        "confirmation binds the request the retire page showed: one sent from a page "
+        "loaded before that request, or after it was withdrawn, is refused "
+        "`retirement_request_changed`, so two admins who press *Request retirement* at "
+        "the same moment do not retire the version):\n\n"
         + risks_sheet()
         + "\nA run pinned to a retired version is denied `capability_retired` at "
         "validation step 8 and cannot regain it; its unknown effects stay owned and "

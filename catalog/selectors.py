@@ -156,7 +156,7 @@ def _with_dispatch(rows: QuerySet[CapabilityVersion]) -> list[CapabilityVersion]
 def retire_view(row: CapabilityVersion) -> dict[str, Any]:
     """The retire page: live pinned runs, unknown effects, successor and the two-person
     state, read now (never from an earlier decision)."""
-    from catalog.services import retirement_inventory
+    from catalog.services import retirement_inventory, retirement_request_stamp
 
     inventory = retirement_inventory(row)
     return {
@@ -167,6 +167,7 @@ def retire_view(row: CapabilityVersion) -> dict[str, Any]:
         "can_retire": "retire" in lifecycle.actions_from(row.lifecycle),
         "requested_by": row.retire_requested_by,
         "requested_at": row.retire_requested_at,
+        "confirms": retirement_request_stamp(row),  # the request this page shows
         # Why the pending request was made: the second admin decides on it.
         "requested_reason": (
             LifecycleDecision.objects.filter(version=row, action="retire_requested")

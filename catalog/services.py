@@ -765,8 +765,22 @@ def _dispatchable(contract: Mapping[str, Any]) -> bool:
     return registry.dispatchable(str(contract["id"]), str(contract["version"]))
 
 
+def retirement_request_stamp(row: CapabilityVersion) -> str:
+    """What names the pending retirement request of ``row`` ("" when none): the retire
+    page sends it back, so a confirmation binds the request its sender read."""
+    if row.retire_requested_by_id is None or row.retire_requested_at is None:
+        return ""
+    return row.retire_requested_at.isoformat()
+
+
 def capability_decide(
-    *, version_id: int, user: Any, action: str, reason: str, acknowledge: bool = False
+    *,
+    version_id: int,
+    user: Any,
+    action: str,
+    reason: str,
+    acknowledge: bool = False,
+    confirms: str | None = None,
 ) -> CapabilityVersion:
     """Reject, defer, deprecate or retire a version; raise Refusal with a clear reason.
 
@@ -776,7 +790,10 @@ def capability_decide(
     retirement (``catalog.domain.versions.retirement_risks``: consequential, no admitted
     successor, pinned runs or unknown effects) needs an explicit ``acknowledge`` and two
     catalog admins: the first call records the request (the version is unchanged), a
-    second admin's call retires it.
+    second admin's call retires it. A console form sends ``confirms``, the request its
+    page showed ("" for none, ``retirement_request_stamp``): a call that would confirm
+    another request, or one withdrawn since, is refused (``retirement_request_changed``),
+    so two admins who press "Request retirement" together do not retire the version.
     """
     reason = _reason(reason)
     if action == lifecycle.Action.ADMIT:
@@ -804,12 +821,27 @@ def capability_decide(
                     "this retirement needs an explicit acknowledgement: "
                     + "; ".join(versions.RETIREMENT_RISKS[r] for r in details["risks"]),
                 )
+            pending = retirement_request_stamp(row)
+            if confirms and not pending:
+                raise Refusal(
+                    "retirement_request_changed",
+                    "the retirement request you were confirming was withdrawn; nothing "
+                    "changed: read the retire page again",
+                )
             if row.retire_requested_by_id is None:
                 return _retirement_request(row, user=user, reason=reason, details=details)
             if row.retire_requested_by_id == getattr(user, "pk", None):
                 raise Refusal(
                     "two_person_rule",
                     "you requested this retirement; another catalog admin must confirm it",
+                )
+            if confirms is not None and confirms != pending:
+                raise Refusal(
+                    "retirement_request_changed",
+                    f"{reviewer_ref(row.retire_requested_by)} requested this retirement at "
+                    f"{row.retire_requested_at:%Y-%m-%d %H:%M:%S} UTC, after the page you "
+                    "sent was loaded; nothing changed: read that request on the retire "
+                    "page, then confirm it",
                 )
             details["requested_by"] = reviewer_ref(row.retire_requested_by)
             details["confirmed_by"] = reviewer_ref(user)

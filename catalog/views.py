@@ -435,6 +435,9 @@ def catalog_decide(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
             action=action,
             reason=form["reason"],
             acknowledge=request.POST.get("acknowledge") == "1",
+            # No form of the contract page confirms a retirement: only the retire page
+            # shows the request a confirmation binds.
+            confirms=request.POST.get("confirms", ""),
         )
     except Refusal as exc:
         # Each lifecycle form is named by its action; admission has a form of its own.
@@ -497,6 +500,7 @@ def catalog_retire(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
             action="retire",
             reason=form["reason"],
             acknowledge=request.POST.get("acknowledge") == "1",
+            confirms=request.POST.get("confirms", ""),
         )
     except Refusal as exc:
         return _retire_refused(request, row, exc, form, name="retire")

@@ -47,6 +47,7 @@ from django.shortcuts import render, resolve_url
 from django.template import loader
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.views import defaults
 from django_htmx.http import HttpResponseClientRedirect
 
 from fieldops import db
@@ -133,6 +134,33 @@ def answers_json(request: HttpRequest) -> bool:
     """Whether ``request`` is for the JSON API, which answers errors in its own shape: every
     address under ``/api/`` but the API tokens pages, which are console pages."""
     return request.path.startswith("/api/") and not request.path.startswith(reverse("api-tokens"))
+
+
+def _api_error(request: HttpRequest, code: str, message: str, status: int) -> JsonResponse:
+    # The signed callback's errors are {"error", "message"}, the API's {"code", "message"}.
+    key = "error" if request.path.startswith(reverse("api-callback")) else "code"
+    return JsonResponse({key: code, "message": message}, status=status)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler404``: under the JSON API an error in its shape (a mistyped address or a
+    trailing slash answered the console's HTML page); elsewhere the console's 404 page."""
+    if answers_json(request):
+        path = request.path[:200]
+        return _api_error(request, "not_found", f"The API has no address {path}.", 404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: under the JSON API an error in its shape, nothing of the failure
+    (it is logged); elsewhere the console's 500 page."""
+    if answers_json(request):
+        message = (
+            "The server failed while answering; the request may or may not have taken "
+            "effect: read the object again before you retry."
+        )
+        return _api_error(request, "server_error", message, 500)
+    return defaults.server_error(request)
 
 
 def _carries_nul(request: HttpRequest, *, forms: bool) -> bool:

@@ -19,3 +19,7 @@ urlpatterns = [
     path("catalog/", include("catalog.urls")),
     path("operations/", include("operations.urls")),
 ]
+
+# Under /api/ a 404 or 500 is JSON in the API's shape; elsewhere the console's page.
+handler404 = "fieldops.middleware.not_found"
+handler500 = "fieldops.middleware.server_error"

@@ -106,6 +106,22 @@ def chain_hash(prev_hash: str, content_hash: str) -> str:
     return hashlib.sha256(f"{prev_hash}:{content_hash}".encode("ascii")).hexdigest()
 
 
+class RepeatedKey(ValueError):
+    """A JSON object names one key twice (its message says which)."""
+
+
+def object_without_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook`` for bodies from outside: one object; a key
+    given twice raises RepeatedKey. Parsers disagree on which one wins (Python's takes the
+    last), so the sender, a proxy or a log could read another request than the one acted on."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise RepeatedKey(f"the key {key!r} appears twice in one object")
+        data[key] = value
+    return data
+
+
 def unstorable(data: Any) -> str:
     """Why parsed JSON ``data`` cannot be stored (NUL, unpaired surrogate, non-finite
     number: PostgreSQL text and jsonb hold none of them), or ""."""

@@ -30,8 +30,8 @@ def saved_view_create(
     *, tenant: str, by_ref: str, page: str, name: str, query: Mapping[str, str]
 ) -> SavedView:
     """Name the filter ``query`` of ``page`` for the tenant. Raise OperationInputError for an
-    unknown page, an empty or taken name, a value with a NUL; unknown keys of the query are
-    dropped."""
+    unknown page, an empty, taken or unprintable name, a value with a NUL; unknown keys of
+    the query are dropped."""
     if page not in PAGES:
         raise OperationInputError("page", f"views of {page[:20]!r} cannot be saved")
     name = (name or "").strip()
@@ -42,6 +42,8 @@ def saved_view_create(
             "name",
             f"a view's name may be at most {NAME_MAX} characters and this one has {len(name)}",
         )
+    if not name.isprintable():  # a line break, a tab, a right-to-left override, NUL
+        raise OperationInputError("name", "a view's name must not contain control characters")
     keys = PAGES[page][1]
     kept = {k: str(v)[:VALUE_MAX] for k, v in query.items() if k in keys and v}
     # The query arrives percent-encoded inside one form field, so the request's own NUL

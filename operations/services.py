@@ -90,10 +90,28 @@ def _matching(*, tenant: str, filters: runs_selectors.RunFilters) -> Any:
     return qs
 
 
+def _run_filters(query: Mapping[str, str]) -> runs_selectors.RunFilters:
+    """The runs-list filter ``query`` for a bulk action. Raise OperationInputError for a
+    value the list does not know: the list ignores it and shows more runs, a bulk action
+    must not act on every run of the world because of a typo in a link."""
+    filters = runs_selectors.RunFilters.from_query(query)
+    kept = vars(filters)
+    for key in runs_selectors.FILTER_KEYS:
+        given = (query.get(key) or "").strip()
+        if key != "q" and given and kept[key] != given:
+            raise OperationInputError(
+                key,
+                f"unknown {key} {given[:40]!r}: the runs list ignores a value it does not "
+                "know, a bulk action refuses it",
+            )
+    return filters
+
+
 def cancel_preview(*, tenant: str, query: Mapping[str, str]) -> Preview:
     """How many of the tenant's runs the runs-list filter ``query`` selects, and a sample
-    (newest first). Raise OperationInputError for an id search that is not hexadecimal."""
-    filters = runs_selectors.RunFilters.from_query(query)
+    (newest first). Raise OperationInputError for an id search that is not hexadecimal or
+    a filter value the list does not know."""
+    filters = _run_filters(query)
     qs = _matching(tenant=tenant, filters=filters)
     sample = list(
         qs.order_by("-created_at", "-id").only("id", "scenario", "state", "created_at")[
@@ -183,7 +201,7 @@ def operation_start_cancel(
     """
     reason = _clean_reason(reason)
     confirmed = _confirmed(confirm)
-    filters = runs_selectors.RunFilters.from_query(query)
+    filters = _run_filters(query)
     qs = _matching(tenant=tenant, filters=filters)
     run_ids = qs.order_by("created_at", "id").values_list("pk", flat=True)
     return _start(
@@ -713,8 +731,10 @@ class ReconcileFilters:
     def from_query(cls, data: Mapping[str, str]) -> ReconcileFilters:
         from runs.console.filters import AGES
 
-        age = data.get("age", "")
-        return cls(VersionFilter.from_query(data), age if age in AGES else "")
+        age = (data.get("age") or "").strip()
+        if age and age not in AGES:  # ignored, it would widen the action to every age
+            raise OperationInputError("age", f"unknown age {age[:40]!r}; one of {list(AGES)}")
+        return cls(VersionFilter.from_query(data), age)
 
     def as_query(self) -> dict[str, str]:
         return {k: v for k, v in {"capability": self.version.ref, "age": self.age}.items() if v}

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 from access.roles import tenant_of
 from approvals.models import Checkpoint
 from kernel import clock
-from kernel.canonical import unstorable
+from kernel.canonical import RepeatedKey, object_without_repeated_keys, unstorable
 from runs import callbacks
 from runs.models import CallbackReceipt, Correlation, Run, WorkerHeartbeat
 
@@ -136,7 +136,11 @@ def callback(request: HttpRequest) -> JsonResponse:
     if refused is not None:
         return refused
     try:
-        data = json.loads(body, parse_constant=_reject_constant)
+        data = json.loads(
+            body, parse_constant=_reject_constant, object_pairs_hook=object_without_repeated_keys
+        )
+    except RepeatedKey as exc:
+        return _error(400, "malformed_json", str(exc))
     except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's
         return _error(400, "malformed_json", "body is not valid JSON")
     fields = _fields(data)

@@ -48,6 +48,9 @@ class RunInputError(ValueError):
 # console's forms declare it as their maxlength). A longer reason is refused, never cut:
 # what the person wrote is recorded whole or not at all.
 REASON_MAX = 500
+# The largest limit an operator may record for a budget (about 11.6 days of elapsed_ms);
+# a limit is shown on the run page and copied into every later event's budget snapshot.
+BUDGET_LIMIT_MAX = 1_000_000_000
 
 
 def clean_reason(reason: str, *, what: str) -> str:
@@ -576,8 +579,8 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
     reason = clean_reason(reason, what="a budget change")
     if budget not in {b.value for b in Budget}:
         raise RunInputError("budget", f"unknown budget {budget!r}")
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-        raise RunInputError("limit", "limit must be a non-negative whole number")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit <= BUDGET_LIMIT_MAX:
+        raise RunInputError("limit", f"limit must be a whole number from 0 to {BUDGET_LIMIT_MAX}")
 
     def attempt() -> Run | None:
         run = Run.objects.get(pk=run_id)

@@ -213,6 +213,7 @@ def _detail_context(request: AuthedHtmxRequest, run: Any, **extra: Any) -> dict[
         "kinds": run_selectors.TIMELINE_KINDS,
         "diagram": diagram.state_diagram_svg(run.state, title=diagram.state_description(run.state)),
         "budgets": [b.value for b in Budget],
+        "budget_limit_max": services.BUDGET_LIMIT_MAX,
         # One key per rendered follow-up form: submitted twice, it starts one run.
         "follow_up_key": uuid.uuid4().hex,
         **extra,
@@ -309,10 +310,10 @@ def runs_budget(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id, OPERATOR)
     back = reverse("runs-detail", args=[run.pk])
     raw_limit = request.POST.get("limit", "").strip()
-    try:
-        limit = int(raw_limit)
-    except ValueError:
-        limit = -1
+    # Plain ASCII digits only: int() also reads "+8", "1_000" and other scripts' digits,
+    # and a limit longer than the ceiling's digits is refused before it is converted.
+    plain = raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 12
+    limit = int(raw_limit) if plain else -1
     try:
         services.run_budget_change(
             run_id=str(run.pk),

@@ -369,3 +369,142 @@ def test_a_database_connection_lost_mid_request_is_a_json_503(
     body = response.json()
     assert body["code"] == "database_unavailable"
     assert "read the object again before you retry" in body["message"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        # The last of two "verdict"s won: a proxy or a log that reads the first saw
+        # "decline" while the server approved.
+        (
+            '{"verdict": "decline", "verdict": "approve", "seen_hash": "h", "reason": "x"}',
+            "the key 'verdict' appears twice in one object",
+        ),
+        (
+            '{"verdict": "decline", "seen_hash": "h", "reason": "x",'
+            ' "requested_change": {"quantity": 2, "quantity": 3}}',
+            "the key 'quantity' appears twice in one object",
+        ),
+        # Was the bare "Cannot parse request body" with code "error".
+        ('{"a": ' * 5000 + "1" + "}" * 5000, "the body nests objects or arrays too deeply"),
+        ("[" * 5000 + "]" * 5000, "the body nests objects or arrays too deeply"),
+        (
+            '{"verdict": "decline", "seen_hash": ' + "1" * 5000 + ', "reason": "x"}',
+            "a number has more than 4300 digits",
+        ),
+        # Unknown fields were ignored: a typo decided without the field the client meant.
+        (
+            '{"verdict": "decline", "seen_hash": "h", "reason": "x", "requested_chnage": {}}',
+            "body.body.requested_chnage: Extra inputs are not permitted",
+        ),
+    ],
+)
+def test_a_decision_body_that_is_ambiguous_or_unreadable_is_a_clear_400_and_decides_nothing(
+    waiting: Run, approver: Any, raw: str, says: str
+) -> None:
+    cp = _checkpoint(waiting)
+    response = post_raw(f"/checkpoints/{cp.pk}/decision", bearer(approver), raw)
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "invalid_request"
+    assert says in response.json()["message"]
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.revision) == ("WAITING_HUMAN", cp.run.revision)
+    assert not DecisionRefusal.objects.exists() and not Decision.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ('{"quantity": 2, "quantity": 1}', "the key 'quantity' appears twice in one object"),
+        # A typo of a field started a run with the default it meant to change.
+        ('{"quantiy": 5}', "body.body.quantiy: Extra inputs are not permitted"),
+    ],
+)
+def test_a_run_start_with_a_repeated_or_unknown_field_starts_no_run(
+    world: None, operator: Any, raw: str, says: str
+) -> None:
+    response = post_raw("/runs", bearer(operator), raw)
+    assert response.status_code == 400 and response.json()["code"] == "invalid_request"
+    assert says in response.json()["message"]
+    assert not Run.objects.exists()
+
+
+def test_a_body_over_the_upload_limit_is_a_json_400_not_the_html_page(
+    world: None, operator: Any, settings: Any
+) -> None:
+    """Django's own 400 page (HTML) answered a client that speaks JSON."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = post_raw("/runs", bearer(operator), '{"scenario": "' + "x" * 2000 + '"}')
+    assert response.status_code == 400
+    assert response.json() == {
+        "code": "request_too_large",
+        "message": "The request body is larger than the 1000 bytes this API accepts.",
+    }
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("path", ["/checkpoints/", "/runs/", "/", "/nothing-here"])
+def test_an_address_the_api_does_not_have_is_a_json_404(world: None, approver: Any, path: str):
+    """A trailing slash or a mistyped address answered the console's HTML 404 page."""
+    response = Client().get(V1 + path, **bearer(approver))
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["code"] == "not_found"
+    assert path in response.json()["message"]
+
+
+def test_a_server_error_under_the_api_is_json_without_a_traceback(
+    world: None, operator: Any, monkeypatch: Any
+) -> None:
+    """An unexpected failure answered the console's HTML 500 page to a JSON client."""
+    from runs import services
+
+    def broken(**kwargs: Any) -> Any:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(services, "run_create", broken)
+    response = Client(raise_request_exception=False).post(
+        V1 + "/runs", data="{}", content_type="application/json", **bearer(operator)
+    )
+    assert response.status_code == 500
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["code"] == "server_error"
+    assert b"secret detail" not in response.content and b"Traceback" not in response.content
+
+
+def test_an_approval_that_also_asks_for_a_change_is_refused_not_approved(
+    waiting: Run, approver: Any
+) -> None:
+    """The requested change was dropped and the proposal approved as it stood: the client
+    asked for another quantity and got this one reserved."""
+    cp = _checkpoint(waiting)
+    response = call(
+        "POST",
+        f"/checkpoints/{cp.pk}/decision",
+        bearer(approver),
+        {
+            "verdict": "approve",
+            "seen_hash": cp.proposal_hash,
+            "reason": "ok with two",
+            "requested_change": {"quantity": 2},
+        },
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "code": "invalid_request",
+        "message": "requested_change is for a decline only; an approval approves the "
+        "proposal as it stands. Decline with the change, or approve without it.",
+    }
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.revision) == ("WAITING_HUMAN", cp.run.revision)
+    assert not Decision.objects.exists()
+
+
+@pytest.mark.parametrize("name", ["ci\r\nbot", "ci\u202ebot", "ci\x1bbot"])
+def test_a_token_name_with_a_control_character_is_refused(approver: Any, name: str) -> None:
+    client = Client()
+    client.force_login(approver)
+    response = client.post(reverse("api-tokens-create"), {"name": name})
+    assert response.status_code == 400
+    assert "control characters" in response.content.decode()
+    assert not ApiToken.objects.exists()

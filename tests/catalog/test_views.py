@@ -324,7 +324,14 @@ def test_retire_and_an_illegal_step_through_the_console(catalog_admin, catalog_r
     assert c.post(url, ack).status_code == 302
     target.refresh_from_db()
     assert target.lifecycle == "ADMITTED" and target.retire_requested_by == catalog_admin
-    assert client_for(catalog_reviewer).post(url, ack).status_code == 302
+    # The second admin confirms on the retire page, which shows the request (a blind
+    # confirmation through this address is refused: retirement_request_changed).
+    reviewer = client_for(catalog_reviewer)
+    assert reviewer.post(url, ack).status_code == 409
+    confirm = {"reason": "replaced", "acknowledge": "1"}
+    confirm["confirms"] = _request_shown(reviewer, target)
+    retire = reverse("catalog-retire", args=[target.pk])
+    assert reviewer.post(retire, confirm).status_code == 302
     target.refresh_from_db()
     assert target.lifecycle == "RETIRED"
     page = c.get(reverse("catalog-contract", args=["read_equipment", "1.0.0"])).content.decode()
@@ -446,3 +453,51 @@ def test_the_version_pages_say_which_version_replaces_this_one_for_new_runs(cata
         assert "Admitted successor" not in page
         assert "Replaced for new runs by" in page
         assert "no other admitted version" in page
+
+
+def _request_shown(client: Client, target: CapabilityVersion) -> str:
+    """The pending retirement request the retire page shows (its hidden ``confirms``)."""
+    page = client.get(reverse("catalog-retire", args=[target.pk])).content.decode()
+    marker = 'name="confirms" value="'
+    start = page.index(marker) + len(marker)
+    return page[start : page.index('"', start)]
+
+
+def test_a_retirement_is_confirmed_only_by_an_admin_who_saw_that_request(
+    catalog_admin, catalog_reviewer
+):
+    """Two admins who each pressed "Request retirement" (or one who loaded the page before
+    another's request) retired the version: the second click confirmed a request its
+    sender never saw. It is now a 409 naming the request; the version is unchanged."""
+    target = row("read_equipment@1.0.0")
+    url = reverse("catalog-retire", args=[target.pk])
+    admin, reviewer = client_for(catalog_admin), client_for(catalog_reviewer)
+    seen_by_reviewer = _request_shown(reviewer, target)  # no request pending yet
+    assert seen_by_reviewer == ""
+    ask = {"reason": "replaced", "acknowledge": "1"}
+    assert admin.post(url, {**ask, "confirms": _request_shown(admin, target)}).status_code == 302
+    before = LifecycleDecision.objects.count()
+    blind = reviewer.post(url, {**ask, "reason": "me too", "confirms": seen_by_reviewer})
+    assert blind.status_code == 409
+    assert "retirement_request_changed" in blind.content.decode()
+    assert "catalog-admin" in blind.content.decode()
+    # The contract page's lifecycle address is no way around it.
+    decide = reverse("catalog-decide", args=[target.pk])
+    assert reviewer.post(decide, {**ask, "action": "retire"}).status_code == 409
+    target.refresh_from_db()
+    assert target.lifecycle == "ADMITTED" and target.retire_requested_by == catalog_admin
+    assert LifecycleDecision.objects.count() == before
+    # Withdrawn and requested again: a confirmation of the first request does not confirm
+    # the new one.
+    stale = _request_shown(reviewer, target)
+    withdraw = reverse("catalog-retire-withdraw", args=[target.pk])
+    assert admin.post(withdraw, {"reason": "wrong version"}).status_code == 302
+    assert admin.post(url, {**ask, "confirms": ""}).status_code == 302
+    assert reviewer.post(url, {**ask, "confirms": stale}).status_code == 409
+    target.refresh_from_db()
+    assert target.lifecycle == "ADMITTED"
+    # Having read the request, the reviewer confirms it.
+    fresh = _request_shown(reviewer, target)
+    assert reviewer.post(url, {**ask, "confirms": fresh}).status_code == 302
+    target.refresh_from_db()
+    assert target.lifecycle == "RETIRED"

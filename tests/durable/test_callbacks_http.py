@@ -192,3 +192,24 @@ def test_health_is_degraded_when_the_broker_is_down(client, world, settings, mon
         app.conf.broker_url = settings.CELERY_BROKER_URL
         app._pool = None
     assert response.status_code == 503 and response.json()["broker"]["ok"] is False
+
+
+def test_a_signed_callback_that_gives_a_key_twice_is_refused_without_any_change(client, waiting):
+    """{"owner_epoch": 1, "owner_epoch": 2}: the sender's parser may have meant the first,
+    Python's took the last; the callback was judged on a value its sender may not have
+    meant. It is a 400 naming the key, nothing recorded."""
+    data = body_for(waiting)
+    text = json.dumps(data)
+    raw = text[:-1] + f', "owner_epoch": {data["owner_epoch"] + 1}}}'
+    before = Event.objects.filter(run=waiting).count()
+    response = post(client, None, raw=raw.encode())
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "malformed_json",
+        "message": "the key 'owner_epoch' appears twice in one object",
+    }
+    nested = text.replace('"payload": {', '"payload": {"window": "09:00", ')
+    response = post(client, None, raw=nested.encode())
+    assert response.status_code == 400 and "'window' appears twice" in response.json()["message"]
+    assert Event.objects.filter(run=waiting).count() == before
+    assert not CallbackReceipt.objects.exists()

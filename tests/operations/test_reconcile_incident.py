@@ -126,3 +126,17 @@ def test_the_incident_action_is_for_operators_only(approver):
     assert response.status_code == 403
     cap_id, _, version = capability.partition("@")
     assert CapabilityVersion.objects.get(capability_id=cap_id, version=version).effect_gate_open
+
+
+def test_bulk_reconcile_refuses_an_age_it_does_not_know(operator):
+    """An unknown age was ignored: the preview and the start took every unknown effect."""
+    outage_run()
+    client = client_for(operator)
+    response = client.get(reverse("operations-reconcile-preview"), {"age": "fortnight"})
+    assert response.status_code == 400
+    assert "nknown age" in response.content.decode()
+    start = client.post(
+        reverse("operations-reconcile-start"),
+        {"age": "fortnight", "reason": "r", "confirm": "1"},
+    )
+    assert start.status_code == 400 and not Operation.objects.exists()

@@ -117,3 +117,18 @@ def test_live_counts_cover_the_newest_runs_up_to_the_cap_in_one_query(
         body = client.get(url, {"world": "faultlab"}).content.decode()
     assert "CREATED: 3<" in body and "CANCELLED" not in body
     assert "among the newest 3 runs of this filter" in body
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Failed\r\nSet-Cookie: a=b",  # shown in every colleague's nav as two lines
+        "evil\u202etxt.exe",  # a right-to-left override turns the name around on screen
+        "tab\there",
+    ],
+)
+def test_a_view_name_with_a_control_character_is_refused(operator, name):
+    response = _save(client_for(operator), name=name)
+    assert response.status_code == 400
+    assert "control characters" in response.content.decode()
+    assert not SavedView.objects.exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from html import escape
 
 import pytest
 from django.urls import reverse
@@ -195,3 +196,29 @@ def test_the_operations_page_names_every_place_an_operation_starts(operator):
     head = html[html.index("<h1>Operations</h1>") : html.index('id="op-table"')]
     for name in ("runs-list", "recovery", "runbooks"):
         assert f'href="{reverse(name)}"' in head, name
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("state", "WAITNG_HUMAN"),  # a typo of WAITING_HUMAN
+        ("scenario", "clarfy"),
+        ("disposition", "CANCELED"),
+        ("age", "week"),
+        ("capability", "reserve-part"),
+        ("world", "faultlabs"),
+    ],
+)
+def test_a_filter_value_the_runs_list_does_not_know_widens_no_bulk_cancel(operator, key, value):
+    """The runs list ignores a value it does not know, so the preview counted, and the
+    start cancelled, every run of the world: a mistyped state in a link cancelled all."""
+    runs = waiting_runs(3)
+    client = client_for(operator)
+    page = client.get(PREVIEW, {"world": "faultlab", key: value})
+    assert page.status_code == 400
+    assert escape(f"nknown {key} {value!r}") in page.content.decode()
+    response = _start(client, 3, **{key: value})
+    assert response.status_code == 400
+    assert escape(f"nknown {key} {value!r}") in response.content.decode()
+    assert not Operation.objects.exists()
+    assert all(Run.objects.get(pk=r.pk).state == r.state for r in runs)

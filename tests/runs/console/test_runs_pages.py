@@ -699,3 +699,37 @@ def test_the_ledger_lookup_box_takes_a_whole_idempotency_key(as_operator: Client
     page = as_operator.get(reverse("recovery")).content.decode()
     assert 'id="lookup-q" name="q" value="" maxlength="64" size="64"' in page
     assert 'class="key-input"' in page  # 64ch wide in the monospace font (fieldops.css)
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        "9" * 4000,  # was recorded whole: a 4000-digit limit on every event and the page
+        "1000000001",
+        "٣٣",  # Arabic-Indic digits: int() read 33
+        "1_000",  # int() read 1000
+        "+8",
+        "-0",
+    ],
+)
+def test_a_budget_limit_that_is_not_plain_digits_or_over_the_ceiling_is_refused(
+    as_operator: Client, waiting_run: Run, limit: str
+) -> None:
+    url = reverse("runs-budget", args=[waiting_run.pk])
+    response = as_operator.post(url, {"budget": "actions", "limit": limit, "reason": "r"})
+    assert response.status_code == 400
+    assert "limit must be a whole number from 0 to 1000000000" in response.content.decode()
+    assert "budget.changed" not in types(waiting_run)
+
+
+def test_a_budget_limit_at_the_ceiling_is_recorded(as_operator: Client, waiting_run: Run) -> None:
+    url = reverse("runs-budget", args=[waiting_run.pk])
+    response = as_operator.post(url, {"budget": "turns", "limit": "1000000000", "reason": "r"})
+    assert response.status_code == 302
+    waiting_run.refresh_from_db()
+    assert waiting_run.budget_limits["turns"] == 1_000_000_000
+
+
+def test_the_budget_form_says_the_ceiling(as_operator: Client, waiting_run: Run) -> None:
+    page = as_operator.get(reverse("runs-detail", args=[waiting_run.pk])).content.decode()
+    assert 'name="limit" min="0" max="1000000000" required' in page
