@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import pytest
 from django.urls import reverse
@@ -195,3 +196,16 @@ def test_the_operations_page_names_every_place_an_operation_starts(operator):
     head = html[html.index("<h1>Operations</h1>") : html.index('id="op-table"')]
     for name in ("runs-list", "recovery", "runbooks"):
         assert f'href="{reverse(name)}"' in head, name
+
+
+def test_the_result_table_numbers_its_items_from_one(operator):
+    waiting_runs(3)
+    client = client_for(operator)
+    _start(client, 3)
+    operation = Operation.objects.get()
+    services.operation_drain(operation_id=operation.pk)
+    html = client.get(reverse("operations-detail", args=[operation.pk])).content.decode()
+    table = html[html.index('<table id="op-results">') :]
+    table = table[: table.index("</table>")]
+    numbers = re.findall(r"<tr><td>(\d+)</td>", table)
+    assert numbers == ["1", "2", "3"]
