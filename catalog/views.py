@@ -446,10 +446,10 @@ def _retire_refused(
     """The retire page again, after a refusal of its form ``name`` ("retire" or
     "withdraw")."""
     row.refresh_from_db()
-    context = selectors.retire_view(row)
+    context = selectors.retire_view(row, viewer=request.user)
     # The fields of the refused form that the page shows now (its state was read again).
     shown: set[str] = set()
-    if name == "retire" and context["can_retire"]:
+    if name == "retire" and context["can_retire"] and not context["own_request"]:
         shown = {"reason", "acknowledge"} if context["risks"] else {"reason"}
     elif name == "withdraw" and context["can_retire"] and context["requested_by"]:
         shown = {"reason"}
@@ -468,7 +468,8 @@ def catalog_retire(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
         CapabilityVersion.objects.select_related("retire_requested_by"), pk=version_id
     )
     if request.method == "GET":
-        return render(request, "catalog/retire.html", selectors.retire_view(row))
+        context = selectors.retire_view(row, viewer=request.user)
+        return render(request, "catalog/retire.html", context)
     require_role(request.user, CATALOG_ADMIN)
     form = {"reason": request.POST.get("reason", "")}
     try:

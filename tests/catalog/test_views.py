@@ -382,3 +382,28 @@ def test_the_retire_page_shows_why_the_pending_retirement_was_requested(
     pending = pending[: pending.index("</p>")]
     assert "catalog-admin" in pending
     assert escape("the 1.0.1 adapter replaces it") in pending
+
+
+def test_the_requester_of_a_retirement_is_told_who_confirms_it_not_offered_a_button(
+    catalog_admin, catalog_reviewer
+):
+    """Two-person rule: the admin who requested a retirement cannot confirm it, so their
+    retire page says another catalog admin must and shows no confirm button (the server
+    still refuses a confirmation posted anyway); any other catalog admin sees the button."""
+    target = row("read_equipment@1.0.0")
+    url = reverse("catalog-retire", args=[target.pk])
+    request = {"reason": "the 1.0.1 adapter replaces it", "acknowledge": "1"}
+    assert client_for(catalog_admin).post(url, request).status_code == 302
+    own = client_for(catalog_admin).get(url).content.decode()
+    assert "Confirm retirement" not in own and 'class="retire-form"' not in own
+    note = own[own.index('id="retire-own-request"') :]
+    note = note[: note.index("</p>")]
+    assert "You requested this retirement" in note
+    assert "another catalog admin must confirm it" in note
+    assert "Withdraw retirement request" in own
+    other = client_for(catalog_reviewer).get(url).content.decode()
+    assert "Confirm retirement" in other and 'id="retire-own-request"' not in other
+    refused = client_for(catalog_admin).post(url, {"reason": "mine", "acknowledge": "1"})
+    assert refused.status_code == 409 and "two_person_rule" in refused.content.decode()
+    target.refresh_from_db()
+    assert target.lifecycle == "ADMITTED" and target.retire_requested_by == catalog_admin
