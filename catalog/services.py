@@ -930,8 +930,9 @@ def capability_gate_set(
 ) -> CapabilityVersion:
     """Open or close a version's effect gate (new effect dispatch only; reads continue).
 
-    Audited as a LifecycleDecision. Raise ValueError on an empty reason or unknown version,
-    Refusal (``reason_too_long``) on a reason over MAX_REASON.
+    Audited as a LifecycleDecision. Raise Refusal (``reason_required``, ``reason_too_long``)
+    on an empty reason or one over MAX_REASON, CapabilityVersion.DoesNotExist on an unknown
+    version.
     """
     reason = _gate_reason(reason)
     with transaction.atomic():
@@ -957,7 +958,7 @@ def capability_gate_set(
 def _gate_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
-        raise ValueError("a gate change needs a reason")
+        raise Refusal("reason_required", "a gate change needs a reason")
     return _fitting(reason)
 
 
@@ -968,9 +969,9 @@ def tenant_gate_set(
     dispatch only; other tenants and reads continue). The caller has checked that
     ``reviewer`` operates ``tenant``. Audited as a LifecycleDecision naming the tenant.
 
-    Raise ValueError on an empty reason or a version without an approval-gated effect,
-    Refusal (``reason_too_long``) on a reason over MAX_REASON, CapabilityVersion.DoesNotExist
-    on an unknown version.
+    Raise Refusal (``reason_required``, ``reason_too_long``) on an empty reason or one over
+    MAX_REASON, ValueError on a version without an approval-gated effect,
+    CapabilityVersion.DoesNotExist on an unknown version.
     """
     reason = _gate_reason(reason)
     with transaction.atomic():

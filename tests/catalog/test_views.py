@@ -407,3 +407,14 @@ def test_the_requester_of_a_retirement_is_told_who_confirms_it_not_offered_a_but
     assert refused.status_code == 409 and "two_person_rule" in refused.content.decode()
     target.refresh_from_db()
     assert target.lifecycle == "ADMITTED" and target.retire_requested_by == catalog_admin
+
+
+def test_the_contract_pages_gate_forms_are_sent_once(catalog_admin, operator):
+    """Like every other action form, a gate form disables its button after the first
+    submit (static/fieldops.js, form[data-submit-once])."""
+    target = row("reserve_part@1.0.0")
+    url = reverse("catalog-contract", args=[target.capability_id, target.version])
+    for user, form_class in ((catalog_admin, "gate-form"), (operator, "tenant-gate-form")):
+        page = client_for(user).get(url).content.decode()
+        opening = page[page.index(f'class="inline-form {form_class}"') :]
+        assert opening[: opening.index(">")].endswith("data-submit-once")
