@@ -228,6 +228,46 @@ def too_large(*, reason: str, seen_hash: str, change: Mapping[str, Any] | None) 
     return any(len(str(v)) > MAX_CHANGE_VALUE_CHARS for v in (change or {}).values())
 
 
+def too_large_message(
+    *, reason: str = "", seen_hash: str = "", change: Mapping[str, Any] | None = None
+) -> str:
+    """The ``input_too_large`` refusal of these inputs with the bound they crossed and the
+    size they had (the first such input in the order ``too_large`` checks them)."""
+    told = "; nothing was decided."
+    if len(reason) > MAX_REASON_CHARS:
+        return (
+            f"A reason may be at most {MAX_REASON_CHARS} characters and this one has "
+            f"{len(reason)}{told}"
+        )
+    if len(seen_hash) > MAX_HASH_CHARS:
+        return (
+            f"The reviewed hash may be at most {MAX_HASH_CHARS} characters and this one has "
+            f"{len(seen_hash)}{told}"
+        )
+    if change and len(change) > len(CHANGEABLE_FIELDS):
+        return (
+            f"A requested change may name at most {len(CHANGEABLE_FIELDS)} fields and this "
+            f"one names {len(change)}{told}"
+        )
+    for key, value in (change or {}).items():
+        if len(str(value)) > MAX_CHANGE_VALUE_CHARS:
+            # A field name not offered is not echoed (it is whatever was sent).
+            name = f"the {key} sent" if key in CHANGEABLE_FIELDS else "one sent"
+            return (
+                f"Each requested change may be at most {MAX_CHANGE_VALUE_CHARS} characters "
+                f"and {name} has {len(str(value))}{told}"
+            )
+    return REFUSALS["input_too_large"]
+
+
+def answer_too_large_message(answer: str) -> str:
+    """The ``input_too_large`` refusal of a clarification answer over its bound."""
+    return (
+        f"An answer may be at most {MAX_ANSWER_CHARS} characters and this one has "
+        f"{len(answer)}; nothing was recorded."
+    )
+
+
 def requested_change_problems(change: Mapping[str, Any]) -> str | None:
     unknown = sorted(set(change) - set(CHANGEABLE_FIELDS))
     if unknown:
