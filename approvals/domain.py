@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel.canonical import digest
+from kernel.text import bidi_control_refusal
 
 CANONICALIZATION_VERSION = "reservation-canonical@1"
 _QUANTITY = re.compile(r"^[1-9][0-9]{0,3}$")
@@ -128,6 +129,9 @@ REFUSALS: Mapping[str, str] = {
     "policy names who may decide.",
     "wrong_tenant": "This checkpoint belongs to another tenant.",
     "reason_required": "A decision needs a reason.",
+    # The text names the character (bidi_control_message); this is its fallback.
+    "bidi_control": "A bidirectional control character (U+202A to U+202E, U+2066 to U+2069) "
+    "is not allowed in a reason or an answer; nothing was decided.",
     "input_too_large": f"A reason or an answer may be at most {MAX_REASON_CHARS} characters "
     f"and each requested change at most {MAX_CHANGE_VALUE_CHARS}; nothing was decided.",
     "not_an_approval": "This checkpoint asks a question; answer it instead of approving.",
@@ -146,7 +150,13 @@ LATE_REFUSALS: frozenset[str] = frozenset(
 )
 # Refusals of malformed input (400).
 INPUT_REFUSALS: frozenset[str] = frozenset(
-    {"reason_required", "input_too_large", "invalid_requested_change", "not_an_approval"}
+    {
+        "reason_required",
+        "input_too_large",
+        "bidi_control",
+        "invalid_requested_change",
+        "not_an_approval",
+    }
 )
 
 CHANGEABLE_FIELDS: tuple[str, ...] = ("slot_id", "quantity", "part_id", "location_id")
@@ -186,9 +196,9 @@ def decision_refusal(attempt: DecisionAttempt) -> str | None:
     """Return the refusal code for a decision attempt, or None if it may be recorded.
 
     The checks run cheapest-authority-first: role, self-approval, eligibility, the size of
-    what was sent, the checkpoint's liveness (each closed state names its own cause), a
-    second approval by the same person, the hash (a changed proposal apart from an altered
-    page), then the content.
+    what was sent and the characters of its reason (``kernel.text``), the checkpoint's
+    liveness (each closed state names its own cause), a second approval by the same person,
+    the hash (a changed proposal apart from an altered page), then the content.
     """
     a = attempt
     if not a.approver_has_role:
@@ -199,6 +209,8 @@ def decision_refusal(attempt: DecisionAttempt) -> str | None:
         return "not_eligible"
     if too_large(reason=a.reason, seen_hash=a.seen_hash, change=a.requested_change):
         return "input_too_large"
+    if bidi_control_refusal(a.reason):
+        return "bidi_control"
     closed = _CLOSED.get(a.checkpoint_status)
     if closed is not None:
         return closed
@@ -258,6 +270,12 @@ def too_large_message(
                 f"and {name} has {len(str(value))}{told}"
             )
     return REFUSALS["input_too_large"]
+
+
+def bidi_control_message(text: str, *, what: str = "a reason") -> str:
+    """The ``bidi_control`` refusal of ``text``, naming its first such character."""
+    refused = bidi_control_refusal(text, what=what) or REFUSALS["bidi_control"]
+    return f"{refused}; nothing was decided."
 
 
 def answer_too_large_message(answer: str) -> str:

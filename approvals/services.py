@@ -22,6 +22,7 @@ from capabilities import evidence as ev
 from capabilities.reserve_part import CONTRACT as RESERVE_CONTRACT
 from fieldops import points, sql, telemetry
 from kernel import clock, retry
+from kernel.text import bidi_control_refusal
 from runs import authority, evidence
 from runs.domain.states import Actor, EventType, State
 from runs.models import Event, Run
@@ -306,11 +307,11 @@ def approval_decide(
             )
         )
         if refusal is not None:
-            told = (
-                domain.too_large_message(reason=reason, seen_hash=seen_hash, change=change)
-                if refusal == "input_too_large"
-                else ""
-            )
+            told = ""
+            if refusal == "input_too_large":
+                told = domain.too_large_message(reason=reason, seen_hash=seen_hash, change=change)
+            elif refusal == "bidi_control":
+                told = domain.bidi_control_message(reason)
             return _refuse(checkpoint, user, refusal, seen_hash, told)
         granted = approve and domain.quorum_met(quorum=checkpoint.quorum, approvals=len(votes) + 1)
         approvers = [*votes, me] if approve else []
@@ -426,6 +427,9 @@ def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> Decis
         if len(answer) > domain.MAX_ANSWER_CHARS:
             told = domain.answer_too_large_message(answer)
             return _refuse(checkpoint, user, "input_too_large", "", told)
+        if bidi_control_refusal(answer):
+            told = domain.bidi_control_message(answer, what="an answer")
+            return _refuse(checkpoint, user, "bidi_control", "", told)
         if (
             checkpoint.status != Checkpoint.Status.PENDING
             or run.waiting_checkpoint != (checkpoint.pk)

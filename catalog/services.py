@@ -37,6 +37,7 @@ from catalog.models import (
     ToolServer,
     ToolSighting,
 )
+from kernel.text import bidi_control_refusal
 from runs import pins
 
 SYSTEM_REVIEWER = "system:reviewed-source"
@@ -140,12 +141,16 @@ def _reason(reason: str) -> str:
 
 
 def _fitting(reason: str) -> str:
-    """``reason``; raise Refusal (``reason_too_long``) when it is longer than MAX_REASON."""
+    """``reason``; raise Refusal (``reason_too_long``) when it is longer than MAX_REASON,
+    (``reason_bidi_control``) when it holds a bidirectional control character."""
     if len(reason) > MAX_REASON:
         raise Refusal(
             "reason_too_long",
             f"a reason may be at most {MAX_REASON} characters and this one has {len(reason)}",
         )
+    refused = bidi_control_refusal(reason)
+    if refused:
+        raise Refusal("reason_bidi_control", refused)
     return reason
 
 

@@ -34,6 +34,7 @@ BAD_REQUEST_CODES = frozenset(
     {
         "reason_required",
         "reason_too_long",
+        "reason_bidi_control",
         "admission_incomplete",
         "answer_too_long",
         "unknown_action",
@@ -61,20 +62,38 @@ REFUSAL_FIELDS: Mapping[str, Mapping[str, str]] = {
     "admit": {
         "reason_required": "reason",
         "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
         "no_local_contract": "local_ref",
         "trusted_control": "local_ref",
     },
     # reject, defer, deprecate
-    "lifecycle": {"reason_required": "reason", "reason_too_long": "reason"},
+    "lifecycle": {
+        "reason_required": "reason",
+        "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
+    },
     "retire": {
         "reason_required": "reason",
         "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
         "acknowledgement_required": "acknowledge",
     },
-    "withdraw": {"reason_required": "reason", "reason_too_long": "reason"},
+    "withdraw": {
+        "reason_required": "reason",
+        "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
+    },
     # the deployment gate and a tenant's gate of a version
-    "gate": {"reason_required": "reason", "reason_too_long": "reason"},
-    "drift": {"reason_required": "reason", "reason_too_long": "reason"},
+    "gate": {
+        "reason_required": "reason",
+        "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
+    },
+    "drift": {
+        "reason_required": "reason",
+        "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
+    },
 }
 SERVER_INPUTS = frozenset({"name", "transport", "command", "args", "url", "credential_ref"})
 ADMIT_INPUTS = frozenset({"task_transition", "alternatives", "decision", "expiry", "reason"})

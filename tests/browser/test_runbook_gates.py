@@ -83,3 +83,29 @@ def test_a_gate_form_is_sent_once_however_often_it_is_clicked(
     assert LifecycleDecision.objects.filter(version=row, action="close_tenant_gate").count() == 1
     reopen = page.get_by_role("button", name=f"Open gate for reserve_part v{row.version}")
     expect(reopen).to_be_enabled()
+
+
+def test_a_refused_gate_change_shows_the_reason_as_typed_and_says_why(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """The server refuses a reason holding U+202E (it would reverse the rest of the line
+    wherever the reason is shown): the runbook comes back with the reason as typed in its
+    row's field, marked invalid and focused, the refusal beside it naming the character."""
+    row = next(r for r in _versions() if r.lifecycle == "ADMITTED")
+    typed = "ledger outage \u202eseod ti"
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}{RUNBOOK}")
+    form = page.locator("form").filter(has=page.locator(f'input[value="{row.version}"]'))
+    form.get_by_label("Reason").fill(typed)
+    page.get_by_role("button", name=f"Close gate for reserve_part v{row.version}").click()
+    page.wait_for_load_state()
+    field = form.get_by_label("Reason")
+    expect(field).to_have_value(typed)
+    expect(field).to_have_attribute("aria-invalid", "true")
+    expect(field).to_be_focused()
+    expect(form.get_by_role("alert")).to_contain_text(
+        "U+202E RIGHT-TO-LEFT OVERRIDE is not allowed in a reason"
+    )
+    assert tenant_gate_open(row, "north")
+    assert not LifecycleDecision.objects.filter(version=row, action="close_tenant_gate").exists()
