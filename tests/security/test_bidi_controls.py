@@ -187,7 +187,10 @@ def test_a_decision_with_an_override_is_refused_recorded_and_named(
     response = _client(approver).post(reverse("approvals-decide", args=[checkpoint.pk]), form)
     assert response.status_code == 400
     body = response.content.decode()
-    assert "bidi_control" in body and TOLD in body and SPOOFED in body  # as typed
+    assert "bidi_control" in body and TOLD in body
+    field = body[body.index('<textarea id="decision-reason"') :]
+    assert 'aria-invalid="true"' in field[: field.index(">")]
+    assert f">{SPOOFED}</textarea>" in field  # as typed
     api = call(
         "POST",
         f"/checkpoints/{checkpoint.pk}/decision",
