@@ -30,12 +30,20 @@ def runbooks(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "runs/runbooks.html", {"runbooks": RUNBOOKS})
 
 
-def _runbook_page(
-    request: AuthedHtmxRequest, book: Runbook, *, status: int = 200, **extra: Any
-) -> HttpResponse:
-    data = runbook_selectors.runbook_blocks(
+def _runbook_data(request: AuthedHtmxRequest, book: Runbook) -> dict[str, Any]:
+    return runbook_selectors.runbook_blocks(
         tenant=request_tenant(request), keys=book.blocks, fixtures=book.fixtures
     )
+
+
+def _runbook_page(
+    request: AuthedHtmxRequest,
+    book: Runbook,
+    data: dict[str, Any],
+    *,
+    status: int = 200,
+    **extra: Any,
+) -> HttpResponse:
     context = {"book": book, "data": data, "actions": ACTIONS, "titles": BLOCK_TITLES, **extra}
     return render(request, "runs/runbook_detail.html", context, status=status)
 
@@ -47,7 +55,7 @@ def runbooks_detail(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     book = BY_SLUG.get(slug)
     if book is None:
         raise Http404("No such runbook")
-    return _runbook_page(request, book)
+    return _runbook_page(request, book, _runbook_data(request, book))
 
 
 @require_POST
@@ -93,12 +101,18 @@ def _gate_refused(
     form as typed, a refusal about its reason beside that field (marked aria-invalid), any
     other refusal at the top of the page."""
     status = 400 if exc.code in BAD_REQUEST_CODES else 409
-    about_reason = exc.code in REFUSAL_FIELDS["gate"]
+    data = _runbook_data(request, book)
+    ref = f"{capability_id}@{version}"
+    # Beside the row's reason only when the page shows that row (a posted version it does
+    # not list has its refusal at the top).
+    shown = {row.ref for row in data.get("effect_gates") or ()}
+    about_reason = exc.code in REFUSAL_FIELDS["gate"] and ref in shown
     return _runbook_page(
         request,
         book,
+        data,
         status=status,
         refusal=exc,
-        refusal_at=f"{capability_id}@{version}" if about_reason else "",
-        gate_form={"ref": f"{capability_id}@{version}", "reason": request.POST.get("reason", "")},
+        refusal_at=ref if about_reason else "",
+        gate_form={"ref": ref, "reason": request.POST.get("reason", "")},
     )

@@ -233,6 +233,13 @@ def test_a_refused_gate_change_comes_back_as_typed_beside_its_reason(
     assert blank.status_code == 400
     row = _gate_form(blank.content.decode(), version)
     assert 'aria-invalid="true"' in row and "Refused (reason_required)" in row
+    # A posted version the page does not list: the refusal is at the top, not lost.
+    elsewhere = as_operator.post(
+        url, {**form, "capability_id": "no_such_capability", "reason": typed}
+    )
+    assert elsewhere.status_code == 400
+    top = elsewhere.content.decode()
+    assert 'class="refusal" role="alert"' in top and "Refused (reason_too_long)" in top
     assert tenant_gate_open(version, "north")
     assert not LifecycleDecision.objects.filter(action="close_tenant_gate").exists()
 
