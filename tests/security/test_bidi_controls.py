@@ -205,3 +205,22 @@ def test_a_decision_with_an_override_is_refused_recorded_and_named(
     assert not Decision.objects.exists()
     waiting_run.refresh_from_db()
     assert waiting_run.state == "WAITING_HUMAN"
+
+
+def test_an_answer_with_an_override_is_refused_recorded_and_comes_back_as_typed(
+    operator: Any,
+) -> None:
+    run = make_run("clarify", principal="user:operator", requested_by=operator)
+    checkpoint = _checkpoint(run)
+    typed = f"Use the north depot {RLO}1N-COL"
+    response = _client(operator).post(
+        reverse("approvals-answer", args=[checkpoint.pk]), {"answer": typed}
+    )
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE is not allowed in an answer" in body
+    field = body[body.index('<textarea id="answer"') :]
+    assert 'aria-invalid="true"' in field[: field.index(">")]
+    assert f">{typed}</textarea>" in field
+    assert list(DecisionRefusal.objects.values_list("code", flat=True)) == ["bidi_control"]
+    assert not Decision.objects.exists() and "clarification.answered" not in types(run)
