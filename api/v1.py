@@ -551,8 +551,10 @@ def runs_cancel(request: HttpRequest, run_id: UUID, body: CancelIn) -> Any:
     try:
         reason = runs.clean_reason(body.reason, what="a cancellation")
     except runs.RunInputError as exc:
-        # Over the limit it is refused whole (input_too_large, as a decision's reason is).
-        code = "input_too_large" if body.reason.strip() else "invalid_reason"
+        # Over the limit it is refused whole (input_too_large, as a decision's reason is);
+        # empty or holding a bidirectional control character it is an invalid reason.
+        too_long = len(body.reason.strip()) > runs.REASON_MAX
+        code = "input_too_large" if too_long else "invalid_reason"
         return Status(400, {"code": code, "message": f"{capfirst(str(exc))}."})
     try:
         result = runs.run_cancel(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel.canonical import digest
+from kernel.text import bidi_control_refusal
 
 CANONICALIZATION_VERSION = "reservation-canonical@1"
 _QUANTITY = re.compile(r"^[1-9][0-9]{0,3}$")
@@ -128,6 +129,9 @@ REFUSALS: Mapping[str, str] = {
     "policy names who may decide.",
     "wrong_tenant": "This checkpoint belongs to another tenant.",
     "reason_required": "A decision needs a reason.",
+    # The text names the character (bidi_control_message); this is its fallback.
+    "bidi_control": "A bidirectional control character (U+202A to U+202E, U+2066 to U+2069) "
+    "is not allowed in a reason or an answer; nothing was decided.",
     "input_too_large": f"A reason or an answer may be at most {MAX_REASON_CHARS} characters "
     f"and each requested change at most {MAX_CHANGE_VALUE_CHARS}; nothing was decided.",
     "not_an_approval": "This checkpoint asks a question; answer it instead of approving.",
@@ -146,7 +150,13 @@ LATE_REFUSALS: frozenset[str] = frozenset(
 )
 # Refusals of malformed input (400).
 INPUT_REFUSALS: frozenset[str] = frozenset(
-    {"reason_required", "input_too_large", "invalid_requested_change", "not_an_approval"}
+    {
+        "reason_required",
+        "input_too_large",
+        "bidi_control",
+        "invalid_requested_change",
+        "not_an_approval",
+    }
 )
 
 CHANGEABLE_FIELDS: tuple[str, ...] = ("slot_id", "quantity", "part_id", "location_id")
@@ -186,9 +196,9 @@ def decision_refusal(attempt: DecisionAttempt) -> str | None:
     """Return the refusal code for a decision attempt, or None if it may be recorded.
 
     The checks run cheapest-authority-first: role, self-approval, eligibility, the size of
-    what was sent, the checkpoint's liveness (each closed state names its own cause), a
-    second approval by the same person, the hash (a changed proposal apart from an altered
-    page), then the content.
+    what was sent and the characters of its reason (``kernel.text``), the checkpoint's
+    liveness (each closed state names its own cause), a second approval by the same person,
+    the hash (a changed proposal apart from an altered page), then the content.
     """
     a = attempt
     if not a.approver_has_role:
@@ -199,6 +209,8 @@ def decision_refusal(attempt: DecisionAttempt) -> str | None:
         return "not_eligible"
     if too_large(reason=a.reason, seen_hash=a.seen_hash, change=a.requested_change):
         return "input_too_large"
+    if bidi_control_refusal(a.reason):
+        return "bidi_control"
     closed = _CLOSED.get(a.checkpoint_status)
     if closed is not None:
         return closed
@@ -226,6 +238,52 @@ def too_large(*, reason: str, seen_hash: str, change: Mapping[str, Any] | None) 
     if change and len(change) > len(CHANGEABLE_FIELDS):
         return True
     return any(len(str(v)) > MAX_CHANGE_VALUE_CHARS for v in (change or {}).values())
+
+
+def too_large_message(
+    *, reason: str = "", seen_hash: str = "", change: Mapping[str, Any] | None = None
+) -> str:
+    """The ``input_too_large`` refusal of these inputs with the bound they crossed and the
+    size they had (the first such input in the order ``too_large`` checks them)."""
+    told = "; nothing was decided."
+    if len(reason) > MAX_REASON_CHARS:
+        return (
+            f"A reason may be at most {MAX_REASON_CHARS} characters and this one has "
+            f"{len(reason)}{told}"
+        )
+    if len(seen_hash) > MAX_HASH_CHARS:
+        return (
+            f"The reviewed hash may be at most {MAX_HASH_CHARS} characters and this one has "
+            f"{len(seen_hash)}{told}"
+        )
+    if change and len(change) > len(CHANGEABLE_FIELDS):
+        return (
+            f"A requested change may name at most {len(CHANGEABLE_FIELDS)} fields and this "
+            f"one names {len(change)}{told}"
+        )
+    for key, value in (change or {}).items():
+        if len(str(value)) > MAX_CHANGE_VALUE_CHARS:
+            # A field name not offered is not echoed (it is whatever was sent).
+            name = f"the {key} sent" if key in CHANGEABLE_FIELDS else "one sent"
+            return (
+                f"Each requested change may be at most {MAX_CHANGE_VALUE_CHARS} characters "
+                f"and {name} has {len(str(value))}{told}"
+            )
+    return REFUSALS["input_too_large"]
+
+
+def bidi_control_message(text: str, *, what: str = "a reason") -> str:
+    """The ``bidi_control`` refusal of ``text``, naming its first such character."""
+    refused = bidi_control_refusal(text, what=what) or REFUSALS["bidi_control"]
+    return f"{refused}; nothing was decided."
+
+
+def answer_too_large_message(answer: str) -> str:
+    """The ``input_too_large`` refusal of a clarification answer over its bound."""
+    return (
+        f"An answer may be at most {MAX_ANSWER_CHARS} characters and this one has "
+        f"{len(answer)}; nothing was recorded."
+    )
 
 
 def requested_change_problems(change: Mapping[str, Any]) -> str | None:

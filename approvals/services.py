@@ -22,6 +22,7 @@ from capabilities import evidence as ev
 from capabilities.reserve_part import CONTRACT as RESERVE_CONTRACT
 from fieldops import points, sql, telemetry
 from kernel import clock, retry
+from kernel.text import bidi_control_refusal
 from runs import authority, evidence
 from runs.domain.states import Actor, EventType, State
 from runs.models import Event, Run
@@ -197,11 +198,13 @@ def refusal_message(code: str, checkpoint: Checkpoint) -> str:
     return base
 
 
-def _refuse(checkpoint: Checkpoint, user: Any, code: str, seen_hash: str) -> DecisionResult:
+def _refuse(
+    checkpoint: Checkpoint, user: Any, code: str, seen_hash: str, message: str = ""
+) -> DecisionResult:
     """Record a refused decision attempt. Late ones append ``late_approval.rejected`` and
     other refusals of someone with standing ``decision.refused`` to the run's timeline;
     refusals of someone without standing stay in the refusal log only (an outsider must not
-    be able to grow a run's history)."""
+    be able to grow a run's history). ``message`` replaces the code's usual text."""
     DecisionRefusal.objects.create(
         checkpoint=checkpoint,
         run=checkpoint.run,
@@ -226,7 +229,7 @@ def _refuse(checkpoint: Checkpoint, user: Any, code: str, seen_hash: str) -> Dec
             refs={"checkpoint": checkpoint.pk},
             payload={"by": principal_ref_of(user), "seen_hash": seen_hash[: domain.MAX_HASH_CHARS]},
         )
-    return DecisionResult.refused(code, checkpoint, refusal_message(code, checkpoint))
+    return DecisionResult.refused(code, checkpoint, message or refusal_message(code, checkpoint))
 
 
 def is_eligible(user: Any, checkpoint: Checkpoint) -> bool:
@@ -304,7 +307,12 @@ def approval_decide(
             )
         )
         if refusal is not None:
-            return _refuse(checkpoint, user, refusal, seen_hash)
+            told = ""
+            if refusal == "input_too_large":
+                told = domain.too_large_message(reason=reason, seen_hash=seen_hash, change=change)
+            elif refusal == "bidi_control":
+                told = domain.bidi_control_message(reason)
+            return _refuse(checkpoint, user, refusal, seen_hash, told)
         granted = approve and domain.quorum_met(quorum=checkpoint.quorum, approvals=len(votes) + 1)
         approvers = [*votes, me] if approve else []
 
@@ -417,7 +425,11 @@ def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> Decis
         if not answer:
             return DecisionResult(False, "answer_required", "An answer is required.", checkpoint)
         if len(answer) > domain.MAX_ANSWER_CHARS:
-            return _refuse(checkpoint, user, "input_too_large", "")
+            told = domain.answer_too_large_message(answer)
+            return _refuse(checkpoint, user, "input_too_large", "", told)
+        if bidi_control_refusal(answer):
+            told = domain.bidi_control_message(answer, what="an answer")
+            return _refuse(checkpoint, user, "bidi_control", "", told)
         if (
             checkpoint.status != Checkpoint.Status.PENDING
             or run.waiting_checkpoint != (checkpoint.pk)

@@ -205,6 +205,9 @@ def _refusal_response(
             "typed_reason": request.POST.get("reason", ""),
             "typed_change": change,
             "change_open": any(v.strip() for v in change.values()),
+            # A clarification's answer (its own form) comes back as typed too.
+            "typed_answer": request.POST.get("answer", ""),
+            "answer_refused": "answer" in request.POST,
         }
     context = _detail_context(request, checkpoint, refusal=result, **typed)
     return render(request, "approvals/detail.html", context, status=status)

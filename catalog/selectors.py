@@ -153,9 +153,10 @@ def _with_dispatch(rows: QuerySet[CapabilityVersion]) -> list[CapabilityVersion]
     return out
 
 
-def retire_view(row: CapabilityVersion) -> dict[str, Any]:
+def retire_view(row: CapabilityVersion, *, viewer: Any = None) -> dict[str, Any]:
     """The retire page: live pinned runs, unknown effects, successor and the two-person
-    state, read now (never from an earlier decision)."""
+    state, read now (never from an earlier decision). ``own_request`` is True when
+    ``viewer`` requested the pending retirement (they may withdraw it, never confirm it)."""
     from catalog.services import retirement_inventory, retirement_request_stamp
 
     inventory = retirement_inventory(row)
@@ -168,6 +169,8 @@ def retire_view(row: CapabilityVersion) -> dict[str, Any]:
         "requested_by": row.retire_requested_by,
         "requested_at": row.retire_requested_at,
         "confirms": retirement_request_stamp(row),  # the request this page shows
+        "own_request": row.retire_requested_by_id is not None
+        and row.retire_requested_by_id == getattr(viewer, "pk", None),
         # Why the pending request was made: the second admin decides on it.
         "requested_reason": (
             LifecycleDecision.objects.filter(version=row, action="retire_requested")

@@ -38,6 +38,7 @@ from catalog.models import (
     ToolServer,
     ToolSighting,
 )
+from kernel.text import bidi_control_refusal
 from runs import pins
 
 SYSTEM_REVIEWER = "system:reviewed-source"
@@ -141,12 +142,16 @@ def _reason(reason: str) -> str:
 
 
 def _fitting(reason: str) -> str:
-    """``reason``; raise Refusal (``reason_too_long``) when it is longer than MAX_REASON."""
+    """``reason``; raise Refusal (``reason_too_long``) when it is longer than MAX_REASON,
+    (``reason_bidi_control``) when it holds a bidirectional control character."""
     if len(reason) > MAX_REASON:
         raise Refusal(
             "reason_too_long",
             f"a reason may be at most {MAX_REASON} characters and this one has {len(reason)}",
         )
+    refused = bidi_control_refusal(reason)
+    if refused:
+        raise Refusal("reason_bidi_control", refused)
     return reason
 
 
@@ -984,8 +989,9 @@ def capability_gate_set(
 ) -> CapabilityVersion:
     """Open or close a version's effect gate (new effect dispatch only; reads continue).
 
-    Audited as a LifecycleDecision. Raise ValueError on an empty reason or unknown version,
-    Refusal (``reason_too_long``) on a reason over MAX_REASON.
+    Audited as a LifecycleDecision. Raise Refusal (``reason_required``, ``reason_too_long``)
+    on an empty reason or one over MAX_REASON, CapabilityVersion.DoesNotExist on an unknown
+    version.
     """
     reason = _gate_reason(reason)
     with transaction.atomic():
@@ -1011,7 +1017,7 @@ def capability_gate_set(
 def _gate_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
-        raise ValueError("a gate change needs a reason")
+        raise Refusal("reason_required", "a gate change needs a reason")
     return _fitting(reason)
 
 
@@ -1022,9 +1028,9 @@ def tenant_gate_set(
     dispatch only; other tenants and reads continue). The caller has checked that
     ``reviewer`` operates ``tenant``. Audited as a LifecycleDecision naming the tenant.
 
-    Raise ValueError on an empty reason or a version without an approval-gated effect,
-    Refusal (``reason_too_long``) on a reason over MAX_REASON, CapabilityVersion.DoesNotExist
-    on an unknown version.
+    Raise Refusal (``reason_required``, ``reason_too_long``) on an empty reason or one over
+    MAX_REASON, ValueError on a version without an approval-gated effect,
+    CapabilityVersion.DoesNotExist on an unknown version.
     """
     reason = _gate_reason(reason)
     with transaction.atomic():

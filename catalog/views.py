@@ -34,6 +34,7 @@ BAD_REQUEST_CODES = frozenset(
     {
         "reason_required",
         "reason_too_long",
+        "reason_bidi_control",
         "admission_incomplete",
         "answer_too_long",
         "unknown_action",
@@ -61,20 +62,38 @@ REFUSAL_FIELDS: Mapping[str, Mapping[str, str]] = {
     "admit": {
         "reason_required": "reason",
         "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
         "no_local_contract": "local_ref",
         "trusted_control": "local_ref",
     },
     # reject, defer, deprecate
-    "lifecycle": {"reason_required": "reason", "reason_too_long": "reason"},
+    "lifecycle": {
+        "reason_required": "reason",
+        "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
+    },
     "retire": {
         "reason_required": "reason",
         "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
         "acknowledgement_required": "acknowledge",
     },
-    "withdraw": {"reason_required": "reason", "reason_too_long": "reason"},
+    "withdraw": {
+        "reason_required": "reason",
+        "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
+    },
     # the deployment gate and a tenant's gate of a version
-    "gate": {"reason_required": "reason", "reason_too_long": "reason"},
-    "drift": {"reason_required": "reason", "reason_too_long": "reason"},
+    "gate": {
+        "reason_required": "reason",
+        "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
+    },
+    "drift": {
+        "reason_required": "reason",
+        "reason_too_long": "reason",
+        "reason_bidi_control": "reason",
+    },
 }
 SERVER_INPUTS = frozenset({"name", "transport", "command", "args", "url", "credential_ref"})
 ADMIT_INPUTS = frozenset({"task_transition", "alternatives", "decision", "expiry", "reason"})
@@ -468,10 +487,10 @@ def _retire_refused(
     """The retire page again, after a refusal of its form ``name`` ("retire" or
     "withdraw")."""
     row.refresh_from_db()
-    context = selectors.retire_view(row)
+    context = selectors.retire_view(row, viewer=request.user)
     # The fields of the refused form that the page shows now (its state was read again).
     shown: set[str] = set()
-    if name == "retire" and context["can_retire"]:
+    if name == "retire" and context["can_retire"] and not context["own_request"]:
         shown = {"reason", "acknowledge"} if context["risks"] else {"reason"}
     elif name == "withdraw" and context["can_retire"] and context["requested_by"]:
         shown = {"reason"}
@@ -490,7 +509,8 @@ def catalog_retire(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
         CapabilityVersion.objects.select_related("retire_requested_by"), pk=version_id
     )
     if request.method == "GET":
-        return render(request, "catalog/retire.html", selectors.retire_view(row))
+        context = selectors.retire_view(row, viewer=request.user)
+        return render(request, "catalog/retire.html", context)
     require_role(request.user, CATALOG_ADMIN)
     form = {"reason": request.POST.get("reason", "")}
     try:

@@ -12,6 +12,7 @@ from django.utils.http import urlencode
 
 from kernel import clock
 from kernel.canonical import unstorable
+from kernel.text import bidi_control_refusal
 from operations.models import SavedView
 from operations.services import OperationInputError
 from runs.console import runs_selectors
@@ -30,8 +31,8 @@ def saved_view_create(
     *, tenant: str, by_ref: str, page: str, name: str, query: Mapping[str, str]
 ) -> SavedView:
     """Name the filter ``query`` of ``page`` for the tenant. Raise OperationInputError for an
-    unknown page, an empty, taken or unprintable name, a value with a NUL; unknown keys of
-    the query are dropped."""
+    unknown page, an empty, taken or unprintable name (a bidirectional control character
+    is named: ``kernel.text``), a value with a NUL; unknown keys of the query are dropped."""
     if page not in PAGES:
         raise OperationInputError("page", f"views of {page[:20]!r} cannot be saved")
     name = (name or "").strip()
@@ -42,6 +43,9 @@ def saved_view_create(
             "name",
             f"a view's name may be at most {NAME_MAX} characters and this one has {len(name)}",
         )
+    refused = bidi_control_refusal(name, what="a view's name")
+    if refused:
+        raise OperationInputError("name", refused)
     if not name.isprintable():  # a line break, a tab, a right-to-left override, NUL
         raise OperationInputError("name", "a view's name must not contain control characters")
     keys = PAGES[page][1]

@@ -32,6 +32,7 @@ from django.db.models import Count, Q
 from fieldops import points
 from fieldops.db import lock_wait_failed
 from kernel import clock
+from kernel.text import bidi_control_refusal
 from operations.models import (
     REASON_MAX,
     ItemResult,
@@ -123,7 +124,8 @@ def cancel_preview(*, tenant: str, query: Mapping[str, str]) -> Preview:
 
 def _clean_reason(reason: str) -> str:
     """The operation's reason as it will be recorded (stripped); raise OperationInputError
-    when it is empty or longer than REASON_MAX (never cut: nothing is written then)."""
+    when it is empty, longer than REASON_MAX (never cut: nothing is written then) or holds
+    a bidirectional control character (``kernel.text``)."""
     reason = (reason or "").strip()
     if not reason:
         raise OperationInputError("reason", "an operation needs a reason")
@@ -132,6 +134,11 @@ def _clean_reason(reason: str) -> str:
             "reason",
             f"an operation's reason may be at most {REASON_MAX} characters and this one has "
             f"{len(reason)}; nothing was changed. Shorten it and send it again",
+        )
+    refused = bidi_control_refusal(reason)
+    if refused:
+        raise OperationInputError(
+            "reason", f"{refused}; nothing was changed. Remove it and send it again"
         )
     return reason
 

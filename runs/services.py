@@ -20,6 +20,7 @@ from fieldops.db import lock_wait_failed
 from fieldops.sql import Statement
 from kernel import clock, retry
 from kernel.canonical import digest
+from kernel.text import bidi_control_refusal
 from runs import authority, authority_batch, outbox, policies, terminal
 from runs.domain import effects
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
@@ -56,7 +57,8 @@ BUDGET_LIMIT_MAX = 1_000_000_000
 def clean_reason(reason: str, *, what: str) -> str:
     """Return the reason of ``what`` ("a cancellation") as it will be recorded: stripped,
     line breaks as a browser counts them (a form sends CRLF for each). Raise RunInputError
-    on ``reason`` when it is empty or longer than REASON_MAX; nothing is written then."""
+    on ``reason`` when it is empty, longer than REASON_MAX or holds a bidirectional control
+    character (``kernel.text``); nothing is written then."""
     reason = (reason or "").replace("\r\n", "\n").strip()
     if not reason:
         raise RunInputError("reason", f"{what} needs a reason")
@@ -65,6 +67,11 @@ def clean_reason(reason: str, *, what: str) -> str:
             "reason",
             f"a reason may be at most {REASON_MAX} characters and this one has "
             f"{len(reason)}; nothing was changed. Shorten it and send it again",
+        )
+    refused = bidi_control_refusal(reason)
+    if refused:
+        raise RunInputError(
+            "reason", f"{refused}; nothing was changed. Remove it and send it again"
         )
     return reason
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
@@ -13,10 +15,11 @@ from access.roles import OPERATOR, require_role
 from catalog import services as catalog_services
 from catalog.domain.lifecycle import Refusal
 from catalog.models import CapabilityVersion
+from catalog.views import BAD_REQUEST_CODES, REFUSAL_FIELDS
 from fieldops.http import AuthedHtmxRequest
 from runs.console import runbook_selectors
 from runs.console.http import request_tenant
-from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS
+from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS, Runbook
 
 
 # -- runbooks --------------------------------------------------------------------------
@@ -27,6 +30,24 @@ def runbooks(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "runs/runbooks.html", {"runbooks": RUNBOOKS})
 
 
+def _runbook_data(request: AuthedHtmxRequest, book: Runbook) -> dict[str, Any]:
+    return runbook_selectors.runbook_blocks(
+        tenant=request_tenant(request), keys=book.blocks, fixtures=book.fixtures
+    )
+
+
+def _runbook_page(
+    request: AuthedHtmxRequest,
+    book: Runbook,
+    data: dict[str, Any],
+    *,
+    status: int = 200,
+    **extra: Any,
+) -> HttpResponse:
+    context = {"book": book, "data": data, "actions": ACTIONS, "titles": BLOCK_TITLES, **extra}
+    return render(request, "runs/runbook_detail.html", context, status=status)
+
+
 @require_GET
 @login_required
 def runbooks_detail(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
@@ -34,21 +55,15 @@ def runbooks_detail(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     book = BY_SLUG.get(slug)
     if book is None:
         raise Http404("No such runbook")
-    data = runbook_selectors.runbook_blocks(
-        tenant=request_tenant(request), keys=book.blocks, fixtures=book.fixtures
-    )
-    return render(
-        request,
-        "runs/runbook_detail.html",
-        {"book": book, "data": data, "actions": ACTIONS, "titles": BLOCK_TITLES},
-    )
+    return _runbook_page(request, book, _runbook_data(request, book))
 
 
 @require_POST
 @login_required
 def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     require_role(request.user, OPERATOR)
-    if slug not in BY_SLUG:
+    book = BY_SLUG.get(slug)
+    if book is None:
         raise Http404("No such runbook")
     back = reverse("runbooks-detail", args=[slug])
     # An operator's gate is their own tenant's (issue 16); the deployment gate is a
@@ -68,13 +83,36 @@ def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     except CapabilityVersion.DoesNotExist as exc:
         raise Http404("No such capability version") from exc
     except Refusal as exc:
-        messages.error(request, f"Refused ({exc.code}): {exc.message}. Nothing was changed.")
-        return redirect(back)
-    except ValueError as exc:
-        messages.error(request, str(exc))
-        return redirect(back)
+        return _gate_refused(request, book, exc, capability_id, version)
+    except ValueError as exc:  # a version without an approval-gated effect
+        refusal = Refusal("gate_refused", str(exc))
+        return _gate_refused(request, book, refusal, capability_id, version)
     state = "open: new dispatch allowed" if gate.open else "closed: new dispatch stopped"
     messages.success(
         request, f"Effect gate of {capability_id}@{version} for tenant {tenant} is {state}."
     )
     return redirect(back)
+
+
+def _gate_refused(
+    request: AuthedHtmxRequest, book: Runbook, exc: Refusal, capability_id: str, version: str
+) -> HttpResponse:
+    """The runbook again after a refused gate change, nothing changed: the refused row's
+    form as typed, a refusal about its reason beside that field (marked aria-invalid), any
+    other refusal at the top of the page."""
+    status = 400 if exc.code in BAD_REQUEST_CODES else 409
+    data = _runbook_data(request, book)
+    ref = f"{capability_id}@{version}"
+    # Beside the row's reason only when the page shows that row (a posted version it does
+    # not list has its refusal at the top).
+    shown = {row.ref for row in data.get("effect_gates") or ()}
+    about_reason = exc.code in REFUSAL_FIELDS["gate"] and ref in shown
+    return _runbook_page(
+        request,
+        book,
+        data,
+        status=status,
+        refusal=exc,
+        refusal_at=ref if about_reason else "",
+        gate_form={"ref": ref, "reason": request.POST.get("reason", "")},
+    )

@@ -115,6 +115,15 @@ def test_an_approver_lists_reads_and_decides_with_the_seen_hash(waiting, approve
         },
     )
     assert big.status_code == 400 and big.json()["code"] == "input_too_large"
+    assert "at most 64 characters and the slot_id sent has 300000" in big.json()["message"]
+    long_reason = call(
+        "POST",
+        f"/checkpoints/{cp.pk}/decision",
+        auth,
+        {"verdict": "approve", "seen_hash": cp.proposal_hash, "reason": "r" * 1001},
+    )
+    assert long_reason.status_code == 400 and long_reason.json()["code"] == "input_too_large"
+    assert "at most 1000 characters and this one has 1001" in long_reason.json()["message"]
     ok = call(
         "POST",
         f"/checkpoints/{cp.pk}/decision",

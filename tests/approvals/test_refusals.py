@@ -53,7 +53,8 @@ def test_a_300_kb_requested_change_is_a_clear_400_and_a_recorded_refusal(
     )
     assert response.status_code == 400
     body = response.content.decode()
-    assert "each requested change at most 64" in body and "input_too_large" in body
+    assert "input_too_large" in body
+    assert "at most 64 characters and the slot_id sent has 300000" in body
     assert DecisionRefusal.objects.get().code == "input_too_large"
     assert not Decision.objects.exists()
     waiting.refresh_from_db()
@@ -61,6 +62,26 @@ def test_a_300_kb_requested_change_is_a_clear_400_and_a_recorded_refusal(
     # The refusal is on the run's timeline as a control event, with nothing else.
     added = list(Event.objects.filter(run=waiting, sequence__gt=before).order_by("sequence"))
     assert [(e.type, e.reason_code) for e in added] == [("decision.refused", "input_too_large")]
+
+
+def test_a_reason_too_large_is_told_the_limit_and_the_size_it_had(
+    waiting: Run, approver: Any
+) -> None:
+    checkpoint = _checkpoint(waiting)
+    response = _decide(_client(approver), checkpoint, reason="r" * 1234)
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "input_too_large" in body
+    assert "A reason may be at most 1000 characters and this one has 1234" in body
+    change = _decide(
+        _client(approver), checkpoint, verdict="decline", change_slot_id="S" * 70
+    ).content.decode()
+    assert "at most 64 characters and the slot_id sent has 70" in change
+    assert list(DecisionRefusal.objects.values_list("code", flat=True)) == [
+        "input_too_large",
+        "input_too_large",
+    ]
+    assert not Decision.objects.exists()
 
 
 def test_an_oversized_reason_is_refused_not_truncated(waiting: Run, approver: Any) -> None:

@@ -501,3 +501,39 @@ def test_a_retirement_is_confirmed_only_by_an_admin_who_saw_that_request(
     assert reviewer.post(url, {**ask, "confirms": fresh}).status_code == 302
     target.refresh_from_db()
     assert target.lifecycle == "RETIRED"
+
+
+def test_the_requester_of_a_retirement_is_told_who_confirms_it_not_offered_a_button(
+    catalog_admin, catalog_reviewer
+):
+    """Two-person rule: the admin who requested a retirement cannot confirm it, so their
+    retire page says another catalog admin must and shows no confirm button (the server
+    still refuses a confirmation posted anyway); any other catalog admin sees the button."""
+    target = row("read_equipment@1.0.0")
+    url = reverse("catalog-retire", args=[target.pk])
+    request = {"reason": "the 1.0.1 adapter replaces it", "acknowledge": "1"}
+    assert client_for(catalog_admin).post(url, request).status_code == 302
+    own = client_for(catalog_admin).get(url).content.decode()
+    assert "Confirm retirement" not in own and 'class="retire-form"' not in own
+    note = own[own.index('id="retire-own-request"') :]
+    note = note[: note.index("</p>")]
+    assert "You requested this retirement" in note
+    assert "another catalog admin must confirm it" in note
+    assert "Withdraw retirement request" in own
+    other = client_for(catalog_reviewer).get(url).content.decode()
+    assert "Confirm retirement" in other and 'id="retire-own-request"' not in other
+    refused = client_for(catalog_admin).post(url, {"reason": "mine", "acknowledge": "1"})
+    assert refused.status_code == 409 and "two_person_rule" in refused.content.decode()
+    target.refresh_from_db()
+    assert target.lifecycle == "ADMITTED" and target.retire_requested_by == catalog_admin
+
+
+def test_the_contract_pages_gate_forms_are_sent_once(catalog_admin, operator):
+    """Like every other action form, a gate form disables its button after the first
+    submit (static/fieldops.js, form[data-submit-once])."""
+    target = row("reserve_part@1.0.0")
+    url = reverse("catalog-contract", args=[target.capability_id, target.version])
+    for user, form_class in ((catalog_admin, "gate-form"), (operator, "tenant-gate-form")):
+        page = client_for(user).get(url).content.decode()
+        opening = page[page.index(f'class="inline-form {form_class}"') :]
+        assert opening[: opening.index(">")].endswith("data-submit-once")

@@ -31,6 +31,7 @@ GOVERNED = ("access", "approvals", "capabilities", "catalog", "kernel", "operati
 # Pure modules: standard library (and each other) only.
 PURE = (
     "kernel.canonical",
+    "kernel.text",
     "runs.domain",
     "catalog.domain",
     "approvals.domain",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from html import escape
 
 import pytest
@@ -222,3 +223,16 @@ def test_a_filter_value_the_runs_list_does_not_know_widens_no_bulk_cancel(operat
     assert escape(f"nknown {key} {value!r}") in response.content.decode()
     assert not Operation.objects.exists()
     assert all(Run.objects.get(pk=r.pk).state == r.state for r in runs)
+
+
+def test_the_result_table_numbers_its_items_from_one(operator):
+    waiting_runs(3)
+    client = client_for(operator)
+    _start(client, 3)
+    operation = Operation.objects.get()
+    services.operation_drain(operation_id=operation.pk)
+    html = client.get(reverse("operations-detail", args=[operation.pk])).content.decode()
+    table = html[html.index('<table id="op-results">') :]
+    table = table[: table.index("</table>")]
+    numbers = re.findall(r"<tr><td>(\d+)</td>", table)
+    assert numbers == ["1", "2", "3"]

@@ -137,3 +137,17 @@ def test_an_expired_checkpoint_is_never_reported_as_decided(expired, status):
 @given(quorum=st.integers(min_value=1, max_value=9), approvals=st.integers(0, 12))
 def test_the_quorum_is_met_by_n_approvals(quorum, approvals):
     assert quorum_met(quorum=quorum, approvals=approvals) is (approvals >= quorum)
+
+
+def test_an_input_too_large_says_its_bound_and_the_size_it_had() -> None:
+    from approvals.domain import MAX_HASH_CHARS, answer_too_large_message, too_large_message
+
+    assert "at most 1000 characters and this one has 1001" in too_large_message(reason="r" * 1001)
+    hashed = too_large_message(seen_hash="h" * (MAX_HASH_CHARS + 1))
+    assert f"at most {MAX_HASH_CHARS} characters and this one has {MAX_HASH_CHARS + 1}" in hashed
+    many = too_large_message(change={f"f{i}": "x" for i in range(5)})
+    assert "at most 4 fields and this one names 5" in many
+    sent = "k" * 500
+    unknown = too_large_message(change={sent: "v" * 65})
+    assert "and one sent has 65" in unknown and sent not in unknown
+    assert "this one has 1001; nothing was recorded" in answer_too_large_message("a" * 1001)

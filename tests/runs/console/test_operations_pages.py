@@ -190,6 +190,60 @@ def test_closing_the_effect_gate_is_audited_and_stops_new_effects(
     assert tenant_gate_open(version, "north")
 
 
+def _gate_form(body: str, version: CapabilityVersion) -> str:
+    """The runbook's gate form of ``version`` (its row's whole form)."""
+    at = body.index(f'name="version" value="{version.version}"')
+    return body[body.rindex("<form", 0, at) : body.index("</form>", at)]
+
+
+def test_the_runbook_gate_forms_are_sent_once_and_name_their_version(
+    as_operator: Client, world: None
+) -> None:
+    versions = CapabilityVersion.objects.filter(capability_id="reserve_part")
+    assert versions.count() > 1  # the rows a screen reader must tell apart
+    body = as_operator.get(reverse("runbooks-detail", args=["ledger-outage"])).content.decode()
+    for version in versions:
+        form = _gate_form(body, version)
+        assert "data-submit-once" in form.split(">", 1)[0]
+        label = f"Close gate for reserve_part v{version.version}"
+        assert f'aria-label="{label}">Close gate</button>' in form
+    names = [f"reserve_part v{v.version}" for v in versions]
+    for name in names:
+        assert f'aria-label="Close gate and cancel its waiting runs… for {name}"' in body
+
+
+def test_a_refused_gate_change_comes_back_as_typed_beside_its_reason(
+    as_operator: Client, world: None
+) -> None:
+    version = CapabilityVersion.objects.get(capability_id="reserve_part", lifecycle="ADMITTED")
+    url = reverse("runbooks-gate", args=["ledger-outage"])
+    typed = "r" * 1001
+    form = {"capability_id": "reserve_part", "version": version.version, "open": "0"}
+    response = as_operator.post(url, {**form, "reason": typed})
+    assert response.status_code == 400
+    body = response.content.decode()
+    row = _gate_form(body, version)
+    field = row[row.index('<input type="text"') :]
+    field = field[: field.index(">")]
+    assert f'value="{typed}"' in field and 'aria-invalid="true"' in field
+    assert "Refused (reason_too_long)" in row and "this one has 1001" in row
+    assert "Nothing was changed." in row
+    # A reason of white space only is refused beside the field as well.
+    blank = as_operator.post(url, {**form, "reason": "   "})
+    assert blank.status_code == 400
+    row = _gate_form(blank.content.decode(), version)
+    assert 'aria-invalid="true"' in row and "Refused (reason_required)" in row
+    # A posted version the page does not list: the refusal is at the top, not lost.
+    elsewhere = as_operator.post(
+        url, {**form, "capability_id": "no_such_capability", "reason": typed}
+    )
+    assert elsewhere.status_code == 400
+    top = elsewhere.content.decode()
+    assert 'class="refusal" role="alert"' in top and "Refused (reason_too_long)" in top
+    assert tenant_gate_open(version, "north")
+    assert not LifecycleDecision.objects.filter(action="close_tenant_gate").exists()
+
+
 def test_the_gate_action_needs_the_operator_role(as_approver: Client, world: None) -> None:
     version = CapabilityVersion.objects.get(capability_id="reserve_part", lifecycle="ADMITTED")
     response = as_approver.post(
