@@ -520,8 +520,12 @@ def test_the_requester_of_a_retirement_is_told_who_confirms_it_not_offered_a_but
     assert "You requested this retirement" in note
     assert "another catalog admin must confirm it" in note
     assert "Withdraw retirement request" in own
+    pending = own[own.index('id="retire-pending"') :]
+    assert "confirms below" not in pending[: pending.index("</p>")]
     other = client_for(catalog_reviewer).get(url).content.decode()
     assert "Confirm retirement" in other and 'id="retire-own-request"' not in other
+    pending = other[other.index('id="retire-pending"') :]
+    assert "another catalog admin confirms below" in pending[: pending.index("</p>")]
     refused = client_for(catalog_admin).post(url, {"reason": "mine", "acknowledge": "1"})
     assert refused.status_code == 409 and "two_person_rule" in refused.content.decode()
     target.refresh_from_db()
