@@ -37,6 +37,7 @@ BAD_REQUEST_CODES = frozenset(
         "reason_bidi_control",
         "admission_incomplete",
         "answer_too_long",
+        "answer_bidi_control",
         "unknown_action",
         "acknowledgement_required",
         "gate_refused",

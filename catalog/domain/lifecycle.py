@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from capabilities.contracts import EffectClass
+from kernel.text import bidi_control_refusal
 
 
 class State(StrEnum):
@@ -171,6 +172,10 @@ def admission_record(
             f"characters each (these are {len(alternatives)}, the longest {longest})",
             field="alternatives",
         )
+    for alternative in alternatives:
+        refused = bidi_control_refusal(alternative, what="an alternative")
+        if refused:
+            raise Refusal("answer_bidi_control", refused, field="alternatives")
     if decision not in DECISIONS:
         raise Refusal(
             "admission_incomplete",
@@ -191,6 +196,9 @@ def admission_record(
             f"{len(expiry)}",
             field="expiry",
         )
+    refused = bidi_control_refusal(expiry, what="the expiry rule")
+    if refused:
+        raise Refusal("answer_bidi_control", refused, field="expiry")
     return AdmissionRecord(
         task_transition=task_transition,
         intent=str(contract.get("intent", "")),

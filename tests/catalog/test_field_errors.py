@@ -163,6 +163,8 @@ def test_a_taken_name_is_shown_by_the_name(catalog_admin, settings):
         ({"decision": "ADMIT_FOREVER"}, "decision"),
         ({"expiry": "soon"}, "expiry"),
         ({"reason": "   "}, "admit-reason"),
+        ({"alternatives": "keep 1.0.0\nhuman \u202elookup"}, "alternatives"),
+        ({"expiry": "expires on \u2066contract change"}, "expiry"),
     ],
 )
 def test_an_incomplete_admission_marks_the_answer_at_fault(catalog_admin, change, field_id):

@@ -148,6 +148,32 @@ def test_an_operation_and_a_view_name_with_an_override_are_refused(operator: Any
     assert not SavedView.objects.exists()
 
 
+# -- catalog: admission answers ---------------------------------------------------------
+def test_an_admission_answer_with_an_override_is_refused_naming_its_field() -> None:
+    """The alternatives considered and the expiry rule are free text the next reviewer
+    reads on the admission record: the same rule as a reason, each named by its field."""
+    from catalog.domain import lifecycle
+
+    answers = {
+        "contract": {},
+        "local_ref": "search_manual@1.1.0",
+        "reviewer": "user:a",
+        "task_transition": "NEED_INVENTORY -> HAVE_INVENTORY_EVIDENCE",
+        "alternatives": ["keep 1.0.0"],
+        "decision": "ADMIT_BOUNDED",
+        "expiry": "when the manual's index changes",
+    }
+    for bad, field, what in (
+        ({"alternatives": ["keep 1.0.0", SPOOFED]}, "alternatives", "an alternative"),
+        ({"expiry": SPOOFED}, "expiry", "the expiry rule"),
+    ):
+        with pytest.raises(Refusal) as refused:
+            lifecycle.admission_record(**{**answers, **bad})
+        assert (refused.value.code, refused.value.field) == ("answer_bidi_control", field)
+        assert refused.value.message == TOLD.replace("a reason", what)
+    assert lifecycle.admission_record(**answers).expiry == answers["expiry"]
+
+
 # -- catalog: lifecycle decisions and gates ----------------------------------------------
 def test_a_catalog_decision_or_gate_change_with_an_override_changes_nothing(
     catalog_admin: Any, operator: Any
