@@ -104,6 +104,14 @@ def pinned_components(components: Mapping[str, str] | None = None) -> dict[str, 
     }
 
 
+def _quoted(value: object, shown: int = 40) -> str:
+    """``value`` quoted for a refusal; a long one by its start and length (the client
+    sent it, it needs no echo of all of it)."""
+    if not isinstance(value, str) or len(value) <= shown:
+        return repr(value)
+    return f"{value[:shown]!r}... ({len(value)} characters)"
+
+
 def run_create(
     *,
     scenario: str,
@@ -140,9 +148,9 @@ def run_create(
     reference = ports.world().reference
     namespace = namespace or reference.live_namespace
     if tenant not in reference.tenants:
-        raise RunInputError("tenant", f"unknown tenant {tenant!r}")
+        raise RunInputError("tenant", f"unknown tenant {_quoted(tenant)}")
     if equipment_id not in reference.equipment:
-        raise RunInputError("equipment_id", f"unknown equipment {equipment_id!r}")
+        raise RunInputError("equipment_id", f"unknown equipment {_quoted(equipment_id)}")
     principal_problem = _principal_problem(principal_ref)
     if principal_problem:
         raise RunInputError("principal_ref", principal_problem)

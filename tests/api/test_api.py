@@ -182,6 +182,18 @@ def test_an_operator_starts_reads_and_cancels_a_run(world, operator, approver):
     assert call("POST", "/runs", auth, {"quantity": "many"}).status_code == 400
 
 
+def test_an_unknown_equipment_id_is_named_not_echoed_whole(world, operator):
+    """A 10,000-character id came back whole in the message: the answer names its start
+    and its length instead."""
+    long_id = "EQ-" + "9" * 9_997
+    bad = call("POST", "/runs", bearer(operator), {"equipment_id": long_id})
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_equipment_id"
+    message = bad.json()["message"]
+    assert len(message) < 200 and "10000 characters" in message
+    assert message.startswith("unknown equipment 'EQ-999")
+    assert not Run.objects.exists()
+
+
 def test_a_run_cannot_name_another_tenants_location(world, operator):
     """LOC-S1 exists, but it is tenant south's: a north run may not target it (and the
     answer does not say it exists)."""
