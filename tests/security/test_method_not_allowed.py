@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from tests.security.world import World
@@ -103,6 +104,10 @@ def test_the_json_api_answers_a_wrong_method_in_its_error_shape(sworld: World) -
     assert schema.status_code == 405
     assert schema["Allow"] == "GET"
     assert schema.json()["code"] == "method_not_allowed"
+    # An API client has no CSRF token: it got the console's HTML CSRF page instead.
+    tokenless = Client(enforce_csrf_checks=True).post(reverse("api-v1-schema"))
+    assert tokenless.status_code == 405 and tokenless["Allow"] == "GET"
+    assert tokenless.json()["code"] == "method_not_allowed"
 
 
 def test_the_callback_endpoint_answers_a_wrong_method_in_its_error_shape(sworld: World) -> None:
