@@ -69,7 +69,12 @@ def versions_md() -> str:
         + lifecycle_sheet()
         + "\n## Lifecycle steps\n\n"
         + steps_sheet()
-        + "\n## Retirement\n\n"
+        + "\nEach decision form of a version page (admit, reject, defer, deprecate) carries "
+        "the lifecycle state that page showed: a decision on a version that moved on since "
+        "(or a post naming no state) is refused `lifecycle_changed` with the state it is in "
+        "now, who made it and when, and nothing changes, so two admins who press *Reject* "
+        "and *Defer* at the same moment do not both apply.\n"
+        "\n## Retirement\n\n"
         "The retire page shows, from live data, the runs pinned to the version, their "
         "unknown effects and which admitted version replaces it for new runs (the one "
         "new runs pin once it is retired). A retirement needs an explicit "

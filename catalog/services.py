@@ -623,6 +623,29 @@ def _locked(version_id: int) -> CapabilityVersion:
     return row
 
 
+def _bind_state(row: CapabilityVersion, shown: str | None) -> None:
+    """Refuse (``lifecycle_changed``) a decision taken on a page that showed another
+    lifecycle state than ``row`` (locked) has now. ``shown`` is the state the console form
+    carried ("" when the post carried none: an older page or a script); ``None`` is a
+    service caller that binds no page (commands, the fault lab). The lifecycle never
+    returns to a state it left, so the state alone names what the page described."""
+    if shown is None or shown == row.lifecycle:
+        return
+    last = (
+        row.decisions.filter(to_state=row.lifecycle)
+        .exclude(from_state=row.lifecycle)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    by = f" (by {last.reviewer_ref} at {last.created_at:%Y-%m-%d %H:%M:%S} UTC)" if last else ""
+    seen = f"the page you decided on showed {shown}" if shown else "your post named no state"
+    raise Refusal(
+        "lifecycle_changed",
+        f"this version is {row.lifecycle} now{by}; {seen}. Reload the page to decide on "
+        "what it is now",
+    )
+
+
 def capability_admit(
     *,
     version_id: int,
@@ -633,17 +656,21 @@ def capability_admit(
     expiry: str,
     reason: str,
     local_ref: str = "",
+    shown_state: str | None = None,
 ) -> CapabilityVersion:
     """Admit a version with an admission record; raise Refusal with a clear reason.
 
     Refused: an illegal step; no local reviewed contract (a discovered definition has
     none: it must be mapped to one); a stored contract that disagrees with the reviewed
     source; hints that contradict the local effect classification; an admin admitting a
-    candidate they imported themselves (two people are required).
+    candidate they imported themselves (two people are required); a console form whose
+    page showed another state than the version has now (``shown_state``, see
+    ``_bind_state``: ``lifecycle_changed``).
     """
     reason = _reason(reason)
     with transaction.atomic():
         row = _locked(version_id)
+        _bind_state(row, shown_state)
         target = lifecycle.next_state(row.lifecycle, lifecycle.Action.ADMIT)
         if row.imported_by_id is not None and row.imported_by_id == getattr(user, "pk", None):
             raise Refusal(
@@ -786,6 +813,7 @@ def capability_decide(
     reason: str,
     acknowledge: bool = False,
     confirms: str | None = None,
+    shown_state: str | None = None,
 ) -> CapabilityVersion:
     """Reject, defer, deprecate or retire a version; raise Refusal with a clear reason.
 
@@ -799,12 +827,17 @@ def capability_decide(
     page showed ("" for none, ``retirement_request_stamp``): a call that would confirm
     another request, or one withdrawn since, is refused (``retirement_request_changed``),
     so two admins who press "Request retirement" together do not retire the version.
+    A form of the candidate or contract page sends ``shown_state``, the lifecycle state
+    its page showed: a decision on a version that moved on since is refused
+    (``lifecycle_changed``, ``_bind_state``), so two admins who press "Reject" and "Defer"
+    together do not both apply.
     """
     reason = _reason(reason)
     if action == lifecycle.Action.ADMIT:
         raise Refusal("admission_record_required", "admission needs an admission record")
     with transaction.atomic():
         row = _locked(version_id)
+        _bind_state(row, shown_state)
         target = lifecycle.next_state(row.lifecycle, action)
         if (
             row.source == Source.REVIEWED

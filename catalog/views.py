@@ -408,6 +408,9 @@ def _refused(
         fields, shown = REFUSAL_FIELDS["gate"], {"reason"}
     refusal = _refusal_context(exc, form=name, fields=fields, shown=shown)
     context.update({**refusal, "form": form})
+    if not shown and form.get("reason", "").strip():
+        # The form is gone (the version moved on): the typed reason stays with the refusal.
+        context["kept_reason"] = form["reason"]
     return render(request, template, context, status=status)
 
 
@@ -424,6 +427,9 @@ def catalog_admit(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
         "reason": request.POST.get("reason", ""),
         "local_ref": request.POST.get("local_ref", ""),
     }
+    # The lifecycle state the page showed: a post without it (an older page, a script)
+    # binds nothing and is refused like a stale one.
+    shown_state = request.POST.get("lifecycle", "")
     try:
         row = services.capability_admit(
             version_id=row.pk,
@@ -434,6 +440,7 @@ def catalog_admit(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
             expiry=form["expiry"],
             reason=form["reason"],
             local_ref=form["local_ref"],
+            shown_state=shown_state,
         )
     except Refusal as exc:
         return _refused(request, row, exc, form, name="admit")
@@ -458,6 +465,7 @@ def catalog_decide(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
             # No form of the contract page confirms a retirement: only the retire page
             # shows the request a confirmation binds.
             confirms=request.POST.get("confirms", ""),
+            shown_state=request.POST.get("lifecycle", ""),
         )
     except Refusal as exc:
         # Each lifecycle form is named by its action; admission has a form of its own.

@@ -20,6 +20,7 @@ from fieldops.http import AuthedHtmxRequest
 from runs.console import runbook_selectors
 from runs.console.http import request_tenant
 from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS, Runbook
+from runs.services import RunInputError
 
 
 # -- runbooks --------------------------------------------------------------------------
@@ -92,6 +93,26 @@ def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
         request, f"Effect gate of {capability_id}@{version} for tenant {tenant} is {state}."
     )
     return redirect(back)
+
+
+def cancel_refused(request: AuthedHtmxRequest, exc: RunInputError) -> HttpResponse | None:
+    """The runbook the operator was following again, after its "owning runs" cancel form
+    (posted to runs-bulk-cancel with the hidden ``runbook``) was refused, nothing
+    cancelled: the refusal beside the field at fault, the selection and reason as typed.
+    None when the post came from no runbook that shows that form (the runs list answers)."""
+    book = BY_SLUG.get(request.POST.get("runbook", ""))
+    if book is None or "owning_runs" not in book.blocks:
+        return None
+    return _runbook_page(
+        request,
+        book,
+        _runbook_data(request, book),
+        status=400,
+        bulk_error=str(exc),
+        bulk_error_field=exc.field,
+        bulk_selected=set(request.POST.getlist("run")),
+        bulk_reason=request.POST.get("reason", ""),
+    )
 
 
 def _gate_refused(

@@ -24,7 +24,7 @@ from capabilities import ports
 from fieldops.http import AuthedHtmxRequest
 from fieldops.middleware import bad_request_page
 from runs import services
-from runs.console import operations
+from runs.console import operations, runbooks_views
 from runs.console import runs_selectors as run_selectors
 from runs.console.http import conflict, request_tenant
 from runs.domain import render as diagram
@@ -139,7 +139,11 @@ def runs_bulk_cancel(request: AuthedHtmxRequest) -> HttpResponse:
             reason=request.POST.get("reason", ""),
         )
     except services.RunInputError as exc:
-        # The form comes back as typed (selection and reason), the field at fault marked.
+        # The form comes back as typed (selection and reason), the field at fault marked:
+        # on the runbook it was sent from, or else on the runs list.
+        on_runbook = runbooks_views.cancel_refused(request, exc)
+        if on_runbook is not None:
+            return on_runbook
         context = _list_context(
             request,
             tenant,

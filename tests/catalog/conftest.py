@@ -40,6 +40,12 @@ def client_for(user: Any) -> Client:
     return c
 
 
+def as_shown(target: CapabilityVersion, form: dict[str, Any]) -> dict[str, Any]:
+    """``form`` as a version page loaded now posts it: with the lifecycle state the page
+    shows (its decision forms' hidden ``lifecycle``; a post without it is refused)."""
+    return {**form, "lifecycle": CapabilityVersion.objects.get(pk=target.pk).lifecycle}
+
+
 def version_row(ref: str) -> CapabilityVersion:
     """The catalog row of ``ref`` ("capability@version")."""
     capability_id, _, version = ref.rpartition("@")

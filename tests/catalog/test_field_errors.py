@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from catalog import servers, services
 from catalog.models import LifecycleDecision, ToolServer
-from tests.catalog.conftest import ADMISSION, client_for, tool, tool_list
+from tests.catalog.conftest import ADMISSION, as_shown, client_for, tool, tool_list
 from tests.catalog.conftest import version_row as version
 
 VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta"})
@@ -170,7 +170,7 @@ def test_a_taken_name_is_shown_by_the_name(catalog_admin, settings):
 def test_an_incomplete_admission_marks_the_answer_at_fault(catalog_admin, change, field_id):
     target = version("search_manual@1.1.0")
     before = LifecycleDecision.objects.count()
-    typed = {**ADMISSION, **change}
+    typed = as_shown(target, {**ADMISSION, **change})
     response = client_for(catalog_admin).post(reverse("catalog-admit", args=[target.pk]), typed)
     assert response.status_code == 400
     page = Page(response.content.decode())
@@ -194,7 +194,8 @@ def test_the_importer_is_refused_at_the_top_and_a_missing_contract_by_the_choice
     before = LifecycleDecision.objects.count()
     # About the reviewer (two-person rule), not about an answer: at the top.
     response = client_for(catalog_admin).post(
-        reverse("catalog-admit", args=[candidate.pk]), {**ADMISSION, "local_ref": ""}
+        reverse("catalog-admit", args=[candidate.pk]),
+        as_shown(candidate, {**ADMISSION, "local_ref": ""}),
     )
     assert response.status_code == 409
     html = response.content.decode()
@@ -203,7 +204,8 @@ def test_the_importer_is_refused_at_the_top_and_a_missing_contract_by_the_choice
 
     # About the local contract chosen (none): beside that choice.
     response = client_for(catalog_reviewer).post(
-        reverse("catalog-admit", args=[candidate.pk]), {**ADMISSION, "local_ref": ""}
+        reverse("catalog-admit", args=[candidate.pk]),
+        as_shown(candidate, {**ADMISSION, "local_ref": ""}),
     )
     assert response.status_code == 409
     page = Page(response.content.decode())
@@ -247,7 +249,7 @@ def test_only_a_refusal_about_the_reason_is_shown_beside_it(catalog_admin):
     url = reverse("catalog-decide", args=[target.pk])
     c = client_for(catalog_admin)
     # About the version's state: at the top.
-    response = c.post(url, {"action": "deprecate", "reason": "old"})
+    response = c.post(url, as_shown(target, {"action": "deprecate", "reason": "old"}))
     assert response.status_code == 409
     assert_at_the_top(response.content.decode(), "illegal_lifecycle_step")
     # About the reason: beside it.
@@ -286,7 +288,8 @@ def test_a_risky_retirement_without_the_acknowledgement_marks_the_box(catalog_ad
     # The contract page has no retirement form (it links to the retire page): there the
     # same refusal cannot sit beside a field the page does not show.
     response = client_for(catalog_admin).post(
-        reverse("catalog-decide", args=[target.pk]), {"action": "retire", "reason": "replaced"}
+        reverse("catalog-decide", args=[target.pk]),
+        as_shown(target, {"action": "retire", "reason": "replaced"}),
     )
     assert response.status_code == 400
     assert_at_the_top(response.content.decode(), "acknowledgement_required")

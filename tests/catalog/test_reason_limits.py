@@ -13,7 +13,7 @@ from catalog import services
 from catalog.domain import lifecycle
 from catalog.domain.lifecycle import Refusal
 from catalog.models import DriftKind, LifecycleDecision, TenantEffectGate, ToolDrift, ToolServer
-from tests.catalog.conftest import ADMISSION, client_for
+from tests.catalog.conftest import ADMISSION, as_shown, client_for
 from tests.catalog.conftest import version_row as version
 from tests.catalog.test_field_errors import Page, assert_beside
 
@@ -156,7 +156,7 @@ def test_an_admission_answer_over_its_limit_comes_back_as_typed(
 ):
     target = version("search_manual@1.1.0")
     before = LifecycleDecision.objects.count()
-    typed = {**ADMISSION, **change}
+    typed = as_shown(target, {**ADMISSION, **change})
     response = client_for(catalog_admin).post(reverse("catalog-admit", args=[target.pk]), typed)
     assert response.status_code == 400
     page = Page(response.content.decode())

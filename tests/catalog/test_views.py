@@ -15,7 +15,7 @@ from django.urls import reverse
 from catalog import services
 from catalog.domain import discovery
 from catalog.models import CapabilityVersion, LifecycleDecision, ToolListImport, ToolSighting
-from tests.catalog.conftest import ADMISSION, client_for, tool, tool_list
+from tests.catalog.conftest import ADMISSION, as_shown, client_for, tool, tool_list
 from tests.catalog.conftest import version_row as row
 from tests.conftest import make_user
 
@@ -271,7 +271,8 @@ def test_import_from_an_uploaded_file(catalog_admin):
 
 def test_admission_through_the_console(catalog_admin):
     target = row("search_manual@1.1.0")
-    response = client_for(catalog_admin).post(reverse("catalog-admit", args=[target.pk]), ADMISSION)
+    admission = as_shown(target, ADMISSION)
+    response = client_for(catalog_admin).post(reverse("catalog-admit", args=[target.pk]), admission)
     assert response.status_code == 302
     target.refresh_from_db()
     assert target.lifecycle == "ADMITTED"
@@ -288,12 +289,14 @@ def test_a_refused_admission_answers_409_and_changes_nothing(catalog_admin, cata
     ).created
     before = audit_rows()
     own = client_for(catalog_admin).post(
-        reverse("catalog-admit", args=[candidate.pk]), {**ADMISSION, "local_ref": ""}
+        reverse("catalog-admit", args=[candidate.pk]),
+        as_shown(candidate, {**ADMISSION, "local_ref": ""}),
     )
     assert own.status_code == 409
     assert "two_person_rule" in own.content.decode()
     other = client_for(catalog_reviewer).post(
-        reverse("catalog-admit", args=[candidate.pk]), {**ADMISSION, "local_ref": ""}
+        reverse("catalog-admit", args=[candidate.pk]),
+        as_shown(candidate, {**ADMISSION, "local_ref": ""}),
     )
     assert other.status_code == 409
     assert "no_local_contract" in other.content.decode()
@@ -306,7 +309,7 @@ def test_an_incomplete_admission_answers_400_and_keeps_the_answers(catalog_admin
     target = row("search_manual@1.1.0")
     response = client_for(catalog_admin).post(
         reverse("catalog-admit", args=[target.pk]),
-        {**ADMISSION, "alternatives": "", "task_transition": "NEED_X -> HAVE_Y"},
+        as_shown(target, {**ADMISSION, "alternatives": "", "task_transition": "NEED_X -> HAVE_Y"}),
     )
     assert response.status_code == 400
     page = response.content.decode()
@@ -319,8 +322,10 @@ def test_retire_and_an_illegal_step_through_the_console(catalog_admin, catalog_r
     target = row("read_equipment@1.0.0")
     url = reverse("catalog-decide", args=[target.pk])
     # No admitted successor: an acknowledgement and a second catalog admin (issue 16).
-    assert c.post(url, {"action": "retire", "reason": "replaced"}).status_code == 400
-    ack = {"action": "retire", "reason": "replaced", "acknowledge": "1"}
+    assert (
+        c.post(url, as_shown(target, {"action": "retire", "reason": "replaced"})).status_code == 400
+    )
+    ack = as_shown(target, {"action": "retire", "reason": "replaced", "acknowledge": "1"})
     assert c.post(url, ack).status_code == 302
     target.refresh_from_db()
     assert target.lifecycle == "ADMITTED" and target.retire_requested_by == catalog_admin
@@ -337,7 +342,7 @@ def test_retire_and_an_illegal_step_through_the_console(catalog_admin, catalog_r
     page = c.get(reverse("catalog-contract", args=["read_equipment", "1.0.0"])).content.decode()
     assert "Runs under this version" in page and "unknown effect(s)" in page
     assert "RETIRED is final" in page
-    again = c.post(url, {"action": "retire", "reason": "twice"})
+    again = c.post(url, as_shown(target, {"action": "retire", "reason": "twice"}))
     assert again.status_code == 409
     assert "lifecycle_final" in again.content.decode()
     missing = c.post(reverse("catalog-decide", args=[999_999]), {"action": "retire", "reason": "x"})
@@ -349,7 +354,10 @@ def test_the_rejection_log_shows_reasons(catalog_admin):
     target = row("reserve_part@2.0.0")
     c.post(
         reverse("catalog-decide", args=[target.pk]),
-        {"action": "reject", "reason": "automatic substitution cannot be approved exactly"},
+        as_shown(
+            target,
+            {"action": "reject", "reason": "automatic substitution cannot be approved exactly"},
+        ),
     )
     page = c.get(reverse("catalog-rejections")).content.decode()
     for name in ("run_sql", "execute_shell", "inventory_admin", "send_service_message"):
@@ -432,9 +440,8 @@ def test_the_version_pages_say_which_version_replaces_this_one_for_new_runs(cata
     """ "Admitted successor" did not say of what, or when it mattered: the pages now say
     which admitted version new runs pin once this one is retired (or that none would)."""
     c = client_for(catalog_admin)
-    admitted = c.post(
-        reverse("catalog-admit", args=[row("search_manual@1.1.0").pk]), ADMISSION
-    ).status_code
+    new = row("search_manual@1.1.0")
+    admitted = c.post(reverse("catalog-admit", args=[new.pk]), as_shown(new, ADMISSION)).status_code
     assert admitted == 302
     old = row("search_manual@1.0.0")
     for page in (
@@ -501,6 +508,87 @@ def test_a_retirement_is_confirmed_only_by_an_admin_who_saw_that_request(
     assert reviewer.post(url, {**ask, "confirms": fresh}).status_code == 302
     target.refresh_from_db()
     assert target.lifecycle == "RETIRED"
+
+
+def _state_shown(client: Client, url: str) -> str:
+    """The lifecycle state a version page's decision forms carry (their hidden field)."""
+    page = client.get(url).content.decode()
+    marker = 'name="lifecycle" value="'
+    start = page.index(marker) + len(marker)
+    return page[start : page.index('"', start)]
+
+
+def test_a_lifecycle_decision_binds_the_state_its_page_showed(catalog_admin, catalog_reviewer):
+    """Two admins on one DISCOVERED candidate's page pressing "Defer" and "Reject" both
+    applied (DISCOVERED -> DEFERRED -> REJECTED): the second decision was taken on a page
+    that no longer described the version. It is now a 409 naming the state, who made it
+    and when; nothing is written and the typed reason comes back in the form."""
+    (candidate,) = services.candidate_import(
+        text=tool_list(tool("lookup_stock")), server="mcp://x", user=catalog_admin
+    ).created
+    page = reverse("catalog-candidate", args=[candidate.pk])
+    decide = reverse("catalog-decide", args=[candidate.pk])
+    admin, reviewer = client_for(catalog_admin), client_for(catalog_reviewer)
+    seen_by_admin, seen_by_reviewer = _state_shown(admin, page), _state_shown(reviewer, page)
+    assert seen_by_admin == seen_by_reviewer == "DISCOVERED"
+    defer = {"action": "defer", "reason": "ask the vendor", "lifecycle": seen_by_admin}
+    assert admin.post(decide, defer).status_code == 302
+    before = audit_rows()
+    typed = "not a tool we need"
+    late = reviewer.post(
+        decide, {"action": "reject", "reason": typed, "lifecycle": seen_by_reviewer}
+    )
+    assert late.status_code == 409
+    text = late.content.decode()
+    assert "lifecycle_changed" in text and "this version is DEFERRED now" in text
+    assert "by user:catalog-admin at" in text and "Reload the page" in text
+    reject_form = text[text.index('data-action="reject"') :]
+    assert f'value="{typed}"' in reject_form[: reject_form.index("</form>")]
+    # A post that names no state (an older page, a script) is refused the same way.
+    blind = reviewer.post(decide, {"action": "reject", "reason": typed})
+    assert blind.status_code == 409 and "lifecycle_changed" in blind.content.decode()
+    candidate.refresh_from_db()
+    assert candidate.lifecycle == "DEFERRED"
+    assert audit_rows() == before
+    # Having read the page again, the reviewer decides on what it is now.
+    again = {"action": "reject", "reason": typed, "lifecycle": _state_shown(reviewer, page)}
+    assert reviewer.post(decide, again).status_code == 302
+    candidate.refresh_from_db()
+    assert candidate.lifecycle == "REJECTED"
+
+
+def test_an_admission_or_deprecation_binds_the_state_its_page_showed(
+    catalog_admin, catalog_reviewer
+):
+    """Admit and deprecate on the contract page are bound like reject and defer: a form
+    whose page showed another state is refused; a form the page no longer shows keeps its
+    typed reason with the refusal at the top."""
+    target = row("search_manual@1.1.0")
+    page = reverse("catalog-contract", args=["search_manual", "1.1.0"])
+    admin, reviewer = client_for(catalog_admin), client_for(catalog_reviewer)
+    stale = _state_shown(reviewer, page)
+    admit = reverse("catalog-admit", args=[target.pk])
+    assert (
+        admin.post(admit, {**ADMISSION, "lifecycle": _state_shown(admin, page)}).status_code == 302
+    )
+    before = audit_rows()
+    late = reviewer.post(admit, {**ADMISSION, "reason": "me too", "lifecycle": stale})
+    assert late.status_code == 409 and "this version is ADMITTED now" in late.content.decode()
+    assert reviewer.post(admit, ADMISSION).status_code == 409  # no state named
+    assert audit_rows() == before
+    shown = _state_shown(reviewer, page)
+    assert shown == "ADMITTED"
+    deprecate = reverse("catalog-decide", args=[target.pk])
+    form = {"action": "deprecate", "reason": "superseded", "lifecycle": shown}
+    assert admin.post(deprecate, form).status_code == 302
+    late = reviewer.post(deprecate, {**form, "reason": "mine was first"})
+    assert late.status_code == 409
+    text = late.content.decode()
+    assert "this version is DEPRECATED now" in text
+    assert "Your reason, as typed: “mine was first”" in text  # no deprecate form any more
+    target.refresh_from_db()
+    assert target.lifecycle == "DEPRECATED"
+    assert target.decisions.filter(action="deprecate").count() == 1
 
 
 def test_the_requester_of_a_retirement_is_told_who_confirms_it_not_offered_a_button(

@@ -136,10 +136,12 @@ def test_an_admin_cannot_admit_what_they_imported_and_the_second_admin_is_record
     url = reverse("catalog-admit", args=[imported.pk])
     importer, reviewer = sworld.client("catalog_admin"), sworld.client("catalog_reviewer")
     before = snapshot()
-    own = importer.post(url, ADMISSION)
+    # The admit form carries the lifecycle state its page showed.
+    form = {**ADMISSION, "lifecycle": imported.lifecycle}
+    own = importer.post(url, form)
     assert own.status_code == 409 and "two_person_rule" in own.content.decode()
     assert changed(before, snapshot()) == []
-    second = reviewer.post(url, ADMISSION)
+    second = reviewer.post(url, form)
     assert second.status_code == 302
     imported.refresh_from_db()
     assert imported.lifecycle == Lifecycle.ADMITTED
@@ -169,8 +171,9 @@ def test_an_import_through_the_console_names_the_importer_who_then_cannot_admit_
     [record] = lifecycle_rows(row)
     assert (record.action, record.reviewer_ref) == ("import", "user:catalog-reviewer")
     url = reverse("catalog-admit", args=[row.pk])
-    assert reviewer.post(url, ADMISSION).status_code == 409
-    assert sworld.client("catalog_admin").post(url, ADMISSION).status_code == 302
+    form = {**ADMISSION, "lifecycle": row.lifecycle}
+    assert reviewer.post(url, form).status_code == 409
+    assert sworld.client("catalog_admin").post(url, form).status_code == 302
     assert lifecycle_rows(row)[-1].reviewer == sworld.users["catalog_admin"]
 
 
@@ -178,9 +181,11 @@ def test_retiring_and_deprecating_record_the_admin(sworld: World) -> None:
     version = sworld.version("read")
     url = reverse("catalog-decide", args=[version.pk])
     admin = sworld.client("catalog_admin")
-    assert admin.post(url, {"action": "deprecate", "reason": "superseded"}).status_code == 302
+    deprecate = {"action": "deprecate", "reason": "superseded", "lifecycle": Lifecycle.ADMITTED}
+    assert admin.post(url, deprecate).status_code == 302
     # A deprecated version without an admitted successor: two admins retire it (issue 16).
     retire = {"action": "retire", "reason": "no longer used", "acknowledge": "1"}
+    retire["lifecycle"] = Lifecycle.DEPRECATED
     assert sworld.client("catalog_admin").post(url, retire).status_code == 302
     # The second admin confirms the request the retire page shows (its hidden "confirms").
     retire_page = reverse("catalog-retire", args=[version.pk])
@@ -214,7 +219,7 @@ def test_an_admission_of_a_reviewed_candidate_records_the_admin(sworld: World) -
     version = sworld.version("reviewed_candidate")
     response = sworld.client("catalog_admin").post(
         reverse("catalog-admit", args=[version.pk]),
-        {**ADMISSION, "local_ref": ""},
+        {**ADMISSION, "local_ref": "", "lifecycle": version.lifecycle},
     )
     assert response.status_code == 302, response.content.decode()[:500]
     admission = lifecycle_rows(version)[-1]

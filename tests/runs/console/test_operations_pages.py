@@ -12,6 +12,7 @@ from django.utils.html import escape
 
 from catalog.models import CapabilityVersion, LifecycleDecision
 from catalog.services import tenant_gate_open
+from runs.console.filters import DISPOSITIONS
 from runs.domain.states import EventType, State
 from runs.domain.transitions import TRANSITION_LIST
 from runs.engine import runner
@@ -21,6 +22,7 @@ from sim import faultlab
 from sim.setup import demo_runs
 from sim.world.models import LedgerEntry
 from tests.helpers import approve, make_run, types
+from tests.operations.test_batch_cancel import sending
 from tests.runs.console.conftest import checkpoint_of, client_for
 
 pytestmark = pytest.mark.django_db
@@ -242,6 +244,49 @@ def test_a_refused_gate_change_comes_back_as_typed_beside_its_reason(
     assert 'class="refusal" role="alert"' in top and "Refused (reason_too_long)" in top
     assert tenant_gate_open(version, "north")
     assert not LifecycleDecision.objects.filter(action="close_tenant_gate").exists()
+
+
+def _owning_runs_form(body: str) -> str:
+    """The runbook's "owning runs" cancel form (the whole form)."""
+    at = body.index('name="runbook"')
+    return body[body.rindex("<form", 0, at) : body.index("</form>", at)]
+
+
+def test_a_refused_owning_runs_cancel_comes_back_on_the_runbook_as_typed(
+    as_operator: Client, approver: Any
+) -> None:
+    """The runbook's "owning runs" cancel form, refused (no reason, too long a reason, no
+    run), came back on the runs list: the operator lost the runbook they were following.
+    It now comes back on that runbook, the refusal beside the field at fault, the reason
+    and the selection as typed; nothing is cancelled."""
+    run = sending(approver=approver)  # active, holding an effect attempt
+    other = sending(approver=approver)
+    slug = "repeated-reservation-attempts"
+    page = as_operator.get(reverse("runbooks-detail", args=[slug])).content.decode()
+    form = _owning_runs_form(page)
+    assert f'value="{run.pk}"' in form and f'value="{slug}"' in form
+    url = reverse("runs-bulk-cancel")
+    for typed, told in (("   ", "needs a reason"), ("r" * 501, "at most 500")):
+        response = as_operator.post(url, {"run": [str(run.pk)], "reason": typed, "runbook": slug})
+        assert response.status_code == 400
+        assert response.templates[0].name == "runs/runbook_detail.html"
+        form = _owning_runs_form(response.content.decode())
+        field = form[form.index('name="reason"') :]
+        field = field[: field.index(">")]
+        assert f'value="{typed}"' in field and 'aria-invalid="true"' in field
+        assert "Refused:" in form and told in form and "Nothing was cancelled." in form
+        # The selection as sent: the run left unticked stays unticked.
+        ticked = form[form.index(f'value="{run.pk}"') :]
+        assert " checked>" in ticked[: ticked.index(">") + 1]
+        unticked = form[form.index(f'value="{other.pk}"') :]
+        assert " checked" not in unticked[: unticked.index(">") + 1]
+    nothing = as_operator.post(url, {"reason": "incident", "runbook": slug})
+    assert nothing.status_code == 400
+    form = _owning_runs_form(nothing.content.decode())
+    assert "select at least one run" in form and 'value="incident"' in form
+    run.refresh_from_db()
+    other.refresh_from_db()
+    assert run.state not in DISPOSITIONS and other.state not in DISPOSITIONS
 
 
 def test_the_gate_action_needs_the_operator_role(as_approver: Client, world: None) -> None:
