@@ -541,3 +541,23 @@ def test_the_contract_pages_gate_forms_are_sent_once(catalog_admin, operator):
         page = client_for(user).get(url).content.decode()
         opening = page[page.index(f'class="inline-form {form_class}"') :]
         assert opening[: opening.index(">")].endswith("data-submit-once")
+
+
+def test_a_trusted_control_offers_no_retire_or_deprecate_it_would_refuse(catalog_admin):
+    # Control outcomes (ask_user, wait_for_event, no_applicable_tool) are never retired or
+    # deprecated in the catalog (trusted_control). Their pages offered both forms anyway, and
+    # every press came back refused; the pages now say why instead.
+    control = row("ask_user@1.0.0")
+    c = client_for(catalog_admin)
+    contract = c.get(reverse("catalog-contract", args=["ask_user", "1.0.0"])).content.decode()
+    assert "Retire…" not in contract
+    assert 'data-action="deprecate"' not in contract
+    assert "trusted control" in contract
+    retire = c.get(reverse("catalog-retire", args=[control.pk])).content.decode()
+    assert "Request retirement" not in retire
+    assert 'name="reason"' not in retire
+    assert "Two catalog admins" not in retire
+    assert "trusted control" in retire
+    # An ordinary reviewed version keeps both.
+    other = c.get(reverse("catalog-contract", args=["reserve_part", "1.0.0"])).content.decode()
+    assert "Retire…" in other and 'data-action="deprecate"' in other
