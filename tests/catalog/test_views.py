@@ -561,3 +561,23 @@ def test_a_trusted_control_offers_no_retire_or_deprecate_it_would_refuse(catalog
     # An ordinary reviewed version keeps both.
     other = c.get(reverse("catalog-contract", args=["reserve_part", "1.0.0"])).content.decode()
     assert "Retire…" in other and 'data-action="deprecate"' in other
+
+
+def test_the_import_result_page_is_titled_as_a_result_not_as_the_form(catalog_admin):
+    # The page the import redirects to carried the form's title and heading ("Import a tool
+    # list", "Import discovered tool definitions"): a reader landing there (or coming back
+    # to it from the history) could not tell the list had been imported.
+    c = client_for(catalog_admin)
+    form = c.get(reverse("catalog-import")).content.decode()
+    assert "<title>Import a tool list · FieldOps</title>" in form
+    response = c.post(
+        reverse("catalog-import"),
+        {"server": "mcp://titled", "tool_list": tool_list(tool("titled_lookup"))},
+    )
+    page = c.get(response["Location"]).content.decode()
+    assert "<title>Tool list import result: mcp://titled · FieldOps</title>" in page
+    assert "<h1>Tool list import result</h1>" in page
+    assert '<h2 id="import-form-h">Import another tool list</h2>' in page
+    assert '<h2 id="import-form-h">' not in form
+    missing = c.get(reverse("catalog-import-result", args=[999999])).content.decode()
+    assert "<title>Tool list import result · FieldOps</title>" in missing
