@@ -132,12 +132,12 @@ def reviewer_ref(user: Any) -> str:
     return f"user:{user.get_username()}" if user is not None else SYSTEM_REVIEWER
 
 
-def _reason(reason: str) -> str:
+def _reason(reason: str, *, required: str = "every lifecycle decision needs a reason") -> str:
     """The reason as it is recorded (runs of white space as one space); raise Refusal when it
-    is empty or longer than MAX_REASON (nothing is written then)."""
+    is empty (saying ``required``) or longer than MAX_REASON (nothing is written then)."""
     reason = " ".join((reason or "").split())
     if not reason:
-        raise Refusal("reason_required", "every lifecycle decision needs a reason")
+        raise Refusal("reason_required", required)
     return _fitting(reason)
 
 
@@ -966,7 +966,7 @@ def capability_gate(
     *, version_id: int, user: Any, open_gate: bool, reason: str
 ) -> CapabilityVersion:
     """Open or close the effect gate of an effect version from the console."""
-    reason = _reason(reason)
+    reason = _reason(reason, required="a gate change needs a reason")
     row = CapabilityVersion.objects.filter(pk=version_id).first()
     if row is None:
         raise Refusal("unknown_version", "no such capability version")

@@ -581,3 +581,19 @@ def test_the_import_result_page_is_titled_as_a_result_not_as_the_form(catalog_ad
     assert '<h2 id="import-form-h">' not in form
     missing = c.get(reverse("catalog-import-result", args=[999999])).content.decode()
     assert "<title>Tool list import result · FieldOps</title>" in missing
+
+
+def test_an_empty_deployment_gate_reason_is_refused_as_a_gate_change(catalog_admin):
+    # The contract page's deployment gate form answered an empty reason with "every
+    # lifecycle decision needs a reason": opening or closing a gate is not a lifecycle
+    # decision (the tenant gate beside it said "a gate change needs a reason").
+    target = row("reserve_part@1.0.0")
+    page = client_for(catalog_admin).post(
+        reverse("catalog-gate", args=[target.pk]), {"open": "0", "reason": "   "}
+    )
+    assert page.status_code == 400
+    body = page.content.decode()
+    assert "a gate change needs a reason" in body
+    assert "lifecycle decision" not in body
+    target.refresh_from_db()
+    assert target.effect_gate_open
