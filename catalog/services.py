@@ -830,8 +830,8 @@ def capability_decide(
             if confirms and not pending:
                 raise Refusal(
                     "retirement_request_changed",
-                    "the retirement request you were confirming was withdrawn; nothing "
-                    "changed: read the retire page again",
+                    "the retirement request you were confirming was withdrawn: read the "
+                    "retire page again",
                 )
             if row.retire_requested_by_id is None:
                 return _retirement_request(row, user=user, reason=reason, details=details)
@@ -845,8 +845,7 @@ def capability_decide(
                     "retirement_request_changed",
                     f"{reviewer_ref(row.retire_requested_by)} requested this retirement at "
                     f"{row.retire_requested_at:%Y-%m-%d %H:%M:%S} UTC, after the page you "
-                    "sent was loaded; nothing changed: read that request on the retire "
-                    "page, then confirm it",
+                    "sent was loaded: read that request on the retire page, then confirm it",
                 )
             details["requested_by"] = reviewer_ref(row.retire_requested_by)
             details["confirmed_by"] = reviewer_ref(user)

@@ -597,3 +597,19 @@ def test_an_empty_deployment_gate_reason_is_refused_as_a_gate_change(catalog_adm
     assert "lifecycle decision" not in body
     target.refresh_from_db()
     assert target.effect_gate_open
+
+
+def test_a_stale_retirement_confirmation_says_nothing_changed_once(catalog_admin, catalog_reviewer):
+    # The refusal read "...; nothing changed: read that request on the retire page, then
+    # confirm it. Nothing was changed." The page adds its own "Nothing was changed."
+    target = row("read_equipment@1.0.0")
+    url = reverse("catalog-retire", args=[target.pk])
+    admin, reviewer = client_for(catalog_admin), client_for(catalog_reviewer)
+    stale = _request_shown(reviewer, target)
+    ask = {"reason": "replaced", "acknowledge": "1"}
+    assert admin.post(url, {**ask, "confirms": _request_shown(admin, target)}).status_code == 302
+    blind = reviewer.post(url, {**ask, "reason": "me too", "confirms": stale})
+    assert blind.status_code == 409
+    text = blind.content.decode().lower()
+    assert text.count("nothing changed") + text.count("nothing was changed") == 1
+    assert "read that request on the retire page, then confirm it" in text
