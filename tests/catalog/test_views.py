@@ -412,7 +412,7 @@ def test_an_import_result_is_a_page_to_reload_without_importing_again(
         page = reader.get(posted["Location"])
         assert page.status_code == 200
         body = page.content.decode()
-        assert "Imported from mcp://reload" in body and "1 new candidate(s)" in body
+        assert "Imported from <code>mcp://reload" in body and "1 new candidate(s)" in body
         candidate = CapabilityVersion.objects.get(capability_id="reload_lookup")
         assert reverse("catalog-candidate", args=[candidate.pk]) in body
         assert 'id="refused-tools"' in body and "broken_tool" in body
