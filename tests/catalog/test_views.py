@@ -613,3 +613,18 @@ def test_a_stale_retirement_confirmation_says_nothing_changed_once(catalog_admin
     text = blind.content.decode().lower()
     assert text.count("nothing changed") + text.count("nothing was changed") == 1
     assert "read that request on the retire page, then confirm it" in text
+
+
+def test_the_pending_retirement_request_shows_its_time_as_the_refusal_names_it(
+    catalog_admin, catalog_reviewer
+):
+    # The pending line read "at 2026-12-06 12:07" (no seconds, no zone) while a stale
+    # confirmation's refusal named the same request "at 2026-12-06 12:07:28 UTC".
+    target = row("read_equipment@1.0.0")
+    url = reverse("catalog-retire", args=[target.pk])
+    admin = client_for(catalog_admin)
+    ask = {"reason": "replaced", "acknowledge": "1", "confirms": ""}
+    assert admin.post(url, ask).status_code == 302
+    target.refresh_from_db()
+    page = client_for(catalog_reviewer).get(url).content.decode()
+    assert f"at {target.retire_requested_at:%Y-%m-%d %H:%M:%S} UTC" in page
