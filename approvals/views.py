@@ -21,7 +21,13 @@ from django.views.decorators.http import require_GET, require_POST
 from access.objects import get_checkpoint_for_user
 from access.roles import APPROVER, OPERATOR, has_role, principal_ref_of, require_role, tenant_of
 from approvals import selectors, services
-from approvals.domain import CHANGEABLE_FIELDS, INPUT_REFUSALS, REFUSALS
+from approvals.domain import (
+    CHANGEABLE_FIELDS,
+    INPUT_REFUSALS,
+    MAX_CHANGE_VALUE_CHARS,
+    MAX_REASON_CHARS,
+    REFUSALS,
+)
 from approvals.models import Checkpoint
 from fieldops.http import AuthedHtmxRequest
 from kernel import clock
@@ -201,8 +207,12 @@ def _refusal_response(
         # Refused for what was typed: the form comes back as typed, to be corrected. (Any
         # other refusal is about the proposal or the reviewer: that starts a fresh review.)
         change = {f: request.POST.get(f"change_{f}", "") for f in CHANGEABLE_FIELDS}
+        reason = request.POST.get("reason", "")
         typed = {
-            "typed_reason": request.POST.get("reason", ""),
+            "typed_reason": reason,
+            # The fields over their bound, marked where they were typed (input_too_large).
+            "reason_too_large": len(reason) > MAX_REASON_CHARS,
+            "change_too_large": [f for f, v in change.items() if len(v) > MAX_CHANGE_VALUE_CHARS],
             "typed_change": change,
             "change_open": any(v.strip() for v in change.values()),
             # A clarification's answer (its own form) comes back as typed too.

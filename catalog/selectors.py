@@ -115,6 +115,23 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
+def is_trusted_control(row: CapabilityVersion) -> bool:
+    """A reviewed control outcome (ask_user, wait_for_event, ...): never deprecated or
+    retired in the catalog (the service refuses it as ``trusted_control``)."""
+    from catalog.services import TRUSTED_CONTROLS
+
+    return row.source == Source.REVIEWED and row.capability_id in TRUSTED_CONTROLS
+
+
+def lifecycle_actions(row: CapabilityVersion) -> list[str]:
+    """The lifecycle steps the console offers for ``row``: those from its state, less the
+    ones the service would refuse for a trusted control."""
+    actions = lifecycle.actions_from(row.lifecycle)
+    if is_trusted_control(row):
+        actions = [a for a in actions if a not in ("deprecate", "retire")]
+    return actions
+
+
 def contract_view(row: CapabilityVersion) -> dict[str, Any]:
     """Everything the contract page shows about a reviewed version."""
     code = local_contract(row.capability_id, row.version)
@@ -125,7 +142,8 @@ def contract_view(row: CapabilityVersion) -> dict[str, Any]:
         "in_code": code is not None,
         "code_agrees": code is not None and code.digest == row.digest,
         "dispatch": dispatch_status_of(row, newest_admitted_versions()),
-        "actions": lifecycle.actions_from(row.lifecycle),
+        "actions": lifecycle_actions(row),
+        "trusted_control": is_trusted_control(row),
         "decisions": decisions_of(row),
         "siblings": _with_dispatch(
             CapabilityVersion.objects.filter(capability_id=row.capability_id)
@@ -165,7 +183,8 @@ def retire_view(row: CapabilityVersion, *, viewer: Any = None) -> dict[str, Any]
         "dispatch": dispatch_status_of(row, newest_admitted_versions()),
         "inventory": inventory,
         "risks": [(r, versions.RETIREMENT_RISKS[r]) for r in inventory["risks"]],
-        "can_retire": "retire" in lifecycle.actions_from(row.lifecycle),
+        "can_retire": "retire" in lifecycle_actions(row),
+        "trusted_control": is_trusted_control(row),
         "requested_by": row.retire_requested_by,
         "requested_at": row.retire_requested_at,
         "confirms": retirement_request_stamp(row),  # the request this page shows

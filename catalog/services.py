@@ -132,12 +132,12 @@ def reviewer_ref(user: Any) -> str:
     return f"user:{user.get_username()}" if user is not None else SYSTEM_REVIEWER
 
 
-def _reason(reason: str) -> str:
+def _reason(reason: str, *, required: str = "every lifecycle decision needs a reason") -> str:
     """The reason as it is recorded (runs of white space as one space); raise Refusal when it
-    is empty or longer than MAX_REASON (nothing is written then)."""
+    is empty (saying ``required``) or longer than MAX_REASON (nothing is written then)."""
     reason = " ".join((reason or "").split())
     if not reason:
-        raise Refusal("reason_required", "every lifecycle decision needs a reason")
+        raise Refusal("reason_required", required)
     return _fitting(reason)
 
 
@@ -863,8 +863,8 @@ def capability_decide(
             if confirms and not pending:
                 raise Refusal(
                     "retirement_request_changed",
-                    "the retirement request you were confirming was withdrawn; nothing "
-                    "changed: read the retire page again",
+                    "the retirement request you were confirming was withdrawn: read the "
+                    "retire page again",
                 )
             if row.retire_requested_by_id is None:
                 return _retirement_request(row, user=user, reason=reason, details=details)
@@ -878,8 +878,7 @@ def capability_decide(
                     "retirement_request_changed",
                     f"{reviewer_ref(row.retire_requested_by)} requested this retirement at "
                     f"{row.retire_requested_at:%Y-%m-%d %H:%M:%S} UTC, after the page you "
-                    "sent was loaded; nothing changed: read that request on the retire "
-                    "page, then confirm it",
+                    "sent was loaded: read that request on the retire page, then confirm it",
                 )
             details["requested_by"] = reviewer_ref(row.retire_requested_by)
             details["confirmed_by"] = reviewer_ref(user)
@@ -999,7 +998,7 @@ def capability_gate(
     *, version_id: int, user: Any, open_gate: bool, reason: str
 ) -> CapabilityVersion:
     """Open or close the effect gate of an effect version from the console."""
-    reason = _reason(reason)
+    reason = _reason(reason, required="a gate change needs a reason")
     row = CapabilityVersion.objects.filter(pk=version_id).first()
     if row is None:
         raise Refusal("unknown_version", "no such capability version")

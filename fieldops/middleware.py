@@ -329,6 +329,17 @@ def database_unavailable_page(request: HttpRequest) -> HttpResponse:
     the database), with a link back to the page the request came from and Retry-After."""
     current = request.headers.get("HX-Current-URL") or request.headers.get("Referer")
     context = {"back": _page_to_return_to(request, current) or ""}
+    # A page read (not an action: reloading that may send it twice) is offered again.
+    asked = request.get_full_path()
+    if (
+        request.method == "GET"
+        and not request.headers.get("HX-Request")
+        and asked.startswith("/")
+        and url_has_allowed_host_and_scheme(asked, allowed_hosts={request.get_host()})
+    ):
+        context["retry"] = asked
+        if context["back"] == asked:
+            context["back"] = ""
     response = HttpResponse(loader.render_to_string("503.html", context), status=503)
     response["Retry-After"] = str(db.RETRY_AFTER_SECONDS)
     return response

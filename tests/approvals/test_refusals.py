@@ -186,3 +186,23 @@ def test_a_refusal_without_standing_stays_off_the_run_history(waiting: Run, oper
         assert _decide(_client(operator), checkpoint).status_code == 403
     assert DecisionRefusal.objects.filter(code="not_an_approver").count() == 3
     assert Event.objects.filter(run=waiting).count() == before
+
+
+def test_an_oversized_reason_or_change_is_marked_invalid_where_it_was_typed(
+    waiting: Run, approver: Any
+) -> None:
+    """A reason over the limit came back as typed but not marked invalid (a missing or a
+    bidi-control reason is): the page then put the keyboard on the message, not the field
+    to shorten. Now the field over its bound is marked and described by the refusal."""
+    checkpoint = _checkpoint(waiting)
+    body = _decide(_client(approver), checkpoint, reason="r" * 1234).content.decode()
+    field = body[body.index('<textarea id="decision-reason"') :]
+    assert 'aria-invalid="true" aria-describedby="decide-refusal"' in field[: field.index(">")]
+    assert ">" + "r" * 1234 + "</textarea>" in field  # as typed
+    body = _decide(
+        _client(approver), checkpoint, verdict="decline", reason="ok", change_slot_id="S" * 70
+    ).content.decode()
+    field = body[body.index('<textarea id="decision-reason"') :]
+    assert "aria-invalid" not in field[: field.index(">")]
+    change = body[body.index('id="change-slot_id"') :]
+    assert 'aria-invalid="true" aria-describedby="decide-refusal"' in change[: change.index(">")]

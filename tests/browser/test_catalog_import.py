@@ -67,3 +67,24 @@ def test_reloading_an_import_result_imports_nothing_again(
     assert candidate.sightings.count() == 1
     result.get_by_role("link", name="reload_lookup").click()
     page.wait_for_url(re.compile(rf"/catalog/candidates/{candidate.pk}/$"))
+
+
+def test_a_long_server_name_does_not_widen_the_result_page_on_a_phone(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    """The result's heading "Imported from <server>" did not wrap a long server address
+    (up to 200 characters, no spaces): at 375 px the page scrolled sideways to 1900 px."""
+    server = "mcp://" + "x" * 150 + ".example.invalid"
+    page = new_page()
+    page.set_viewport_size({"width": 375, "height": 800})
+    login(page, live_server.url, "catalog-admin")
+    page.goto(f"{live_server.url}/catalog/import/")
+    page.get_by_label("Server the list came from").fill(server)
+    page.get_by_label("Tool list JSON").fill(json.dumps(TOOL_LIST))
+    page.get_by_role("button", name="Import as candidates").click()
+    page.wait_for_url(re.compile(r"/catalog/imports/\d+/$"))
+    expect(page.locator("#import-result")).to_contain_text(f"Imported from {server}")
+    widths = page.evaluate(
+        "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert widths[0] <= widths[1], widths

@@ -240,3 +240,30 @@ def test_at_phone_width_the_replay_tables_scroll_in_their_box(
         new_page, live_server, {"operator": [f"/runs/{run.pk}/replay/decision/", simulated]}
     )
     assert not too_wide, too_wide
+
+
+def _answer_with(body: str) -> Any:
+    """A Playwright route handler answering with the HTML ``body``."""
+    return lambda route: route.fulfill(status=503, content_type="text/html", body=body)
+
+
+def test_the_standalone_error_pages_fit_a_phone_as_the_console_does(
+    live_server: Any, browser: Any
+) -> None:
+    """The 400, 500 and 503 pages are rendered without base.html (their context processors
+    read a database that may be gone) and had no viewport meta: a phone laid them out
+    980 px wide and shrank them, the 503's instructions unreadable without zooming."""
+    from django.template import loader
+
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        for name in ("400.html", "500.html", "503.html"):
+            body = loader.render_to_string(name)
+            page.route(f"{live_server.url}/{name}", _answer_with(body))
+            page.goto(f"{live_server.url}/{name}")
+            assert page.evaluate("window.innerWidth") == PHONE["width"], name
+        page.goto(f"{live_server.url}/login/")  # the console's own pages, for comparison
+        assert page.evaluate("window.innerWidth") == PHONE["width"]
+    finally:
+        context.close()

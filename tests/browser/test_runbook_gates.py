@@ -45,6 +45,21 @@ def test_each_close_gate_button_is_named_by_its_words_and_its_version(
         expect(link).to_have_text("Close gate and cancel its waiting runs…")
 
 
+def test_each_gate_reason_field_is_named_by_its_version(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """Every row's reason field was named just "Reason": a screen reader listing the form
+    fields heard the same name once per version, with nothing to tell the rows apart."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}{RUNBOOK}")
+    for row in _versions():
+        name = f"Reason to close the gate for reserve_part v{row.version}"
+        field = page.get_by_role("textbox", name=name, exact=True)
+        expect(field).to_have_count(1)
+        expect(field).to_have_attribute("name", "reason")
+
+
 def test_a_gate_form_is_sent_once_however_often_it_is_clicked(
     live_server: Any, new_page: Any, operator: Any
 ) -> None:

@@ -420,7 +420,7 @@ def test_an_import_result_is_a_page_to_reload_without_importing_again(
         page = reader.get(posted["Location"])
         assert page.status_code == 200
         body = page.content.decode()
-        assert "Imported from mcp://reload" in body and "1 new candidate(s)" in body
+        assert "Imported from <code>mcp://reload" in body and "1 new candidate(s)" in body
         candidate = CapabilityVersion.objects.get(capability_id="reload_lookup")
         assert reverse("catalog-candidate", args=[candidate.pk]) in body
         assert 'id="refused-tools"' in body and "broken_tool" in body
@@ -629,3 +629,90 @@ def test_the_contract_pages_gate_forms_are_sent_once(catalog_admin, operator):
         page = client_for(user).get(url).content.decode()
         opening = page[page.index(f'class="inline-form {form_class}"') :]
         assert opening[: opening.index(">")].endswith("data-submit-once")
+
+
+def test_a_trusted_control_offers_no_retire_or_deprecate_it_would_refuse(catalog_admin):
+    # Control outcomes (ask_user, wait_for_event, no_applicable_tool) are never retired or
+    # deprecated in the catalog (trusted_control). Their pages offered both forms anyway, and
+    # every press came back refused; the pages now say why instead.
+    control = row("ask_user@1.0.0")
+    c = client_for(catalog_admin)
+    contract = c.get(reverse("catalog-contract", args=["ask_user", "1.0.0"])).content.decode()
+    assert "Retire…" not in contract
+    assert 'data-action="deprecate"' not in contract
+    assert "trusted control" in contract
+    retire = c.get(reverse("catalog-retire", args=[control.pk])).content.decode()
+    assert "Request retirement" not in retire
+    assert 'name="reason"' not in retire
+    assert "Two catalog admins" not in retire
+    assert "trusted control" in retire
+    # An ordinary reviewed version keeps both.
+    other = c.get(reverse("catalog-contract", args=["reserve_part", "1.0.0"])).content.decode()
+    assert "Retire…" in other and 'data-action="deprecate"' in other
+
+
+def test_the_import_result_page_is_titled_as_a_result_not_as_the_form(catalog_admin):
+    # The page the import redirects to carried the form's title and heading ("Import a tool
+    # list", "Import discovered tool definitions"): a reader landing there (or coming back
+    # to it from the history) could not tell the list had been imported.
+    c = client_for(catalog_admin)
+    form = c.get(reverse("catalog-import")).content.decode()
+    assert "<title>Import a tool list · FieldOps</title>" in form
+    response = c.post(
+        reverse("catalog-import"),
+        {"server": "mcp://titled", "tool_list": tool_list(tool("titled_lookup"))},
+    )
+    page = c.get(response["Location"]).content.decode()
+    assert "<title>Tool list import result: mcp://titled · FieldOps</title>" in page
+    assert "<h1>Tool list import result</h1>" in page
+    assert '<h2 id="import-form-h">Import another tool list</h2>' in page
+    assert '<h2 id="import-form-h">' not in form
+    missing = c.get(reverse("catalog-import-result", args=[999999])).content.decode()
+    assert "<title>Tool list import result · FieldOps</title>" in missing
+
+
+def test_an_empty_deployment_gate_reason_is_refused_as_a_gate_change(catalog_admin):
+    # The contract page's deployment gate form answered an empty reason with "every
+    # lifecycle decision needs a reason": opening or closing a gate is not a lifecycle
+    # decision (the tenant gate beside it said "a gate change needs a reason").
+    target = row("reserve_part@1.0.0")
+    page = client_for(catalog_admin).post(
+        reverse("catalog-gate", args=[target.pk]), {"open": "0", "reason": "   "}
+    )
+    assert page.status_code == 400
+    body = page.content.decode()
+    assert "a gate change needs a reason" in body
+    assert "lifecycle decision" not in body
+    target.refresh_from_db()
+    assert target.effect_gate_open
+
+
+def test_a_stale_retirement_confirmation_says_nothing_changed_once(catalog_admin, catalog_reviewer):
+    # The refusal read "...; nothing changed: read that request on the retire page, then
+    # confirm it. Nothing was changed." The page adds its own "Nothing was changed."
+    target = row("read_equipment@1.0.0")
+    url = reverse("catalog-retire", args=[target.pk])
+    admin, reviewer = client_for(catalog_admin), client_for(catalog_reviewer)
+    stale = _request_shown(reviewer, target)
+    ask = {"reason": "replaced", "acknowledge": "1"}
+    assert admin.post(url, {**ask, "confirms": _request_shown(admin, target)}).status_code == 302
+    blind = reviewer.post(url, {**ask, "reason": "me too", "confirms": stale})
+    assert blind.status_code == 409
+    text = blind.content.decode().lower()
+    assert text.count("nothing changed") + text.count("nothing was changed") == 1
+    assert "read that request on the retire page, then confirm it" in text
+
+
+def test_the_pending_retirement_request_shows_its_time_as_the_refusal_names_it(
+    catalog_admin, catalog_reviewer
+):
+    # The pending line read "at 2026-12-06 12:07" (no seconds, no zone) while a stale
+    # confirmation's refusal named the same request "at 2026-12-06 12:07:28 UTC".
+    target = row("read_equipment@1.0.0")
+    url = reverse("catalog-retire", args=[target.pk])
+    admin = client_for(catalog_admin)
+    ask = {"reason": "replaced", "acknowledge": "1", "confirms": ""}
+    assert admin.post(url, ask).status_code == 302
+    target.refresh_from_db()
+    page = client_for(catalog_reviewer).get(url).content.decode()
+    assert f"at {target.retire_requested_at:%Y-%m-%d %H:%M:%S} UTC" in page

@@ -79,3 +79,18 @@ def test_an_action_whose_database_connection_died_says_how_to_check_before_retry
     assert f'href="{reverse("runs-detail", args=[run.pk])}"' in body
     alert = body.split('role="alert"', 1)[1]
     assert alert.index("<h1>") < alert.index("may or may not have been recorded")
+
+
+def test_a_page_read_when_the_connection_died_offers_to_load_it_again(
+    operator_client: Client,
+) -> None:
+    """A person who followed a link (Runs → Operations) and met the 503 page was offered
+    only the page they came from, and "try again" with no way to but the browser's reload.
+    A read (GET) now links the page it asked for, with its query; an action (POST) does not
+    (reloading it may send it twice) and keeps the way back to the page it was sent from."""
+    came_from = "http://testserver" + reverse("runs-list")
+    asked = reverse("operations-list") + "?state=WAITING_HUMAN"
+    _terminate_this_connection()
+    body = _assert_database_unavailable_page(operator_client.get(asked, HTTP_REFERER=came_from))
+    assert '<a href="/operations/?state=WAITING_HUMAN">Load this page again</a>' in body
+    assert f'<a href="{reverse("runs-list")}">Open the page you were on</a>' in body
