@@ -107,18 +107,24 @@ def chain_hash(prev_hash: str, content_hash: str) -> str:
 
 
 class RepeatedKey(ValueError):
-    """A JSON object names one key twice (its message says which)."""
+    """A JSON object names a key more than once: ``keys`` are those keys, sorted; the
+    message names the first one seen again."""
+
+    def __init__(self, keys: list[str], first: str) -> None:
+        super().__init__(f"the key {first!r} appears twice in one object")
+        self.keys = tuple(keys)
 
 
 def object_without_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``json.loads``'s ``object_pairs_hook`` for bodies from outside: one object; a key
-    given twice raises RepeatedKey. Parsers disagree on which one wins (Python's takes the
-    last), so the sender, a proxy or a log could read another request than the one acted on."""
-    data: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in data:
-            raise RepeatedKey(f"the key {key!r} appears twice in one object")
-        data[key] = value
+    """``json.loads``'s ``object_pairs_hook`` for JSON from outside (request bodies,
+    callbacks, provider answers, model arguments): one object; a key given twice raises
+    RepeatedKey. Parsers disagree on which one wins (Python's takes the last), so the
+    sender, a proxy or a log could read another object than the one acted on."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        names = [key for key, _ in pairs]
+        again = [key for i, key in enumerate(names) if key in names[:i]]
+        raise RepeatedKey(sorted(set(again)), first=again[0])
     return data
 
 

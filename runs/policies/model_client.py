@@ -45,6 +45,7 @@ from typing import Any
 from django.conf import settings
 
 from fieldops import secrets
+from kernel.canonical import RepeatedKey, object_without_repeated_keys
 from runs.policies import limits, provider_errors
 from runs.policies.base import PolicyOutput
 
@@ -540,12 +541,12 @@ class ModelClientPolicy:
                 attempts=attempts,
             )
         try:
-            answer = json.loads(text, object_pairs_hook=_no_duplicates)
-        except _DuplicateKeys as exc:
+            answer = json.loads(text, object_pairs_hook=object_without_repeated_keys)
+        except RepeatedKey as exc:
             # The decoder would decide which value counts, and the evidence keep only it.
             return self._failure(
                 provider_errors.MALFORMED_RESPONSE,
-                f"response JSON has duplicate keys: {exc}",
+                f"response JSON has duplicate keys: {', '.join(exc.keys)[:100]}",
                 attempts=attempts,
             )
         except ValueError:
@@ -614,18 +615,6 @@ class ModelClientPolicy:
             error=error_class,
             usage=usage,
         )
-
-
-class _DuplicateKeys(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    value = dict(pairs)
-    if len(value) != len(pairs):
-        keys = [k for k, _ in pairs]
-        raise _DuplicateKeys(", ".join(sorted({k for k in keys if keys.count(k) > 1}))[:100])
-    return value
 
 
 def _timeout(seconds: float) -> Any:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from kernel.canonical import RepeatedKey, object_without_repeated_keys
 from runs.domain.proposals import (
     CONTROL_OUTCOMES,
     AbstainIntent,
@@ -158,17 +159,6 @@ def provider_error(error_class: str, detail: str = "", **fields: Any) -> Invalid
 
 
 # -- arguments ---------------------------------------------------------------------------
-class _Duplicate(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    if len(keys) != len(set(keys)):
-        raise _Duplicate(", ".join(sorted({k for k in keys if keys.count(k) > 1})))
-    return dict(pairs)
-
-
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -201,10 +191,14 @@ def decode_arguments(text: Any) -> ToolCall:
     if limit is not None:
         return ToolCall(None, problem=Reject.LIMIT_EXCEEDED, detail=limit.detail, limit=limit)
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except _Duplicate as exc:
+        value = json.loads(
+            text, object_pairs_hook=object_without_repeated_keys, parse_constant=_no_constants
+        )
+    except RepeatedKey as exc:
         return ToolCall(
-            None, problem=Reject.MALFORMED_ARGUMENTS, detail=f"duplicate argument keys: {exc}"
+            None,
+            problem=Reject.MALFORMED_ARGUMENTS,
+            detail=f"duplicate argument keys: {', '.join(exc.keys)}",
         )
     except (ValueError, RecursionError):
         return ToolCall(
@@ -366,9 +360,9 @@ def final_proposal(text: str, *, strict: bool = False) -> Proposal:
     try:
         if strict:
             try:
-                data = json.loads(text, object_pairs_hook=_no_duplicates)
-            except _Duplicate as exc:
-                duplicates = str(exc)
+                data = json.loads(text, object_pairs_hook=object_without_repeated_keys)
+            except RepeatedKey as exc:
+                duplicates = ", ".join(exc.keys)
                 data = json.loads(text)
         else:
             data = json.loads(text)
