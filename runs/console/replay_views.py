@@ -48,5 +48,7 @@ def replay_decision(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
 def _candidate_label(name: str) -> str:
     if name == replay_modes.RECORDED:
         return "recorded raw outputs (the adapter version that read them)"
+    if name == replay_modes.RECORDED_NEWEST:
+        return "recorded raw outputs read by today's adapter (what an upgrade would change)"
     scenario = scenario_registry.get(name)
     return f"double: {name} — {scenario.description if scenario else ''}"

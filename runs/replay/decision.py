@@ -39,6 +39,9 @@ from runs.policies.base import Policy
 from runs.services import pinned_components
 
 RECORDED = "recorded"
+# The same recorded raw outputs, read by today's adapter version of their vocabulary: what
+# upgrading a run's adapter would change in how its answers are read.
+RECORDED_NEWEST = "recorded-newest-adapter"
 # Evidence ids differ between a run and its simulation; decisions compare without them.
 
 
@@ -52,8 +55,9 @@ def kinds() -> dict[str, str]:
 
 
 def candidates(*, allow_model: bool = False) -> list[str]:
-    """Candidate names decision replay accepts: recorded outputs, then every scenario."""
-    names = [RECORDED, *sorted(scenario_registry.scenarios())]
+    """Candidate names decision replay accepts: recorded outputs (read by the adapter
+    version that read them, then by today's), then every scenario."""
+    names = [RECORDED, RECORDED_NEWEST, *sorted(scenario_registry.scenarios())]
     return [*names, model_client.SCENARIO] if allow_model else names
 
 
@@ -141,6 +145,11 @@ class _Candidate:
             self.label = (
                 "recorded raw outputs, parsed again by the adapter version they were read with"
             )
+        elif name == RECORDED_NEWEST:
+            self.vocabulary = vocab.name if vocab else "recorded"
+            self.label = (
+                "recorded raw outputs, parsed by today's adapter version of their vocabulary"
+            )
         elif scenario_registry.get(name) is not None:
             self.vocabulary = vocab.name if vocab else "openai"
             self.policy = scenario_registry.scenarios()[name].policy(self.vocabulary)
@@ -159,7 +168,12 @@ class _Candidate:
             assert raw is not None
             if raw.get("error"):
                 return parsing.provider_error(str(raw["error"]))
-            return _recorded_adapter(raw, self.vocabulary).parse(raw.get("raw", {}), self.kinds)
+            adapter = (
+                _newest_adapter(raw, self.vocabulary)
+                if self.name == RECORDED_NEWEST
+                else _recorded_adapter(raw, self.vocabulary)
+            )
+            return adapter.parse(raw.get("raw", {}), self.kinds)
         try:
             output = self.policy.decide(projection)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
@@ -186,12 +200,23 @@ def _recorded_adapter(raw: Mapping[str, Any], vocabulary: str) -> vocabularies.V
         return policies.unavailable_vocabulary(str(version or provider))
 
 
+def _newest_adapter(raw: Mapping[str, Any], vocabulary: str) -> vocabularies.Vocabulary:
+    """Today's adapter for the vocabulary a recorded raw output was read in: the version
+    a new run pins. A vocabulary this code no longer has answers ``adapter_unavailable``."""
+    provider = str(raw.get("provider", vocabulary))
+    try:
+        return vocabularies.get(provider)
+    except ValueError:
+        return policies.unavailable_vocabulary(provider)
+
+
 def decision_replay(run: Run, candidate: str, *, allow_model: bool = False) -> DecisionReplay:
     """Replay every recorded decision of ``run`` through ``candidate``; write nothing.
 
     ``candidate`` is ``"recorded"`` (the stored raw outputs through the adapter version
-    that read them: shows mapping drift), a policy-double scenario, or (``allow_model``)
-    the model client.
+    that read them: shows mapping drift), ``"recorded-newest-adapter"`` (the same outputs
+    through today's adapter version: what an adapter upgrade would change), a
+    policy-double scenario, or (``allow_model``) the model client.
     Raise ReplayError for an unknown candidate.
     """
     chosen = _Candidate(candidate, run, allow_model=allow_model)

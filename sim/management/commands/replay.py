@@ -7,8 +7,9 @@ Three named modes (SPEC §6); "replay the run" without a mode means audit replay
   on any finding (a gap, a duplicate or conflicting sequence, an illegal edge, a
   decreasing counter, a broken hash link, missing evidence, a disagreement with the row).
 - ``decision``: feed each recorded context projection to ``--candidate`` (``recorded``,
-  the default: stored raw outputs through the adapter version that read them; a double scenario; or
-  ``model``: the configured model client) and print a per-decision diff. No effects.
+  the default: stored raw outputs through the adapter version that read them;
+  ``recorded-newest-adapter``: the same outputs through today's adapter version; a double
+  scenario; or ``model``: the configured model client) and print a per-decision diff. No effects.
 - ``simulation``: re-run the request in a fresh ``sim-...`` world namespace with the
   doubles (``--candidate`` a scenario; default the recorded one) and compare dispositions.
   Synthetic effects land in that namespace only.
@@ -58,7 +59,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--candidate",
             default=None,
-            help="decision: recorded | a scenario | model; simulation: a scenario",
+            help=(
+                "decision: recorded | recorded-newest-adapter | a scenario | model; "
+                "simulation: a scenario"
+            ),
         )
         parser.add_argument("--json", action="store_true")
         parser.add_argument(

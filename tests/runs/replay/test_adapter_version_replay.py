@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.urls import reverse
 
 from runs import policies
 from runs.engine import runner
@@ -119,3 +120,41 @@ def test_a_run_pinned_to_an_uninstalled_version_replays_as_unavailable_not_by_an
     replay = decision_replay(run, replay_modes.RECORDED)
     assert replay.rows and replay.first_divergence is None
     assert {r.candidate_class for r in replay.rows} == {"adapter_unavailable"}
+
+
+@pytest.mark.parametrize("vocabulary", sorted(OUTPUTS))
+def test_the_newest_adapter_candidate_shows_what_an_upgrade_would_change(
+    world, fixture_scenario, vocabulary
+):
+    _, earlier, refused = OUTPUTS[vocabulary]
+    limits = {"corrections": 1}
+    old = make_run(SCENARIO, vocabulary=vocabulary, adapter_version=earlier, limits=limits)
+    new = make_run(SCENARIO, vocabulary=vocabulary, limits=limits)
+    assert replay_modes.RECORDED_NEWEST in replay_modes.candidates()
+    # The earlier version admitted the answer; today's adapter refuses the same output.
+    upgraded = decision_replay(old, replay_modes.RECORDED_NEWEST)
+    assert upgraded.rows and upgraded.first_divergence == 1
+    assert {r.candidate_class for r in upgraded.rows} == {refused}
+    assert {r.candidate["reason_code"] for r in upgraded.rows} == {refused}
+    # A run read by today's version already: nothing would change.
+    same = decision_replay(new, replay_modes.RECORDED_NEWEST)
+    assert same.rows and same.first_divergence is None
+    # Nothing was written by either replay.
+    assert not Run.objects.exclude(pk__in=[old.pk, new.pk]).exists()
+
+
+def test_the_decision_replay_page_offers_the_newest_adapter_candidate(
+    world, fixture_scenario, client, approver
+):
+    _, earlier, refused = OUTPUTS["openai"]
+    old = make_run(SCENARIO, adapter_version=earlier, limits={"corrections": 1})
+    client.force_login(approver)
+    page = client.get(
+        reverse("runs-replay-decision", args=[old.pk]),
+        {"candidate": replay_modes.RECORDED_NEWEST},
+    )
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "parsed by today&#x27;s adapter version of their vocabulary" in text
+    assert f'<option value="{replay_modes.RECORDED_NEWEST}" selected>' in text
+    assert refused in text
