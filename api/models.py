@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.conf import settings
 from django.db import models
 
 
 class ApiToken(models.Model):
-    """A bearer token that acts as its user (their tenant and roles), until revoked."""
+    """A bearer token that acts as its user (their tenant and roles) until it is revoked
+    or reaches ``expires_at``, whichever comes first."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
@@ -18,6 +21,9 @@ class ApiToken(models.Model):
     # sha256 of the whole token; the secret itself is shown once and never stored.
     digest = models.CharField(max_length=64)
     created_at = models.DateTimeField()
+    # Chosen at creation from api.tokens.LIFETIME_DAYS; there is no "never".
+    expires_at = models.DateTimeField()
+    # Written at most once a minute per token (api.tokens.LAST_USED_EVERY).
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -25,5 +31,9 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({self.name})"
 
     @property
-    def active(self) -> bool:
-        return self.revoked_at is None
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def expired_at(self, now: dt.datetime) -> bool:
+        """True when the token's lifetime has run out at ``now`` (revoked or not)."""
+        return self.expires_at <= now

@@ -1,17 +1,25 @@
 """API token writes and the bearer check: create (the secret is returned once), revoke,
 authenticate. Tokens are 256-bit random secrets, so a plain SHA-256 digest (compared in
 constant time) is the right hash at rest: there is nothing to brute-force as with a
-password."""
+password.
+
+Every token expires: its lifetime is chosen at creation from ``LIFETIME_DAYS``; there is
+no "never" (a bearer secret that outlives its purpose is the leak nobody notices; an
+integration that runs for years rotates a 365-day token)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
+import re
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 
 from api.models import ApiToken
 from kernel import clock
@@ -19,50 +27,121 @@ from kernel import clock
 PREFIX = "fo_"
 MAX_ACTIVE_TOKENS = 10
 NAME_MAX = 80  # ApiToken.name and the form's maxlength
+LIFETIME_DAYS = (7, 30, 90, 365)
+DEFAULT_LIFETIME_DAYS = 90
+# last_used_at is written at most this often per token: not a write on every request.
+LAST_USED_EVERY = dt.timedelta(minutes=1)
+# What a whole token looks like (PREFIX, 12 hex digits, "_", the secret part).
+TOKEN_SHAPE = re.compile(r"fo_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}")
 
 
 class TokenError(ValueError):
-    """A token request that cannot be honoured (shown to the user)."""
+    """A token request that cannot be honoured (shown to the user); ``field`` is the form
+    field at fault ("name", "lifetime_days") or None."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class TokenExpired(Exception):
+    """A bearer token that was valid but whose lifetime has run out."""
+
+    def __init__(self, expires_at: dt.datetime) -> None:
+        super().__init__(f"token expired at {clock.iso(expires_at)}")
+        self.expires_at = expires_at
 
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def token_create(*, user: Any, name: str) -> tuple[ApiToken, str]:
-    """Create a token for ``user``; return the row and the secret (shown once only).
+def _lifetimes_text() -> str:
+    *first, last = (str(d) for d in LIFETIME_DAYS)
+    return f"{', '.join(first)} or {last} days"
 
-    Raise TokenError for a missing, over-long or unprintable name or too many active tokens.
-    """
+
+def lifetime_from_form(values: Sequence[str]) -> int:
+    """The lifetime in days a form field holds (``request.POST.getlist``).
+
+    Raise TokenError unless the field is given exactly once and is exactly one of the
+    offered values as the form writes it ("90", not " 90", "090", "+90" or "٩٠")."""
+    offered = {str(days): days for days in LIFETIME_DAYS}
+    if len(values) != 1:
+        given = "not given" if not values else f"given {len(values)} times"
+        raise TokenError(
+            f"Choose one lifetime ({_lifetimes_text()}); it was {given}. No token was created.",
+            "lifetime_days",
+        )
+    days = offered.get(values[0])
+    if days is None:
+        raise TokenError(
+            f"A token's lifetime is one of {_lifetimes_text()}; no token was created.",
+            "lifetime_days",
+        )
+    return days
+
+
+def token_name_clean(name: str) -> str:
+    """The name stripped; raise TokenError for a missing, over-long or unprintable one."""
     name = (name or "").strip()
     if not name:
-        raise TokenError("A token needs a name (what integration uses it).")
+        raise TokenError("A token needs a name (what integration uses it).", "name")
     if len(name) > NAME_MAX:
         raise TokenError(
             f"A token name may be at most {NAME_MAX} characters and this one has {len(name)}; "
-            "no token was created."
+            "no token was created.",
+            "name",
         )
     if not name.isprintable():  # a line break, a tab, a right-to-left override, NUL
-        raise TokenError("A token name must not contain control characters; no token was created.")
+        raise TokenError(
+            "A token name must not contain control characters; no token was created.", "name"
+        )
+    return name
+
+
+def token_create(
+    *, user: Any, name: str, lifetime_days: int = DEFAULT_LIFETIME_DAYS
+) -> tuple[ApiToken, str]:
+    """Create a token for ``user`` that expires ``lifetime_days`` from now; return the row
+    and the secret (shown once only).
+
+    Raise TokenError for a missing, over-long or unprintable name, a lifetime that is not
+    one of LIFETIME_DAYS, or too many active tokens (revoked and expired ones do not count).
+    """
+    name = token_name_clean(name)
+    if type(lifetime_days) is not int or lifetime_days not in LIFETIME_DAYS:
+        raise TokenError(
+            f"A token's lifetime is one of {_lifetimes_text()}; no token was created.",
+            "lifetime_days",
+        )
     with transaction.atomic():
         # The user's row, locked: two creations at once count one after the other, so
         # a burst of requests cannot pass the limit (on SQLite the transaction's
         # BEGIN IMMEDIATE serializes them the same way).
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()
-        active = ApiToken.objects.filter(user=user, revoked_at__isnull=True).count()
+        now = clock.now()
+        active = ApiToken.objects.filter(
+            user=user, revoked_at__isnull=True, expires_at__gt=now
+        ).count()
         if active >= MAX_ACTIVE_TOKENS:
             raise TokenError(f"At most {MAX_ACTIVE_TOKENS} active tokens; revoke one first.")
         public = secrets.token_hex(6)
         token = f"{PREFIX}{public}_{secrets.token_urlsafe(32)}"
         row = ApiToken.objects.create(
-            user=user, name=name, prefix=public, digest=_digest(token), created_at=clock.now()
+            user=user,
+            name=name,
+            prefix=public,
+            digest=_digest(token),
+            created_at=now,
+            expires_at=now + dt.timedelta(days=lifetime_days),
         )
     return row, token
 
 
 def token_revoke(*, user: Any, token_id: int) -> ApiToken:
-    """Revoke one of ``user``'s tokens (idempotent). Raise ApiToken.DoesNotExist for a
-    token that is not theirs."""
+    """Revoke one of ``user``'s tokens, expired or not (idempotent: a second revoke keeps
+    the first time). Raise ApiToken.DoesNotExist for a token that is not theirs."""
     row = ApiToken.objects.get(pk=token_id, user=user)
     if row.revoked_at is None:
         ApiToken.objects.filter(pk=row.pk, revoked_at__isnull=True).update(revoked_at=clock.now())
@@ -71,7 +150,11 @@ def token_revoke(*, user: Any, token_id: int) -> ApiToken:
 
 
 def token_user(token: str) -> Any | None:
-    """The active user a bearer token stands for, or None (unknown, revoked, inactive)."""
+    """The active user a bearer token stands for, or None (unknown, revoked, inactive user).
+
+    Raise TokenExpired for a token that is right, not revoked, of an active user, but past
+    its ``expires_at`` (nothing is written then). Record ``last_used_at`` at most once per
+    LAST_USED_EVERY: a conditional update, so concurrent requests write it once."""
     if not token.startswith(PREFIX) or len(token) > 100:
         return None
     public = token[len(PREFIX) :].split("_", 1)[0]
@@ -84,5 +167,12 @@ def token_user(token: str) -> Any | None:
         return None
     if not row.user.is_active:
         return None
-    ApiToken.objects.filter(pk=row.pk).update(last_used_at=clock.now())
+    now = clock.now()
+    if row.expired_at(now):
+        raise TokenExpired(row.expires_at)
+    stale = now - LAST_USED_EVERY
+    if row.last_used_at is None or row.last_used_at <= stale:
+        ApiToken.objects.filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale), pk=row.pk
+        ).update(last_used_at=now)
     return row.user

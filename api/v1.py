@@ -35,7 +35,7 @@ from pydantic_core import PydanticCustomError
 
 from access.objects import get_checkpoint_for_user, get_run_for_user
 from access.roles import APPROVER, OPERATOR, principal_ref_of, require_role, tenant_of
-from api.tokens import token_user
+from api.tokens import TOKEN_SHAPE, TokenExpired, token_user
 from approvals import domain as approval_domain
 from approvals import selectors as approval_selectors
 from approvals import services as approvals
@@ -49,7 +49,23 @@ from runs.models import Event, Run
 logger = logging.getLogger("fieldops.api")
 
 
+class TokenInQuery(Exception):
+    """A request that carries an API token in its address instead of its header."""
+
+
 class BearerToken(HttpBearer):
+    def __call__(self, request: HttpRequest) -> Any:
+        # A token in the address is refused even beside a good header: it is already in
+        # the access logs, and answering 200 would teach the client that it works.
+        if any(TOKEN_SHAPE.search(v) for _, values in request.GET.lists() for v in values):
+            raise TokenInQuery
+        # django-ninja's own __call__ logs the whole header under DEBUG when its scheme is
+        # not "Bearer" (a token sent without the scheme would land in the log).
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return None
+        return self.authenticate(request, token)
+
     def authenticate(self, request: HttpRequest, token: str) -> Any:
         user = token_user(token)
         if user is not None:
@@ -139,7 +155,39 @@ def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
 
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return _error(request, 401, "unauthenticated", "A valid API token is required.")
+    response = _error(request, 401, "unauthenticated", "A valid API token is required.")
+    response["WWW-Authenticate"] = "Bearer"  # RFC 6750: a 401 names the scheme it wants
+    return response
+
+
+@api.exception_handler(TokenExpired)
+def _token_expired(request: HttpRequest, exc: TokenExpired) -> HttpResponse:
+    # Only for a token whose secret is right: an unknown or revoked one stays
+    # "unauthenticated", so the answer tells nothing to someone guessing.
+    at = exc.expires_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    response = _error(
+        request,
+        401,
+        "token_expired",
+        f"This API token expired at {at}; create a new one on the console's API tokens "
+        "page (the expired one can be revoked there).",
+    )
+    response["WWW-Authenticate"] = 'Bearer error="invalid_token", error_description="expired"'
+    return response
+
+
+@api.exception_handler(TokenInQuery)
+def _token_in_query(request: HttpRequest, exc: TokenInQuery) -> HttpResponse:
+    response = _error(
+        request,
+        401,
+        "token_in_query",
+        "An API token is accepted only in the Authorization header (Authorization: Bearer "
+        "<token>), never in the address: addresses are written to server and proxy logs. "
+        "Consider this token exposed: revoke it and create a new one.",
+    )
+    response["WWW-Authenticate"] = "Bearer"
+    return response
 
 
 @api.exception_handler(PermissionDenied)

@@ -7,17 +7,22 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from access.roles import ROLES, require_role
+from api import selectors
 from api import tokens as token_services
 from api.models import ApiToken
+from kernel import clock
 
 
 def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     return {
-        "tokens": list(ApiToken.objects.filter(user=request.user).order_by("-created_at")),
+        "tokens": selectors.token_list_for_user(user=request.user, now=clock.now()),
         "limit": token_services.MAX_ACTIVE_TOKENS,
+        "lifetimes": token_services.LIFETIME_DAYS,
+        "form": {"name": "", "lifetime_days": str(token_services.DEFAULT_LIFETIME_DAYS)},
         **extra,
     }
 
@@ -29,19 +34,38 @@ def tokens(request: HttpRequest) -> HttpResponse:
     return render(request, "api/tokens.html", _context(request))
 
 
+@never_cache  # the 201 page holds the secret: no browser or proxy may keep a copy
 @require_POST
 @login_required
 def tokens_create(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *ROLES)
+    # What was typed comes back in the form after a refusal (a lifetime only if offered).
+    lifetime = request.POST.getlist("lifetime_days")
+    form = {
+        "name": request.POST.get("name", ""),
+        "lifetime_days": lifetime[0] if len(lifetime) == 1 else "",
+    }
     try:
+        # The fields in the form's order: the name's refusal first.
+        token_services.token_name_clean(form["name"])
+        days = token_services.lifetime_from_form(lifetime)
         row, secret = token_services.token_create(
-            user=request.user, name=request.POST.get("name", "")
+            user=request.user, name=form["name"], lifetime_days=days
         )
     except token_services.TokenError as exc:
-        return render(request, "api/tokens.html", _context(request, error=str(exc)), status=400)
+        context = _context(request, error=str(exc), error_field=exc.field, form=form)
+        return render(request, "api/tokens.html", context, status=400)
     # The secret is shown on this response only; it is never stored.
     return render(
-        request, "api/tokens.html", _context(request, created=row, secret=secret), status=201
+        request,
+        "api/tokens.html",
+        _context(
+            request,
+            created=row,
+            created_expires_utc=selectors.utc_text(row.expires_at),
+            secret=secret,
+        ),
+        status=201,
     )
 
 

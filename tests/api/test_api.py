@@ -69,7 +69,9 @@ def test_a_token_is_stored_only_as_a_digest_and_stops_working_when_revoked(appro
 def test_tokens_are_created_and_revoked_in_the_console(approver, operator):
     client = Client()
     client.force_login(approver)
-    page = client.post(reverse("api-tokens-create"), {"name": "my integration"})
+    page = client.post(
+        reverse("api-tokens-create"), {"name": "my integration", "lifetime_days": "90"}
+    )
     assert page.status_code == 201
     secret = page.context["secret"]
     assert secret in page.content.decode()
@@ -257,7 +259,7 @@ def test_the_schema_is_published_without_a_token():
 def test_the_token_forms_answer_every_input_without_a_server_error(approver, name, token_id):
     client = Client(raise_request_exception=False)
     client.force_login(approver)
-    created = client.post(reverse("api-tokens-create"), {"name": name})
+    created = client.post(reverse("api-tokens-create"), {"name": name, "lifetime_days": "30"})
     assert created.status_code in (201, 400)
     if created.status_code == 201:
         assert 0 < len(name.strip()) <= 80

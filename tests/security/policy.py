@@ -211,7 +211,8 @@ POLICY: Mapping[str, Rule] = {
     # Anyone holding a role may hold tokens (a token acts with its user's roles).
     "api-tokens": Rule({"GET": roles(APPROVER, OPERATOR, CATALOG_ADMIN)}),
     "api-tokens-create": Rule(
-        {"POST": roles(APPROVER, OPERATOR, CATALOG_ADMIN)}, body=_const({"name": "matrix"})
+        {"POST": roles(APPROVER, OPERATOR, CATALOG_ADMIN)},
+        body=_const({"name": "matrix", "lifetime_days": "90"}),
     ),
     # Only its owner revokes a token; anyone else's is not disclosed (404).
     "api-tokens-revoke": Rule(
