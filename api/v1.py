@@ -124,7 +124,9 @@ api = NinjaAPI(
     title="FieldOps API",
     version="1",
     description="Exact approvals and governed runs for integrations. Authenticate with "
-    "`Authorization: Bearer <token>` (create tokens in the console under API tokens).",
+    "`Authorization: Bearer <token>` (create tokens in the console under API tokens; "
+    "never in the query string). Every token expires: an expired one is a 401 "
+    "`token_expired` naming when, an unknown or revoked one a 401 `unauthenticated`.",
     urls_namespace="api-v1",
     # The schema is served by api.urls (GET only) at /api/v1/schema/; no docs page (its
     # inline scripts would break the console's CSP).

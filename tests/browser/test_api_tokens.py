@@ -1,0 +1,73 @@
+"""The API tokens page as a user meets it: a lifetime chosen from the offered set, the
+expiry told in the list (the exact UTC time on hover), an expired token refused by the API
+and still revocable from the list."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from api.models import ApiToken
+from kernel import clock
+from tests.browser_support import login
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_token_made_for_30_days_expires_then_is_revoked_from_the_list(
+    live_server: Any, new_page: Any, approver: Any
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/api/tokens/")
+    lifetime = page.get_by_label("Expires after")
+    expect(lifetime).to_have_value("90")  # the default
+    page.get_by_label("Name (what integration uses it)").fill("nightly export")
+    lifetime.select_option("30")
+    page.get_by_role("button", name="Create token").click()
+    secret = page.locator("#new-token").inner_text().strip()
+    row = ApiToken.objects.get(name="nightly export")
+    exact = row.expires_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    expect(page.locator("#new-h").locator("..")).to_contain_text(f"It expires at {exact}.")
+    listed = page.locator(f'tr[data-token="{row.prefix}"]')
+    expect(listed.locator("time").first).to_have_text("expires in 29 days")
+    expect(listed.locator("time").first).to_have_attribute("title", exact)
+
+    api = page.request.get(
+        f"{live_server.url}/api/v1/checkpoints", headers={"Authorization": f"Bearer {secret}"}
+    )
+    assert api.status == 200
+    clock.advance(30 * 24 * 3600 + 1)
+    api = page.request.get(
+        f"{live_server.url}/api/v1/checkpoints", headers={"Authorization": f"Bearer {secret}"}
+    )
+    assert api.status == 401 and api.json()["code"] == "token_expired"
+    assert exact in api.json()["message"] and secret not in api.text()
+
+    page.goto(f"{live_server.url}/api/tokens/")
+    expect(listed).to_have_attribute("data-status", "expired")
+    expect(listed.locator(".badge")).to_have_text("expired")
+    listed.get_by_role("button", name="Revoke nightly export").click()
+    page.wait_for_load_state()
+    expect(listed).to_have_attribute("data-status", "revoked")
+
+
+def test_a_refused_name_keeps_the_lifetime_and_takes_the_focus(
+    live_server: Any, new_page: Any, approver: Any
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/api/tokens/")
+    page.get_by_label("Name (what integration uses it)").fill("   ")
+    page.get_by_label("Expires after").select_option("7")
+    page.get_by_role("button", name="Create token").click()
+    page.wait_for_load_state()
+    expect(page.locator('main .refusal[role="alert"]')).to_contain_text("needs a name")
+    name = page.get_by_label("Name (what integration uses it)")
+    expect(name).to_be_focused()
+    expect(name).to_have_attribute("aria-describedby", "token-error")
+    expect(page.get_by_label("Expires after")).to_have_value("7")
+    assert not ApiToken.objects.exists()
