@@ -303,3 +303,16 @@ def test_a_second_revoke_or_another_users_token_changes_nothing(
     row.refresh_from_db()
     assert row.revoked_at == first
     assert get("/checkpoints", secret).json()["code"] == "unauthenticated"
+
+
+def test_a_token_cannot_mint_or_list_tokens(approver: Any) -> None:
+    # Otherwise a leaked token could renew itself past its expiry for ever.
+    _, secret = create(approver, lifetime="7")
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+    minted = Client().post(
+        reverse("api-tokens-create"), {"name": "renewal", "lifetime_days": "365"}, **auth
+    )
+    assert minted.status_code == 302 and minted["Location"].startswith("/login/")
+    listed = Client().get(reverse("api-tokens"), **auth)
+    assert listed.status_code == 302 and listed["Location"].startswith("/login/")
+    assert ApiToken.objects.count() == 1
