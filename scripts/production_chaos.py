@@ -189,7 +189,11 @@ class Person:
 
     def make_token(self) -> None:
         self.get("/api/tokens/")
-        r = self.post("/api/tokens/new/", {"name": f"chaos-{uuid.uuid4().hex[:6]}"}, "token")
+        r = self.post(
+            "/api/tokens/new/",
+            {"name": f"chaos-{uuid.uuid4().hex[:6]}", "lifetime_days": "7"},
+            "token",
+        )
         assert r is not None and r.status_code == 201, r
         match = TOKEN.search(r.text)
         assert match, "no token on the page"
