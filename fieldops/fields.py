@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.utils.datastructures import MultiValueDict
 
 from fieldops.middleware import FORM_TYPES, answers_json, bad_request_page
@@ -34,6 +35,7 @@ View = TypeVar("View", bound=Callable[..., Any])
 
 REPEATABLE = "fieldops_repeatable_fields"
 CHECKED_BY_VIEW = "fieldops_repeated_fields_checked_by_view"
+BACK = "fieldops_refused_back_to"
 
 
 def repeatable(*names: str) -> Callable[[View], View]:
@@ -51,6 +53,18 @@ def repeated_fields_checked_by_view(view: View) -> View:
     refusal); the middleware still refuses a repeated query parameter before it runs."""
     setattr(view, CHECKED_BY_VIEW, True)
     return view
+
+
+def refused_back_to(url_name: str, label: str) -> Callable[[View], View]:
+    """Mark the page a refused request of this view leads back to (default: the same
+    address without its query): a bulk action's preview leads back to the list it acts on,
+    not to a preview of everything."""
+
+    def mark(view: View) -> View:
+        setattr(view, BACK, (url_name, label))
+        return view
+
+    return mark
 
 
 def repeated_field(params: MultiValueDict[str, Any], repeatable: Iterable[str] = ()) -> str | None:
@@ -82,13 +96,15 @@ def _is_form_post(request: HttpRequest) -> bool:
 
 def request_refusal(request: HttpRequest, view: Any) -> HttpResponse | None:
     """The 400 page for a console request with a repeated query parameter or form field."""
+    marked = getattr(view, BACK, None)
+    back, label = (reverse(marked[0]), marked[1]) if marked else ("", "")
     name = repeated_field(request.GET)
     if name is not None:
         return bad_request_page(
             repeated_parameter_message(name),
             hint="Open the page from its own links or filter form, which give each once.",
-            back=request.path,
-            back_label="Back to the page",
+            back=back or request.path,
+            back_label=label or "Back to the page",
         )
     if not _is_form_post(request) or getattr(view, CHECKED_BY_VIEW, False):
         return None
@@ -100,6 +116,8 @@ def request_refusal(request: HttpRequest, view: Any) -> HttpResponse | None:
         return bad_request_page(
             repeated_field_message(name),
             hint="Reload the page and send its form again.",
+            back=back,
+            back_label=label,
         )
     return None
 

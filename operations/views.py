@@ -20,7 +20,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_POST
 
 from access.roles import OPERATOR, ROLES, principal_ref_of, require_role
-from fieldops.fields import repeated_field
+from fieldops.fields import refused_back_to, repeated_field
 from fieldops.http import AuthedHtmxRequest
 from fieldops.middleware import bad_request_page
 from kernel import clock
@@ -181,24 +181,28 @@ def _start(request: AuthedHtmxRequest, flow: Flow, start: Callable[..., Operatio
     return redirect("operations-detail", operation.pk)
 
 
+@refused_back_to(RECONCILE.back, RECONCILE.back_label)
 @require_GET
 @login_required
 def operations_reconcile_preview(request: AuthedHtmxRequest) -> HttpResponse:
     return _preview(request, RECONCILE)
 
 
+@refused_back_to(RECONCILE.back, RECONCILE.back_label)
 @require_POST
 @login_required
 def operations_reconcile_start(request: AuthedHtmxRequest) -> HttpResponse:
     return _start(request, RECONCILE, services.operation_start_reconcile)
 
 
+@refused_back_to(INCIDENT.back, INCIDENT.back_label)
 @require_GET
 @login_required
 def operations_incident_preview(request: AuthedHtmxRequest) -> HttpResponse:
     return _preview(request, INCIDENT)
 
 
+@refused_back_to(INCIDENT.back, INCIDENT.back_label)
 @require_POST
 @login_required
 def operations_incident_start(request: AuthedHtmxRequest) -> HttpResponse:
@@ -207,12 +211,14 @@ def operations_incident_start(request: AuthedHtmxRequest) -> HttpResponse:
     )
 
 
+@refused_back_to(CANCEL.back, CANCEL.back_label)
 @require_GET
 @login_required
 def operations_cancel_preview(request: AuthedHtmxRequest) -> HttpResponse:
     return _preview(request, CANCEL)
 
 
+@refused_back_to(CANCEL.back, CANCEL.back_label)
 @require_POST
 @login_required
 def operations_cancel_start(request: AuthedHtmxRequest) -> HttpResponse:

@@ -13,6 +13,8 @@ field a form sends several times.
 from __future__ import annotations
 
 import html
+import re
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -321,6 +323,13 @@ def test_a_list_page_refuses_a_repeated_filter(
     response = client.get(f"{url}?{urlencode([(param, value), (param, value)])}", **headers)
     assert response.status_code == 400
     assert _names(response, param) and BAD_REQUEST in response.content.decode()
+    # Back to the page without its query; a bulk preview back to the list it acts on.
+    back = {
+        "operations-cancel-preview": reverse("runs-list"),
+        "operations-reconcile-preview": reverse("recovery"),
+        "operations-incident-preview": reverse("runbooks"),
+    }.get(name, url)
+    assert f'<a href="{back}">' in response.content.decode()
 
 
 def test_a_run_page_refuses_a_repeated_timeline_parameter(sworld: World) -> None:
@@ -388,3 +397,40 @@ def test_a_sign_in_with_two_usernames_is_refused(sworld: World) -> None:
     response = _send(client, reverse("login"), pairs)
     assert response.status_code == 400 and _names(response, "username")
     assert "_auth_user_id" not in client.session
+
+
+# -- the console's own forms send each field once -----------------------------------------
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+FORM = re.compile(r"<form\b([^>]*)>(.*?)</form>", re.S)
+CONTROL = re.compile(r"<(?:input|select|textarea)\b[^>]*>", re.S)
+
+
+def test_no_console_form_names_a_field_twice() -> None:
+    """A form that sent a field twice would now be refused: every POST form of the
+    templates names each control once (radio buttons and submit buttons send one of
+    theirs; the runs list's selection ``run`` is the multi-valued field)."""
+    twice = []
+    for path in sorted(TEMPLATES.rglob("*.html")):
+        for attrs, body in FORM.findall(path.read_text()):
+            if 'method="post"' not in attrs.lower():
+                continue
+            names: list[str] = []
+            for tag in CONTROL.findall(body):
+                name = re.search(r'\bname="([^"]*)"', tag)
+                kind = re.search(r'\btype="([^"]*)"', tag)
+                if name is None or (kind is not None and kind.group(1) in ("radio", "submit")):
+                    continue
+                names.append(name.group(1))
+            twice += [f"{path.name}: {n}" for n in set(names) if names.count(n) > 1]
+    assert twice == []
+
+
+@pytest.mark.parametrize(
+    ("name", "principal"),
+    [("runs-list", "operator"), ("approvals-queue", "approver"), ("recovery", "operator")],
+)
+def test_a_save_view_form_carries_its_query_once(sworld: World, name: str, principal: str) -> None:
+    client = sworld.client(principal, raise_request_exception=False)
+    response = client.get(reverse(name) + "?world=faultlab")
+    assert response.status_code == 200
+    assert response.content.decode().count('name="query"') == 1
