@@ -15,8 +15,9 @@ whose field is legitimately multi-valued (the runs list's bulk selection ``run``
 with ``@repeatable("run")``; a view that records its input refusals (an approval decision,
 a clarification's answer: SPEC §4, ``approvals.services``) says
 ``@repeated_fields_checked_by_view`` and checks the body itself with ``repeated_field``.
-The JSON API (``/api/``) refuses repeated keys in its own bodies; the signed callback
-(CSRF-exempt) reads its raw body itself.
+Under the JSON API (``/api/``) a repeated query parameter is a 400 in the API's error
+shape; its JSON bodies refuse repeated keys themselves, and the signed callback (CSRF-exempt)
+reads its raw body itself.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.utils.datastructures import MultiValueDict
 
@@ -137,6 +138,16 @@ class RejectRepeatedFieldMiddleware:
     def process_view(
         self, request: HttpRequest, view: Any, args: Any, kwargs: Any
     ) -> HttpResponse | None:
-        if getattr(view, "csrf_exempt", False) or answers_json(request):
+        if answers_json(request):
+            # The API reads its query as the console does (django-ninja takes the last of
+            # a repeated parameter): refused in the API's error shape. Its JSON bodies
+            # refuse repeated keys themselves; the signed callback reads its raw body.
+            name = repeated_field(request.GET)
+            if name is None:
+                return None
+            key = "error" if request.path.startswith(reverse("api-callback")) else "code"
+            message = repeated_parameter_message(name)
+            return JsonResponse({key: "invalid_request", "message": message}, status=400)
+        if getattr(view, "csrf_exempt", False):
             return None
         return request_refusal(request, view)

@@ -434,3 +434,14 @@ def test_a_save_view_form_carries_its_query_once(sworld: World, name: str, princ
     response = client.get(reverse(name) + "?world=faultlab")
     assert response.status_code == 200
     assert response.content.decode().count('name="query"') == 1
+
+
+def test_the_api_refuses_a_repeated_query_parameter(sworld: World) -> None:
+    from tests.api.test_api import bearer, call
+
+    auth = bearer(sworld.users["approver"])
+    assert call("GET", "/checkpoints?world=faultlab", auth).status_code == 200
+    response = call("GET", "/checkpoints?world=live&world=faultlab", auth)
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_request"
+    assert "'world'" in response.json()["message"]
