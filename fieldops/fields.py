@@ -101,11 +101,14 @@ def request_refusal(request: HttpRequest, view: Any) -> HttpResponse | None:
     back, label = (reverse(marked[0]), marked[1]) if marked else ("", "")
     name = repeated_field(request.GET)
     if name is not None:
+        if not back and request.method in ("GET", "HEAD"):
+            # The page without its query (a POST-only address would answer a 405).
+            back, label = request.path, "Back to the page"
         return bad_request_page(
             repeated_parameter_message(name),
             hint="Open the page from its own links or filter form, which give each once.",
-            back=back or request.path,
-            back_label=label or "Back to the page",
+            back=back,
+            back_label=label,
         )
     if not _is_form_post(request) or getattr(view, CHECKED_BY_VIEW, False):
         return None

@@ -256,6 +256,8 @@ def test_a_bulk_cancel_posted_under_a_repeated_filter_is_refused(sworld: World) 
     before = snapshot()
     response = _send(client, url, [("run", sworld.runs["waiting"]), ("reason", "x")])
     assert response.status_code == 400 and _names(response, "state")
+    # Back to the runs list, not to the POST-only address (a 405).
+    assert f'<a href="{reverse("runs-list")}">' in response.content.decode()
     assert changed(before, snapshot()) == []
 
 
