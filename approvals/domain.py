@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel.canonical import digest
-from kernel.text import bidi_control_refusal
+from kernel.text import bidi_control_refusal, field_name_shown
 
 CANONICALIZATION_VERSION = "reservation-canonical@1"
 _QUANTITY = re.compile(r"^[1-9][0-9]{0,3}$")
@@ -137,6 +137,9 @@ REFUSALS: Mapping[str, str] = {
     "not_an_approval": "This checkpoint asks a question; answer it instead of approving.",
     "invalid_requested_change": "The requested change names a field that is not part of "
     "the proposal.",
+    # The text names the field (repeated_field_message); this is its fallback.
+    "repeated_field": "A field of the decision form was sent more than once, so it is "
+    "ambiguous; nothing was decided.",
     "busy": "The run is busy (another transaction holds it); nothing was recorded. "
     "Try again in a few seconds.",
 }
@@ -190,13 +193,16 @@ class DecisionAttempt:
     approved_by: tuple[str, ...] = ()
     other_proposal_hashes: frozenset[str] = frozenset()
     requested_change: Mapping[str, Any] | None = None
+    # The name of a form field that was sent more than once (None when none was).
+    repeated_field: str | None = None
 
 
 def decision_refusal(attempt: DecisionAttempt) -> str | None:
     """Return the refusal code for a decision attempt, or None if it may be recorded.
 
     The checks run cheapest-authority-first: role, self-approval, eligibility, the size of
-    what was sent and the characters of its reason (``kernel.text``), the checkpoint's
+    what was sent (a field sent twice, then its size) and the characters of its reason
+    (``kernel.text``), the checkpoint's
     liveness (each closed state names its own cause), a second approval by the same person,
     the hash (a changed proposal apart from an altered page), then the content.
     """
@@ -207,6 +213,8 @@ def decision_refusal(attempt: DecisionAttempt) -> str | None:
         return "self_approval"
     if not a.eligible:
         return "not_eligible"
+    if a.repeated_field is not None:
+        return "repeated_field"
     if too_large(reason=a.reason, seen_hash=a.seen_hash, change=a.requested_change):
         return "input_too_large"
     if bidi_control_refusal(a.reason):
@@ -276,6 +284,14 @@ def bidi_control_message(text: str, *, what: str = "a reason") -> str:
     """The ``bidi_control`` refusal of ``text``, naming its first such character."""
     refused = bidi_control_refusal(text, what=what) or REFUSALS["bidi_control"]
     return f"{refused}; nothing was decided."
+
+
+def repeated_field_message(name: str, *, what: str = "the decision form") -> str:
+    """The ``repeated_field`` refusal, naming the field sent more than once."""
+    return (
+        f"The field {field_name_shown(name)} of {what} was sent more than once, so what "
+        "was meant is ambiguous; nothing was decided."
+    )
 
 
 def answer_too_large_message(answer: str) -> str:

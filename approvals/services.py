@@ -252,8 +252,13 @@ def approval_decide(
     seen_hash: str,
     reason: str,
     requested_change: Mapping[str, Any] | None = None,
+    repeated_field: str | None = None,
 ) -> DecisionResult:
     """Approve or decline an approval checkpoint exactly as seen; refuse otherwise.
+
+    ``repeated_field`` names a form field the decision was sent with more than once (the
+    view reads none of that form's values then): refused and recorded as
+    ``repeated_field``, after the authority checks, like every input refusal.
 
     The caller has already checked the checkpoint's tenant (objects of other tenants are
     404 in views). ``requested_change`` (decline only) names proposal fields to change; it
@@ -304,11 +309,14 @@ def approval_decide(
                     else frozenset()
                 ),
                 requested_change=change,
+                repeated_field=repeated_field,
             )
         )
         if refusal is not None:
             told = ""
-            if refusal == "input_too_large":
+            if refusal == "repeated_field" and repeated_field is not None:
+                told = domain.repeated_field_message(repeated_field)
+            elif refusal == "input_too_large":
                 told = domain.too_large_message(reason=reason, seen_hash=seen_hash, change=change)
             elif refusal == "bidi_control":
                 told = domain.bidi_control_message(reason)
@@ -406,8 +414,13 @@ def approval_decide(
 
 
 @telemetry.traced_decision("answer")
-def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> DecisionResult:
-    """Record the requester's trusted answer; the run returns to OBSERVING."""
+def clarification_answer(
+    *, checkpoint_id: str, user: Any, answer: str, repeated_field: str | None = None
+) -> DecisionResult:
+    """Record the requester's trusted answer; the run returns to OBSERVING.
+
+    ``repeated_field`` names a form field sent more than once: the requester's answer is
+    refused and recorded as ``repeated_field`` (nothing of the form is read)."""
     answer = (answer or "").replace("\r\n", "\n").strip()  # line breaks as counted
 
     def attempt() -> DecisionResult | None:
@@ -422,6 +435,9 @@ def clarification_answer(*, checkpoint_id: str, user: Any, answer: str) -> Decis
                 "Only the person who requested the run can answer it.",
                 checkpoint,
             )
+        if repeated_field is not None:
+            told = domain.repeated_field_message(repeated_field, what="the answer form")
+            return _refuse(checkpoint, user, "repeated_field", "", told)
         if not answer:
             return DecisionResult(False, "answer_required", "An answer is required.", checkpoint)
         if len(answer) > domain.MAX_ANSWER_CHARS:

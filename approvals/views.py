@@ -29,6 +29,7 @@ from approvals.domain import (
     REFUSALS,
 )
 from approvals.models import Checkpoint
+from fieldops.fields import repeated_field, repeated_fields_checked_by_view
 from fieldops.http import AuthedHtmxRequest
 from kernel import clock
 from kernel.canonical import digest
@@ -223,11 +224,24 @@ def _refusal_response(
     return render(request, "approvals/detail.html", context, status=status)
 
 
+@repeated_fields_checked_by_view  # a repeated field is a recorded refusal (SPEC §4)
 @require_POST
 @login_required
 def approvals_decide(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResponse:
     """Approve or decline exactly the proposal whose hash the form carried."""
     checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
+    repeated = repeated_field(request.POST)
+    if repeated is not None:
+        # Nothing of the form is read (which verdict, which hash, which reason?).
+        result = services.approval_decide(
+            checkpoint_id=checkpoint.pk,
+            user=request.user,
+            approve=False,
+            seen_hash="",
+            reason="",
+            repeated_field=repeated,
+        )
+        return _refusal_response(request, checkpoint, result)
     verdict = request.POST.get("verdict", "")
     if verdict not in ("approve", "decline"):
         context = _detail_context(request, checkpoint, form_error="Choose approve or decline.")
@@ -281,13 +295,18 @@ def _decided_message(*, approve: bool, change: dict[str, str]) -> str:
     )
 
 
+@repeated_fields_checked_by_view  # a repeated field is a recorded refusal (SPEC §4)
 @require_POST
 @login_required
 def approvals_answer(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResponse:
     """The requester answers a clarification checkpoint."""
     checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
+    repeated = repeated_field(request.POST)
     result = services.clarification_answer(
-        checkpoint_id=checkpoint.pk, user=request.user, answer=request.POST.get("answer", "")
+        checkpoint_id=checkpoint.pk,
+        user=request.user,
+        answer="" if repeated is not None else request.POST.get("answer", ""),
+        repeated_field=repeated,
     )
     if not result.recorded:
         return _refusal_response(request, checkpoint, result)

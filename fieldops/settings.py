@@ -167,6 +167,8 @@ MIDDLEWARE = [
     "fieldops.middleware.RejectUndecodableBodyMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "fieldops.middleware.RejectNulMiddleware",  # after CSRF: a NUL in any field is a 400
+    # After the NUL check: a console form field or query parameter sent twice is a 400.
+    "fieldops.fields.RejectRepeatedFieldMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "runs.middleware.UndeliveredKickNoteMiddleware",  # after messages and auth

@@ -24,3 +24,16 @@ def bidi_control_refusal(text: str, *, what: str = "a reason") -> str | None:
             name = unicodedata.name(char, "BIDIRECTIONAL CONTROL")
             return f"U+{ord(char):04X} {name} is not allowed in {what}"
     return None
+
+
+FIELD_NAME_SHOWN_CHARS = 60
+
+
+def field_name_shown(name: str) -> str:
+    """A form field's or query parameter's name as a refusal quotes it (whatever was sent):
+    quoted with ``repr``, so control, invisible and bidirectional characters show escaped,
+    cut to a readable length; an empty name is said to be empty."""
+    if name == "":
+        return "with an empty name"
+    shown = repr(name[:FIELD_NAME_SHOWN_CHARS])
+    return shown + ("…" if len(name) > FIELD_NAME_SHOWN_CHARS else "")

@@ -20,9 +20,11 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_POST
 
 from access.roles import OPERATOR, ROLES, principal_ref_of, require_role
+from fieldops.fields import refused_back_to, repeated_field
 from fieldops.http import AuthedHtmxRequest
 from fieldops.middleware import bad_request_page
 from kernel import clock
+from kernel.text import field_name_shown
 from operations import exports, saved_views, selectors, services
 from operations.models import Operation, SavedView
 from runs.console import runs_selectors
@@ -179,24 +181,28 @@ def _start(request: AuthedHtmxRequest, flow: Flow, start: Callable[..., Operatio
     return redirect("operations-detail", operation.pk)
 
 
+@refused_back_to(RECONCILE.back, RECONCILE.back_label)
 @require_GET
 @login_required
 def operations_reconcile_preview(request: AuthedHtmxRequest) -> HttpResponse:
     return _preview(request, RECONCILE)
 
 
+@refused_back_to(RECONCILE.back, RECONCILE.back_label)
 @require_POST
 @login_required
 def operations_reconcile_start(request: AuthedHtmxRequest) -> HttpResponse:
     return _start(request, RECONCILE, services.operation_start_reconcile)
 
 
+@refused_back_to(INCIDENT.back, INCIDENT.back_label)
 @require_GET
 @login_required
 def operations_incident_preview(request: AuthedHtmxRequest) -> HttpResponse:
     return _preview(request, INCIDENT)
 
 
+@refused_back_to(INCIDENT.back, INCIDENT.back_label)
 @require_POST
 @login_required
 def operations_incident_start(request: AuthedHtmxRequest) -> HttpResponse:
@@ -205,12 +211,14 @@ def operations_incident_start(request: AuthedHtmxRequest) -> HttpResponse:
     )
 
 
+@refused_back_to(CANCEL.back, CANCEL.back_label)
 @require_GET
 @login_required
 def operations_cancel_preview(request: AuthedHtmxRequest) -> HttpResponse:
     return _preview(request, CANCEL)
 
 
+@refused_back_to(CANCEL.back, CANCEL.back_label)
 @require_POST
 @login_required
 def operations_cancel_start(request: AuthedHtmxRequest) -> HttpResponse:
@@ -361,6 +369,16 @@ def saved_views_create(request: AuthedHtmxRequest) -> HttpResponse:
     tenant = request_tenant(request)
     page = request.POST.get("page", "")
     query = QueryDict(request.POST.get("query", "")[:2000])
+    repeated = repeated_field(query)
+    if repeated is not None:
+        # A filter given twice selects neither: nothing is saved that would open as one.
+        return bad_request_page(
+            f"The view was not saved: its filter gives the parameter "
+            f"{field_name_shown(repeated)} more than once, so it selects neither value.",
+            hint="Save a view with the form on the page it filters.",
+            back=saved_views.page_url(page, None),
+            back_label="Back to the page",
+        )
     try:
         view = saved_views.saved_view_create(
             tenant=tenant,

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from access.objects import get_run_for_user
 from access.roles import OPERATOR, principal_ref_of, require_role
 from capabilities import ports
+from fieldops.fields import repeatable
 from fieldops.http import AuthedHtmxRequest
 from fieldops.middleware import bad_request_page
 from runs import services
@@ -126,6 +127,7 @@ def runs_start(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "runs/list.html", context, status=400)
 
 
+@repeatable("run")  # the selected runs' checkboxes; every other field is sent once
 @require_POST
 @login_required
 def runs_bulk_cancel(request: AuthedHtmxRequest) -> HttpResponse:
