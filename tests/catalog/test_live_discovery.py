@@ -923,3 +923,54 @@ def test_a_failed_discovery_keeps_a_servers_nul_and_binary_noise_visible(catalog
     run.refresh_from_db()
     assert "\x00" not in run.stderr + run.message
     assert "boot" in run.stderr
+
+
+# -- wild servers (mcp_servers/wild.py): what real servers get wrong ---------------------
+def test_a_schema_that_is_no_json_schema_is_refused_alone_and_the_pages_show_it(catalog_admin):
+    """A tool whose inputSchema breaks the JSON Schema meta-schema (``required`` a string,
+    a type that does not exist) is no contract to review: refused alone, with the reason.
+    A ``$ref`` cycle is a valid schema (recursion is legal) and is kept as text. Names
+    with unicode, a control character or 10 KB, and a name listed twice, are refused."""
+    run, _, _ = _hostile(catalog_admin, "wild-names", "wild", "oddnames")
+    assert run.ok, run.message
+    refused = {r["name"]: r["reasons"] for r in run.summary["refused"] if r["name"]}
+    assert "bad_schema" in refused and "typo_schema" in refused, refused
+    assert "not a valid JSON Schema" in refused["bad_schema"][0]
+    assert "'id' is not of type 'array'" in refused["bad_schema"][0]
+    assert "strnig" in refused["typo_schema"][0]
+    assert refused["twice"] and len(run.summary["refused"]) == 7
+    assert "bad_schema" not in candidates(ToolServer.objects.get(name="wild-names"))
+    assert set(candidates(ToolServer.objects.get(name="wild-names"))) == {
+        "lookup_part",
+        "cyclic_ref",
+    }
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-discovery", args=[run.pk]))
+    assert page.status_code == 200
+    assert "not a valid JSON Schema" in page.content.decode()
+    for version in candidates(ToolServer.objects.get(name="wild-names")).values():
+        shown = client.get(reverse("catalog-candidate", args=[version.pk]))
+        assert shown.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "said"),
+    [
+        ("endless", "too_many_pages", "more than 100 pages"),
+        ("cycle", "cursor_loop", "repeated a cursor"),
+        ("rpcerror", "server_error", "error -32603: tools are down"),
+        ("exitafter", "connection_closed", "tools/list page 1"),
+        ("nulltools", "not_mcp", '"tools" is not a list'),
+    ],
+)
+def test_a_wild_server_ends_in_a_typed_failure_storing_nothing(catalog_admin, mode, code, said):
+    run, before, elapsed = _hostile(catalog_admin, f"wild-{mode}", "wild", mode)
+    assert run.code == code and said in run.message, run.message
+    assert stored() == before and elapsed < 25
+
+
+def test_notifications_and_server_requests_between_answers_are_tolerated(catalog_admin):
+    run, _, _ = _hostile(catalog_admin, "wild-chatty", "wild", "chatty")
+    assert run.ok, run.message
+    assert set(candidates(ToolServer.objects.get(name="wild-chatty"))) == {"lookup_part"}
