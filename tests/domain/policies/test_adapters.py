@@ -249,6 +249,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "server_tool_use_web_search": Reject.PROVIDER_EXECUTED_TOOL,
         "tool_use_called_by_code_execution": Reject.PROVIDER_EXECUTED_TOOL,
         "unknown_block": Reject.UNKNOWN_SHAPE,
+        "unknown_stop_reason": Reject.UNKNOWN_SHAPE,
         "unknown_shape_openai_completion": Reject.UNKNOWN_SHAPE,
         "empty_content": Reject.EMPTY_OUTPUT,
         "error_overloaded": "provider_error:overloaded",
