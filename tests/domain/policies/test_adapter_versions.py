@@ -37,14 +37,14 @@ EARLIER = {
     "anthropic": anthropic_adapter.VERSION_2_1,
 }
 CURRENT = {
-    "openai": "openai-tool-calls-adapter@2.2.0",
+    "openai": "openai-tool-calls-adapter@2.3.0",
     "openai-responses": "openai-responses-adapter@1.2.0",
     "anthropic": "anthropic-tool-use-adapter@2.3.0",
 }
 # Every earlier version still installed, oldest first (EARLIER: the first of each, the one
 # the duplicate-key and content-filter fixes were made after).
 EARLIER_ALL = {
-    "openai": (openai_adapter.VERSION_2_1,),
+    "openai": (openai_adapter.VERSION_2_1, openai_adapter.VERSION_2_2),
     "openai-responses": (openai_responses_adapter.VERSION_1_1,),
     "anthropic": (anthropic_adapter.VERSION_2_1, anthropic_adapter.VERSION_2_2),
 }
@@ -57,6 +57,7 @@ FIXED = {
     ("openai-responses", "azure_content_filters_blocked"): Reject.REFUSAL,
     ("anthropic", "final_json_duplicate_keys"): Reject.MALFORMED_FINAL,
     ("anthropic", "unknown_stop_reason"): Reject.UNKNOWN_SHAPE,
+    ("openai", "unknown_finish_reason"): Reject.UNKNOWN_SHAPE,
 }
 
 
@@ -253,5 +254,46 @@ def test_an_anthropic_stop_reason_the_api_does_not_document_is_never_an_answer(s
 def test_the_documented_anthropic_stop_reasons_keep_their_meaning(stop, expected):
     raw = {**anthropic_adapter.render_text("Done."), "stop_reason": stop}
     for version in (CURRENT["anthropic"], *EARLIER_ALL["anthropic"]):
+        proposal = vocabularies.for_version(version).parse(raw, KINDS)
+        assert parsing.classify(proposal, KINDS) == expected, version
+
+
+# -- (e) an unknown Chat Completions finish_reason (2.3.0) -----------------------------------
+@pytest.mark.parametrize("finish", ["abort", "eos", "STOP", "max_tokens", 0, False, ["stop"]])
+def test_a_chat_finish_reason_the_api_does_not_document_is_never_an_answer(finish):
+    """A compatible server's finish reason that says the generation was aborted or cut is
+    not the end of an answer: from 2.3.0 ``unknown_shape`` (named), with or without a call;
+    2.2.0 read the text as a final answer and is kept so for replay."""
+    raw = openai_adapter.render_text("Part P-100 is in stock and I have")
+    raw["choices"][0]["finish_reason"] = finish
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == Reject.UNKNOWN_SHAPE
+    assert "unknown finish_reason" in proposal.detail
+    call = openai_adapter.render_call("read_equipment", {"equipment_id": "EQ-1"}, "c1")
+    call["choices"][0]["finish_reason"] = finish
+    assert parsing.classify(openai_adapter.parse(call, KINDS), KINDS) == Reject.UNKNOWN_SHAPE
+    for version in EARLIER_ALL["openai"]:
+        assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
+
+
+@pytest.mark.parametrize(
+    ("finish", "expected"),
+    [
+        ("stop", ""),
+        ("end_turn", ""),
+        ("", ""),  # none stated (Snowflake): read as before
+        (None, ""),
+        ("length", Reject.TRUNCATED),
+        ("content_filter", Reject.REFUSAL),
+        ("tool_calls", Reject.TRUNCATED),  # stopped for tool use without a call
+        ("function_call", Reject.TRUNCATED),
+        ("error", "provider_error:unclassified"),
+    ],
+)
+def test_the_documented_chat_finish_reasons_keep_their_meaning(finish, expected):
+    raw = openai_adapter.render_text("Done.")
+    raw["choices"][0]["finish_reason"] = finish
+    for version in (CURRENT["openai"], *EARLIER_ALL["openai"]):
         proposal = vocabularies.for_version(version).parse(raw, KINDS)
         assert parsing.classify(proposal, KINDS) == expected, version

@@ -128,6 +128,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "multiple_choices": Reject.MULTIPLE_CHOICES,
         "empty_message": Reject.EMPTY_OUTPUT,
         "unknown_shape_responses_api": Reject.UNKNOWN_SHAPE,
+        "unknown_finish_reason": Reject.UNKNOWN_SHAPE,
         "error_rate_limit": "provider_error:rate_limited",
         "error_invalid_api_key": "provider_error:auth_rejected",
         "error_server": "provider_error:server_error",
