@@ -325,6 +325,16 @@ def test_the_same_definition_on_two_servers_lists_both(
 
 # -- Streamable HTTP with a credential reference ---------------------------------------
 def _free_port() -> int:
+    """A free port: the first free one of ``FIELDOPS_TEST_PORTS`` ("8750-8759") when set
+    (a machine shared by several test runs), else one the system picks."""
+    low, _, high = os.environ.get("FIELDOPS_TEST_PORTS", "").partition("-")
+    for port in range(int(low), int(high or low) + 1) if low else ():
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -974,3 +984,54 @@ def test_notifications_and_server_requests_between_answers_are_tolerated(catalog
     run, _, _ = _hostile(catalog_admin, "wild-chatty", "wild", "chatty")
     assert run.ok, run.message
     assert set(candidates(ToolServer.objects.get(name="wild-chatty"))) == {"lookup_part"}
+
+
+def test_a_session_the_server_forgets_after_the_handshake_is_said_as_such(catalog_admin):
+    """A Streamable HTTP server that opened a session at initialize and answers 404 for it
+    on tools/list (restarted, expired it, or replicas that share no sessions) completed the
+    handshake: no fallback to the deprecated transport, no "initialize POST" blamed."""
+    script = server_script("wild_http")
+    with serving(sys.executable, script, "gone") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="wild-gone", transport="http", url=f"{base}/mcp"
+        )
+        before = stored()
+        run = discover(server, catalog_admin)
+    assert run.code == "http_error", run.message
+    assert run.message.startswith("the server answered tools/list page 1 with HTTP 404")
+    assert "session" in run.message and "initialize POST" not in run.message
+    assert "Session terminated" not in run.message  # the SDK's words, not the server's
+    assert "HTTP+SSE" not in run.message and stored() == before
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "said"),
+    [
+        ("hang-init", "timeout", "stuck in the handshake (initialize)"),
+        ("drip", "timeout", "stuck in tools/list page 1"),
+        ("init-error", "server_error", "error -32603: license server unreachable"),
+        ("is-error", "not_mcp", "without a tools list"),
+    ],
+)
+def test_a_wild_http_server_ends_in_a_typed_failure_in_bounded_time(
+    catalog_admin, mode, code, said
+):
+    with serving(sys.executable, server_script("wild_http"), mode) as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name=f"wild-{mode}", transport="http", url=f"{base}/mcp"
+        )
+        before, started = stored(), time.monotonic()
+        run = discover(server, catalog_admin, mcp_client.Limits(timeout_seconds=3))
+        elapsed = time.monotonic() - started
+    assert run.code == code and said in run.message, run.message
+    assert stored() == before and elapsed < 15, elapsed
+
+
+def test_an_http_server_chatting_on_its_event_stream_is_discovered(catalog_admin):
+    with serving(sys.executable, server_script("wild_http"), "chatty") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="wild-http-chatty", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server, catalog_admin)
+    assert run.ok, run.message
+    assert set(candidates(server)) == {"lookup_part"}
