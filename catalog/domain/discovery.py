@@ -30,12 +30,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.canonical import digest, storable_text
+from kernel.text import BIDI_CONTROLS
 
 # A pasted list or an uploaded file (the import page). Sized for real servers: the
 # reference servers list 1-30 tools in 2-30 KB, a GitHub server about a hundred in ~150 KB.
@@ -199,7 +201,12 @@ def _reject_constant(name: str) -> Any:
 
 
 def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
-    """NUL bytes, unpaired surrogates and non-finite numbers anywhere in ``value``."""
+    """NUL bytes, unpaired surrogates, bidirectional controls and non-finite numbers
+    anywhere in ``value``.
+
+    A bidirectional embedding, override or isolate (U+202A..U+202E, U+2066..U+2069) would
+    show the reviewer its text reordered (Trojan Source): refused, never stripped, as in a
+    reason (``kernel.text``); the plain marks U+200E / U+200F stay allowed."""
     errors: list[str] = []
     stack: list[tuple[Any, str]] = [(value, where)]
     while stack and len(errors) < limit:
@@ -211,12 +218,22 @@ def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
                 node.encode("utf-8")
             except UnicodeEncodeError:
                 errors.append(f"{at}: contains an unpaired surrogate")
+            bidi = next((c for c in node if c in BIDI_CONTROLS), "")
+            if bidi:
+                errors.append(
+                    f"{at}: contains U+{ord(bidi):04X} {unicodedata.name(bidi)}, a "
+                    "bidirectional control that would show the text reordered"
+                )
         elif isinstance(node, float) and not math.isfinite(node):
             errors.append(f"{at}: non-finite number")
         elif isinstance(node, Mapping):
             for key, item in node.items():
                 stack.append((key, f"{at} key"))
-                stack.append((item, f"{at}.{storable_text(str(key)[:40])}"))
+                shown = "".join(
+                    f"\\u{ord(c):04x}" if c in BIDI_CONTROLS else c
+                    for c in storable_text(str(key)[:40])
+                )
+                stack.append((item, f"{at}.{shown}"))
         elif isinstance(node, list):
             for i, item in enumerate(node):
                 stack.append((item, f"{at}[{i}]"))

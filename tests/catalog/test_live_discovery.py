@@ -1035,3 +1035,24 @@ def test_an_http_server_chatting_on_its_event_stream_is_discovered(catalog_admin
         run = discover(server, catalog_admin)
     assert run.ok, run.message
     assert set(candidates(server)) == {"lookup_part"}
+
+
+def test_a_server_with_a_spoofing_identity_and_tool_is_shown_and_the_tool_refused(catalog_admin):
+    """serverInfo with bidi overrides, escape sequences and javascript: URLs, instructions
+    of control characters: kept as untrusted text, the pages still answer and never make a
+    link of them; its one tool, whose description holds a right-to-left override, is
+    refused, so nothing is stored."""
+    run, before, _ = _hostile(catalog_admin, "wild-odd", "wild", "oddidentity")
+    assert not run.ok and "U+202E RIGHT-TO-LEFT OVERRIDE" in run.message, run.message
+    assert stored() == before
+    client = Client()
+    client.force_login(catalog_admin)
+    server = ToolServer.objects.get(name="wild-odd")
+    for url in (
+        reverse("catalog-discovery", args=[run.pk]),
+        reverse("catalog-server", args=[server.pk]),
+        reverse("catalog-servers"),
+    ):
+        page = client.get(url)
+        assert page.status_code == 200, url
+        assert 'href="javascript:' not in page.content.decode()
