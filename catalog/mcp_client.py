@@ -78,6 +78,9 @@ LEGACY_SSE = "sse"
 NOT_A_TRANSPORT_ANSWER = frozenset({401, 403, 407, 408, 429})
 
 
+HANDSHAKE = "the handshake (initialize)"
+
+
 def _try_legacy_after(status: int) -> bool:
     return (400 <= status < 500 and status not in NOT_A_TRANSPORT_ANSWER) or status == 501
 
@@ -576,7 +579,7 @@ async def _list_all(
         client = Client(
             transport, mode="auto", cache=None, read_timeout_seconds=limits.timeout_seconds
         )
-        tap.stage = "the handshake (initialize)"
+        tap.stage = HANDSHAKE
         async with client:
             identity = identity_of(client, target, wire)
             cursor: str | None = None
@@ -786,7 +789,9 @@ async def _run(target: Target, limits: Limits) -> Fetched:
             raise _not_an_endpoint(failure, wire) from None
         if status is None or status < 400:
             raise
-        if not _try_legacy_after(status):
+        if failure.stage.startswith("tools/list") or not _try_legacy_after(status):
+            # Past the handshake the server spoke Streamable HTTP: a later refusal is its
+            # own, never a sign of the deprecated transport.
             raise _http_refusal(failure, status, target) from None
         legacy = _Wire(LEGACY_SSE)
         try:
@@ -836,8 +841,9 @@ class _SdkErrors(logging.Handler):
 
 
 def _http_refusal(failure: DiscoveryFailed, status: int, target: Target) -> DiscoveryFailed:
-    """The initialize POST was refused with ``status`` for a reason the deprecated transport
-    would not fix: say so in HTTP's terms, with whatever the server said of it."""
+    """A request was refused with ``status`` for a reason the deprecated transport would not
+    fix (the initialize POST's status says so, or the handshake had succeeded): say so in
+    HTTP's terms, with whatever the server said of it."""
     if status in (401, 403, 407):
         hint = (
             "the credential the reference names was refused: check its value"
@@ -846,6 +852,12 @@ def _http_refusal(failure: DiscoveryFailed, status: int, target: Target) -> Disc
         )
     elif status in (408, 429):
         hint = "it is busy or slow: discover again later"
+    elif status == 404 and failure.stage != HANDSHAKE:
+        hint = (
+            "it no longer knows the session it opened at the handshake (Mcp-Session-Id): "
+            "it restarted, expired the session, or runs replicas that share no sessions; "
+            "discover again, or route its sessions to one replica"
+        )
     else:
         hint = "the server failed: see its logs"
     return DiscoveryFailed(
@@ -898,7 +910,7 @@ def _neither(
 
 # What the SDK reports for an HTTP error without a JSON-RPC error in its body: the status
 # stands in for it, and says more.
-_SDK_STAND_INS = ("Server returned an error response", "Not Found")
+_SDK_STAND_INS = ("Server returned an error response", "Not Found", "Session terminated")
 
 
 def _said(failure: DiscoveryFailed) -> str:

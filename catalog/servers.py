@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from catalog import mcp_client
+from catalog import mcp_client, schemas
 from catalog.domain import discovery
 from catalog.domain.lifecycle import Refusal
 from catalog.models import Discovery, DiscoveryOutcome, ToolServer, ToolSighting, Transport
@@ -260,12 +260,14 @@ def tool_server_discover(
             secret=secret,
         )
     try:
-        listing = discovery.parse_tools(fetched.tools)
+        listing = discovery.parse_tools(fetched.tools, schema_check=schemas.meta_problem)
     except discovery.ImportRefused as exc:
         if ToolSighting.objects.filter(server_label=server.name, gone_at=None).exists():
             # The server withdrew or spoiled every tool it served: a complete listing all
             # the same, recorded so that its drift pauses what was admitted from it.
-            listing = discovery.parse_tools(fetched.tools, allow_none=True)
+            listing = discovery.parse_tools(
+                fetched.tools, allow_none=True, schema_check=schemas.meta_problem
+            )
         else:
             why = (
                 "the server listed no tool the catalog can accept: " + "; ".join(exc.errors)

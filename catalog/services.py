@@ -22,6 +22,7 @@ from capabilities.controls import CONTROL_CONTRACTS
 from capabilities.registry import ALL_CONTRACTS
 from capabilities.rejected import REJECTED
 from capabilities.reviewed import LOCAL_CONTRACTS, REVIEWED_VERSIONS, local_contract
+from catalog import schemas
 from catalog.domain import discovery, lifecycle, versions
 from catalog.domain.diff import diff_contracts
 from catalog.domain.lifecycle import Refusal
@@ -258,7 +259,7 @@ def candidate_import(*, text: str, server: str, user: Any, source: str = "") -> 
     is acceptable. A pasted list is one page at most: nothing is marked gone.
     """
     server = clean_server_label(server)
-    listing = discovery.parse_tool_list(text)
+    listing = discovery.parse_tool_list(text, schemas.meta_problem)
     return candidates_record(
         listing=listing, server_label=server, user=user, source=(source or "pasted")[:200]
     )

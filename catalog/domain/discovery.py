@@ -30,12 +30,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.canonical import digest, storable_text
+from kernel.text import BIDI_CONTROLS
 
 # A pasted list or an uploaded file (the import page). Sized for real servers: the
 # reference servers list 1-30 tools in 2-30 KB, a GitHub server about a hundred in ~150 KB.
@@ -199,7 +201,12 @@ def _reject_constant(name: str) -> Any:
 
 
 def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
-    """NUL bytes, unpaired surrogates and non-finite numbers anywhere in ``value``."""
+    """NUL bytes, unpaired surrogates, bidirectional controls and non-finite numbers
+    anywhere in ``value``.
+
+    A bidirectional embedding, override or isolate (U+202A..U+202E, U+2066..U+2069) would
+    show the reviewer its text reordered (Trojan Source): refused, never stripped, as in a
+    reason (``kernel.text``); the plain marks U+200E / U+200F stay allowed."""
     errors: list[str] = []
     stack: list[tuple[Any, str]] = [(value, where)]
     while stack and len(errors) < limit:
@@ -211,12 +218,22 @@ def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
                 node.encode("utf-8")
             except UnicodeEncodeError:
                 errors.append(f"{at}: contains an unpaired surrogate")
+            bidi = next((c for c in node if c in BIDI_CONTROLS), "")
+            if bidi:
+                errors.append(
+                    f"{at}: contains U+{ord(bidi):04X} {unicodedata.name(bidi)}, a "
+                    "bidirectional control that would show the text reordered"
+                )
         elif isinstance(node, float) and not math.isfinite(node):
             errors.append(f"{at}: non-finite number")
         elif isinstance(node, Mapping):
             for key, item in node.items():
                 stack.append((key, f"{at} key"))
-                stack.append((item, f"{at}.{storable_text(str(key)[:40])}"))
+                shown = "".join(
+                    f"\\u{ord(c):04x}" if c in BIDI_CONTROLS else c
+                    for c in storable_text(str(key)[:40])
+                )
+                stack.append((item, f"{at}.{shown}"))
         elif isinstance(node, list):
             for i, item in enumerate(node):
                 stack.append((item, f"{at}[{i}]"))
@@ -303,8 +320,20 @@ def _execution(value: Any) -> str | None:
     return None
 
 
-def parse_tool(raw: Any, index: int) -> DiscoveredTool | RefusedTool:
-    """Accept one tool definition, or refuse it alone with every reason found."""
+# Says why a schema breaks its JSON Schema meta-schema ("" / None when it does not). The
+# check needs a JSON Schema implementation, which this pure module does not import: the
+# catalog's services pass ``catalog.schemas.meta_problem``.
+SchemaCheck = Callable[[Mapping[str, Any]], "str | None"]
+
+
+def parse_tool(
+    raw: Any, index: int, schema_check: SchemaCheck | None = None
+) -> DiscoveredTool | RefusedTool:
+    """Accept one tool definition, or refuse it alone with every reason found.
+
+    ``schema_check`` (when given) refuses a tool whose ``inputSchema`` / ``outputSchema``
+    is no valid JSON Schema: a definition whose schema cannot be read is no contract.
+    """
     if not isinstance(raw, Mapping):
         return RefusedTool(index, "", ("a tool must be a JSON object",))
     name = raw.get("name")
@@ -330,6 +359,9 @@ def parse_tool(raw: Any, index: int) -> DiscoveredTool | RefusedTool:
             problems.append(problem)
     for key, required, object_root in (("inputSchema", True, True), ("outputSchema", False, False)):
         problem = _schema_problem(raw.get(key), key, required=required, object_root=object_root)
+        if problem is None and schema_check is not None and isinstance(raw.get(key), Mapping):
+            broken = schema_check(raw[key])
+            problem = f"{key} is not a valid JSON Schema: {broken}"[:300] if broken else None
         if problem:
             problems.append(problem)
     hints, unknown_annotations = _annotations(raw.get("annotations"), problems)
@@ -363,7 +395,11 @@ def parse_tool(raw: Any, index: int) -> DiscoveredTool | RefusedTool:
 
 
 def parse_tools(
-    tools: Sequence[Any], *, next_cursor: Any = None, allow_none: bool = False
+    tools: Sequence[Any],
+    *,
+    next_cursor: Any = None,
+    allow_none: bool = False,
+    schema_check: SchemaCheck | None = None,
 ) -> ToolListing:
     """Parse a sequence of raw tool definitions (one page or several pages together).
 
@@ -374,7 +410,7 @@ def parse_tools(
     """
     if len(tools) > MAX_TOOLS:
         raise ImportRefused([f"{len(tools)} tools in one list (limit {MAX_TOOLS})"])
-    parsed = [parse_tool(raw, index) for index, raw in enumerate(tools)]
+    parsed = [parse_tool(raw, index, schema_check) for index, raw in enumerate(tools)]
     counts = Counter(p.name for p in parsed if isinstance(p, DiscoveredTool))
     accepted: list[DiscoveredTool] = []
     refused: list[RefusedTool] = []
@@ -410,7 +446,7 @@ def _cursor(value: Any) -> tuple[str | None, tuple[str, ...]]:
     )
 
 
-def parse_tool_list(text: str) -> ToolListing:
+def parse_tool_list(text: str, schema_check: SchemaCheck | None = None) -> ToolListing:
     """Parse an untrusted tool-list text. Raise ImportRefused when nothing can be imported.
 
     The whole text is refused when it cannot be read safely (empty, too large, too deep,
@@ -429,10 +465,10 @@ def parse_tool_list(text: str) -> ToolListing:
         data = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise ImportRefused([f"not valid JSON: {str(exc)[:200]}"]) from None
-    return parse_result(data)
+    return parse_result(data, schema_check)
 
 
-def parse_result(data: Any) -> ToolListing:
+def parse_result(data: Any, schema_check: SchemaCheck | None = None) -> ToolListing:
     """Parse an already-decoded ``tools/list`` result (or its JSON-RPC envelope)."""
     if isinstance(data, Mapping) and isinstance(data.get("result"), Mapping):
         data = data["result"]
@@ -443,7 +479,7 @@ def parse_result(data: Any) -> ToolListing:
         raise ImportRefused(['"tools" must be a list'])
     if not tools:
         raise ImportRefused(['"tools" is empty: nothing to import'])
-    return parse_tools(tools, next_cursor=data.get("nextCursor"))
+    return parse_tools(tools, next_cursor=data.get("nextCursor"), schema_check=schema_check)
 
 
 def valid_server(server: str) -> bool:

@@ -10,6 +10,10 @@ In the order checked:
   whose ``caller`` is not the model itself (programmatic tool calling from a code
   execution container): the provider ran a tool outside validation ->
   ``provider_executed_tool``
+- from 2.3.0: a ``stop_reason`` the API does not document (``end_turn``,
+  ``stop_sequence``, ``tool_use``, ``max_tokens``, ``pause_turn``, ``refusal``,
+  ``model_context_window_exceeded``) -> ``unknown_shape`` (2.2.0 read it as an answer's
+  end); none stated is read as before
 - ``stop_reason: refusal`` -> ``model_refusal`` with ``stop_details.category`` and
   ``.explanation`` as typed fields; ``max_tokens``, ``model_context_window_exceeded`` or
   ``pause_turn`` -> ``truncated_output``
@@ -28,6 +32,7 @@ unchanged, for the runs recorded under it (a run never changes adapter version).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -36,7 +41,10 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "anthropic-tool-use-adapter@2.2.0"
+VERSION = "anthropic-tool-use-adapter@2.3.0"
+# 2.2.0 read a stop_reason it did not know as the end of an answer; kept as it was for runs
+# recorded under it.
+VERSION_2_2 = "anthropic-tool-use-adapter@2.2.0"
 # 2.1.0 read a {"final": ...} answer with duplicate keys (the last value won); kept as it
 # was for runs recorded under it.
 VERSION_2_1 = "anthropic-tool-use-adapter@2.1.0"
@@ -49,12 +57,19 @@ IGNORED_BLOCKS = frozenset({"compaction"})
 PROVIDER_EXECUTED_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use", "mcp_tool_result"})
 TRUNCATING_STOPS = frozenset({"max_tokens", "pause_turn", "model_context_window_exceeded"})
 ANSWER_STOPS = frozenset({"end_turn", "stop_sequence"})
+# The stop reasons the Messages API documents (anthropic/types/stop_reason.py). The list
+# has grown (pause_turn, refusal, model_context_window_exceeded came later): a stop this
+# adapter does not know may be a truncation or a refusal, never the end of an answer.
+STOP_REASONS = frozenset({*ANSWER_STOPS, *TRUNCATING_STOPS, "tool_use", "refusal"})
 
 
-def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading:
+def _read(
+    raw: Any, kinds: Mapping[str, str], *, strict: bool = True, known_stops: bool = True
+) -> Reading:
     """Return what ``raw`` (one Messages API output) proposes; never raises.
 
-    ``strict`` is the 2.2.0 mapping; ``strict=False`` is 2.1.0's, unchanged.
+    ``known_stops`` is the 2.3.0 mapping (``strict=True, known_stops=False`` is 2.2.0's),
+    ``strict=False`` 2.1.0's; both kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -91,6 +106,18 @@ def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading
     if executed:
         r = parsing.reason(
             Reject.PROVIDER_EXECUTED_TOOL, ", ".join(executed), provider_stop=stop_text
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(blocks)))
+    stated = raw.get("stop_reason")
+    if (
+        known_stops
+        and stated is not None
+        and not (isinstance(stated, str) and stated in STOP_REASONS)
+    ):
+        r = parsing.reason(
+            Reject.UNKNOWN_SHAPE,
+            f"unknown stop_reason {json.dumps(stated, default=str)[:60]}",
+            provider_stop=stop_text,
         )
         return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(blocks)))
     if stop == "refusal":
@@ -130,8 +157,9 @@ def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading
 
 
 read = parsing.guarded(_read)
-read_2_1 = parsing.guarded(partial(_read, strict=False))
-EARLIER = {VERSION_2_1: read_2_1}
+read_2_2 = parsing.guarded(partial(_read, known_stops=False))
+read_2_1 = parsing.guarded(partial(_read, strict=False, known_stops=False))
+EARLIER = {VERSION_2_1: read_2_1, VERSION_2_2: read_2_2}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:

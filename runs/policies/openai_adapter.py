@@ -15,6 +15,9 @@ object, one of its ``choices``, or the bare assistant ``message``. In the order 
   OpenAI's ``content_filter_results`` (of the choice, or ``prompt_filter_results``) with a
   category ``filtered`` / ``blocked`` (category ``content_filter``, the categories its
   ``explanation``); ``finish_reason: length`` -> ``truncated_output``
+- from 2.3.0: a ``finish_reason`` other than the documented ones (``stop``, ``length``,
+  ``tool_calls``, ``content_filter``, ``function_call``), ``end_turn``, OpenRouter's
+  ``error`` or ``""`` (none stated) -> ``unknown_shape`` (2.2.0 read it as an answer's end)
 - reasoning fields (``reasoning_content``, ``reasoning``) and Mistral's ``thinking``
   content parts are declared reasoning, not output: commentary evidence, ignored by the
   parse
@@ -42,7 +45,10 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-tool-calls-adapter@2.2.0"
+VERSION = "openai-tool-calls-adapter@2.3.0"
+# 2.2.0 read a finish_reason it did not know as the end of an answer; kept as it was for
+# runs recorded under it.
+VERSION_2_2 = "openai-tool-calls-adapter@2.2.0"
 # 2.1.0 read a {"final": ...} answer with duplicate keys (the last value won) and ignored
 # Azure's content filter results; kept as it was for runs recorded under it.
 VERSION_2_1 = "openai-tool-calls-adapter@2.1.0"
@@ -55,12 +61,20 @@ final_proposal = parsing.final_proposal
 
 TOOL_FINISH = frozenset({"tool_calls", "function_call"})
 ANSWER_FINISH = frozenset({"stop", "end_turn"})
+# The finish reasons the API documents (openai/types/chat/chat_completion.py), OpenRouter's
+# ``error``, and ``""`` (a compatible endpoint that states none, as Snowflake's): from
+# 2.3.0 any other is not known to end an answer (a compatible server's aborted or cut
+# generation), so it is ``unknown_shape``, never a proposal.
+FINISH_REASONS = frozenset({*TOOL_FINISH, *ANSWER_FINISH, "length", "content_filter", "error", ""})
 
 
-def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading:
+def _read(
+    raw: Any, kinds: Mapping[str, str], *, strict: bool = True, known_finish: bool = True
+) -> Reading:
     """Return what ``raw`` (one Chat Completions output) proposes; never raises.
 
-    ``strict`` is the 2.2.0 mapping; ``strict=False`` is 2.1.0's, unchanged.
+    ``known_finish`` is the 2.3.0 mapping (``strict=True, known_finish=False`` is 2.2.0's),
+    ``strict=False`` 2.1.0's; both kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -124,6 +138,18 @@ def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading
             Reject.TRUNCATED, "the output hit the token limit", provider_stop=finish_text or ""
         )
         return Reading(parsing.rejected(r), _joined(reasoning, text))
+    stated = choice.get("finish_reason")
+    if (
+        known_finish
+        and stated is not None
+        and not (isinstance(stated, str) and stated in FINISH_REASONS)
+    ):
+        r = parsing.reason(
+            Reject.UNKNOWN_SHAPE,
+            f"unknown finish_reason {json.dumps(stated, default=str)[:60]}",
+            provider_stop=finish_text or "",
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, text))
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "tool_calls is not a list"))
@@ -148,8 +174,9 @@ def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading
 
 
 read = parsing.guarded(_read)
-read_2_1 = parsing.guarded(partial(_read, strict=False))
-EARLIER = {VERSION_2_1: read_2_1}
+read_2_2 = parsing.guarded(partial(_read, known_finish=False))
+read_2_1 = parsing.guarded(partial(_read, strict=False, known_finish=False))
+EARLIER = {VERSION_2_1: read_2_1, VERSION_2_2: read_2_2}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:

@@ -325,6 +325,16 @@ def test_the_same_definition_on_two_servers_lists_both(
 
 # -- Streamable HTTP with a credential reference ---------------------------------------
 def _free_port() -> int:
+    """A free port: the first free one of ``FIELDOPS_TEST_PORTS`` ("8750-8759") when set
+    (a machine shared by several test runs), else one the system picks."""
+    low, _, high = os.environ.get("FIELDOPS_TEST_PORTS", "").partition("-")
+    for port in range(int(low), int(high or low) + 1) if low else ():
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -923,3 +933,126 @@ def test_a_failed_discovery_keeps_a_servers_nul_and_binary_noise_visible(catalog
     run.refresh_from_db()
     assert "\x00" not in run.stderr + run.message
     assert "boot" in run.stderr
+
+
+# -- wild servers (mcp_servers/wild.py): what real servers get wrong ---------------------
+def test_a_schema_that_is_no_json_schema_is_refused_alone_and_the_pages_show_it(catalog_admin):
+    """A tool whose inputSchema breaks the JSON Schema meta-schema (``required`` a string,
+    a type that does not exist) is no contract to review: refused alone, with the reason.
+    A ``$ref`` cycle is a valid schema (recursion is legal) and is kept as text. Names
+    with unicode, a control character or 10 KB, and a name listed twice, are refused."""
+    run, _, _ = _hostile(catalog_admin, "wild-names", "wild", "oddnames")
+    assert run.ok, run.message
+    refused = {r["name"]: r["reasons"] for r in run.summary["refused"] if r["name"]}
+    assert "bad_schema" in refused and "typo_schema" in refused, refused
+    assert "not a valid JSON Schema" in refused["bad_schema"][0]
+    assert "'id' is not of type 'array'" in refused["bad_schema"][0]
+    assert "strnig" in refused["typo_schema"][0]
+    assert refused["twice"] and len(run.summary["refused"]) == 7
+    assert "bad_schema" not in candidates(ToolServer.objects.get(name="wild-names"))
+    assert set(candidates(ToolServer.objects.get(name="wild-names"))) == {
+        "lookup_part",
+        "cyclic_ref",
+    }
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-discovery", args=[run.pk]))
+    assert page.status_code == 200
+    assert "not a valid JSON Schema" in page.content.decode()
+    for version in candidates(ToolServer.objects.get(name="wild-names")).values():
+        shown = client.get(reverse("catalog-candidate", args=[version.pk]))
+        assert shown.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "said"),
+    [
+        ("endless", "too_many_pages", "more than 100 pages"),
+        ("cycle", "cursor_loop", "repeated a cursor"),
+        ("rpcerror", "server_error", "error -32603: tools are down"),
+        ("exitafter", "connection_closed", "tools/list page 1"),
+        ("nulltools", "not_mcp", '"tools" is not a list'),
+    ],
+)
+def test_a_wild_server_ends_in_a_typed_failure_storing_nothing(catalog_admin, mode, code, said):
+    run, before, elapsed = _hostile(catalog_admin, f"wild-{mode}", "wild", mode)
+    assert run.code == code and said in run.message, run.message
+    assert stored() == before and elapsed < 25
+
+
+def test_notifications_and_server_requests_between_answers_are_tolerated(catalog_admin):
+    run, _, _ = _hostile(catalog_admin, "wild-chatty", "wild", "chatty")
+    assert run.ok, run.message
+    assert set(candidates(ToolServer.objects.get(name="wild-chatty"))) == {"lookup_part"}
+
+
+def test_a_session_the_server_forgets_after_the_handshake_is_said_as_such(catalog_admin):
+    """A Streamable HTTP server that opened a session at initialize and answers 404 for it
+    on tools/list (restarted, expired it, or replicas that share no sessions) completed the
+    handshake: no fallback to the deprecated transport, no "initialize POST" blamed."""
+    script = server_script("wild_http")
+    with serving(sys.executable, script, "gone") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="wild-gone", transport="http", url=f"{base}/mcp"
+        )
+        before = stored()
+        run = discover(server, catalog_admin)
+    assert run.code == "http_error", run.message
+    assert run.message.startswith("the server answered tools/list page 1 with HTTP 404")
+    assert "session" in run.message and "initialize POST" not in run.message
+    assert "Session terminated" not in run.message  # the SDK's words, not the server's
+    assert "HTTP+SSE" not in run.message and stored() == before
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "said"),
+    [
+        ("hang-init", "timeout", "stuck in the handshake (initialize)"),
+        ("drip", "timeout", "stuck in tools/list page 1"),
+        ("init-error", "server_error", "error -32603: license server unreachable"),
+        ("is-error", "not_mcp", "without a tools list"),
+    ],
+)
+def test_a_wild_http_server_ends_in_a_typed_failure_in_bounded_time(
+    catalog_admin, mode, code, said
+):
+    with serving(sys.executable, server_script("wild_http"), mode) as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name=f"wild-{mode}", transport="http", url=f"{base}/mcp"
+        )
+        before, started = stored(), time.monotonic()
+        run = discover(server, catalog_admin, mcp_client.Limits(timeout_seconds=3))
+        elapsed = time.monotonic() - started
+    assert run.code == code and said in run.message, run.message
+    assert stored() == before and elapsed < 15, elapsed
+
+
+def test_an_http_server_chatting_on_its_event_stream_is_discovered(catalog_admin):
+    with serving(sys.executable, server_script("wild_http"), "chatty") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="wild-http-chatty", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server, catalog_admin)
+    assert run.ok, run.message
+    assert set(candidates(server)) == {"lookup_part"}
+
+
+def test_a_server_with_a_spoofing_identity_and_tool_is_shown_and_the_tool_refused(catalog_admin):
+    """serverInfo with bidi overrides, escape sequences and javascript: URLs, instructions
+    of control characters: kept as untrusted text, the pages still answer and never make a
+    link of them; its one tool, whose description holds a right-to-left override, is
+    refused, so nothing is stored."""
+    run, before, _ = _hostile(catalog_admin, "wild-odd", "wild", "oddidentity")
+    assert not run.ok and "U+202E RIGHT-TO-LEFT OVERRIDE" in run.message, run.message
+    assert stored() == before
+    client = Client()
+    client.force_login(catalog_admin)
+    server = ToolServer.objects.get(name="wild-odd")
+    for url in (
+        reverse("catalog-discovery", args=[run.pk]),
+        reverse("catalog-server", args=[server.pk]),
+        reverse("catalog-servers"),
+    ):
+        page = client.get(url)
+        assert page.status_code == 200, url
+        assert 'href="javascript:' not in page.content.decode()

@@ -429,3 +429,30 @@ def test_a_read_has_no_effect_gate(catalog_admin):
         reason="x",
     )
     assert snapshot(row) == before
+
+
+def test_a_pasted_tool_whose_schema_is_no_json_schema_is_refused_alone(catalog_admin):
+    """A pasted list with one tool whose schema breaks the JSON Schema meta-schema (a
+    type that does not exist; ``required`` not a list): that tool is refused with where
+    and why, the others are imported. Draft-07 schemas are checked as draft-07."""
+    result = imported(
+        catalog_admin,
+        tool("good_lookup"),
+        tool("typo", inputSchema={"type": "object", "properties": {"a": {"type": "strnig"}}}),
+        tool("req", outputSchema={"type": "object", "required": "a"}),
+        tool(
+            "draft7",
+            inputSchema={
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "definitions": {"a": {"type": "string"}},
+                "properties": {"a": {"$ref": "#/definitions/a"}},
+            },
+        ),
+    )
+    reasons = {r.name: r.reasons for r in result.refused}
+    assert set(reasons) == {"typo", "req"}
+    assert reasons["typo"][0].startswith("inputSchema is not a valid JSON Schema: at properties/a")
+    assert reasons["req"][0].startswith("outputSchema is not a valid JSON Schema: at required")
+    assert not CapabilityVersion.objects.filter(capability_id__in=["typo", "req"]).exists()
+    assert CapabilityVersion.objects.filter(capability_id="draft7").exists()

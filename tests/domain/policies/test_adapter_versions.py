@@ -37,9 +37,16 @@ EARLIER = {
     "anthropic": anthropic_adapter.VERSION_2_1,
 }
 CURRENT = {
-    "openai": "openai-tool-calls-adapter@2.2.0",
+    "openai": "openai-tool-calls-adapter@2.3.0",
     "openai-responses": "openai-responses-adapter@1.2.0",
-    "anthropic": "anthropic-tool-use-adapter@2.2.0",
+    "anthropic": "anthropic-tool-use-adapter@2.3.0",
+}
+# Every earlier version still installed, oldest first (EARLIER: the first of each, the one
+# the duplicate-key and content-filter fixes were made after).
+EARLIER_ALL = {
+    "openai": (openai_adapter.VERSION_2_1, openai_adapter.VERSION_2_2),
+    "openai-responses": (openai_responses_adapter.VERSION_1_1,),
+    "anthropic": (anthropic_adapter.VERSION_2_1, anthropic_adapter.VERSION_2_2),
 }
 # The outputs the earlier versions read as answers and the current ones refuse.
 FIXED = {
@@ -49,6 +56,8 @@ FIXED = {
     ("openai-responses", "unknown_status"): Reject.UNKNOWN_SHAPE,
     ("openai-responses", "azure_content_filters_blocked"): Reject.REFUSAL,
     ("anthropic", "final_json_duplicate_keys"): Reject.MALFORMED_FINAL,
+    ("anthropic", "unknown_stop_reason"): Reject.UNKNOWN_SHAPE,
+    ("openai", "unknown_finish_reason"): Reject.UNKNOWN_SHAPE,
 }
 
 
@@ -70,18 +79,21 @@ def test_new_runs_pin_the_new_versions_and_the_earlier_ones_stay_installed():
     for name, version in CURRENT.items():
         assert vocabularies.get(name).adapter_version == version
         assert policies.vocabulary_for(version) is vocabularies.get(name)
-        earlier = policies.vocabulary_for(EARLIER[name])
-        assert earlier.name == name and earlier.adapter_version == EARLIER[name]
-        assert earlier.read is not vocabularies.get(name).read
-    assert set(vocabularies.ADAPTERS) == {*CURRENT.values(), *EARLIER.values()}
+        for version in EARLIER_ALL[name]:
+            earlier = policies.vocabulary_for(version)
+            assert earlier.name == name and earlier.adapter_version == version
+            assert earlier.read is not vocabularies.get(name).read
+    every_earlier = {v for versions in EARLIER_ALL.values() for v in versions}
+    assert set(vocabularies.ADAPTERS) == {*CURRENT.values(), *every_earlier}
     with pytest.raises(ValueError, match="no adapter"):
         policies.vocabulary_for("openai-tool-calls-adapter@2.0.0")
 
 
 # -- the earlier versions, unchanged ---------------------------------------------------------
-@pytest.mark.parametrize("vocabulary", sorted(EARLIER))
-def test_an_earlier_version_reads_every_fixture_exactly_as_it_did(vocabulary):
-    version = EARLIER[vocabulary]
+@pytest.mark.parametrize(
+    ("vocabulary", "version"), [(v, e) for v, versions in EARLIER_ALL.items() for e in versions]
+)
+def test_an_earlier_version_reads_every_fixture_exactly_as_it_did(vocabulary, version):
     recorded = golden(version)
     assert (recorded["adapter_version"], recorded["vocabulary"]) == (version, vocabulary)
     on_disk = sorted(p.stem for p in (FIXTURES / vocabulary).glob("*.json"))
@@ -203,3 +215,85 @@ def test_a_filtered_azure_chat_category_is_a_content_filter_refusal():
 def test_unblocked_azure_filters_beside_an_answer_do_not_refuse():
     raw = load("openai-responses", "recorded_azure_content_filters_final_answer")
     assert openai_responses_adapter.parse(raw, KINDS) == FinalCandidate({"text": "Paris"})
+
+
+# -- (d) an unknown Anthropic stop_reason (2.3.0) --------------------------------------------
+@pytest.mark.parametrize(
+    "stop", ["token_budget_exhausted", "END_TURN", "", 1, True, {"type": "end_turn"}]
+)
+def test_an_anthropic_stop_reason_the_api_does_not_document_is_never_an_answer(stop):
+    """``pause_turn``, ``refusal`` and ``model_context_window_exceeded`` were each added to
+    the Messages API after clients existed; a client that read an unknown stop as the end of
+    a turn took the truncated or refused text as a final answer. From 2.3.0 a stop reason the
+    adapter does not know is ``unknown_shape``; 2.2.0 kept its reading for replay."""
+    raw = {**anthropic_adapter.render_text("The part is reserved."), "stop_reason": stop}
+    proposal = anthropic_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == Reject.UNKNOWN_SHAPE
+    assert "unknown stop_reason" in proposal.detail
+    call = {**anthropic_adapter.render_call("read_equipment", {"equipment_id": "EQ-1"}, "c1")}
+    proposal = anthropic_adapter.parse({**call, "stop_reason": stop}, KINDS)
+    assert parsing.classify(proposal, KINDS) == Reject.UNKNOWN_SHAPE
+    for version in EARLIER_ALL["anthropic"]:
+        assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
+
+
+@pytest.mark.parametrize(
+    ("stop", "expected"),
+    [
+        ("end_turn", ""),
+        ("stop_sequence", ""),
+        (None, ""),  # not stated (a compatible gateway): read as before
+        ("max_tokens", Reject.TRUNCATED),
+        ("pause_turn", Reject.TRUNCATED),
+        ("model_context_window_exceeded", Reject.TRUNCATED),
+        ("refusal", Reject.REFUSAL),
+        ("tool_use", Reject.TRUNCATED),  # tool use stop without a call
+    ],
+)
+def test_the_documented_anthropic_stop_reasons_keep_their_meaning(stop, expected):
+    raw = {**anthropic_adapter.render_text("Done."), "stop_reason": stop}
+    for version in (CURRENT["anthropic"], *EARLIER_ALL["anthropic"]):
+        proposal = vocabularies.for_version(version).parse(raw, KINDS)
+        assert parsing.classify(proposal, KINDS) == expected, version
+
+
+# -- (e) an unknown Chat Completions finish_reason (2.3.0) -----------------------------------
+@pytest.mark.parametrize("finish", ["abort", "eos", "STOP", "max_tokens", 0, False, ["stop"]])
+def test_a_chat_finish_reason_the_api_does_not_document_is_never_an_answer(finish):
+    """A compatible server's finish reason that says the generation was aborted or cut is
+    not the end of an answer: from 2.3.0 ``unknown_shape`` (named), with or without a call;
+    2.2.0 read the text as a final answer and is kept so for replay."""
+    raw = openai_adapter.render_text("Part P-100 is in stock and I have")
+    raw["choices"][0]["finish_reason"] = finish
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == Reject.UNKNOWN_SHAPE
+    assert "unknown finish_reason" in proposal.detail
+    call = openai_adapter.render_call("read_equipment", {"equipment_id": "EQ-1"}, "c1")
+    call["choices"][0]["finish_reason"] = finish
+    assert parsing.classify(openai_adapter.parse(call, KINDS), KINDS) == Reject.UNKNOWN_SHAPE
+    for version in EARLIER_ALL["openai"]:
+        assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
+
+
+@pytest.mark.parametrize(
+    ("finish", "expected"),
+    [
+        ("stop", ""),
+        ("end_turn", ""),
+        ("", ""),  # none stated (Snowflake): read as before
+        (None, ""),
+        ("length", Reject.TRUNCATED),
+        ("content_filter", Reject.REFUSAL),
+        ("tool_calls", Reject.TRUNCATED),  # stopped for tool use without a call
+        ("function_call", Reject.TRUNCATED),
+        ("error", "provider_error:unclassified"),
+    ],
+)
+def test_the_documented_chat_finish_reasons_keep_their_meaning(finish, expected):
+    raw = openai_adapter.render_text("Done.")
+    raw["choices"][0]["finish_reason"] = finish
+    for version in (CURRENT["openai"], *EARLIER_ALL["openai"]):
+        proposal = vocabularies.for_version(version).parse(raw, KINDS)
+        assert parsing.classify(proposal, KINDS) == expected, version
