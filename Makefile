@@ -3,6 +3,8 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# make run PORT=8080 serves on another loopback port
+PORT ?= 8000
 
 .PHONY: run test test-fast lint docs bench bench-quick worker beat clean
 
@@ -12,11 +14,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	@touch $(STAMP)
 
-## run: install, migrate the embedded SQLite database, seed demo data, serve on 127.0.0.1:8000
+## run: install, migrate the embedded SQLite database, seed demo data, serve on 127.0.0.1:$(PORT) (default 8000)
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py seed_demo
-	$(BIN)/python manage.py serve_embedded 127.0.0.1:8000
+	$(BIN)/python manage.py serve_embedded 127.0.0.1:$(PORT)
 
 ## test: lint, type-check, the whole suite on PostgreSQL, the portable part on SQLite
 test: $(STAMP)

@@ -199,3 +199,13 @@ def _post_decision(
         return record.note(who, "race", response).status
 
     return post
+
+
+def test_a_fresh_start_prints_no_static_files_warning(embedded: WebProcess) -> None:
+    """A fresh clone has no ``staticfiles/`` (no ``collectstatic``: whitenoise serves the
+    source tree). ``make run`` must not greet the user with a warning about it."""
+    browser = Browser(embedded.url)
+    assert browser.get("/login/").status == 200
+    assert browser.get("/static/fieldops.css").status == 200
+    assert "No directory at" not in embedded.log()
+    assert "UserWarning" not in embedded.log()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import warnings
 
 from django.conf import settings
 from django.core.management import call_command
@@ -67,6 +68,9 @@ class Command(BaseCommand):
                 "constant, so anyone could sign callbacks. Set FIELDOPS_CALLBACK_KEY to a "
                 "random secret, or listen on 127.0.0.1."
             )
+        # Whitenoise serves the source tree through the finders here (no collectstatic on a
+        # fresh clone), so a missing STATIC_ROOT is expected, not worth a warning.
+        warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)
         stop = threading.Event()
         thread = threading.Thread(
             target=_sweep_forever,

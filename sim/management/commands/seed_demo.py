@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -34,6 +36,16 @@ class Command(BaseCommand):
         report = seed(demo_users=not options["no_users"])
         if first_time and not options["no_users"]:
             # Demo runs only when the demo users are created now: never on a re-seed.
-            report += demo_runs()
+            # Their per-event INFO log lines would bury the summary below (`make run`'s
+            # first screen); -v 2 shows them.
+            quiet = options["verbosity"] < 2
+            logger = logging.getLogger("fieldops")
+            level = logger.level
+            if quiet:
+                logger.setLevel(max(level, logging.WARNING))
+            try:
+                report += demo_runs()
+            finally:
+                logger.setLevel(level)
         for line in report:
             self.stdout.write(line)
