@@ -45,8 +45,10 @@ def _sweep_forever(stop: threading.Event, interval: float) -> None:
             operations.operation_sweep()  # bulk operations a restart interrupted
         except Exception:  # keep sweeping; the next sweep retries idempotently
             log.exception("sweep failed")
-        finally:
+        try:
             close_old_connections()
+        except Exception:  # a connection that cannot even be closed: the next sweep reopens
+            log.exception("sweep failed to close its database connection")
 
 
 class Command(BaseCommand):
