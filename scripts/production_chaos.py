@@ -55,6 +55,14 @@ cat1, cat2 (catalog-admin), all of tenant north. Then:
     .venv/bin/python scripts/production_chaos.py --seconds 150 --seed 14 --tmp /tmp/chaos \
         [--port 8830 --redis-port 8831 --beat-outage 90]
 
+The infrastructure drill as run on a PostgreSQL cluster of its own (port 5441, cluster he):
+
+    PG="pg_ctlcluster --skip-systemctl-redirect 15 he"
+    .venv/bin/python scripts/production_chaos.py --seconds 240 --seed 6391 --workers 2 \
+        --no-chaos --pause-during-pg --burst 60 --pg-restart "$PG restart -m fast" \
+        --pg-stop "$PG stop -m fast" --pg-start "$PG start" --pg-outage 45 \
+        --redis-outage 60 --drain-seconds 240
+
 Exit 0 when nothing was found; the summary (JSON) names every finding. The seed fixes the
 choices of the chaos thread and of the people; process timing still varies. Requests whose
 own database connection was terminated mid-flight answer 500 (console) or 503 (API); they
