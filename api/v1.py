@@ -214,7 +214,7 @@ def _too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
     )
 
 
-def _database_lost(request: HttpRequest, exc: Exception) -> HttpResponse:
+def database_lost(request: HttpRequest, exc: BaseException) -> HttpResponse:
     """The connection to PostgreSQL broke under the request (a restart, a failover, a
     terminated backend): a JSON 503 the client can act on, not the console's HTML 500.
     Whether a write committed before the break is unknown, so the client reads again."""
@@ -232,7 +232,7 @@ def _database_lost(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 
 for _lost in db.CONNECTION_LOST:  # the console's 503 page shares the same detection
-    api.add_exception_handler(_lost, _database_lost)
+    api.add_exception_handler(_lost, database_lost)
 
 
 @api.exception_handler(HttpError)
@@ -281,7 +281,7 @@ def _text_or_json_integer(value: Any) -> Any:
 JsonInt = Annotated[int, BeforeValidator(_json_integer)]
 TextOrJsonInt = Annotated[str | int, BeforeValidator(_text_or_json_integer)]
 
-# 503: the database connection was lost while answering (see _database_lost).
+# 503: the database connection was lost while answering (see database_lost).
 ERRORS: dict[int, Any] = {
     400: ErrorOut,
     401: ErrorOut,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import codecs
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -153,7 +154,18 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """``handler500``: under the JSON API an error in its shape, nothing of the failure
-    (it is logged); elsewhere the console's 500 page."""
+    (it is logged); elsewhere the console's 500 page.
+
+    Django calls it inside the ``except`` of the error: a lost database connection met
+    outside a view (the 404 page's navigation, a session saved after the view, a
+    middleware) answers the 503 as a view's does (``DatabaseUnavailableMiddleware``,
+    api/v1.py), not the 500."""
+    if db.connection_lost(sys.exc_info()[1]):
+        if answers_json(request):
+            from api.v1 import database_lost  # the API loads the services: not at start-up
+
+            return database_lost(request, sys.exc_info()[1])
+        return database_unavailable_page(request)
     if answers_json(request):
         message = (
             "The server failed while answering; the request may or may not have taken "

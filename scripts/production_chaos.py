@@ -22,6 +22,23 @@ half, and kept down that long (no sweeper): at its end every run that should be 
 is not, and every bulk operation nobody progressed for a minute, must be listed on the
 recovery page, which must say the sweeper is silent when the outage outlasted 75 s.
 
+Infrastructure failing (each at a seeded moment; the commands are the deployment's own
+service controls, e.g. ``pg_ctlcluster --skip-systemctl-redirect 15 drill restart -m fast``):
+
+- ``--pg-restart CMD`` (repeatable): PostgreSQL restarted by CMD, once per option given;
+- ``--pg-stop CMD --pg-start CMD --pg-outage SECONDS``: PostgreSQL unreachable that long;
+- ``--redis-outage SECONDS``: the drill's Redis killed (its data lost: queued messages gone)
+  and kept down that long while the people go on acting (approvals included);
+- ``--pause-during-pg``: one worker (parent and pool) SIGSTOPped just before each
+  PostgreSQL event and resumed a lease after PostgreSQL answers again;
+- ``--no-chaos``: no random chaos (the thread only restarts what died, as a supervisor).
+
+While a service is down a prober reads console pages and the API: any 500 is a finding
+(the answer is the 503 page / JSON 503), and after it is back a page must answer 200
+within 30 s. Workers and beat are not restarted by the drill while PostgreSQL is away
+(only when their process exited, as a supervisor would): they must reconnect by
+themselves. 503s inside an outage window are listed apart (``outage_503``).
+
 Then everything is resumed, waiting approvals are given until every run has ended, and it
 checks: manage.py replay --all, every live ledger reservation bound to exactly one
 approved and consumed checkpoint of its proposal hash, no run left unended, no 5xx in
@@ -37,6 +54,14 @@ cat1, cat2 (catalog-admin), all of tenant north. Then:
 
     .venv/bin/python scripts/production_chaos.py --seconds 150 --seed 14 --tmp /tmp/chaos \
         [--port 8830 --redis-port 8831 --beat-outage 90]
+
+The infrastructure drill as run on a PostgreSQL cluster of its own (port 5441, cluster he):
+
+    PG="pg_ctlcluster --skip-systemctl-redirect 15 he"
+    .venv/bin/python scripts/production_chaos.py --seconds 240 --seed 6391 --workers 2 \
+        --no-chaos --pause-during-pg --burst 60 --pg-restart "$PG restart -m fast" \
+        --pg-stop "$PG stop -m fast" --pg-start "$PG start" --pg-outage 45 \
+        --redis-outage 60 --drain-seconds 240
 
 Exit 0 when nothing was found; the summary (JSON) names every finding. The seed fixes the
 choices of the chaos thread and of the people; process timing still varies. Requests whose
@@ -212,6 +237,7 @@ class Fleet:
         self.lock = threading.Lock()
         self.everything: list[subprocess.Popen[bytes]] = []
         self.beat_down_until = 0.0  # a beat outage (--beat-outage): not restarted before
+        self.redis_down_until = 0.0  # a Redis outage (--redis-outage): not restarted before
 
     def _spawn(self, argv: list[str], logname: str) -> subprocess.Popen[bytes]:
         out = open(self.tmp / logname, "ab")  # noqa: SIM115 - kept open for the process
@@ -319,7 +345,8 @@ class Fleet:
             beat_dead = self.beat is None or self.beat.poll() is not None
             if beat_dead and time.monotonic() >= self.beat_down_until:
                 self.start_beat()
-            if self.redis is None or self.redis.poll() is not None:
+            redis_dead = self.redis is None or self.redis.poll() is not None
+            if redis_dead and time.monotonic() >= self.redis_down_until:
                 self.start_redis()
 
     def stop(self) -> None:
@@ -352,10 +379,14 @@ class Chaos(threading.Thread):
         self.stopping = threading.Event()
         self.paused: dict[int, str] = {}
         self.plock = threading.Lock()
+        self.calm = False
 
     def run(self) -> None:
         while not self.stopping.wait(self.rng.uniform(0.4, 1.5)):
             try:
+                if self.calm:
+                    self.fleet.ensure_full()  # a supervisor only
+                    continue
                 self.step()
             except Exception as exc:  # keep the chaos going, but say so
                 log("chaos step failed:", repr(exc))
@@ -482,6 +513,14 @@ def split_fives(access: str, web_log: str) -> tuple[list[str], list[str]]:
     return explained, unexplained
 
 
+def in_window(line: str, windows: list[tuple[float, float, str]]) -> bool:
+    m = ACCESS.search(line)
+    if not m:
+        return False
+    when = time.mktime(time.strptime(m.group(1), "%d/%b/%Y:%H:%M:%S"))
+    return any(start - 1 <= when <= end for start, end, _ in windows)
+
+
 STALLED_SQL = (
     "SELECT id::text, revision FROM runs_run WHERE state NOT IN ('COMPLETED','FAILED','CANCELLED','ESCALATED','WAITING_HUMAN','WAITING_EXTERNAL') "
     "AND ((lease_expires_at < now() - make_interval(secs => %s)) OR (lease_expires_at IS NULL AND updated_at < now() - make_interval(secs => %s)))"
@@ -507,6 +546,16 @@ def main() -> int:  # one drill, read top to bottom
     parser.add_argument("--drain-seconds", type=float, default=180)
     # One long beat outage (no sweeper) at a seeded moment of the first half; 0: none.
     parser.add_argument("--beat-outage", type=float, default=0)
+    parser.add_argument("--pg-restart", action="append", default=[])
+    parser.add_argument("--pg-stop", default="")
+    parser.add_argument("--pg-start", default="")
+    parser.add_argument("--pg-outage", type=float, default=0)
+    parser.add_argument("--redis-outage", type=float, default=0)
+    parser.add_argument("--pause-during-pg", action="store_true")
+    parser.add_argument("--no-chaos", action="store_true")
+    # Runs started through the API just before each infrastructure event (so many are in
+    # flight when it strikes).
+    parser.add_argument("--burst", type=int, default=0)
     parser.add_argument("--tmp", default="/tmp/production-chaos")  # noqa: S108 - a drill's logs
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
@@ -550,6 +599,7 @@ def main() -> int:  # one drill, read top to bottom
         )
     reserve_id, search_id = ids["reserve_part 1.0.0"], ids["search_manual 1.0.0"]
     chaos = Chaos(fleet, rng, admin_url, args.lease)
+    chaos.calm = args.no_chaos
     stop = threading.Event()
     end_at = time.monotonic() + args.seconds
     rlock = threading.Lock()
@@ -644,11 +694,12 @@ def main() -> int:  # one drill, read top to bottom
         local = random.Random(rng.random())
         while not (stop.is_set() and time.monotonic() > drain_until[0]):
             now = time.monotonic()
-            todo = [
-                (c, r)
-                for c, r in pending_checkpoints(admin_url, set())
-                if now - decided.get(c, -99) > 8
-            ]
+            try:
+                waiting = pending_checkpoints(admin_url, set())
+            except psycopg.Error:  # PostgreSQL away (--pg-restart, --pg-outage): wait
+                time.sleep(1)
+                continue
+            todo = [(c, r) for c, r in waiting if now - decided.get(c, -99) > 8]
             if not todo:
                 time.sleep(0.3)
                 continue
@@ -829,8 +880,153 @@ def main() -> int:  # one drill, read top to bottom
                 "runbook gate open",
             )
 
+    infra_rng = random.Random(rng.random())
+    windows: list[tuple[float, float, str]] = []  # (start, end) wall-clock of each outage
+    infra_seen: list[dict[str, Any]] = []
+    prober = Person(base, "op2", password, record)
+    prober_api = people["api-op"]
+
+    def probe(label: str, until: threading.Event, seen: Counter[str]) -> None:
+        while not until.wait(1.0):
+            for path in ("/", "/runs/", "/approvals/", "/recovery/", "/no-such-page/"):
+                r = prober._send("GET", path)
+                seen[f"GET {path} {r.status_code if r is not None else 'transport-error'}"] += 1
+                if r is not None and r.status_code == 500:
+                    with record.lock:
+                        record.problems.append(f"{label}: GET {path} answered 500")
+            r = prober_api.api(
+                "GET", "/runs/00000000-0000-0000-0000-000000000000", "api run in an outage"
+            )
+            seen[f"API /runs {r.status_code if r is not None else 'transport-error'}"] += 1
+            if r is not None and r.status_code == 500:
+                with record.lock:
+                    record.problems.append(f"{label}: API GET /runs answered 500")
+
+    def back_within(label: str, seconds: float) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            r = prober._send("GET", "/")
+            if r is not None and r.status_code == 200:
+                return round(time.monotonic() - started, 1)
+            time.sleep(0.5)
+        with record.lock:
+            record.problems.append(
+                f"{label}: the console did not answer 200 within {seconds:.0f} s after"
+            )
+        return -1.0
+
+    def shell(command: str) -> int:
+        done = subprocess.run(command, shell=True, capture_output=True, text=True, check=False)  # noqa: S602 - the operator's own service command
+        if done.returncode != 0:
+            log(f"{command!r} exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        return done.returncode
+
+    def pg_answers() -> bool:
+        try:
+            with psycopg.connect(admin_url, connect_timeout=2) as c:
+                c.execute("SELECT 1")
+            return True
+        except psycopg.Error:
+            return False
+
+    def pause_a_worker() -> int | None:
+        live = [p for p in fleet.workers if p is not None and p.poll() is None]
+        if not args.pause_during_pg or not live:
+            return None
+        pid = infra_rng.choice(live).pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGSTOP)
+        return pid
+
+    def burst_runs(count: int) -> None:
+        op = people["api-op"]
+        body = {**START, "quantity": 1}
+
+        def send(share: int) -> None:
+            for _ in range(share):
+                key = {"Idempotency-Key": uuid.uuid4().hex}
+                r = op.api("POST", "/runs", "api burst start", body, key)
+                if r is not None and r.status_code in (200, 201):
+                    remember(r.json().get("id"))
+
+        shares = [count // 4 + (i < count % 4) for i in range(4)]
+        threads = [threading.Thread(target=send, args=(n,)) for n in shares]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def infrastructure() -> None:
+        """The infrastructure events, one after another at seeded moments of the first two
+        thirds: PostgreSQL restarts, a PostgreSQL outage, a Redis outage."""
+        events: list[tuple[str, str]] = [("pg-restart", c) for c in args.pg_restart]
+        if args.pg_outage > 0 and args.pg_stop and args.pg_start:
+            events.append(("pg-outage", ""))
+        if args.redis_outage > 0:
+            events.append(("redis-outage", ""))
+        infra_rng.shuffle(events)
+        span = max(10.0, args.seconds * 2 / 3) / max(1, len(events))
+        for kind, command in events:
+            if stop.wait(infra_rng.uniform(5, span)):
+                return
+            label = f"{kind} {command}".strip()
+            if args.burst:
+                burst_runs(args.burst)
+            seen: Counter[str] = Counter()
+            until = threading.Event()
+            with psycopg.connect(admin_url) as c:
+                in_flight = c.execute(
+                    "SELECT count(*) FROM runs_run WHERE state NOT IN ('COMPLETED','FAILED','CANCELLED','ESCALATED')"
+                ).fetchone()[0]
+            paused = pause_a_worker() if kind.startswith("pg") else None
+            start = time.time()
+            log(
+                f"{label}: {in_flight} runs in flight"
+                + (f"; worker {paused} paused" if paused else "")
+            )
+            threading.Thread(target=probe, args=(label, until, seen), daemon=True).start()
+            if kind == "pg-restart":
+                shell(command)
+            elif kind == "pg-outage":
+                shell(args.pg_stop)
+                time.sleep(args.pg_outage)
+                shell(args.pg_start)
+            else:
+                with fleet.lock:
+                    fleet.redis_down_until = time.monotonic() + args.redis_outage
+                    if fleet.redis is not None:
+                        fleet.redis.kill()
+                        fleet.redis.wait()
+                time.sleep(args.redis_outage)
+                fleet.redis_down_until = 0.0
+                fleet.ensure_full()
+            if kind.startswith("pg"):
+                while not pg_answers():
+                    time.sleep(0.5)
+            end = time.time()
+            until.set()
+            windows.append((start, end + 5, label))
+            recovered = back_within(label, 30)
+            if paused is not None:
+                time.sleep(args.lease + 2)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(paused, signal.SIGCONT)
+            infra_seen.append(
+                {
+                    "event": label,
+                    "in_flight": in_flight,
+                    "seconds": round(end - start, 1),
+                    "console_200_after_s": recovered,
+                    "paused_worker": paused,
+                    "probes": dict(seen),
+                }
+            )
+            log(f"{label}: over after {end - start:.1f} s; console answered in {recovered} s")
+
     drain_until = [float("inf")]
     chaos.start()
+    infra_thread = threading.Thread(target=infrastructure, daemon=True)
+    infra_thread.start()
     if args.beat_outage > 0:
         threading.Thread(target=beat_outage, daemon=True).start()
     actors = [
@@ -841,6 +1037,7 @@ def main() -> int:  # one drill, read top to bottom
     for t in [*actors, approver_thread]:
         t.start()
     time.sleep(args.seconds)
+    infra_thread.join()  # an event under way finishes before the drain
     stop.set()
     drain_until[0] = time.monotonic() + args.drain_seconds
     log("chaos stops:", dict(chaos.stats))
@@ -939,6 +1136,8 @@ def main() -> int:  # one drill, read top to bottom
     access = (tmp / "access.log").read_text() if (tmp / "access.log").exists() else ""
     web_log = (tmp / "gunicorn.out").read_text() if (tmp / "gunicorn.out").exists() else ""
     cut, fives = split_fives(access, web_log)
+    outage_503 = [line for line in fives if " 503 " in line and in_window(line, windows)]
+    fives = [line for line in fives if line not in outage_503]
     findings += [f"gunicorn 5xx: {line}" for line in fives[:20]]
     errors = (tmp / "gunicorn.log").read_text() if (tmp / "gunicorn.log").exists() else ""
     if "Traceback" in errors:
@@ -956,6 +1155,8 @@ def main() -> int:  # one drill, read top to bottom
         "connection_cut_5xx": cut[:20],
         "5xx_seen_by_people": record.fives[:20],
         "beat_outage": outage_seen,
+        "infrastructure": infra_seen,
+        "outage_503": len(outage_503),
         "findings": findings,
     }
     print(json.dumps(summary, indent=2))

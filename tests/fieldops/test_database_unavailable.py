@@ -4,6 +4,7 @@ check, with Retry-After; never the generic 500. (The API answers its own JSON 50
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -94,3 +95,34 @@ def test_a_page_read_when_the_connection_died_offers_to_load_it_again(
     body = _assert_database_unavailable_page(operator_client.get(asked, HTTP_REFERER=came_from))
     assert '<a href="/operations/?state=WAITING_HUMAN">Load this page again</a>' in body
     assert f'<a href="{reverse("runs-list")}">Open the page you were on</a>' in body
+
+
+def test_an_unknown_address_when_the_connection_died_is_the_503_page(
+    operator_client: Client,
+) -> None:
+    """Seen in the production drill with PostgreSQL stopped: a mistyped address (``/runs/``)
+    answered the generic 500, not the 503 page. The 404 page reads the database (the
+    signed-in person, for the navigation), so it raised outside any view, where only the
+    500 handler saw the lost connection."""
+    _terminate_this_connection()
+    response = operator_client.get("/no-such-page/")
+    _assert_database_unavailable_page(response)
+
+
+def test_the_500_handler_meeting_a_lost_connection_under_the_api_answers_its_json_503(
+    rf: Any,
+) -> None:
+    """Django calls ``handler500`` inside the ``except`` of an error no view handled; when
+    that error is a lost database connection, the API's caller gets the JSON 503 of
+    api/v1.py (read again before retrying), not a JSON 500."""
+    from django.db import OperationalError
+
+    from fieldops.middleware import server_error
+
+    try:
+        raise OperationalError("server closed the connection unexpectedly")
+    except OperationalError:
+        response = server_error(rf.get("/api/v1/runs"))
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert json.loads(response.content)["code"] == "database_unavailable"
