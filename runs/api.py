@@ -213,10 +213,14 @@ def health(request: HttpRequest) -> JsonResponse:
 def _sweeper() -> dict[str, Any]:
     """The sweeper (Celery beat's sweep; the embedded server's sweeper thread) as the
     recovery page judges it: ``silent`` after 3 sweep intervals (never under 60 s) without
-    a sweep, or when none ever reported; ``last_seen`` its last sweep (None: never)."""
+    a sweep, or when none ever reported; ``unknown`` when its heartbeat cannot be read;
+    ``last_seen`` its last sweep (None: never)."""
     from runs.console.recovery_selectors import sweeper_report
 
-    seen = sweeper_report()
+    try:
+        seen = sweeper_report()
+    except Exception:  # report, never raise, from a health check (a database not migrated)
+        return {"ok": False, "status": "unknown", "last_seen": None}
     return {
         "ok": not seen.late,
         "status": "silent" if seen.late else "ok",
