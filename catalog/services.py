@@ -668,10 +668,11 @@ def capability_admit(
     page showed another state than the version has now (``shown_state``, see
     ``_bind_state``: ``lifecycle_changed``).
     """
-    reason = _reason(reason)
     with transaction.atomic():
         row = _locked(version_id)
+        # A stale page hears that first: fixing its reason would not make it current.
         _bind_state(row, shown_state)
+        reason = _reason(reason)
         target = lifecycle.next_state(row.lifecycle, lifecycle.Action.ADMIT)
         if row.imported_by_id is not None and row.imported_by_id == getattr(user, "pk", None):
             raise Refusal(
@@ -828,17 +829,18 @@ def capability_decide(
     page showed ("" for none, ``retirement_request_stamp``): a call that would confirm
     another request, or one withdrawn since, is refused (``retirement_request_changed``),
     so two admins who press "Request retirement" together do not retire the version.
-    A form of the candidate or contract page sends ``shown_state``, the lifecycle state
-    its page showed: a decision on a version that moved on since is refused
+    A form of the candidate, contract or retire page sends ``shown_state``, the lifecycle
+    state its page showed: a decision on a version that moved on since is refused
     (``lifecycle_changed``, ``_bind_state``), so two admins who press "Reject" and "Defer"
     together do not both apply.
     """
-    reason = _reason(reason)
     if action == lifecycle.Action.ADMIT:
         raise Refusal("admission_record_required", "admission needs an admission record")
     with transaction.atomic():
         row = _locked(version_id)
+        # A stale page hears that first: fixing its reason would not make it current.
         _bind_state(row, shown_state)
+        reason = _reason(reason)
         target = lifecycle.next_state(row.lifecycle, action)
         if (
             row.source == Source.REVIEWED

@@ -505,6 +505,10 @@ def _retire_refused(
         shown = {"reason"}
     refusal = _refusal_context(exc, form=name, fields=REFUSAL_FIELDS[name], shown=shown)
     context.update({**refusal, "form": form})
+    typed = form.get("reason") or form.get("withdraw_reason") or ""
+    if not shown and typed.strip():
+        # The form is gone (the version moved on): the typed reason stays with the refusal.
+        context["kept_reason"] = typed
     status = 400 if exc.code in BAD_REQUEST_CODES else 409
     return render(request, "catalog/retire.html", context, status=status)
 
@@ -530,6 +534,9 @@ def catalog_retire(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
             reason=form["reason"],
             acknowledge=request.POST.get("acknowledge") == "1",
             confirms=request.POST.get("confirms", ""),
+            # The lifecycle state the retire page showed: a version deprecated (or moved
+            # otherwise) since is refused (lifecycle_changed), like a post naming none.
+            shown_state=request.POST.get("lifecycle", ""),
         )
     except Refusal as exc:
         return _retire_refused(request, row, exc, form, name="retire")

@@ -22,6 +22,19 @@ def connection_lost(exc: BaseException) -> bool:
     return isinstance(exc, CONNECTION_LOST)
 
 
+def connection_lost_under(exc: BaseException | None) -> bool:
+    """True when ``exc`` or an exception it was raised from (or while handling) is a lost
+    connection: Django's session save turns one into ``UpdateError`` and then into
+    ``SessionInterrupted`` (a 400), though the request's action may have committed."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if connection_lost(exc):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def lock_wait_failed(exc: BaseException) -> bool:
     """True when ``exc`` is a bounded lock wait that gave up: PostgreSQL's ``lock_timeout``
     (or NOWAIT), or SQLite's busy timeout. Nothing was written by the failed statement."""

@@ -20,8 +20,9 @@ A method an address does not serve (a GET of a POST-only action) is a 405 that k
 ``Allow`` header and says which methods the address accepts (``MethodNotAllowedMiddleware``).
 
 A console request whose database connection broke under it is a 503 page that says the
-database is unreachable and how to check whether an action was recorded, with Retry-After
-(``DatabaseUnavailableMiddleware``); the API answers its own JSON 503.
+database is unreachable (for an action, how to check whether it was recorded), with
+Retry-After (``DatabaseUnavailableMiddleware`` for a view's failure, ``server_error`` for
+one in a middleware step such as the session save); the API answers its own JSON 503.
 """
 
 from __future__ import annotations
@@ -152,20 +153,45 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     return defaults.page_not_found(request, exception)
 
 
+def _connection_lost_answer(request: HttpRequest) -> HttpResponse | None:
+    """The 503 answer when the exception being handled (an error handler runs inside its
+    ``except``) is, or was raised from, a lost database connection; else None."""
+    failure = sys.exc_info()[1]
+    if not db.connection_lost_under(failure):
+        return None
+    logger.warning(
+        "database connection lost: %s %s", request.method, request.path, exc_info=failure
+    )
+    if answers_json(request):
+        message = (
+            "The connection to the database was lost while answering; the request may "
+            "or may not have taken effect: read the object again before you retry."
+        )
+        response = _api_error(request, "database_unavailable", message, 503)
+        response["Retry-After"] = str(db.RETRY_AFTER_SECONDS)
+        return response
+    return database_unavailable_page(request)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler400``: Django's 400 page, but the 503 when the bad request was made of a
+    lost connection: a session whose save failed that way is ``SessionInterrupted`` (a
+    400 saying nothing was changed) although the view's action may have committed."""
+    return _connection_lost_answer(request) or defaults.bad_request(request, exception)
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     """``handler500``: under the JSON API an error in its shape, nothing of the failure
     (it is logged); elsewhere the console's 500 page.
 
-    Django calls it inside the ``except`` of the error: a lost database connection met
-    outside a view (the 404 page's navigation, a session saved after the view, a
-    middleware) answers the 503 as a view's does (``DatabaseUnavailableMiddleware``,
-    api/v1.py), not the 500."""
-    if db.connection_lost(sys.exc_info()[1]):
-        if answers_json(request):
-            from api.v1 import database_lost  # the API loads the services: not at start-up
-
-            return database_lost(request, sys.exc_info()[1])
-        return database_unavailable_page(request)
+    A lost database connection is the 503 here too: ``DatabaseUnavailableMiddleware`` sees
+    only what a view raised, while Django turns a failure of a middleware step (the session
+    saved in ``SessionMiddleware.process_response``, after the view committed its action)
+    into this handler's answer (or ``bad_request``'s), called inside that exception's
+    handler."""
+    lost = _connection_lost_answer(request)
+    if lost is not None:
+        return lost
     if answers_json(request):
         message = (
             "The server failed while answering; the request may or may not have taken "
@@ -340,7 +366,10 @@ def database_unavailable_page(request: HttpRequest) -> HttpResponse:
     connection broke: rendered without the request's context (its context processors read
     the database), with a link back to the page the request came from and Retry-After."""
     current = request.headers.get("HX-Current-URL") or request.headers.get("Referer")
-    context = {"back": _page_to_return_to(request, current) or ""}
+    context: dict[str, Any] = {"back": _page_to_return_to(request, current) or ""}
+    # A read (GET, HEAD) changed nothing: its page only says it could not be loaded. Any
+    # other method is an action that may or may not have been recorded before the break.
+    context["action"] = request.method not in ("GET", "HEAD")
     # A page read (not an action: reloading that may send it twice) is offered again.
     asked = request.get_full_path()
     if (

@@ -21,5 +21,6 @@ urlpatterns = [
 ]
 
 # Under /api/ a 404 or 500 is JSON in the API's shape; elsewhere the console's page.
+handler400 = "fieldops.middleware.bad_request"
 handler404 = "fieldops.middleware.not_found"
 handler500 = "fieldops.middleware.server_error"

@@ -178,7 +178,8 @@ def health(request: HttpRequest) -> JsonResponse:
     With the ops token (``Authorization: Bearer $FIELDOPS_OPS_TOKEN``, every tenant) or a
     signed-in session (that user's tenant) it adds the details: database latency, worker
     heartbeat age, sweeper lag, runs per state and the oldest pending approval. 503 when
-    the database or the configured broker is down."""
+    the database or the configured broker is down; a silent sweeper is ``degraded`` with
+    200 (``sweeper``: see below)."""
     allowed, tenant = _counts_scope(request)
     try:
         started = time.monotonic()
@@ -192,15 +193,39 @@ def health(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"status": "unhealthy", "database": database}, status=503)
     broker = _broker()
     healthy = bool(broker.get("ok", True))
+    sweeper = _sweeper()
     report: dict[str, Any] = {
-        "status": "ok" if healthy else "degraded",
+        "status": "ok" if healthy and sweeper["ok"] else "degraded",
         "database": {"ok": True},
         "broker": {k: v for k, v in broker.items() if allowed or k != "error"},
+        "sweeper": sweeper,
     }
     if allowed:
         report["database"].update(vendor=connection.vendor, latency_ms=latency_ms)
         report.update(_details(tenant))
+    # A silent sweeper (beat down) degrades the report but not the HTTP status: the load
+    # balancer probes this address for the web process, which still serves every page,
+    # the recovery page that lists what is stuck among them (there is no separate
+    # readiness address to fail instead). Monitors alert on ``sweeper.status``.
     return JsonResponse(report, status=200 if healthy else 503)
+
+
+def _sweeper() -> dict[str, Any]:
+    """The sweeper (Celery beat's sweep; the embedded server's sweeper thread) as the
+    recovery page judges it: ``silent`` after 3 sweep intervals (never under 60 s) without
+    a sweep, or when none ever reported; ``unknown`` when its heartbeat cannot be read;
+    ``last_seen`` its last sweep (None: never)."""
+    from runs.console.recovery_selectors import sweeper_report
+
+    try:
+        seen = sweeper_report()
+    except Exception:  # report, never raise, from a health check (a database not migrated)
+        return {"ok": False, "status": "unknown", "last_seen": None}
+    return {
+        "ok": not seen.late,
+        "status": "silent" if seen.late else "ok",
+        "last_seen": seen.seen_at.isoformat() if seen.seen_at else None,
+    }
 
 
 def _details(tenant: str | None) -> dict[str, Any]:

@@ -74,9 +74,12 @@ window.addEventListener("resize", function () {
 // the first field the server marked invalid (its aria-describedby reads the error), or at
 // an error without a field (marked tabindex="-1"), instead of at the top of the page.
 // A refused one-line field comes back as typed, selected, so typing replaces the bad value.
+// A page an action redirected to (the catalog import's result) marks the heading of what
+// happened [data-focus-on-load][tabindex="-1"]: focus starts there when nothing was refused.
 document.addEventListener("DOMContentLoaded", function () {
   const first = document.querySelector('main [aria-invalid="true"]:not([disabled])') ||
-    document.querySelector('main [role="alert"][data-form-error][tabindex="-1"]');
+    document.querySelector('main [role="alert"][data-form-error][tabindex="-1"]') ||
+    document.querySelector('main [data-focus-on-load][tabindex="-1"]');
   if (!first) return;
   first.focus();
   if (first.tagName === "INPUT" && typeof first.select === "function") first.select();

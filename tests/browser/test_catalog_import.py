@@ -88,3 +88,24 @@ def test_a_long_server_name_does_not_widen_the_result_page_on_a_phone(
         "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
     )
     assert widths[0] <= widths[1], widths
+
+
+def test_after_an_import_the_keyboard_starts_at_the_result(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    # After the import's redirect to its result, focus stayed at the top of the page: a
+    # keyboard or screen-reader user went through the menu again to reach what happened.
+    # Focus now starts at the result's heading (as it starts at a refusal after a refused
+    # post), and the next Tab reaches the first candidate imported.
+    page = new_page()
+    login(page, live_server.url, "catalog-admin")
+    page.goto(f"{live_server.url}/catalog/import/")
+    page.get_by_label("Server the list came from").fill("mcp://focus.example.invalid")
+    page.get_by_label("Tool list JSON").fill(json.dumps(TOOL_LIST))
+    page.get_by_role("button", name="Import as candidates").click()
+    page.wait_for_url(re.compile(r"/catalog/imports/\d+/$"))
+    heading = page.locator("#result-h")
+    expect(heading).to_be_focused()
+    expect(heading).to_contain_text("Imported from mcp://focus.example.invalid")
+    page.keyboard.press("Tab")
+    expect(page.locator("#import-result").get_by_role("link", name="reload_lookup")).to_be_focused()

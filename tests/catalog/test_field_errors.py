@@ -221,7 +221,8 @@ def test_a_lifecycle_move_without_a_reason_marks_its_own_reason(catalog_admin):
     target = version("search_manual@1.0.0")
     before = LifecycleDecision.objects.count()
     response = client_for(catalog_admin).post(
-        reverse("catalog-decide", args=[target.pk]), {"action": "deprecate", "reason": "   "}
+        reverse("catalog-decide", args=[target.pk]),
+        as_shown(target, {"action": "deprecate", "reason": "   "}),
     )
     assert response.status_code == 400
     page = Page(response.content.decode())
@@ -236,7 +237,8 @@ def test_a_lifecycle_move_without_a_reason_marks_its_own_reason(catalog_admin):
 def test_a_lifecycle_refusal_keeps_the_other_forms_as_they_were(catalog_admin):
     target = version("search_manual@1.1.0")
     response = client_for(catalog_admin).post(
-        reverse("catalog-decide", args=[target.pk]), {"action": "defer", "reason": " "}
+        reverse("catalog-decide", args=[target.pk]),
+        as_shown(target, {"action": "defer", "reason": " "}),
     )
     page = Page(response.content.decode())
     assert_beside(page, "reason-defer", "Refused (reason_required)")
@@ -253,15 +255,16 @@ def test_only_a_refusal_about_the_reason_is_shown_beside_it(catalog_admin):
     assert response.status_code == 409
     assert_at_the_top(response.content.decode(), "illegal_lifecycle_step")
     # About the reason: beside it.
-    response = c.post(url, {"action": "reject", "reason": " "})
+    response = c.post(url, as_shown(target, {"action": "reject", "reason": " "}))
     assert_beside(Page(response.content.decode()), "reason-reject", "Refused (reason_required)")
 
     services.capability_decide(
         version_id=target.pk, user=catalog_admin, action="reject", reason="not needed"
     )
-    # A page opened before the rejection posts a deferral without a reason: its form is
-    # gone from the page now, so the refusal is shown at the top.
-    response = c.post(url, {"action": "defer", "reason": " "})
+    # A deferral without a reason posted as the page shows the version now (a page opened
+    # before the rejection is refused as stale first: test_views): the defer form is gone
+    # from the page, so the refusal is shown at the top.
+    response = c.post(url, as_shown(target, {"action": "defer", "reason": " "}))
     assert response.status_code == 400
     assert_at_the_top(response.content.decode(), "reason_required")
 
@@ -270,7 +273,9 @@ def test_only_a_refusal_about_the_reason_is_shown_beside_it(catalog_admin):
 def test_a_retirement_without_a_reason_marks_the_reason(catalog_admin):
     target = version("read_equipment@1.0.0")
     url = reverse("catalog-retire", args=[target.pk])
-    response = client_for(catalog_admin).post(url, {"reason": "  ", "acknowledge": "1"})
+    response = client_for(catalog_admin).post(
+        url, as_shown(target, {"reason": "  ", "acknowledge": "1"})
+    )
     assert response.status_code == 400
     assert_beside(Page(response.content.decode()), "retire-reason", "Refused (reason_required)")
     target.refresh_from_db()
@@ -280,7 +285,9 @@ def test_a_retirement_without_a_reason_marks_the_reason(catalog_admin):
 def test_a_risky_retirement_without_the_acknowledgement_marks_the_box(catalog_admin):
     target = version("read_equipment@1.0.0")
     url = reverse("catalog-retire", args=[target.pk])
-    response = client_for(catalog_admin).post(url, {"reason": "replaced by a new reader"})
+    response = client_for(catalog_admin).post(
+        url, as_shown(target, {"reason": "replaced by a new reader"})
+    )
     assert response.status_code == 400
     page = Page(response.content.decode())
     assert_beside(page, "retire-ack", "Refused (acknowledgement_required)")
@@ -303,9 +310,11 @@ def test_the_requester_confirming_is_refused_at_the_top_a_bare_withdrawal_by_its
     target = version("read_equipment@1.0.0")
     url = reverse("catalog-retire", args=[target.pk])
     c = client_for(catalog_admin)
-    assert c.post(url, {"reason": "replaced", "acknowledge": "1"}).status_code == 302
+    assert (
+        c.post(url, as_shown(target, {"reason": "replaced", "acknowledge": "1"})).status_code == 302
+    )
     before = LifecycleDecision.objects.count()
-    response = c.post(url, {"reason": "confirming myself", "acknowledge": "1"})
+    response = c.post(url, as_shown(target, {"reason": "confirming myself", "acknowledge": "1"}))
     assert response.status_code == 409
     html = response.content.decode()
     assert_at_the_top(html, "two_person_rule")

@@ -133,7 +133,8 @@ def test_a_lifecycle_decision_over_the_limit_comes_back_as_typed(catalog_admin):
     target = version("search_manual@1.0.0")
     before = LifecycleDecision.objects.count()
     response = client_for(catalog_admin).post(
-        reverse("catalog-decide", args=[target.pk]), {"action": "deprecate", "reason": OVER}
+        reverse("catalog-decide", args=[target.pk]),
+        as_shown(target, {"action": "deprecate", "reason": OVER}),
     )
     assert response.status_code == 400
     page = Page(response.content.decode())
@@ -171,7 +172,8 @@ def test_an_admission_answer_over_its_limit_comes_back_as_typed(
 def test_a_retirement_over_the_limit_comes_back_as_typed(catalog_admin):
     target = version("read_equipment@1.0.0")
     response = client_for(catalog_admin).post(
-        reverse("catalog-retire", args=[target.pk]), {"reason": OVER, "acknowledge": "1"}
+        reverse("catalog-retire", args=[target.pk]),
+        as_shown(target, {"reason": OVER, "acknowledge": "1"}),
     )
     assert response.status_code == 400
     page = Page(response.content.decode())

@@ -333,7 +333,7 @@ def test_retire_and_an_illegal_step_through_the_console(catalog_admin, catalog_r
     # confirmation through this address is refused: retirement_request_changed).
     reviewer = client_for(catalog_reviewer)
     assert reviewer.post(url, ack).status_code == 409
-    confirm = {"reason": "replaced", "acknowledge": "1"}
+    confirm = as_shown(target, {"reason": "replaced", "acknowledge": "1"})
     confirm["confirms"] = _request_shown(reviewer, target)
     retire = reverse("catalog-retire", args=[target.pk])
     assert reviewer.post(retire, confirm).status_code == 302
@@ -391,7 +391,7 @@ def test_the_retire_page_shows_why_the_pending_retirement_was_requested(
     who asked and when, not only in the decisions further down the version's page."""
     target = row("read_equipment@1.0.0")
     url = reverse("catalog-retire", args=[target.pk])
-    request = {"reason": "the 1.0.1 adapter replaces it", "acknowledge": "1"}
+    request = as_shown(target, {"reason": "the 1.0.1 adapter replaces it", "acknowledge": "1"})
     assert client_for(catalog_admin).post(url, request).status_code == 302
     page = client_for(catalog_reviewer).get(url).content.decode()
     pending = page[page.index('id="retire-pending"') :]
@@ -481,7 +481,7 @@ def test_a_retirement_is_confirmed_only_by_an_admin_who_saw_that_request(
     admin, reviewer = client_for(catalog_admin), client_for(catalog_reviewer)
     seen_by_reviewer = _request_shown(reviewer, target)  # no request pending yet
     assert seen_by_reviewer == ""
-    ask = {"reason": "replaced", "acknowledge": "1"}
+    ask = as_shown(target, {"reason": "replaced", "acknowledge": "1"})
     assert admin.post(url, {**ask, "confirms": _request_shown(admin, target)}).status_code == 302
     before = LifecycleDecision.objects.count()
     blind = reviewer.post(url, {**ask, "reason": "me too", "confirms": seen_by_reviewer})
@@ -599,7 +599,7 @@ def test_the_requester_of_a_retirement_is_told_who_confirms_it_not_offered_a_but
     still refuses a confirmation posted anyway); any other catalog admin sees the button."""
     target = row("read_equipment@1.0.0")
     url = reverse("catalog-retire", args=[target.pk])
-    request = {"reason": "the 1.0.1 adapter replaces it", "acknowledge": "1"}
+    request = as_shown(target, {"reason": "the 1.0.1 adapter replaces it", "acknowledge": "1"})
     assert client_for(catalog_admin).post(url, request).status_code == 302
     own = client_for(catalog_admin).get(url).content.decode()
     assert "Confirm retirement" not in own and 'class="retire-form"' not in own
@@ -614,7 +614,9 @@ def test_the_requester_of_a_retirement_is_told_who_confirms_it_not_offered_a_but
     assert "Confirm retirement" in other and 'id="retire-own-request"' not in other
     pending = other[other.index('id="retire-pending"') :]
     assert "another catalog admin confirms below" in pending[: pending.index("</p>")]
-    refused = client_for(catalog_admin).post(url, {"reason": "mine", "acknowledge": "1"})
+    refused = client_for(catalog_admin).post(
+        url, as_shown(target, {"reason": "mine", "acknowledge": "1"})
+    )
     assert refused.status_code == 409 and "two_person_rule" in refused.content.decode()
     target.refresh_from_db()
     assert target.lifecycle == "ADMITTED" and target.retire_requested_by == catalog_admin
@@ -694,7 +696,7 @@ def test_a_stale_retirement_confirmation_says_nothing_changed_once(catalog_admin
     url = reverse("catalog-retire", args=[target.pk])
     admin, reviewer = client_for(catalog_admin), client_for(catalog_reviewer)
     stale = _request_shown(reviewer, target)
-    ask = {"reason": "replaced", "acknowledge": "1"}
+    ask = as_shown(target, {"reason": "replaced", "acknowledge": "1"})
     assert admin.post(url, {**ask, "confirms": _request_shown(admin, target)}).status_code == 302
     blind = reviewer.post(url, {**ask, "reason": "me too", "confirms": stale})
     assert blind.status_code == 409
@@ -711,8 +713,93 @@ def test_the_pending_retirement_request_shows_its_time_as_the_refusal_names_it(
     target = row("read_equipment@1.0.0")
     url = reverse("catalog-retire", args=[target.pk])
     admin = client_for(catalog_admin)
-    ask = {"reason": "replaced", "acknowledge": "1", "confirms": ""}
+    ask = as_shown(target, {"reason": "replaced", "acknowledge": "1", "confirms": ""})
     assert admin.post(url, ask).status_code == 302
     target.refresh_from_db()
     page = client_for(catalog_reviewer).get(url).content.decode()
     assert f"at {target.retire_requested_at:%Y-%m-%d %H:%M:%S} UTC" in page
+
+
+def _retire_form_shown(client: Client, target: CapabilityVersion) -> dict[str, str]:
+    """The hidden fields the retire page's retire form carries now (what a post sends)."""
+    page = client.get(reverse("catalog-retire", args=[target.pk])).content.decode()
+    form = page[page.index('class="retire-form"') :]
+    form = form[: form.index("</form>")]
+    shown = {}
+    for name in ("confirms", "lifecycle"):
+        marker = f'name="{name}" value="'
+        assert marker in form, f"the retire form carries no {name}"
+        start = form.index(marker) + len(marker)
+        shown[name] = form[start : form.index('"', start)]
+    return shown
+
+
+def test_a_retirement_binds_the_state_its_retire_page_showed(catalog_admin, catalog_reviewer):
+    # The retire form bound the pending request (confirms) but not the lifecycle state: a
+    # version deprecated while the retire page was open was still retired (or its
+    # retirement requested) from the stale page. Now a 409 lifecycle_changed naming who
+    # moved it and when; nothing is written and the typed reason comes back.
+    target = row("read_equipment@1.0.0")
+    url = reverse("catalog-retire", args=[target.pk])
+    admin, reviewer = client_for(catalog_admin), client_for(catalog_reviewer)
+    stale = _retire_form_shown(reviewer, target)
+    assert stale == {"confirms": "", "lifecycle": "ADMITTED"}
+    deprecate = as_shown(target, {"action": "deprecate", "reason": "superseded"})
+    assert admin.post(reverse("catalog-decide", args=[target.pk]), deprecate).status_code == 302
+    before = audit_rows()
+    typed = "retire it after all"
+    late = reviewer.post(url, {**stale, "reason": typed, "acknowledge": "1"})
+    assert late.status_code == 409
+    text = late.content.decode()
+    assert "lifecycle_changed" in text and "this version is DEPRECATED now" in text
+    assert "by user:catalog-admin at" in text
+    form = text[text.index('class="retire-form"') :]
+    assert f'value="{typed}"' in form[: form.index("</form>")]
+    assert reviewer.post(url, {"reason": typed, "acknowledge": "1"}).status_code == 409
+    target.refresh_from_db()
+    assert target.lifecycle == "DEPRECATED" and target.retire_requested_by is None
+    assert audit_rows() == before
+    # The confirm form is bound too: a request read on a page whose version then moved.
+    fresh = _retire_form_shown(admin, target)
+    assert fresh["lifecycle"] == "DEPRECATED"
+    assert admin.post(url, {**fresh, "reason": "gone", "acknowledge": "1"}).status_code == 302
+    seen = _retire_form_shown(reviewer, target)
+    assert seen["confirms"] and seen["lifecycle"] == "DEPRECATED"
+    confirmed = reviewer.post(url, {**seen, "reason": "agreed", "acknowledge": "1"})
+    assert confirmed.status_code == 302
+    target.refresh_from_db()
+    assert target.lifecycle == "RETIRED"
+    # A page read before the retirement: the form is gone, the reason stays at the top.
+    late = admin.post(url, {**seen, "reason": "once more", "acknowledge": "1"})
+    assert late.status_code == 409 and "this version is RETIRED now" in late.content.decode()
+    assert "Your reason, as typed: “once more”" in late.content.decode()
+
+
+@pytest.mark.parametrize("reason", ["", "x" * 1001, "bad \u202e reason"])
+def test_a_stale_page_is_told_it_is_stale_before_its_reason_is_judged(
+    catalog_admin, catalog_reviewer, reason
+):
+    # A stale page with an invalid reason got the reason's refusal first; the admin fixed
+    # the reason and only then learned the page was stale. Staleness is judged first.
+    target = row("search_manual@1.1.0")
+    admin, reviewer = client_for(catalog_admin), client_for(catalog_reviewer)
+    admit = reverse("catalog-admit", args=[target.pk])
+    shown = as_shown(target, {})["lifecycle"]
+    assert admin.post(admit, as_shown(target, ADMISSION)).status_code == 302
+    before = audit_rows()
+    stale_admit = reviewer.post(admit, {**ADMISSION, "reason": reason, "lifecycle": shown})
+    decide = reverse("catalog-decide", args=[target.pk])
+    stale_reject = reviewer.post(decide, {"action": "reject", "reason": reason, "lifecycle": shown})
+    retire = reverse("catalog-retire", args=[target.pk])
+    stale_retire = reviewer.post(
+        retire, {"reason": reason, "acknowledge": "1", "confirms": "", "lifecycle": shown}
+    )
+    for response in (stale_admit, stale_reject, stale_retire):
+        assert response.status_code == 409
+        text = response.content.decode()
+        assert "lifecycle_changed" in text and "this version is ADMITTED now" in text
+        assert "Refused (reason_" not in text
+    assert audit_rows() == before
+    # The page's current state with the same reason: the reason's refusal.
+    fresh = reviewer.post(decide, as_shown(target, {"action": "deprecate", "reason": reason}))
+    assert fresh.status_code == 400 and "Refused (reason_" in fresh.content.decode()

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 
 import pytest
 
+from kernel import clock
 from runs import services
 from runs.api import sign
-from runs.models import CallbackReceipt, Correlation, Event
+from runs.models import CallbackReceipt, Correlation, Event, WorkerHeartbeat
 from tests.helpers import make_run
 
 URL = "/api/callbacks/"
@@ -143,8 +145,18 @@ DETAILS = {
 }
 
 
+def _sweeper_seen(ago: dt.timedelta) -> dt.datetime:
+    """The sweeper's heartbeat as a sweep ``ago`` left it; its time as /healthz names it."""
+    seen = clock.now() - ago
+    WorkerHeartbeat.objects.update_or_create(
+        worker="sweeper", defaults={"role": "sweeper", "seen_at": seen}
+    )
+    return seen
+
+
 def test_anonymous_health_is_liveness_per_dependency_only(client, waiting, settings):
     settings.FIELDOPS_OPS_TOKEN = "ops-token-for-tests-0123456789"
+    seen = _sweeper_seen(dt.timedelta(seconds=2))
     for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": "ops-token"}):
         response = client.get("/healthz", headers=headers)
         assert response.status_code == 200
@@ -152,13 +164,41 @@ def test_anonymous_health_is_liveness_per_dependency_only(client, waiting, setti
             "status": "ok",
             "database": {"ok": True},
             "broker": {"ok": True, "used": False},
+            "sweeper": {"ok": True, "status": "ok", "last_seen": seen.isoformat()},
         }
+
+
+def test_health_says_when_the_sweeper_has_been_silent_without_taking_web_down(
+    client, world, settings
+):
+    # /healthz answered "ok" while beat (the only sweeper) had been silent for many
+    # intervals: nothing handed over a run whose worker died, no checkpoint expired, and
+    # the recovery page said so but the health endpoint did not. It now reports the
+    # sweeper as the recovery page judges it (silent after 3 intervals, never under 60 s)
+    # and the report as degraded; the HTTP status stays 200, since the load balancer
+    # probes /healthz for the web process, which serves the recovery page and its
+    # runbook step (manage.py sweep) and must not be taken out for a beat outage.
+    settings.FIELDOPS_SWEEP_INTERVAL_SECONDS = 5
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["status"] == "degraded"
+    assert response.json()["sweeper"] == {"ok": False, "status": "silent", "last_seen": None}
+    seen = _sweeper_seen(dt.timedelta(minutes=15))
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    report = response.json()
+    assert report["status"] == "degraded" and report["database"]["ok"] is True
+    assert report["sweeper"] == {"ok": False, "status": "silent", "last_seen": seen.isoformat()}
+    seen = _sweeper_seen(dt.timedelta(seconds=50))  # under the 60 s floor: not silent yet
+    assert client.get("/healthz").json()["sweeper"]["status"] == "ok"
+    assert client.get("/healthz").json()["status"] == "ok"
 
 
 def test_health_counts_need_the_ops_token_and_cover_every_tenant(client, waiting, settings):
     make_run("wait_external", tenant="south", equipment_id="EQ-31", location_id="LOC-S1")
     settings.FIELDOPS_OPS_TOKEN = "ops-token-for-tests-0123456789"
     auth = {"authorization": "Bearer ops-token-for-tests-0123456789"}
+    _sweeper_seen(dt.timedelta(seconds=1))
     report = client.get("/healthz", headers=auth).json()
     assert report["status"] == "ok" and report["database"]["ok"]
     assert report["database"]["vendor"] and "latency_ms" in report["database"]

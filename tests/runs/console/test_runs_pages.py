@@ -733,3 +733,22 @@ def test_a_budget_limit_at_the_ceiling_is_recorded(as_operator: Client, waiting_
 def test_the_budget_form_says_the_ceiling(as_operator: Client, waiting_run: Run) -> None:
     page = as_operator.get(reverse("runs-detail", args=[waiting_run.pk])).content.decode()
     assert 'name="limit" min="0" max="1000000000" required' in page
+
+
+def test_the_stalled_runs_table_says_its_times_are_utc(as_operator: Client) -> None:
+    # The "Runs that should be moving and are not" table's "Since" column showed a bare
+    # time where the rest of the page (the sweeper's last sweep) and the console's other
+    # tables ("Created (UTC)") say the zone.
+    import datetime as dt
+
+    from kernel import clock
+
+    run = make_run(advance=False)
+    expired = clock.now() - dt.timedelta(hours=1)
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=expired, lease_owner="gone")
+    page = as_operator.get(reverse("recovery")).content.decode()
+    table = page[page.index('id="stalled-h"') :]
+    table = table[: table.index("</table>")]
+    assert run.short_id in table
+    assert '<th scope="col">Since (UTC)</th>' in table
+    assert f"{expired:%Y-%m-%d %H:%M:%S}" in table
