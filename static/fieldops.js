@@ -149,6 +149,10 @@ function noteFocus(event) {
 // control loses focus) before any swap, and htmx:beforeRequest comes before that.
 document.addEventListener("htmx:beforeRequest", noteFocus);
 document.addEventListener("htmx:beforeSwap", noteFocus);
+// A part swapped out of band (a run's actions when the run has ended: the cancel form
+// gives way to "The run has ended") is a region of its own: focus inside it goes to the
+// same control if it is still there, or else to the part itself, not to <body>.
+document.addEventListener("htmx:oobBeforeSwap", noteFocus);
 // A request that failed swaps nothing: focus goes back to the control, usable again.
 document.addEventListener("htmx:afterRequest", function (event) {
   if (!event.detail.successful) restoreFocus();
