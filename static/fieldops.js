@@ -82,6 +82,21 @@ document.addEventListener("DOMContentLoaded", function () {
   if (first.tagName === "INPUT" && typeof first.select === "function") first.select();
 });
 
+// The outcome of a form a page was redirected after ("Run cancelled: ...", a refusal)
+// is shown in the page's message list, which is there as the page loads: a screen reader
+// does not read a live region that is not changed, so the user heard nothing of it. Once
+// the page has loaded, the page's one live region (#live-announcer, base.html) says it.
+window.addEventListener("load", function () {
+  const list = document.querySelector("main .messages");
+  const announcer = document.getElementById("live-announcer");
+  if (!list || !announcer) return;
+  const said = Array.from(list.querySelectorAll("li")).map(function (li) {
+    return li.textContent.replace(/\s+/g, " ").trim();
+  }).filter(Boolean).join(" ");
+  // A moment after the load, when a screen reader has started reading the new page.
+  setTimeout(function () { announcer.textContent = said; }, 250);
+});
+
 // Auto-refreshing regions are replaced whole (hx-swap="outerHTML"), and a screen reader
 // does not announce a live region that is itself replaced. The page's one live region that
 // is never swapped (#live-announcer, base.html) says a region's [data-live-summary] line
