@@ -190,6 +190,36 @@ function restoreFocus() {
   });
 }
 
+// The same swap put every box in the region that scrolls on its own back at its start: a
+// table swiped sideways on a phone (the approval queue, every 5 s) jumped back to its
+// first column. A scrolled box with an id gets its scroll position back after the swap.
+const scrollBefore = new Map();
+function noteScroll(event) {
+  const region = event.detail.target;
+  if (!(region instanceof Element)) return;
+  [region].concat(Array.from(region.querySelectorAll("[id]"))).forEach(function (el) {
+    if (el.id && (el.scrollLeft || el.scrollTop)) {
+      scrollBefore.set(el.id, [el.scrollLeft, el.scrollTop]);
+    }
+  });
+}
+function restoreScroll() {
+  scrollBefore.forEach(function (position, id) {
+    const el = document.getElementById(id);
+    if (el) {
+      el.scrollLeft = position[0];
+      el.scrollTop = position[1];
+    }
+  });
+}
+document.addEventListener("htmx:beforeSwap", noteScroll);
+document.addEventListener("htmx:oobBeforeSwap", noteScroll);
+document.addEventListener("htmx:afterSwap", restoreScroll);  // before it is painted
+document.addEventListener("htmx:afterSettle", function () {
+  restoreScroll();
+  scrollBefore.clear();
+});
+
 // A request sent by a form (a fault-lab Run, a filter) that the server refuses (a stale
 // CSRF token after signing in elsewhere: the 403 page; a 400, 404, 409 or 500 page) is not
 // swapped by htmx, so the page showed nothing at all. Say what the server's page says, in

@@ -242,3 +242,27 @@ def test_a_run_that_ends_while_the_operator_types_a_reason_leaves_the_focus_on_i
         "document.getElementById('run-actions').compareDocumentPosition("
         "document.activeElement) & Node.DOCUMENT_POSITION_FOLLOWING"
     )
+
+
+def test_a_table_scrolled_sideways_stays_where_it_was_across_the_queue_refresh(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """On a phone the approver swipes the queue's table sideways to read "Expires in":
+    every 5 seconds the refresh put it back at its first column. A scrolled box in a
+    refreshed region keeps its scroll position."""
+    page = new_page()
+    page.set_viewport_size({"width": 375, "height": 800})
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/")
+    box = page.locator("#queue-scroll")
+    expect(box).to_have_attribute("tabindex", "0")
+    box.evaluate("el => { el.scrollLeft = el.scrollWidth; window.scrolledBox = el; }")
+    scrolled = box.evaluate("el => el.scrollLeft")
+    assert scrolled > 100
+    with page.expect_response(
+        lambda r: r.request.headers.get("hx-target") == "queue", timeout=QUEUE_REFRESH_MS * 3
+    ):
+        pass
+    page.wait_for_function("() => !document.body.contains(window.scrolledBox)")
+    page.wait_for_timeout(100)  # the swap settles
+    assert page.locator("#queue-scroll").evaluate("el => el.scrollLeft") == scrolled
