@@ -105,17 +105,36 @@ function liveSummary(region) {
   const line = region && region.querySelector("[data-live-summary]");
   return line ? line.textContent.replace(/\s+/g, " ").trim() : "";
 }
+// A region a filter form replaced (the user asked for it) is said every time, also when
+// its words did not change: the region is emptied first, so a screen reader reads it again.
 const summariesBefore = new Map();
+const askedByForm = new Set();
+document.addEventListener("htmx:beforeRequest", function (event) {
+  const elt = event.detail.elt;
+  const region = event.detail.target;
+  if (elt instanceof Element && elt.tagName === "FORM" && region && region.id) {
+    askedByForm.add(region.id);
+  }
+});
 document.addEventListener("htmx:beforeSwap", function (event) {
   const region = event.detail.target;
-  if (region && region.id) summariesBefore.set(region.id, liveSummary(region));
+  if (!region || !region.id) return;
+  summariesBefore.set(region.id, askedByForm.delete(region.id) ? null : liveSummary(region));
 });
+let summaryTimer = null;
 document.addEventListener("htmx:afterSettle", function () {
   const announcer = document.getElementById("live-announcer");
   summariesBefore.forEach(function (before, id) {
     summariesBefore.delete(id);
     const now = liveSummary(document.getElementById(id));
-    if (announcer && now && now !== before) announcer.textContent = now;
+    if (!announcer || !now) return;
+    if (before === null) {
+      announcer.textContent = "";
+      clearTimeout(summaryTimer);
+      summaryTimer = setTimeout(function () { announcer.textContent = now; }, 100);
+    } else if (now !== before) {
+      announcer.textContent = now;
+    }
   });
 });
 
