@@ -99,3 +99,18 @@ def test_an_operation_that_finishes_under_the_operator_drops_its_pause_and_cance
     expect(page.locator("#op-results tbody")).to_contain_text("Done")
     expect(page.locator("#op-results tbody")).to_contain_text(State.CANCELLED.value)
     page.wait_for_function("() => document.activeElement.id === 'op-moves'", timeout=3_000)
+
+
+def test_the_operation_progress_bar_is_named_and_says_its_count(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """A screen reader met an unnamed progress bar on the operation page ("progress bar,
+    0 %"); it is now named for the operation and says the items done of the total."""
+    run = make_run(advance=False)
+    operation = bulk_cancel_in_progress(reason="end of shift", total=1)
+    OperationItem.objects.create(operation=operation, position=0, run=run)
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/operations/{operation.pk}/")
+    bar = page.get_by_role("progressbar", name=f"progress of operation {operation.short_id}")
+    expect(bar).to_have_attribute("aria-valuetext", "0 of 1 items processed")
