@@ -19,6 +19,11 @@ authenticated them.
 A method an address does not serve (a GET of a POST-only action) is a 405 that keeps its
 ``Allow`` header and says which methods the address accepts (``MethodNotAllowedMiddleware``).
 
+A page address that htmx also fetches for a part of the page (a filtered list's table,
+a run's live area) answers differently with and without the htmx headers: every answer
+says so (``Vary``), or the browser's Back to an address htmx pushed showed its cached part
+alone (``VaryOnHtmxMiddleware``).
+
 A console request whose database connection broke under it is a 503 page that says the
 database is unreachable (for an action, how to check whether it was recorded), with
 Retry-After (``DatabaseUnavailableMiddleware`` for a view's failure, ``server_error`` for
@@ -48,6 +53,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import render, resolve_url
 from django.template import loader
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
 from django_htmx.http import HttpResponseClientRedirect
@@ -269,6 +275,24 @@ def _is_login_redirect(response: HttpResponse, login_path: str) -> bool:
     if response.status_code not in (301, 302, 303, 307, 308):
         return False
     return urlsplit(response.get("Location", "")).path == login_path
+
+
+class VaryOnHtmxMiddleware:
+    """Add ``Vary: HX-Request, HX-Target`` to every answer.
+
+    The console's views answer an htmx request for a region with that region alone, at
+    the page's own address (the filter forms push it into the history). Without ``Vary``
+    the browser's cache keeps one answer per address: Back to a filtered list from a page
+    opened from it showed the cached table alone, without the page around it.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        patch_vary_headers(response, ("HX-Request", "HX-Target"))
+        return response
 
 
 class HtmxLoginRedirectMiddleware:

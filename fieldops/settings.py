@@ -161,6 +161,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "fieldops.csp.ContentSecurityPolicyMiddleware",  # outermost but one: on every response
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Every console answer varies by the htmx headers (a region or the whole page).
+    "fieldops.middleware.VaryOnHtmxMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Before CSRF: a body that cannot be decoded cannot be checked for a token either.

@@ -268,7 +268,10 @@ def operations_detail(request: AuthedHtmxRequest, operation_id: UUID) -> HttpRes
         "moves": [a for a, (allowed, _) in services.MOVES.items() if operation.status in allowed],
     }
     if request.htmx.target == "op-progress":
-        return render(request, "operations/detail.html#op-progress", context)
+        # The poll that finds the operation stopped also swaps its controls and results.
+        return render(
+            request, "operations/detail.html#op-progress", context | {"live_update": True}
+        )
     return render(request, "operations/detail.html", context)
 
 

@@ -85,6 +85,21 @@ document.addEventListener("DOMContentLoaded", function () {
   if (first.tagName === "INPUT" && typeof first.select === "function") first.select();
 });
 
+// The outcome of a form a page was redirected after ("Run cancelled: ...", a refusal)
+// is shown in the page's message list, which is there as the page loads: a screen reader
+// does not read a live region that is not changed, so the user heard nothing of it. Once
+// the page has loaded, the page's one live region (#live-announcer, base.html) says it.
+window.addEventListener("load", function () {
+  const list = document.querySelector("main .messages");
+  const announcer = document.getElementById("live-announcer");
+  if (!list || !announcer) return;
+  const said = Array.from(list.querySelectorAll("li")).map(function (li) {
+    return li.textContent.replace(/\s+/g, " ").trim();
+  }).filter(Boolean).join(" ");
+  // A moment after the load, when a screen reader has started reading the new page.
+  setTimeout(function () { announcer.textContent = said; }, 250);
+});
+
 // Auto-refreshing regions are replaced whole (hx-swap="outerHTML"), and a screen reader
 // does not announce a live region that is itself replaced. The page's one live region that
 // is never swapped (#live-announcer, base.html) says a region's [data-live-summary] line
@@ -93,17 +108,36 @@ function liveSummary(region) {
   const line = region && region.querySelector("[data-live-summary]");
   return line ? line.textContent.replace(/\s+/g, " ").trim() : "";
 }
+// A region a filter form replaced (the user asked for it) is said every time, also when
+// its words did not change: the region is emptied first, so a screen reader reads it again.
 const summariesBefore = new Map();
+const askedByForm = new Set();
+document.addEventListener("htmx:beforeRequest", function (event) {
+  const elt = event.detail.elt;
+  const region = event.detail.target;
+  if (elt instanceof Element && elt.tagName === "FORM" && region && region.id) {
+    askedByForm.add(region.id);
+  }
+});
 document.addEventListener("htmx:beforeSwap", function (event) {
   const region = event.detail.target;
-  if (region && region.id) summariesBefore.set(region.id, liveSummary(region));
+  if (!region || !region.id) return;
+  summariesBefore.set(region.id, askedByForm.delete(region.id) ? null : liveSummary(region));
 });
+let summaryTimer = null;
 document.addEventListener("htmx:afterSettle", function () {
   const announcer = document.getElementById("live-announcer");
   summariesBefore.forEach(function (before, id) {
     summariesBefore.delete(id);
     const now = liveSummary(document.getElementById(id));
-    if (announcer && now && now !== before) announcer.textContent = now;
+    if (!announcer || !now) return;
+    if (before === null) {
+      announcer.textContent = "";
+      clearTimeout(summaryTimer);
+      summaryTimer = setTimeout(function () { announcer.textContent = now; }, 100);
+    } else if (now !== before) {
+      announcer.textContent = now;
+    }
   });
 });
 
@@ -152,6 +186,10 @@ function noteFocus(event) {
 // control loses focus) before any swap, and htmx:beforeRequest comes before that.
 document.addEventListener("htmx:beforeRequest", noteFocus);
 document.addEventListener("htmx:beforeSwap", noteFocus);
+// A part swapped out of band (a run's actions when the run has ended: the cancel form
+// gives way to "The run has ended") is a region of its own: focus inside it goes to the
+// same control if it is still there, or else to the part itself, not to <body>.
+document.addEventListener("htmx:oobBeforeSwap", noteFocus);
 // A request that failed swaps nothing: focus goes back to the control, usable again.
 document.addEventListener("htmx:afterRequest", function (event) {
   if (!event.detail.successful) restoreFocus();
@@ -173,6 +211,36 @@ function restoreFocus() {
     }
   });
 }
+
+// The same swap put every box in the region that scrolls on its own back at its start: a
+// table swiped sideways on a phone (the approval queue, every 5 s) jumped back to its
+// first column. A scrolled box with an id gets its scroll position back after the swap.
+const scrollBefore = new Map();
+function noteScroll(event) {
+  const region = event.detail.target;
+  if (!(region instanceof Element)) return;
+  [region].concat(Array.from(region.querySelectorAll("[id]"))).forEach(function (el) {
+    if (el.id && (el.scrollLeft || el.scrollTop)) {
+      scrollBefore.set(el.id, [el.scrollLeft, el.scrollTop]);
+    }
+  });
+}
+function restoreScroll() {
+  scrollBefore.forEach(function (position, id) {
+    const el = document.getElementById(id);
+    if (el) {
+      el.scrollLeft = position[0];
+      el.scrollTop = position[1];
+    }
+  });
+}
+document.addEventListener("htmx:beforeSwap", noteScroll);
+document.addEventListener("htmx:oobBeforeSwap", noteScroll);
+document.addEventListener("htmx:afterSwap", restoreScroll);  // before it is painted
+document.addEventListener("htmx:afterSettle", function () {
+  restoreScroll();
+  scrollBefore.clear();
+});
 
 // A request sent by a form (a fault-lab Run, a filter) that the server refuses (a stale
 // CSRF token after signing in elsewhere: the 403 page; a 400, 404, 409 or 500 page) is not

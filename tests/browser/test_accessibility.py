@@ -509,3 +509,34 @@ def test_a_reconcile_button_is_named_by_the_words_it_shows(
     button = page.get_by_role("button", name=f"Reconcile with ledger: attempt {attempt}")
     expect(button).to_have_count(1)
     expect(button).to_have_text("Reconcile with ledger")
+
+
+def tab_to(page: Any, control: Any, most: int = 60) -> None:
+    """Press Tab until ``control`` has the focus, as a keyboard user reaches it."""
+    for _ in range(most):
+        page.keyboard.press("Tab")
+        if control.evaluate("el => el === document.activeElement"):
+            return
+    pytest.fail(f"Tab never reached {control}")
+
+
+def test_a_keyboard_user_who_cancels_a_run_hears_the_outcome(
+    live_server: Any, new_page: Any, waiting: Run
+) -> None:
+    """Tab to the reason, type, Tab to "Cancel run", Enter: the page that follows shows
+    "Run cancelled: ..." in a status list that was already there when the page loaded,
+    which screen readers do not read (a live region speaks when it changes). The page's
+    one live region now says it once the page has loaded."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{waiting.pk}/")
+    tab_to(page, page.get_by_label("Cancellation reason (required)"))
+    page.keyboard.type("Technician on site already.")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Cancel run"
+    page.keyboard.press("Enter")
+    expect(page.locator("#live-state")).to_have_text("CANCELLED")
+    expect(page.locator(".messages")).to_contain_text("Run cancelled: cancelled_no_dispatch")
+    expect(page.locator("#live-announcer")).to_have_text(
+        "Run cancelled: cancelled_no_dispatch.", timeout=3_000
+    )

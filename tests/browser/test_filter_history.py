@@ -110,3 +110,102 @@ def test_a_view_saved_after_filtering_the_approval_queue_keeps_that_filter(
     page.get_by_role("link", name="Approvals: clarifications").click()
     expect(page).to_have_url(re.compile(r"/approvals/\?.*kind=clarification"))
     expect(page.get_by_role("search").get_by_label("Kind")).to_have_value("clarification")
+
+
+def test_back_from_a_run_opened_in_a_filtered_list_shows_the_whole_page(
+    live_server: Any, new_page: Any, operator: Any, catalog_admin: Any
+) -> None:
+    """Filter a list, open one of its rows (or the list's next page), press Back: the
+    browser showed its cached copy of the htmx answer for that address, the list's table
+    alone, without the page around it (no header, no filter form, no style). The answers
+    now vary by the htmx request header, so the page is fetched whole."""
+    from tests.browser_support import login
+
+    live = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    page = new_page()
+    login(page, live_server.url, "operator")
+    filters = page.get_by_role("search", name="Filter runs")
+    filters.get_by_label("State").select_option("WAITING_HUMAN")
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN"))
+    page.locator("#run-table").get_by_role("link", name=live.short_id).click()
+    expect(page).to_have_url(re.compile(rf"/runs/{live.pk}/"))
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN"))
+    expect(page.get_by_role("search", name="Filter runs").get_by_label("State")).to_have_value(
+        "WAITING_HUMAN"
+    )
+    expect(page.locator("#run-table")).to_contain_text(live.short_id)
+    expect(page.get_by_role("navigation").first).to_be_visible()
+
+    admin = new_page()
+    login(admin, live_server.url, "catalog-admin")
+    admin.goto(f"{live_server.url}/catalog/")
+    catalog_filters = admin.get_by_role("search")
+    catalog_filters.get_by_label("Lifecycle").select_option("ADMITTED")
+    expect(admin).to_have_url(re.compile(r"lifecycle=ADMITTED"))
+    admin.locator("#catalog-table").get_by_role("link", name="reserve_part").first.click()
+    expect(admin).to_have_url(re.compile(r"/catalog/reserve_part/"))
+    admin.go_back()
+    expect(admin).to_have_url(re.compile(r"lifecycle=ADMITTED"))
+    expect(admin.get_by_role("search").get_by_label("Lifecycle")).to_have_value("ADMITTED")
+
+
+def test_a_filter_applied_from_the_keyboard_says_what_the_list_now_shows(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """A screen-reader user chooses a state and presses Apply: htmx replaced the table
+    and nothing was said, so the user could not tell the filter had worked. The page's
+    live region now says how many runs the list shows, also when the count is the same
+    as before the filter."""
+    from tests.browser_support import login
+
+    make_run(principal="user:operator", requested_by=operator, namespace="live")
+    page = new_page()
+    login(page, live_server.url, "operator")
+    announcer = page.locator("#live-announcer")
+    filters = page.get_by_role("search", name="Filter runs")
+    filters.get_by_label("State").focus()
+    filters.get_by_label("State").select_option("WAITING_HUMAN")
+    filters.get_by_role("button", name="Apply").focus()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN"))
+    expect(announcer).to_have_text("1 run matches the filters.")
+
+    filters.get_by_label("Scenario").select_option("abstain")
+    filters.get_by_role("button", name="Apply").focus()
+    page.keyboard.press("Enter")
+    expect(announcer).to_have_text("No runs match these filters.")
+    # The same words again: said again (the region is emptied first, then filled).
+    announcer.evaluate(
+        "el => { window.emptied = 0; new MutationObserver(() => {"
+        " if (el.textContent === '') window.emptied += 1; })"
+        ".observe(el, {childList: true, characterData: true, subtree: true}); }"
+    )
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => window.emptied === 1")
+    expect(announcer).to_have_text("No runs match these filters.")
+
+
+def test_a_catalog_filter_says_what_it_found_and_how_to_leave_an_empty_result(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    """The catalog's filter applies itself on every change: it said nothing, and a search
+    that found nothing said so without a way back but the browser's."""
+    from tests.browser_support import login
+
+    page = new_page()
+    login(page, live_server.url, "catalog-admin")
+    page.goto(f"{live_server.url}/catalog/")
+    filters = page.get_by_role("search")
+    filters.get_by_label("Lifecycle").select_option("DISCOVERED")
+    expect(page.locator("#live-announcer")).to_have_text(
+        re.compile(r"^\d+ capability versions? shown\.$")
+    )
+    filters.get_by_label("Lifecycle").select_option("RETIRED")
+    expect(page.locator("#live-announcer")).to_have_text(
+        "No capability version matches these filters."
+    )
+    page.locator("#catalog-table").get_by_role("link", name="Clear the filters").click()
+    expect(page).to_have_url(f"{live_server.url}/catalog/")
+    expect(page.locator("#catalog-table tbody tr").first).to_be_visible()

@@ -267,3 +267,29 @@ def test_the_standalone_error_pages_fit_a_phone_as_the_console_does(
         assert page.evaluate("window.innerWidth") == PHONE["width"]
     finally:
         context.close()
+
+
+def test_at_400_percent_zoom_the_card_pages_do_not_scroll_sideways(
+    live_server: Any, new_page: Any, operator: Any, approver: Any, catalog_admin: Any
+) -> None:
+    """A 1280-pixel screen zoomed to 400 % is 320 CSS pixels wide (the width WCAG's reflow
+    criterion names). The run page, the approval page and a catalog version laid their
+    cards in columns at least 320 pixels wide, wider than the room beside the page's
+    padding: each page scrolled sideways by 20 pixels, on every line."""
+    run = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    pages = {
+        "operator": [f"/runs/{run.pk}/"],
+        "approver": [f"/approvals/{checkpoint_of(run).pk}/"],
+        "catalog-admin": ["/catalog/reserve_part/1.0.0/"],
+    }
+    too_wide = []
+    for username, paths in pages.items():
+        page = new_page()
+        page.set_viewport_size({"width": 320, "height": 700})
+        login(page, live_server.url, username)
+        for path in paths:
+            page.goto(f"{live_server.url}{path}")
+            width = page.evaluate("document.documentElement.scrollWidth")
+            if width > 320:
+                too_wide.append((path, width, page.evaluate(STICKING_OUT)))
+    assert not too_wide, too_wide

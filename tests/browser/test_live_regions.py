@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from runs.models import Run
 from sim import faultlab
 from tests.browser_support import login
-from tests.helpers import bulk_cancel_in_progress, make_run
+from tests.helpers import approve, bulk_cancel_in_progress, make_run
 from tests.runs.console.conftest import checkpoint_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -217,3 +217,52 @@ def test_focus_on_a_scrolling_table_survives_the_queue_refresh_at_phone_width(
         pass
     page.wait_for_function("() => !document.body.contains(window.focusedBefore)")
     page.wait_for_function("() => document.activeElement.id === 'queue-scroll'")
+
+
+def test_a_run_that_ends_while_the_operator_types_a_reason_leaves_the_focus_on_its_actions(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """The operator is typing a cancellation reason when the run completes: the refresh
+    replaces the actions (the cancel form gives way to "The run has ended"). Focus went to
+    <body>, the top of the page, with nothing said; it now lands on the actions card, whose
+    words say why the form is gone, and the next Tab goes on from there."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{waiting.pk}/")
+    reason = page.get_by_label("Cancellation reason (required)")
+    reason.focus()
+    page.keyboard.type("the customer called")
+    approve(waiting, approver)
+    expect(page.locator("#live-state")).to_have_text("COMPLETED", timeout=15_000)
+    expect(page.locator("#run-actions")).to_contain_text("The run has ended")
+    page.wait_for_function("() => document.activeElement !== document.body", timeout=3_000)
+    assert page.evaluate("document.activeElement.id") == "run-actions"
+    page.keyboard.press("Tab")  # on to the next control after the card, not back to the top
+    assert page.evaluate(
+        "document.getElementById('run-actions').compareDocumentPosition("
+        "document.activeElement) & Node.DOCUMENT_POSITION_FOLLOWING"
+    )
+
+
+def test_a_table_scrolled_sideways_stays_where_it_was_across_the_queue_refresh(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """On a phone the approver swipes the queue's table sideways to read "Expires in":
+    every 5 seconds the refresh put it back at its first column. A scrolled box in a
+    refreshed region keeps its scroll position."""
+    page = new_page()
+    page.set_viewport_size({"width": 375, "height": 800})
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/")
+    box = page.locator("#queue-scroll")
+    expect(box).to_have_attribute("tabindex", "0")
+    box.evaluate("el => { el.scrollLeft = el.scrollWidth; window.scrolledBox = el; }")
+    scrolled = box.evaluate("el => el.scrollLeft")
+    assert scrolled > 100
+    with page.expect_response(
+        lambda r: r.request.headers.get("hx-target") == "queue", timeout=QUEUE_REFRESH_MS * 3
+    ):
+        pass
+    page.wait_for_function("() => !document.body.contains(window.scrolledBox)")
+    page.wait_for_timeout(100)  # the swap settles
+    assert page.locator("#queue-scroll").evaluate("el => el.scrollLeft") == scrolled

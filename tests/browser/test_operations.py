@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from operations.models import Operation
+from operations import services
+from operations.models import Operation, OperationItem
 from runs.domain.states import State
 from runs.models import Run
 from tests.browser_support import login, screenshot
-from tests.helpers import make_run
+from tests.helpers import bulk_cancel_in_progress, make_run
 
 # PostgreSQL: the drain thread writes while the page polls; the SQLite test database (in
 # memory, shared cache) answers that with "table is locked".
@@ -71,3 +72,45 @@ def test_an_operator_cancels_every_run_of_a_filter_and_watches_it_finish(
         State.CANCELLED.value
     }
     assert Run.objects.get(namespace="live").state == State.CREATED.value
+
+
+def test_an_operation_that_finishes_under_the_operator_drops_its_pause_and_cancel_buttons(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """Watching the progress with the keyboard on "Pause the operation": when the operation
+    finished, the progress card said so but the pause and cancel buttons stayed (a press was
+    refused: "the operation is finished") and the per-run results still said "pending". Now
+    the buttons give way to a line saying why, which takes the focus, and the results show
+    what was done."""
+    run = make_run(advance=False)
+    operation = bulk_cancel_in_progress(reason="end of shift", total=1)
+    OperationItem.objects.create(operation=operation, position=0, run=run)
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/operations/{operation.pk}/")
+    expect(page.locator("#op-results")).to_contain_text("pending")
+    page.get_by_role("button", name="Pause the operation").focus()
+
+    services.operation_drain(operation_id=operation.pk)
+    expect(page.locator("#op-status")).to_have_text("finished")
+    expect(page.get_by_role("button", name="Pause the operation")).to_have_count(0)
+    expect(page.get_by_role("button", name="Cancel the operation")).to_have_count(0)
+    expect(page.locator("#op-moves")).to_contain_text("nothing left to pause, resume or cancel")
+    expect(page.locator("#op-results tbody")).to_contain_text("Done")
+    expect(page.locator("#op-results tbody")).to_contain_text(State.CANCELLED.value)
+    page.wait_for_function("() => document.activeElement.id === 'op-moves'", timeout=3_000)
+
+
+def test_the_operation_progress_bar_is_named_and_says_its_count(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """A screen reader met an unnamed progress bar on the operation page ("progress bar,
+    0 %"); it is now named for the operation and says the items done of the total."""
+    run = make_run(advance=False)
+    operation = bulk_cancel_in_progress(reason="end of shift", total=1)
+    OperationItem.objects.create(operation=operation, position=0, run=run)
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/operations/{operation.pk}/")
+    bar = page.get_by_role("progressbar", name=f"progress of operation {operation.short_id}")
+    expect(bar).to_have_attribute("aria-valuetext", "0 of 1 items processed")
