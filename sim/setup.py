@@ -52,6 +52,10 @@ def seed(*, demo_users: bool = True) -> list[str]:
     return report
 
 
+# The tenant the demo runs are made in (the demo users' ``north``).
+DEMO_TENANT = "north"
+
+
 def demo_runs() -> list[str]:
     """A few live runs so the console is not empty on first start (embedded demo only).
 
@@ -70,7 +74,7 @@ def demo_runs() -> list[str]:
     def start(scenario: str) -> str:
         run = services.run_create(
             scenario=scenario,
-            tenant="north",
+            tenant=DEMO_TENANT,
             principal_ref="user:operator",
             requested_by=operator,
             start=False,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,3 +64,24 @@ def test_make_run_seeds_quietly_and_only_once(tmp_path: Path) -> None:
     again = manage("seed_demo")
     assert "demo run " not in again.stdout
     assert "none (already present)" in again.stdout
+
+
+def test_a_first_seed_interrupted_after_the_users_still_gets_its_demo_runs(db: Any) -> None:
+    """The demo runs are made while the demo tenant has none: a first ``seed_demo`` stopped
+    after it made the users (Ctrl-C during ``make run``'s first start) still gets them on
+    the next start, and a seed after that adds none."""
+    from django.core.management import call_command
+
+    from runs.models import Run
+    from sim.setup import DEMO_TENANT, seed
+
+    seed(demo_users=True)  # what the interrupted first seed_demo had stored
+    assert not Run.objects.filter(tenant=DEMO_TENANT).exists()
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out)
+    assert out.getvalue().count("demo run ") == 4, out.getvalue()
+    assert Run.objects.filter(tenant=DEMO_TENANT).count() == 4
+    again = io.StringIO()
+    call_command("seed_demo", stdout=again)
+    assert "demo run " not in again.getvalue()
+    assert Run.objects.filter(tenant=DEMO_TENANT).count() == 4

@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from sim.demo import DEMO_USERS
-from sim.setup import demo_runs, seed
+from runs.models import Run
+from sim.setup import DEMO_TENANT, demo_runs, seed
 
 
 class Command(BaseCommand):
@@ -31,11 +30,10 @@ class Command(BaseCommand):
                 "demo users (with a published password) are disabled in these "
                 "settings; use --no-users"
             )
-        names = [name for name, _, _ in DEMO_USERS]
-        first_time = not get_user_model().objects.filter(username__in=names).exists()
         report = seed(demo_users=not options["no_users"])
-        if first_time and not options["no_users"]:
-            # Demo runs only when the demo users are created now: never on a re-seed.
+        if not options["no_users"] and not Run.objects.filter(tenant=DEMO_TENANT).exists():
+            # Demo runs only while the demo tenant has no run at all: a re-seed adds none,
+            # and a first seed interrupted after the users were made still gets them.
             # Their per-event INFO log lines would bury the summary below (`make run`'s
             # first screen); -v 2 shows them.
             quiet = options["verbosity"] < 2
