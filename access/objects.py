@@ -25,6 +25,18 @@ def get_run_for_user(user: Any, run_id: Any, *roles: str) -> Any:
     return run
 
 
+def checkpoint_readable_by(user: Any, checkpoint: Any) -> bool:
+    """Whether ``user`` may open ``checkpoint``'s page (one of its tenant's): approvers
+    read every checkpoint; a clarification is also its requester's to read and answer."""
+    from access.roles import APPROVER, has_any_role, principal_ref_of
+
+    if has_any_role(user, APPROVER):
+        return True
+    return checkpoint.kind == "clarification" and (
+        principal_ref_of(user) == checkpoint.requested_by_ref
+    )
+
+
 def get_checkpoint_for_user(user: Any, checkpoint_id: str, *roles: str) -> Any:
     from approvals.models import Checkpoint
 

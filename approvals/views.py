@@ -18,7 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from access.objects import get_checkpoint_for_user
+from access.objects import checkpoint_readable_by, get_checkpoint_for_user
 from access.roles import APPROVER, OPERATOR, has_role, principal_ref_of, require_role, tenant_of
 from approvals import selectors, services
 from approvals.domain import (
@@ -63,9 +63,8 @@ def _tenant(request: AuthedHtmxRequest) -> str:
 def _readable_checkpoint(request: AuthedHtmxRequest, checkpoint_id: str) -> Checkpoint:
     """Approvers read approval checkpoints; a clarification is also the requester's."""
     checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
-    is_requester = principal_ref_of(request.user) == checkpoint.requested_by_ref
-    if not (checkpoint.kind == Checkpoint.Kind.CLARIFICATION and is_requester):
-        require_role(request.user, APPROVER)
+    if not checkpoint_readable_by(request.user, checkpoint):
+        require_role(request.user, APPROVER)  # the 403 naming the role
     return checkpoint
 
 

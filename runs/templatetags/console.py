@@ -9,10 +9,20 @@ from typing import Any
 from django import template
 from django.urls import reverse
 
+from access.roles import APPROVER, OPERATOR, roles_of
 from kernel.canonical import canonical_json
 from runs.console import filters
 
 register = template.Library()
+
+
+@register.filter
+def checkpoint_readable_by(checkpoint: Any, user: Any) -> bool:
+    """``{% if c|checkpoint_readable_by:user %}``: link a checkpoint only for who may open
+    it (``access.objects.checkpoint_readable_by``); others see its id, not a 403."""
+    from access.objects import checkpoint_readable_by as readable
+
+    return readable(user, checkpoint)
 
 
 @register.filter
@@ -21,15 +31,22 @@ def world_label(namespace: str) -> str:
     return filters.world_label(namespace)
 
 
-@register.simple_tag
-def ref_url(run: Any, ref: Any) -> str:
-    """Where an event reference opens: evidence, checkpoint, or the recovery lookup."""
+@register.simple_tag(takes_context=True)
+def ref_url(context: Any, run: Any, ref: Any) -> str:
+    """Where an event reference opens for the page's user: evidence; a checkpoint's page
+    for an approver, else the run's checkpoint list (everyone reads it; it links what the
+    user may open); the recovery lookup for an operator, else the run's attempts."""
+    roles = roles_of(context.get("user"))
     if ref.kind == "evidence":
         return reverse("runs-evidence", args=[run.pk, ref.value])
     if ref.kind == "checkpoint":
-        return reverse("approvals-detail", args=[ref.value])
+        if APPROVER in roles:
+            return reverse("approvals-detail", args=[ref.value])
+        return reverse("runs-checkpoints", args=[run.pk])
     if ref.kind in ("attempt", "effect"):
-        return f"{reverse('recovery')}?q={ref.value}"
+        if OPERATOR in roles:
+            return f"{reverse('recovery')}?q={ref.value}"
+        return reverse("runs-attempts", args=[run.pk])
     return ""
 
 

@@ -208,6 +208,28 @@ def test_a_non_approver_is_refused_with_403(as_operator: Client, waiting_run: Ru
     assert DecisionRefusal.objects.get().code == "not_an_approver"
 
 
+def test_pages_link_a_checkpoint_only_for_who_may_open_it(
+    as_operator: Client, as_approver: Client, waiting_run: Run
+) -> None:
+    """An operator's run page (and its full checkpoint list) names the checkpoint a run
+    waits on without linking to the page that would answer them 403; an approver's links."""
+    checkpoint = checkpoint_of(waiting_run)
+    link = reverse("approvals-detail", args=[checkpoint.pk])
+    pages = [
+        reverse("runs-detail", args=[waiting_run.pk]),
+        reverse("runs-checkpoints", args=[waiting_run.pk]),
+    ]
+    for page in pages:
+        operator_html = as_operator.get(page).content.decode()
+        assert checkpoint.pk in operator_html
+        assert f'href="{link}"' not in operator_html, page
+        assert f'href="{link}"' in as_approver.get(page).content.decode(), page
+    operator_page = as_operator.get(pages[0]).content.decode()
+    assert "(approvers review it)" in operator_page
+    # The timeline's checkpoint reference leads an operator to the run's checkpoint list.
+    assert f'href="{pages[1]}" class="ref">checkpoint</a>' in operator_page
+
+
 def test_a_decision_needs_a_reason_and_a_verdict(as_approver: Client, waiting_run: Run) -> None:
     checkpoint = checkpoint_of(waiting_run)
     missing = _decide(as_approver, checkpoint, reason="  ")

@@ -205,7 +205,8 @@ def test_the_run_page_shows_identity_state_budgets_and_timeline(
         "state-current' data-state='WAITING_HUMAN'",
         'role="meter"',
         "approval.required",
-        reverse("approvals-detail", args=[waiting_run.waiting_checkpoint]),
+        # The checkpoint it waits on, named (an operator's link would be a 403).
+        waiting_run.waiting_checkpoint,
         'hx-trigger="every 2s"',
         reverse("runs-replay-audit", args=[waiting_run.pk]),
     ):
