@@ -164,7 +164,7 @@ def test_an_unknown_address_when_the_connection_died_is_the_503_page(
     500 handler saw the lost connection."""
     _terminate_this_connection()
     response = operator_client.get("/no-such-page/")
-    _assert_database_unavailable_page(response)
+    _assert_database_unavailable_page(response, action=False)  # a read: "load it again"
 
 
 def test_the_500_handler_meeting_a_lost_connection_under_the_api_answers_its_json_503(
