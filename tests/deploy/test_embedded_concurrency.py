@@ -166,7 +166,9 @@ def test_two_people_writing_at_once_queue_instead_of_failing(embedded: WebProces
     for round_ in range(3):
         response = operator.post("/runs/start/", START_FORM)
         assert response.status == 302, response.status
-        page = operator.follow(response)
+        # The run's page as an approver sees it: it links the checkpoint (an operator's
+        # names it, without a link to a page that would answer the operator 403).
+        page = approver.follow(response)
         checkpoint_id = CHECKPOINT_LINK.search(page.body)
         assert checkpoint_id, f"round {round_}: the new run shows no checkpoint"
         hashes = [
