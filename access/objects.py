@@ -29,10 +29,11 @@ def checkpoint_readable_by(user: Any, checkpoint: Any) -> bool:
     """Whether ``user`` may open ``checkpoint``'s page (one of its tenant's): approvers
     read every checkpoint; a clarification is also its requester's to read and answer."""
     from access.roles import APPROVER, has_any_role, principal_ref_of
+    from approvals.models import Checkpoint
 
     if has_any_role(user, APPROVER):
         return True
-    return checkpoint.kind == "clarification" and (
+    return checkpoint.kind == Checkpoint.Kind.CLARIFICATION and (
         principal_ref_of(user) == checkpoint.requested_by_ref
     )
 
