@@ -637,9 +637,11 @@ async def _list_all(
 
 
 def _next_cursor(value: Any, seen: set[str], stage: str) -> str | None:
-    if value is None:
+    # An empty cursor ends the listing, as no cursor does: the official SDKs' pagination
+    # loops (``while cursor``) read it so, and servers written against them send it.
+    if value is None or value == "":
         return None
-    if not isinstance(value, str) or not value or len(value) > discovery.MAX_CURSOR:
+    if not isinstance(value, str) or len(value) > discovery.MAX_CURSOR:
         raise DiscoveryFailed(
             "bad_cursor",
             f"{stage}: nextCursor is not a usable cursor string; nothing was stored",

@@ -435,9 +435,9 @@ def parse_tools(
 
 
 def _cursor(value: Any) -> tuple[str | None, tuple[str, ...]]:
-    if value is None:
+    if value is None or value == "":  # an empty cursor is the end, as for live discovery
         return None, ()
-    if not isinstance(value, str) or not value or len(value) > MAX_CURSOR:
+    if not isinstance(value, str) or len(value) > MAX_CURSOR:
         return None, ("nextCursor is not a usable cursor string: ignored",)
     return value, (
         "this list is one page of a paginated listing (it has a nextCursor): tools on other "

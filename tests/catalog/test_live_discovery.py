@@ -986,6 +986,17 @@ def test_notifications_and_server_requests_between_answers_are_tolerated(catalog
     assert set(candidates(ToolServer.objects.get(name="wild-chatty"))) == {"lookup_part"}
 
 
+def test_an_empty_next_cursor_ends_the_listing(catalog_admin):
+    """``"nextCursor": ""`` is read as the end of the listing, as the official SDKs'
+    pagination loops (``while cursor``) read it: both pages' tools are kept, none lost."""
+    run, _, _ = _hostile(catalog_admin, "wild-emptycursor", "wild", "emptycursor")
+    assert run.ok, run.message
+    assert set(candidates(ToolServer.objects.get(name="wild-emptycursor"))) == {
+        "lookup_part",
+        "check_stock",
+    }
+
+
 def test_a_session_the_server_forgets_after_the_handshake_is_said_as_such(catalog_admin):
     """A Streamable HTTP server that opened a session at initialize and answers 404 for it
     on tools/list (restarted, expired it, or replicas that share no sessions) completed the

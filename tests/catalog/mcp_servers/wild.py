@@ -13,6 +13,8 @@ oddnames    # tools named with unicode, control characters, 10 KB, twice the sam
 exitafter   # answers initialize, then exits before tools/list
 nulltools   # tools/list answers {"tools": null}
 notools     # initialize says no tools capability; tools/list answers Method not found
+emptycursor # two pages, the last ending with "nextCursor": "" (the official SDKs' examples
+            # loop `while cursor`, so some servers mark the end that way)
 oddidentity # serverInfo with bidi overrides, control characters and a list for a name;
             # instructions of control characters; capabilities.tools a list; a tool
             # description and title with a bidi override and an escape sequence
@@ -66,6 +68,10 @@ def tools_page(cursor: object) -> dict:
                 {"name": "cyclic_ref", "inputSchema": cyclic},
             ]
         }
+    if MODE == "emptycursor":
+        if cursor is None:
+            return {"tools": [tool("lookup_part")], "nextCursor": "p2"}
+        return {"tools": [tool("check_stock")], "nextCursor": ""}
     if MODE == "nulltools":
         return {"tools": None}
     if MODE == "oddidentity":

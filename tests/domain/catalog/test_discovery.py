@@ -271,6 +271,8 @@ def test_a_paginated_page_says_it_is_only_one_page():
     assert parse_tool_list(json.dumps({"tools": [GOOD]})).warnings == ()
     odd = parse_tool_list(json.dumps({"tools": [GOOD], "nextCursor": 7}))
     assert odd.next_cursor is None and "not a usable cursor" in odd.warnings[0]
+    last = parse_tool_list(json.dumps({"tools": [GOOD], "nextCursor": ""}))
+    assert last.next_cursor is None and last.warnings == ()  # the end, as live discovery reads it
 
 
 def test_hundreds_of_tools_are_one_list():
