@@ -101,7 +101,8 @@ SWEEP_SECONDS = Histogram(
 SWEEP_ACTIONS = Counter(
     "fieldops_sweep_actions",
     "What sweeps did, by action (redriven, expired_checkpoints, expired_waits, deadlines, "
-    "obligations, busy: items left for the next sweep).",
+    "obligations, owners_gone: leases of dead owners ended early, busy: items left for "
+    "the next sweep).",
     ["action"],
 )
 
@@ -173,6 +174,7 @@ class DatabaseCollector(Collector):
         from approvals.models import Checkpoint
         from kernel import clock
         from runs.domain.states import State
+        from runs.engine.sweeper import STARTED_ROLE, SWEEPER_ROLE
         from runs.models import Outbox, Run, WorkerHeartbeat
 
         now = clock.now()
@@ -193,8 +195,8 @@ class DatabaseCollector(Collector):
             value=_age(now, pending["oldest"]),
         )
         beats = WorkerHeartbeat.objects.aggregate(
-            sweeper=Max("seen_at", filter=Q(role="sweeper")),
-            worker=Max("seen_at", filter=~Q(role="sweeper")),
+            sweeper=Max("seen_at", filter=Q(role=SWEEPER_ROLE)),
+            worker=Max("seen_at", filter=~Q(role__in=(SWEEPER_ROLE, STARTED_ROLE))),
         )
         lag = GaugeMetricFamily(
             "fieldops_sweeper_lag_seconds",
