@@ -64,7 +64,8 @@ EFFECT_OUTCOMES = Counter(
 )
 LEASE_TAKEOVERS = Counter(
     "fieldops_lease_takeovers",
-    "Runs taken over by a new owner after the previous owner's lease expired.",
+    "Runs taken over by a new owner after the previous owner's lease expired (or the "
+    "owner was found dead on its host).",
 )
 APPROVAL_WAIT = Histogram(
     "fieldops_approval_wait_seconds",
