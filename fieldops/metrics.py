@@ -175,7 +175,6 @@ class DatabaseCollector(Collector):
         from approvals.models import Checkpoint
         from kernel import clock
         from runs.domain.states import State
-        from runs.engine.sweeper import STARTED_ROLE, SWEEPER_ROLE
         from runs.models import Outbox, Run, WorkerHeartbeat
 
         now = clock.now()
@@ -196,8 +195,11 @@ class DatabaseCollector(Collector):
             value=_age(now, pending["oldest"]),
         )
         beats = WorkerHeartbeat.objects.aggregate(
-            sweeper=Max("seen_at", filter=Q(role=SWEEPER_ROLE)),
-            worker=Max("seen_at", filter=~Q(role__in=(SWEEPER_ROLE, STARTED_ROLE))),
+            sweeper=Max("seen_at", filter=Q(role=WorkerHeartbeat.SWEEPER)),
+            worker=Max(
+                "seen_at",
+                filter=~Q(role__in=WorkerHeartbeat.SWEEPER_ROLES),
+            ),
         )
         lag = GaugeMetricFamily(
             "fieldops_sweeper_lag_seconds",

@@ -28,7 +28,6 @@ from approvals.models import Checkpoint
 from kernel import clock
 from kernel.canonical import RepeatedKey, object_without_repeated_keys, unstorable
 from runs import callbacks
-from runs.engine.sweeper import STARTED_ROLE, SWEEPER_ROLE
 from runs.models import CallbackReceipt, Correlation, Run, WorkerHeartbeat
 
 MAX_CALLBACK_BYTES = 64 * 1024
@@ -234,8 +233,8 @@ def _details(tenant: str | None) -> dict[str, Any]:
     """What operators monitor, for ``tenant`` (None: every tenant)."""
     now = clock.now()
     beats = list(WorkerHeartbeat.objects.values("worker", "role", "seen_at"))
-    workers = [b for b in beats if b["role"] not in (SWEEPER_ROLE, STARTED_ROLE)]
-    sweeper = next((b for b in beats if b["role"] == SWEEPER_ROLE), None)
+    workers = [b for b in beats if b["role"] not in WorkerHeartbeat.SWEEPER_ROLES]
+    sweeper = next((b for b in beats if b["role"] == WorkerHeartbeat.SWEEPER), None)
     last = max((b["seen_at"] for b in workers), default=None)
     runs = Run.objects.all() if tenant is None else Run.objects.filter(tenant=tenant)
     pending = Checkpoint.objects.filter(status=Checkpoint.Status.PENDING)

@@ -16,7 +16,7 @@ from capabilities.ports import LedgerRecord
 from kernel import clock
 from runs.domain import effects
 from runs.domain.states import TERMINAL_STATES, WAITING_STATES, State
-from runs.engine.sweeper import STARTED_ROLE, SWEEPER_ROLE, stuck_after
+from runs.engine.sweeper import stuck_after
 from runs.models import EffectAttempt, Run, WorkerHeartbeat
 
 
@@ -99,10 +99,10 @@ def sweeper_report() -> SweeperReport:
     from its start, then late: a fresh start is not reported silent before its first sweep
     is even due, and a sweeper that starts but never sweeps still is."""
     beats: dict[str, dt.datetime] = {}
-    rows = WorkerHeartbeat.objects.filter(role__in=(SWEEPER_ROLE, STARTED_ROLE))
+    rows = WorkerHeartbeat.objects.filter(role__in=WorkerHeartbeat.SWEEPER_ROLES)
     for role, at in rows.values_list("role", "seen_at"):
         beats[role] = max(at, beats.get(role, at))
-    seen, started = beats.get(SWEEPER_ROLE), beats.get(STARTED_ROLE)
+    seen, started = beats.get(WorkerHeartbeat.SWEEPER), beats.get(WorkerHeartbeat.SWEEPER_START)
     now = clock.now()
     allowed = max(60.0, 3 * settings.FIELDOPS_SWEEP_INTERVAL_SECONDS)
     age = (now - seen).total_seconds() if seen is not None else None

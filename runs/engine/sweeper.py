@@ -68,18 +68,16 @@ class SweepReport:
 
 T = TypeVar("T")
 
-# The sweeper's rows in the worker registry: its last sweep, and when a sweeper (beat, the
-# embedded server's thread) last started, so a fresh start reads as starting, not silent,
-# until its first sweep is due (``recovery_selectors.sweeper_report``).
-SWEEPER_ROLE = "sweeper"
-STARTED_ROLE = "sweeper_start"
-
 
 def sweeper_started() -> None:
     """Record that a sweeper starts now (before its first sweep)."""
     WorkerHeartbeat.objects.update_or_create(
         worker="sweeper:start",
-        defaults={"seen_at": clock.now(), "role": STARTED_ROLE, "pid": os.getpid()},
+        defaults={
+            "seen_at": clock.now(),
+            "role": WorkerHeartbeat.SWEEPER_START,
+            "pid": os.getpid(),
+        },
     )
 
 
@@ -108,7 +106,7 @@ def sweep(*, now: dt.datetime | None = None, limit: int = 200) -> SweepReport:
     _redrive(now, limit, report)
     _notify(now)
     WorkerHeartbeat.objects.update_or_create(
-        worker="sweeper", defaults={"seen_at": clock.now(), "role": SWEEPER_ROLE}
+        worker="sweeper", defaults={"seen_at": clock.now(), "role": WorkerHeartbeat.SWEEPER}
     )
     return report
 

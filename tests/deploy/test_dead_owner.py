@@ -4,7 +4,7 @@ run's owner gone and hands the run over at once, through the usual recovery
 (``run.recovered``, attempt + 1), long before the lease would have expired. A live
 server's lease is never taken, however long the other one sweeps.
 
-Real processes over real HTTP: ``serve_embedded`` started as ``make run`` starts it, a run
+Real processes over real HTTP: ``serve_embedded`` as ``make run`` starts it, a run
 started from the console by the operator, the server paused right after it claimed the run
 (the pause drill, so the test knows it holds the lease) and then SIGKILLed, like an OOM
 kill or a closed laptop lid's kill -9. On SQLite (the server's own database) and on
@@ -41,6 +41,17 @@ START_FORM = {"scenario": "reservation", "equipment_id": "EQ-17", "location_id":
 # Far longer than the test may take: a run handed over only at its lease's expiry fails it.
 LEASE_SECONDS = 300
 WITHIN = 60.0
+
+# ``manage.py serve_embedded`` with the crash and pause drills installed first (as a Celery
+# pool process installs them: inert unless their variables are set).
+SERVE_EMBEDDED = [
+    sys.executable,
+    "-c",
+    "import sys; from sim import crashpoints; crashpoints.install_from_env(); "
+    "from django.core.management import execute_from_command_line; "
+    "execute_from_command_line(['manage.py', *sys.argv[1:]])",
+    "serve_embedded",
+]
 
 pytestmark = pytest.mark.skipif(
     liveness.current() is None, reason="needs /proc (Linux) to tell when a process started"
@@ -146,11 +157,7 @@ def servers(database: Database, tmp_path: Path) -> Iterator[Callable[..., WebPro
     def start(*, pause: str = "") -> WebProcess:
         env = _env(database.url, tmp_path) | ({"FIELDOPS_PAUSE_AT": pause} if pause else {})
         name = f"server{len(started)}.log"
-        server = WebProcess(
-            [sys.executable, "manage.py", "serve_embedded", "127.0.0.1:{port}"],
-            env,
-            tmp_path / name,
-        )
+        server = WebProcess([*SERVE_EMBEDDED, "127.0.0.1:{port}"], env, tmp_path / name)
         started.append(server)
         return server.start(timeout=60)
 

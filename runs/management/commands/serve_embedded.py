@@ -23,7 +23,6 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
 from fieldops.checks import is_loopback, uses_embedded_callback_key
-from sim import crashpoints
 
 log = logging.getLogger("fieldops.sweeper")
 
@@ -82,8 +81,6 @@ class Command(BaseCommand):
         # Whitenoise serves the source tree through the finders here (no collectstatic on a
         # fresh clone), so a missing STATIC_ROOT is expected, not worth a warning.
         warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)
-        # Crash and pause drills (tests/deploy): inert unless their variables are set.
-        crashpoints.install_from_env()
         stop = threading.Event()
         thread = threading.Thread(
             target=_sweep_forever,
