@@ -93,6 +93,8 @@ def parse(owner: str) -> Process | None:
     parts = rest.split(":")
     if len(parts) != 3 or not who or not all(p.isdigit() for p in parts[:2]):
         return None
+    if int(parts[0]) <= 0:
+        return None  # no process has it (and kill(0, ...) would mean a process group)
     host = who.rpartition("@")[2]  # a hostname holds no '@': what precedes it is a role
     return Process(host=host, pid=int(parts[0]), start=int(parts[1]), scope=parts[2])
 

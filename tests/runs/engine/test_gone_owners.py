@@ -143,7 +143,14 @@ def test_a_name_without_a_start_time_is_never_judged(child: Child) -> None:
     named = liveness.parse(child.name)
     assert named is not None
     child.kill()
-    for name in (f"{named.host}:{named.pid}", f"celery@{named.host}:{named.pid}", "worker-b"):
+    pid_zero = _with(child.name, pid=0)
+    for name in (
+        f"{named.host}:{named.pid}",
+        f"celery@{named.host}:{named.pid}",
+        "worker-b",
+        "inprocess",
+        pid_zero,
+    ):
         assert liveness.parse(name) is None
         assert not liveness.gone(name)
 
