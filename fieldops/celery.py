@@ -63,7 +63,7 @@ def _recover_gone_owners(**_: object) -> None:
     try:
         ended = sweeper.recover_gone_owners()
         if ended:
-            log.warning("runs of a dead worker handed over at start", extra={"runs": ended})
+            log.warning("runs of a dead worker handed over at start: %s", ", ".join(ended))
     except Exception:
         log.exception("runs of a dead worker not handed over at start; the sweeper will")
     finally:

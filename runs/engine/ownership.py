@@ -144,7 +144,7 @@ def claim(run_id: str, worker: str) -> Claim | NotClaimed:
             # owner epoch below still decides the takeover).
             log.warning(
                 "lease of a dead owner ended early",
-                extra={"run_id": run_id, "owner": run.lease_owner, "epoch": run.owner_epoch},
+                extra={"run_id": run_id, "worker": run.lease_owner, "owner_epoch": run.owner_epoch},
             )
         recovered = held  # a lease that expired (or lost its owner) without release
         new_attempt = run.attempt + 1 if recovered else run.attempt
@@ -269,7 +269,7 @@ def end_gone_leases(*, now: dt.datetime | None = None, limit: int = 200) -> list
         if changed == 1:
             log.warning(
                 "lease of a dead owner ended early",
-                extra={"run_id": str(pk), "owner": owner, "epoch": epoch},
+                extra={"run_id": str(pk), "worker": owner, "owner_epoch": epoch},
             )
             ended.append(str(pk))
     return ended
