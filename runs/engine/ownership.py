@@ -241,8 +241,8 @@ def end_gone_leases(*, now: dt.datetime | None = None, limit: int = 200) -> list
     """End at once every running lease whose owner is provably gone (``liveness.gone``: a
     process of this host that died), and return those runs: the caller re-drives them,
     and their next claim takes them over as after any expired lease (``run.recovered``,
-    the attempt number up). The sweeper calls this every sweep, and a starting process
-    (the embedded server, a Celery worker) at once.
+    the attempt number up). Every sweep calls this (the embedded server sweeps as soon as
+    it starts), and so does a Celery worker as it starts.
 
     Each lease is ended by a compare-and-set on its owner and owner epoch: an owner that
     released meanwhile, or another sweeper or claim that took the run first, leaves it

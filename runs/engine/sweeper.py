@@ -201,9 +201,9 @@ def _reconcile_obligations(limit: int, report: SweepReport) -> None:
 
 
 def recover_gone_owners() -> list[str]:
-    """At a process's start (the embedded server's, a Celery worker's): re-drive at once
-    the runs whose lease a dead process of this host still held (the runs the killed
-    server or worker this process replaces was advancing), as a sweep's re-drive does."""
+    """At a Celery worker's start: re-drive at once the runs whose lease a dead process of
+    this host still held (the runs the killed worker this one replaces was advancing), as
+    a sweep's re-drive does. (The embedded server sweeps as soon as it starts instead.)"""
     ended = ownership.end_gone_leases()
     for run_id in ended:
         outbox.rearm(run_id)
