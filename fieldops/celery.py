@@ -7,7 +7,14 @@ import os
 import signal
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init
+from celery.signals import (
+    beat_init,
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_ready,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fieldops.settings")
 
@@ -40,6 +47,39 @@ def _load_urls(**_: object) -> None:
     from django.urls import get_resolver
 
     get_resolver().reverse_dict  # noqa: B018  # built on first access, then kept
+
+
+@worker_ready.connect
+def _recover_gone_owners(**_: object) -> None:
+    """A worker starting on a host where a worker was killed (a restart after SIGKILL, an
+    OOM kill): the runs whose lease a dead process of this host still holds are handed over
+    now, not after the lease runs out (``sweeper.recover_gone_owners``). Never fatal: the
+    sweeper does the same every sweep, and the leases expire anyway."""
+    from django.db import connections
+
+    from runs.engine import sweeper
+
+    log = logging.getLogger("fieldops.worker")
+    try:
+        ended = sweeper.recover_gone_owners()
+        if ended:
+            log.warning("runs of a dead worker handed over at start: %s", ", ".join(ended))
+    except Exception:
+        log.exception("runs of a dead worker not handed over at start; the sweeper will")
+    finally:
+        connections.close_all()  # this process advances nothing: it holds no connection
+
+
+@beat_init.connect
+def _sweeper_started(**_: object) -> None:
+    """Beat is the sweeper: its start is recorded, so /healthz and the recovery page say
+    "starting" (not "silent") until its first sweep is due."""
+    from runs.engine import sweeper
+
+    try:
+        sweeper.sweeper_started()
+    except Exception:
+        logging.getLogger("fieldops.sweeper").exception("the sweeper's start not recorded")
 
 
 @worker_process_init.connect

@@ -64,7 +64,8 @@ EFFECT_OUTCOMES = Counter(
 )
 LEASE_TAKEOVERS = Counter(
     "fieldops_lease_takeovers",
-    "Runs taken over by a new owner after the previous owner's lease expired.",
+    "Runs taken over by a new owner after the previous owner's lease expired (or the "
+    "owner was found dead on its host).",
 )
 APPROVAL_WAIT = Histogram(
     "fieldops_approval_wait_seconds",
@@ -101,7 +102,8 @@ SWEEP_SECONDS = Histogram(
 SWEEP_ACTIONS = Counter(
     "fieldops_sweep_actions",
     "What sweeps did, by action (redriven, expired_checkpoints, expired_waits, deadlines, "
-    "obligations, busy: items left for the next sweep).",
+    "obligations, owners_gone: leases of dead owners ended early, busy: items left for "
+    "the next sweep).",
     ["action"],
 )
 
@@ -193,8 +195,11 @@ class DatabaseCollector(Collector):
             value=_age(now, pending["oldest"]),
         )
         beats = WorkerHeartbeat.objects.aggregate(
-            sweeper=Max("seen_at", filter=Q(role="sweeper")),
-            worker=Max("seen_at", filter=~Q(role="sweeper")),
+            sweeper=Max("seen_at", filter=Q(role=WorkerHeartbeat.SWEEPER)),
+            worker=Max(
+                "seen_at",
+                filter=~Q(role__in=WorkerHeartbeat.SWEEPER_ROLES),
+            ),
         )
         lag = GaugeMetricFamily(
             "fieldops_sweeper_lag_seconds",

@@ -213,8 +213,9 @@ def health(request: HttpRequest) -> JsonResponse:
 def _sweeper() -> dict[str, Any]:
     """The sweeper (Celery beat's sweep; the embedded server's sweeper thread) as the
     recovery page judges it: ``silent`` after 3 sweep intervals (never under 60 s) without
-    a sweep, or when none ever reported; ``unknown`` when its heartbeat cannot be read;
-    ``last_seen`` its last sweep (None: never)."""
+    a sweep, or when none ever reported; ``starting`` (not a problem) while a sweeper that
+    just started has not swept yet and its first sweep is not overdue; ``unknown`` when
+    its heartbeat cannot be read; ``last_seen`` its last sweep (None: never)."""
     from runs.console.recovery_selectors import sweeper_report
 
     try:
@@ -223,7 +224,7 @@ def _sweeper() -> dict[str, Any]:
         return {"ok": False, "status": "unknown", "last_seen": None}
     return {
         "ok": not seen.late,
-        "status": "silent" if seen.late else "ok",
+        "status": "silent" if seen.late else "starting" if seen.starting else "ok",
         "last_seen": seen.seen_at.isoformat() if seen.seen_at else None,
     }
 
@@ -232,8 +233,8 @@ def _details(tenant: str | None) -> dict[str, Any]:
     """What operators monitor, for ``tenant`` (None: every tenant)."""
     now = clock.now()
     beats = list(WorkerHeartbeat.objects.values("worker", "role", "seen_at"))
-    workers = [b for b in beats if b["role"] != "sweeper"]
-    sweeper = next((b for b in beats if b["role"] == "sweeper"), None)
+    workers = [b for b in beats if b["role"] not in WorkerHeartbeat.SWEEPER_ROLES]
+    sweeper = next((b for b in beats if b["role"] == WorkerHeartbeat.SWEEPER), None)
     last = max((b["seen_at"] for b in workers), default=None)
     runs = Run.objects.all() if tenant is None else Run.objects.filter(tenant=tenant)
     pending = Checkpoint.objects.filter(status=Checkpoint.Status.PENDING)

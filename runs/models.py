@@ -467,6 +467,13 @@ class Outbox(models.Model):
 
 
 class WorkerHeartbeat(models.Model):
+    # Roles: a worker process; the sweeper's last sweep; when a sweeper (beat, the embedded
+    # server's thread) last started, so a fresh start reads as starting, not silent, until
+    # its first sweep is due (``recovery_selectors.sweeper_report``).
+    SWEEPER = "sweeper"
+    SWEEPER_START = "sweeper_start"
+    SWEEPER_ROLES = (SWEEPER, SWEEPER_START)
+
     worker = models.CharField(primary_key=True, max_length=128)
     seen_at = models.DateTimeField()
     pid = models.PositiveIntegerField(default=0)

@@ -84,21 +84,34 @@ class SweeperReport:
     seen_at: dt.datetime | None
     age_s: float | None
     late: bool  # silent for longer than it may be (or never reported)
+    # A sweeper started ``started_s`` ago and has not swept since, its first sweep not yet
+    # overdue: neither late nor known to be sweeping.
+    starting: bool = False
+    started_s: float | None = None
 
 
 def sweeper_report() -> SweeperReport:
     """When the sweeper (Celery beat's sweep, run by a worker) last finished a sweep. Late
-    after 3 intervals, and never before 60 s (the alert docs/observability.md suggests)."""
-    seen = (
-        WorkerHeartbeat.objects.filter(role="sweeper")
-        .order_by("-seen_at")
-        .values_list("seen_at", flat=True)
-        .first()
-    )
-    if seen is None:
-        return SweeperReport(None, None, True)
-    age = (clock.now() - seen).total_seconds()
+    after 3 intervals, and never before 60 s (the alert docs/observability.md suggests).
+
+    A sweeper that announced its start (``sweeper.sweeper_started``: beat's start, the
+    embedded server's) and has not swept since is ``starting`` for that same allowance
+    from its start, then late: a fresh start is not reported silent before its first sweep
+    is even due, and a sweeper that starts but never sweeps still is."""
+    beats: dict[str, dt.datetime] = {}
+    rows = WorkerHeartbeat.objects.filter(role__in=WorkerHeartbeat.SWEEPER_ROLES)
+    for role, at in rows.values_list("role", "seen_at"):
+        beats[role] = max(at, beats.get(role, at))
+    seen, started = beats.get(WorkerHeartbeat.SWEEPER), beats.get(WorkerHeartbeat.SWEEPER_START)
+    now = clock.now()
     allowed = max(60.0, 3 * settings.FIELDOPS_SWEEP_INTERVAL_SECONDS)
+    age = (now - seen).total_seconds() if seen is not None else None
+    if started is not None and (seen is None or seen < started):
+        started_s = (now - started).total_seconds()
+        if started_s <= allowed:
+            return SweeperReport(seen, age, False, starting=True, started_s=started_s)
+    if seen is None or age is None:
+        return SweeperReport(None, None, True)
     return SweeperReport(seen, age, age > allowed)
 
 

@@ -396,7 +396,9 @@ EVENT_DESCRIPTIONS: Mapping[EventType, str] = {
     EventType.CALLBACK_ORPHANED: "A callback matched no expected response.",
     EventType.DUPLICATE_DEDUPLICATED: "A delivery seen before was recorded and ignored.",
     EventType.BUDGET_CHANGED: "An operator changed a limit, with a reason.",
-    EventType.RUN_RECOVERED: "A new attempt took ownership after a lease expired.",
+    EventType.RUN_RECOVERED: (
+        "A new attempt took ownership after a lease expired (or its owner died on its host)."
+    ),
     EventType.EFFECT_RECONCILED: "The ledger outcome of an effect obligation, recorded after "
     "the run ended.",
 }

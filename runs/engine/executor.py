@@ -170,6 +170,6 @@ def _advance_inline(run_id: str) -> None:
     _local.pending = [run_id]
     try:
         while _local.pending:
-            runner.advance(_local.pending.pop(0), worker="inprocess")
+            runner.advance(_local.pending.pop(0))  # owned by this process (worker_name)
     finally:
         _local.pending = None

@@ -8,8 +8,6 @@ revision and owner epoch it started from. Safe points re-check cancellation (SPE
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,14 +22,17 @@ from runs import authority, readcache, rows
 from runs.authority import Result
 from runs.domain import safepoints
 from runs.domain.states import Actor, EventType, State, is_terminal
-from runs.engine import ownership
+from runs.engine import liveness, ownership
 from runs.models import Run
 
 log = logging.getLogger("fieldops.runner")
 
 
 def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process as a lease owner: ``host:pid`` and when the process started
+    (``liveness.owner_name``), so a lease left by a process that died can be told from one
+    held by a later process that got the same pid."""
+    return liveness.owner_name()
 
 
 @dataclass

@@ -3,12 +3,16 @@
 Claiming increments the owner epoch (compare-and-set), so every write a previous owner
 attempts afterwards fails the epoch check and is recorded as ``stale_owner.rejected``.
 Taking over an expired lease is a recovery: the attempt number increases and a
-``run.recovered`` control event records it.
+``run.recovered`` control event records it. A lease whose owner is provably gone (a
+process on this host that died: ``liveness.gone``) counts as expired at once, here and in
+``end_gone_leases`` (the sweeper's and a starting process's), so a worker or server
+killed and started again does not leave its runs waiting out the lease.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -23,10 +27,14 @@ from runs.domain.states import (
     WAITING_STATES,
     Actor,
     EventType,
+    State,
     is_terminal,
     is_waiting,
 )
+from runs.engine import liveness
 from runs.models import Run
+
+log = logging.getLogger("fieldops.runner")
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,13 @@ _TAKE = Statement(
 _RENEW = Statement(
     "UPDATE runs_run SET lease_expires_at = %s "
     "WHERE id = %s AND owner_epoch = %s AND lease_owner = %s"
+)
+# Ending the lease of an owner found gone: a compare-and-set on the owner and its epoch
+# (and on the lease still running), so an owner that released, or a recoverer that took
+# the run meanwhile, makes it change nothing.
+_END = Statement(
+    "UPDATE runs_run SET lease_expires_at = %s "
+    "WHERE id = %s AND owner_epoch = %s AND lease_owner = %s AND lease_expires_at > %s"
 )
 _RELEASE = Statement(
     "UPDATE runs_run SET lease_owner = '', lease_expires_at = NULL "
@@ -123,8 +138,15 @@ def claim(run_id: str, worker: str) -> Claim | NotClaimed:
             return NotClaimed(run_id, "waiting")
         held = bool(run.lease_owner) and run.lease_expires_at is not None
         if held and run.lease_expires_at > now:  # type: ignore[operator]
-            return NotClaimed(run_id, "held")
-        recovered = held  # a lease that expired without release: the owner failed
+            if not liveness.gone(run.lease_owner):
+                return NotClaimed(run_id, "held")
+            # Its owner died on this host: the lease is over (the compare-and-set on the
+            # owner epoch below still decides the takeover).
+            log.warning(
+                "lease of a dead owner ended early",
+                extra={"run_id": run_id, "worker": run.lease_owner, "owner_epoch": run.owner_epoch},
+            )
+        recovered = held  # a lease that expired (or lost its owner) without release
         new_attempt = run.attempt + 1 if recovered else run.attempt
         if new_attempt > settings.FIELDOPS_MAX_ATTEMPTS:
             # A run that keeps killing its workers must not loop through redeliveries.
@@ -209,3 +231,45 @@ def release(c: Claim) -> str | None:
             raise
         return None
     return released[0] if released is not None else None
+
+
+# States a lease can be held in (an ended run's lease went with its terminal event).
+_LEASABLE = [s.value for s in State if s not in TERMINAL_STATES]
+
+
+def end_gone_leases(*, now: dt.datetime | None = None, limit: int = 200) -> list[str]:
+    """End at once every running lease whose owner is provably gone (``liveness.gone``: a
+    process of this host that died), and return those runs: the caller re-drives them,
+    and their next claim takes them over as after any expired lease (``run.recovered``,
+    the attempt number up). Every sweep calls this (the embedded server sweeps as soon as
+    it starts), and so does a Celery worker as it starts.
+
+    Each lease is ended by a compare-and-set on its owner and owner epoch: an owner that
+    released meanwhile, or another sweeper or claim that took the run first, leaves it
+    unchanged. Leases of other hosts are never looked at (they are waited out). A run
+    whose row a stalled transaction holds is skipped (the next sweep sees it again)."""
+    me = liveness.current()
+    if me is None:
+        return []
+    now = now or clock.now()
+    leased = Run.objects.filter(
+        state__in=_LEASABLE, lease_expires_at__gt=now, lease_owner__contains=f"{me.host}:"
+    ).values_list("id", "owner_epoch", "lease_owner")
+    ended = []
+    for pk, epoch, owner in leased[:limit]:
+        if not liveness.gone(owner):
+            continue
+        expires = param(_LEASE_EXPIRES, now)
+        try:
+            changed = _END.write([expires, rows.run_pk(pk), epoch, owner, expires])
+        except OperationalError as exc:
+            if not lock_wait_failed(exc):
+                raise
+            continue
+        if changed == 1:
+            log.warning(
+                "lease of a dead owner ended early",
+                extra={"run_id": str(pk), "worker": owner, "owner_epoch": epoch},
+            )
+            ended.append(str(pk))
+    return ended

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -28,6 +29,7 @@ from runs.domain import effects
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import TERMINAL_STATES, WAITING_STATES, Actor, EventType, State
 from runs.engine import effects as effect_steps
+from runs.engine import ownership
 from runs.models import Correlation, EffectAttempt, Run, WorkerHeartbeat
 
 log = logging.getLogger("fieldops.sweeper")
@@ -46,6 +48,9 @@ class SweepReport:
     expired_waits: list[str] = field(default_factory=list)
     deadlines: list[str] = field(default_factory=list)
     obligations: list[str] = field(default_factory=list)
+    # Runs whose lease was ended early because its owner, a process of this host, is
+    # provably gone (also in ``redriven``).
+    owners_gone: list[str] = field(default_factory=list)
     # Items skipped because a stalled transaction held their rows (retried next sweep).
     busy: list[str] = field(default_factory=list)
 
@@ -56,11 +61,24 @@ class SweepReport:
             "expired_waits": self.expired_waits,
             "deadlines": self.deadlines,
             "obligations": self.obligations,
+            "owners_gone": self.owners_gone,
             "busy": self.busy,
         }
 
 
 T = TypeVar("T")
+
+
+def sweeper_started() -> None:
+    """Record that a sweeper starts now (before its first sweep)."""
+    WorkerHeartbeat.objects.update_or_create(
+        worker="sweeper:start",
+        defaults={
+            "seen_at": clock.now(),
+            "role": WorkerHeartbeat.SWEEPER_START,
+            "pid": os.getpid(),
+        },
+    )
 
 
 def _bounded(report: SweepReport, item: str, act: Callable[..., T], **kwargs: Any) -> T | None:
@@ -88,7 +106,7 @@ def sweep(*, now: dt.datetime | None = None, limit: int = 200) -> SweepReport:
     _redrive(now, limit, report)
     _notify(now)
     WorkerHeartbeat.objects.update_or_create(
-        worker="sweeper", defaults={"seen_at": clock.now(), "role": "sweeper"}
+        worker="sweeper", defaults={"seen_at": clock.now(), "role": WorkerHeartbeat.SWEEPER}
     )
     return report
 
@@ -182,8 +200,21 @@ def _reconcile_obligations(limit: int, report: SweepReport) -> None:
             report.obligations.append(attempt_id)
 
 
+def recover_gone_owners() -> list[str]:
+    """At a Celery worker's start: re-drive at once the runs whose lease a dead process of
+    this host still held (the runs the killed worker this one replaces was advancing), as
+    a sweep's re-drive does. (The embedded server sweeps as soon as it starts instead.)"""
+    ended = ownership.end_gone_leases()
+    for run_id in ended:
+        outbox.rearm(run_id)
+    return ended
+
+
 def _redrive(now: dt.datetime, limit: int, report: SweepReport) -> None:
-    candidates = set(outbox.pending_run_ids(created_before=now - stuck_after() / 2, limit=limit))
+    # A lease whose owner died on this host ends now instead of at its expiry.
+    report.owners_gone = ownership.end_gone_leases(now=now, limit=limit)
+    candidates = set(report.owners_gone)
+    candidates |= set(outbox.pending_run_ids(created_before=now - stuck_after() / 2, limit=limit))
     movable = Run.objects.exclude(state__in=[s.value for s in TERMINAL_STATES | WAITING_STATES])
     expired = movable.filter(lease_expires_at__lt=now)
     idle = movable.filter(lease_expires_at__isnull=True, updated_at__lt=now - stuck_after())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import time
 import uuid
 
@@ -12,14 +11,15 @@ from celery import shared_task
 
 from fieldops import points
 from kernel import clock
-from runs.engine import runner, sweeper
+from runs.engine import liveness, runner, sweeper
 from runs.models import WorkerHeartbeat
 
 log = logging.getLogger("fieldops.runner")
 
 
 def _worker() -> str:
-    return f"celery@{socket.gethostname()}:{os.getpid()}"
+    """This pool process as a lease owner (``celery@host:pid:start:scope``)."""
+    return liveness.owner_name("celery@")
 
 
 # A worker busy with runs reports itself at most this often (each report is a commit).

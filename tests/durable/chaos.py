@@ -30,6 +30,7 @@ from typing import Any
 
 from django.db import connection
 
+from runs.engine import liveness
 from runs.models import Run
 from tests.deploy.servers import ROOT, Browser, WebProcess, run_id_of
 from tests.durable.conftest import Cluster
@@ -296,9 +297,10 @@ class Chaos(threading.Thread):
             self._pause("group", parent.pid)
 
     def _lease_holders(self) -> set[int]:
-        """Pool children that hold a run's lease now (lease owner ``celery@host:pid``)."""
+        """Pool children that hold a run's lease now (lease owner
+        ``celery@host:pid:start:scope``)."""
         owners = Run.objects.exclude(lease_owner="").values_list("lease_owner", flat=True)
-        return {int(o.rsplit(":", 1)[1]) for o in owners if o.rsplit(":", 1)[-1].isdigit()}
+        return {named.pid for named in map(liveness.parse, owners) if named is not None}
 
     def _pause(self, kind: str, target: int) -> None:
         with self._paused_lock:

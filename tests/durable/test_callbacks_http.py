@@ -11,6 +11,7 @@ import pytest
 from kernel import clock
 from runs import services
 from runs.api import sign
+from runs.engine import sweeper
 from runs.models import CallbackReceipt, Correlation, Event, WorkerHeartbeat
 from tests.helpers import make_run
 
@@ -192,6 +193,41 @@ def test_health_says_when_the_sweeper_has_been_silent_without_taking_web_down(
     seen = _sweeper_seen(dt.timedelta(seconds=50))  # under the 60 s floor: not silent yet
     assert client.get("/healthz").json()["sweeper"]["status"] == "ok"
     assert client.get("/healthz").json()["status"] == "ok"
+
+
+def test_health_says_starting_not_silent_after_a_fresh_start_until_the_first_sweep_is_due(
+    client, world, settings
+):
+    """A fresh start (``make run``, beat started) was reported silent and degraded until its
+    first sweep, a problem that did not exist. A sweeper that started and has not swept yet
+    is ``starting`` while its first sweep is not overdue (the same allowance as silence:
+    3 intervals, never under 60 s, from its start); one that starts and never sweeps is
+    still reported silent after that, and so is one whose last sweep came before."""
+    settings.FIELDOPS_SWEEP_INTERVAL_SECONDS = 5
+    seen = _sweeper_seen(dt.timedelta(minutes=15))  # the sweep before the restart
+    sweeper.sweeper_started()
+    report = client.get("/healthz").json()
+    assert report["status"] == "ok"
+    assert report["sweeper"] == {"ok": True, "status": "starting", "last_seen": seen.isoformat()}
+    clock.advance(59)
+    assert client.get("/healthz").json()["sweeper"]["status"] == "starting"
+    clock.advance(2)  # a minute after its start and still no sweep: silent
+    report = client.get("/healthz").json()
+    assert report["status"] == "degraded"
+    assert report["sweeper"] == {"ok": False, "status": "silent", "last_seen": seen.isoformat()}
+    sweeper.sweep()  # it sweeps after all
+    report = client.get("/healthz").json()
+    assert report["status"] == "ok" and report["sweeper"]["status"] == "ok"
+    # A fresh database: no sweep ever, a sweeper just started.
+    WorkerHeartbeat.objects.all().delete()
+    sweeper.sweeper_started()
+    assert client.get("/healthz").json()["sweeper"] == {
+        "ok": True,
+        "status": "starting",
+        "last_seen": None,
+    }
+    clock.advance(61)
+    assert client.get("/healthz").json()["sweeper"]["status"] == "silent"
 
 
 def test_health_counts_need_the_ops_token_and_cover_every_tenant(client, waiting, settings):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -198,3 +201,50 @@ def test_a_worker_keeps_its_connection_through_a_burst_and_drops_it_when_idle(cl
     while _sessions_and_open_connections()[1] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _sessions_and_open_connections()[1] == 0, "an idle worker still holds a connection"
+
+
+# -- owners that died on this host: no lease waited out -------------------------------------
+# A lease far longer than these tests may take: a run handed over only at its expiry fails.
+LONG_LEASE = 300
+
+
+def _held_by_a_pool_process(run):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.lease_owner:
+            return run
+        time.sleep(0.1)
+    raise AssertionError("no worker claimed the run")
+
+
+def test_a_pool_process_killed_holding_a_run_is_taken_over_at_once(cluster, settings):
+    """A pool process SIGKILLed (an OOM kill) right after it claimed a run: the worker
+    replaces it and the message comes back (``task_reject_on_worker_lost``); the claim on
+    this host finds the lease's owner gone and recovers the run at once, without a sweep
+    and long before the lease expires."""
+    cluster.lease_seconds = settings.FIELDOPS_LEASE_SECONDS = LONG_LEASE
+    cluster.start_worker(FIELDOPS_CRASH_AT="after_claim")
+    run = wait_for(start(), ["WAITING_HUMAN"], sweep=False, timeout=60)
+    (recovered,) = Event.objects.filter(run=run, type="run.recovered")
+    assert recovered.payload["previous_owner"].startswith("celery@")
+    assert recovered.payload["previous_owner"] != recovered.payload["worker"]
+    assert run.attempt == 2
+    assert_sound(run)
+
+
+def test_a_worker_killed_and_started_again_hands_its_runs_over_at_start(cluster, settings):
+    """A whole worker SIGKILLed while one of its pool processes holds a run (its message
+    unacknowledged until Redis's visibility timeout), then started again: the new worker,
+    once ready, ends the dead owner's lease and re-drives the run; nothing sweeps here."""
+    cluster.lease_seconds = settings.FIELDOPS_LEASE_SECONDS = LONG_LEASE
+    worker = cluster.start_worker(FIELDOPS_PAUSE_AT="after_claim:600")
+    run = _held_by_a_pool_process(start())
+    owner = run.lease_owner
+    os.killpg(worker.pid, signal.SIGKILL)  # the parent and its pool processes
+    worker.wait(timeout=10)
+    cluster.start_worker()
+    run = wait_for(run, ["WAITING_HUMAN"], sweep=False, timeout=60)
+    (recovered,) = Event.objects.filter(run=run, type="run.recovered")
+    assert recovered.payload["previous_owner"] == owner
+    assert_sound(run)

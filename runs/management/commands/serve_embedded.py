@@ -2,7 +2,9 @@
 
 The embedded default has no Celery and no beat: runs advance in the web process after each
 commit, and this command runs the one sweeper (expiries, deadlines, re-drives) in a
-background thread of the same process.
+background thread of the same process. The thread sweeps once as soon as the server
+starts: the runs a killed predecessor was advancing (their lease owner a process of this
+host that is gone) are handed over then, not after their lease ran out.
 
 It listens on loopback only while the callback signing key is the embedded constant
 (anyone can read it in the source): set ``FIELDOPS_CALLBACK_KEY`` to serve elsewhere.
@@ -36,10 +38,15 @@ def listen_host(addrport: str) -> str:
 
 
 def _sweep_forever(stop: threading.Event, interval: float) -> None:
+    """Sweep now, then every ``interval`` seconds until ``stop`` is set."""
     from operations import services as operations
     from runs.engine import sweeper
 
-    while not stop.wait(interval):
+    try:
+        sweeper.sweeper_started()  # a fresh start reads as starting, not silent
+    except Exception:
+        log.exception("the sweeper's start could not be recorded")
+    while not stop.is_set():
         try:
             sweeper.sweep()
             operations.operation_sweep()  # bulk operations a restart interrupted
@@ -49,6 +56,7 @@ def _sweep_forever(stop: threading.Event, interval: float) -> None:
             close_old_connections()
         except Exception:  # a connection that cannot even be closed: the next sweep reopens
             log.exception("sweep failed to close its database connection")
+        stop.wait(interval)
 
 
 class Command(BaseCommand):

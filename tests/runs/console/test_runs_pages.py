@@ -753,3 +753,21 @@ def test_the_stalled_runs_table_says_its_times_are_utc(as_operator: Client) -> N
     assert run.short_id in table
     assert '<th scope="col">Since (UTC)</th>' in table
     assert f"{expired:%Y-%m-%d %H:%M:%S}" in table
+
+
+def test_the_recovery_page_says_a_freshly_started_sweeper_is_starting(
+    as_operator: Client,
+) -> None:
+    """Right after a start the page said "The sweeper has never reported" (an alert) when
+    its first sweep was not even due; it says it started and has not finished a sweep yet,
+    and alerts again once that sweep is overdue."""
+    from kernel import clock
+    from runs.engine import sweeper
+
+    sweeper.sweeper_started()
+    page = as_operator.get(reverse("recovery")).content.decode()
+    assert 'id="sweeper-starting"' in page and 'id="sweeper-late"' not in page
+    assert "has not finished its first sweep yet" in page
+    clock.advance(120)
+    page = as_operator.get(reverse("recovery")).content.decode()
+    assert 'id="sweeper-late"' in page and "The sweeper has never reported" in page
