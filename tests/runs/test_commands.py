@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from django.core.management import call_command
@@ -165,3 +166,17 @@ def test_the_run_commands_refuse_with_one_line_in_a_real_process():
     assert manage_refused("faultlab", "--list", "abstain") == (
         "CommandError: --list lists every fixture: give no fixture names with it"
     )
+
+
+def test_render_docs_help_names_every_file_it_writes():
+    from catalog import docs as catalog_docs
+    from runs import docs as run_docs
+    from sim import docs as sim_docs
+    from sim.management.commands.render_docs import Command
+
+    written = {
+        **run_docs.generated_files(),
+        **sim_docs.generated_files(),
+        **catalog_docs.generated_files(),
+    }
+    assert sorted(written) == sorted(re.findall(r"docs/[\w.-]+\.(?:md|svg)", Command.help))

@@ -30,14 +30,40 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--name", required=True)
-        parser.add_argument("--capability", default="reserve_part")
-        parser.add_argument("--effect-class", default="")
-        parser.add_argument("--world", default="", choices=["", *[w for w in WORLDS if w != "all"]])
-        parser.add_argument("--group", default="")
-        parser.add_argument("--user", action="append", default=[], dest="users")
-        parser.add_argument("--quorum", type=whole_number, default=1)
-        parser.add_argument("--quorum-min-quantity", type=whole_number, default=None)
-        parser.add_argument("--quorum-part", action="append", default=[], dest="parts")
+        parser.add_argument("--capability", default="reserve_part", help="default reserve_part")
+        parser.add_argument("--effect-class", default="", help="only this effect class")
+        parser.add_argument(
+            "--world",
+            default="",
+            choices=["", *[w for w in WORLDS if w != "all"]],
+            help="only runs in this world (default: any)",
+        )
+        parser.add_argument(
+            "--group", default="", help="only this group's members may decide (approvers too)"
+        )
+        parser.add_argument(
+            "--user",
+            action="append",
+            default=[],
+            dest="users",
+            help="only these users may decide (repeat for several)",
+        )
+        parser.add_argument(
+            "--quorum", type=whole_number, default=1, help="distinct approvals needed (1-9)"
+        )
+        parser.add_argument(
+            "--quorum-min-quantity",
+            type=whole_number,
+            default=None,
+            help="the quorum applies from this quantity on (1-50)",
+        )
+        parser.add_argument(
+            "--quorum-part",
+            action="append",
+            default=[],
+            dest="parts",
+            help="the quorum applies for this part (repeat for several)",
+        )
         parser.add_argument(
             "--delete",
             action="store_true",

@@ -23,8 +23,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--name", required=True)
-        parser.add_argument("--url")
-        parser.add_argument("--secret-env", default="FIELDOPS_WEBHOOK_SECRET")
+        parser.add_argument("--url", help="where the notices are POSTed (http or https)")
+        parser.add_argument(
+            "--secret-env",
+            default="FIELDOPS_WEBHOOK_SECRET",
+            help="the variable holding the signing secret: FIELDOPS_WEBHOOK_SECRET[_<NAME>]",
+        )
         parser.add_argument("--format", choices=WebhookEndpoint.Format.values, default="json")
         parser.add_argument(
             "--disable", action="store_true", help="disable it (with --tenant and --name only)"
