@@ -6,7 +6,7 @@ import logging
 import os
 import signal
 
-from celery import Celery
+from celery import Celery, Task
 from celery.signals import (
     beat_init,
     task_postrun,
@@ -18,7 +18,15 @@ from celery.signals import (
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fieldops.settings")
 
-app = Celery("fieldops")
+
+class FieldOpsTask(Task):
+    """Every task of the project: a worker checks each of its messages before accepting it
+    (a malformed one is refused with one log line and dropped: fieldops/taskmessages.py)."""
+
+    Strategy = "fieldops.taskmessages:checked_strategy"
+
+
+app = Celery("fieldops", task_cls=FieldOpsTask)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["runs.engine", "catalog", "operations"])
 app.conf.beat_schedule = {

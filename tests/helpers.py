@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from approvals import services as approvals
@@ -99,3 +104,30 @@ def bulk_cancel_in_progress(*, reason: str, total: int) -> Operation:
         reason=reason,
         total=total,
     )
+
+
+def manage_refused(*argv: str, **env: str) -> str:
+    """Run ``python manage.py ARGV`` as a person does, expect a refusal, return its message.
+
+    The process gets a database with no tables (a SQLite file nobody migrated): a refusal
+    reads and writes nothing, so anything that touches the database fails with a
+    traceback, as does any refusal that is not a message. The message is the one line a
+    person sees on stderr ("CommandError: ..." or argparse's "manage.py X: error: ...").
+    """
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "FIELDOPS_"))}
+    with tempfile.TemporaryDirectory() as empty:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *argv],
+            cwd=Path(__file__).resolve().parents[1],
+            env={**clean, "DATABASE_URL": f"sqlite:///{empty}/unmigrated.sqlite3", **env},
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode != 0, done.stdout
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 or "usage:" in done.stderr, done.stderr  # usage + one error line
+    return lines[-1]

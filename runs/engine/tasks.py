@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import time
-import uuid
 
 from celery import shared_task
 
 from fieldops import points
+from fieldops.taskmessages import canonical_id
 from kernel import clock
 from runs.engine import liveness, runner, sweeper
 from runs.models import WorkerHeartbeat
@@ -38,13 +38,13 @@ def _heartbeat_due() -> bool:
 
 @shared_task(name="runs.tasks.run_advance", acks_late=True, reject_on_worker_lost=True)
 def run_advance(run_id: str) -> str:
-    try:
-        uuid.UUID(str(run_id))
-    except ValueError:
+    canonical = canonical_id(run_id)
+    if canonical is None:
         # A message no outbox wrote (a hand-made or corrupted one): nothing to advance,
         # said once, not a traceback and a failed task.
         log.warning("run_advance refused: %r is not a run id", str(run_id)[:80])
         return "MISSING"
+    run_id = canonical
     if _heartbeat_due():
         WorkerHeartbeat.objects.update_or_create(
             worker=_worker(), defaults={"seen_at": clock.now(), "pid": os.getpid()}

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 
 from approvals.models import ApprovalPolicy, WebhookEndpoint
 from tests.conftest import make_user
+from tests.helpers import manage_refused
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +59,7 @@ def test_a_policy_is_created_replaced_and_deleted(approvers):
         (["--user=olga"], "'olga' does not hold the approver role"),
         (["--user=ana", "--quorum=2"], "only 1 user(s) may decide"),
         (["--quorum=0"], "--quorum must be 1..9"),
-        (["--quorum-min-quantity=-1"], "--quorum-min-quantity must be 1..50"),
+        (["--quorum-min-quantity=-1"], "--quorum-min-quantity: '-1' is not a whole number"),
         (["--quorum-min-quantity=70000"], "--quorum-min-quantity must be 1..50"),
         (["--quorum-part= "], "unknown part ''"),
         (["--quorum-part=B52"], "unknown part 'B52'"),
@@ -125,3 +126,57 @@ def test_a_webhook_with_bad_settings_is_refused_and_nothing_is_written(
     with pytest.raises(CommandError, match=re.escape(message)):
         call_command("approvals_webhook", *defaults, *arguments)
     assert not WebhookEndpoint.objects.exists()
+
+
+# What Python's int() reads as a number but a person did not type as one (digits 0-9).
+NOT_WHOLE_NUMBERS = ["\u0663", "\uff13", "+5", " 3", "1_0", "1e3", "9" * 5000]
+
+
+@pytest.mark.parametrize("text", NOT_WHOLE_NUMBERS)
+@pytest.mark.parametrize("option", ["--quorum", "--quorum-min-quantity"])
+def test_a_number_not_written_in_digits_is_refused_and_nothing_is_written(approvers, option, text):
+    with pytest.raises(CommandError, match=f"argument {option}: .* is not a whole number"):
+        call_command("approvals_policy", "--tenant=north", "--name=p", f"{option}={text}")
+    assert not ApprovalPolicy.objects.exists()
+
+
+def test_delete_and_disable_take_no_settings_and_change_nothing_with_them(approvers, monkeypatch):
+    call_command(
+        "approvals_policy", "--tenant=north", "--name=p", "--quorum=2", "--user=ana", "--user=bo"
+    )
+    with pytest.raises(CommandError, match="--tenant and --name only, not --quorum, --quorum-part"):
+        call_command(
+            "approvals_policy",
+            "--tenant=north",
+            "--name=p",
+            "--delete",
+            "--quorum=3",
+            "--quorum-part=A17",
+        )
+    assert ApprovalPolicy.objects.get().quorum == 2  # not deleted, not changed
+    monkeypatch.setenv("FIELDOPS_WEBHOOK_SECRET", "s" * 32)
+    call_command("approvals_webhook", "--tenant=north", "--name=ops", "--url=https://x.test/h")
+    with pytest.raises(CommandError, match="--tenant and --name only, not --url"):
+        call_command(
+            "approvals_webhook",
+            "--tenant=north",
+            "--name=ops",
+            "--disable",
+            "--url=https://y.test/h",
+        )
+    endpoint = WebhookEndpoint.objects.get()
+    assert endpoint.active and endpoint.url == "https://x.test/h"
+
+
+def test_the_commands_refuse_with_one_line_in_a_real_process():
+    assert manage_refused(
+        "approvals_policy", "--tenant=north", "--name=p", "--quorum=\u0663"
+    ).endswith(
+        "error: argument --quorum: '\u0663' is not a whole number (at most 18 of the digits 0-9)"
+    )
+    assert (
+        manage_refused(
+            "approvals_webhook", "--tenant=north", "--name=ops", "--disable", "--format=slack"
+        )
+        == "CommandError: --disable names an endpoint by --tenant and --name only, not --format"
+    )

@@ -883,8 +883,11 @@ def test_the_management_command_discovers_a_server_by_name(catalog_admin, capsys
     assert "time: discovery #" in out and " ok: mcp-time" in out and "2 new" in out
     with pytest.raises(CommandError, match="no tool server named"):
         call_command("catalog_discover", "nope")
-    for timeout in ("0", "-5", "nan", "inf", "86400"):
+    for timeout in ("0", "86400"):
         with pytest.raises(CommandError, match="--timeout must be"):
+            call_command("catalog_discover", "time", "--timeout", timeout)
+    for timeout in ("-5", "nan", "inf", "\u0663", "\uff13", "1e3", "1_0", " 3"):
+        with pytest.raises(CommandError, match=r"--timeout: .* is not a decimal number"):
             call_command("catalog_discover", "time", "--timeout", timeout)
     assert Discovery.objects.count() == 1  # the refused ones connected to nothing
     register(catalog_admin, "old", sys.executable, f"{server_script('broken')} oldversion")

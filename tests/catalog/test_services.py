@@ -21,7 +21,7 @@ from runs.engine import effects as effect_steps
 from runs.models import EffectAttempt, Event
 from sim.world.models import LedgerEntry
 from tests.catalog.conftest import tool, tool_list
-from tests.helpers import approve, make_run
+from tests.helpers import approve, make_run, manage_refused
 
 ANSWERS = {
     "task_transition": "NEED_PROCEDURE -> HAVE_COMPATIBILITY_EVIDENCE",
@@ -456,3 +456,13 @@ def test_a_pasted_tool_whose_schema_is_no_json_schema_is_refused_alone(catalog_a
     assert reasons["req"][0].startswith("outputSchema is not a valid JSON Schema: at required")
     assert not CapabilityVersion.objects.filter(capability_id__in=["typo", "req"]).exists()
     assert CapabilityVersion.objects.filter(capability_id="draft7").exists()
+
+
+def test_catalog_discover_refuses_a_timeout_not_in_digits_with_one_line_in_a_real_process():
+    # float() reads these as 3 and 1000 seconds; before, they started a discovery.
+    for timeout in ("\u0663", "1e3"):
+        line = manage_refused("catalog_discover", "--all", "--timeout", timeout)
+        assert line.endswith(
+            f"error: argument --timeout: {timeout!r} is not a decimal number "
+            "(the digits 0-9 and one '.')"
+        ), line

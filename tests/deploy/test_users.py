@@ -5,6 +5,7 @@ makes a user without a tenant or a role, and there is no admin site."""
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 from typing import Any
 
@@ -15,6 +16,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from access.roles import roles_of, tenant_of
+from tests.helpers import manage_refused
 
 pytestmark = pytest.mark.django_db
 
@@ -78,3 +80,41 @@ def test_a_new_user_needs_a_password_a_role_and_a_valid_one(monkeypatch: Any) ->
     with pytest.raises(CommandError, match="too short"):
         _set_user(monkeypatch, "kim", "--tenant", "north", "--role", "operator", password="x")
     assert not get_user_model().objects.filter(username="kim").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["dana", "--tenant", "nowhere"], "unknown tenant 'nowhere' (known: north, south)"),
+        (["dana", "--tenant", "\u202enorth"], "unknown tenant '\\u202enorth'"),  # shown escaped
+        (["dana", "--tenant", "n" * 40], "unknown tenant"),  # the column holds 32
+        (["d a n a", "--tenant", "north"], "username 'd a n a': Enter a valid username"),
+        (["dana\u202e", "--tenant", "north"], "Enter a valid username"),
+        (["d" * 151, "--tenant", "north"], "the username is 151 characters; at most 150"),
+        (
+            ["dana", "--tenant", "north", "--email", "dana"],
+            "--email 'dana' is not an email address",
+        ),
+        (
+            ["dana", "--tenant", "north", "--email", "d" * 250 + "@x.io"],
+            "--email is 255 characters; at most 254",
+        ),
+    ],
+)
+def test_a_user_the_deployment_could_not_hold_is_refused_and_nothing_is_written(
+    monkeypatch: Any, argv: list[str], message: str
+) -> None:
+    _set_user(monkeypatch, "dana", "--tenant", "north", "--role", "operator", "--email", "d@x.io")
+    with pytest.raises(CommandError, match=re.escape(message)):
+        _set_user(monkeypatch, *argv, "--role", "approver")
+    users = get_user_model().objects.all()
+    assert [(u.username, tenant_of(u), roles_of(u), u.email) for u in users] == [
+        ("dana", "north", {"operator"}, "d@x.io")
+    ]
+
+
+def test_set_user_refuses_an_unknown_tenant_with_one_line_in_a_real_process() -> None:
+    # Checked before the password: no prompt, no variable needed to hear it.
+    assert manage_refused("set_user", "dana", "--tenant", "nowhere", "--role", "operator") == (
+        "CommandError: unknown tenant 'nowhere' (known: north, south)"
+    )

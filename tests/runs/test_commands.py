@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from runs.models import Event, Run
+from tests.helpers import manage_refused
 
 
 def _call(*args):
@@ -34,6 +36,14 @@ def test_start_run_prints_the_run_id_and_stops_at_the_first_wait(world):
         (["--principal", ""], "principal_ref: a run needs a principal"),
         (["--principal", "user:" + "x" * 60], "may be at most 64"),
         (["--location", "LOC-S1"], "location_id: unknown location 'LOC-S1'"),
+        # isdecimal() digits int() reads: they started runs with a fault on call 3
+        (["--fault", "stale_read:check_inventory:\u0663"], "must be a whole number"),
+        (["--fault", "stale_read:check_inventory:\uff13"], "must be a whole number"),
+        (["--fault", "stale_read:check_inventory:" + "9" * 30], "must be a whole number"),
+        (["--fault", "stale_read:check_inventory:" + "9" * 5000], "must be a whole number"),
+        # a world nobody stocked (the run escalated), or a name too long for its column
+        (["--namespace", "faultlb"], "invalid choice: 'faultlb'"),
+        (["--namespace", "n" * 100], "invalid choice"),
     ],
 )
 def test_start_run_refuses_bad_input_without_writing(world, arguments, message):
@@ -116,3 +126,57 @@ def test_render_docs_check_detects_stale_docs(settings, tmp_path):
         _call("render_docs", "--check")
     _call("render_docs")
     _call("render_docs", "--check")
+
+
+def test_faultlab_list_takes_no_fixture_names(world):
+    with pytest.raises(CommandError, match="give no fixture names"):
+        _call("faultlab", "--list", "abstain")
+
+
+@pytest.mark.parametrize(
+    "addrport",
+    ["notaport", "127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:\u0668\u0667\u0660\u0660", ""],
+)
+def test_serve_embedded_refuses_an_address_it_cannot_listen_on(addrport, settings):
+    with pytest.raises(CommandError, match="is not \\[host:\\]port with a port from 1 to 65535"):
+        call_command("serve_embedded", addrport)
+
+
+def test_the_run_commands_refuse_with_one_line_in_a_real_process():
+    """Before: a traceback (OverflowError from bind(), ValueError from int()), or a run."""
+    assert manage_refused("serve_embedded", "127.0.0.1:99999") == (
+        "CommandError: '127.0.0.1:99999' is not [host:]port with a port from 1 to 65535 "
+        "(e.g. 127.0.0.1:8000)"
+    )
+    line = manage_refused(
+        "start_run",
+        "--scenario",
+        "reservation",
+        "--fault",
+        "stale_read:check_inventory:" + "9" * 5000,
+    )
+    assert line.startswith(
+        "CommandError: --fault 'stale_read:check_inventory:999"
+    ) and line.endswith(
+        "the call number must be a whole number (at most 18 of the digits 0-9; 0: every call)"
+    ), line
+    assert manage_refused(
+        "start_run", "--scenario", "reservation", "--namespace", "x" * 100
+    ).startswith("manage.py start_run: error: argument --namespace: invalid choice: 'xxx")
+    assert manage_refused("faultlab", "--list", "abstain") == (
+        "CommandError: --list lists every fixture: give no fixture names with it"
+    )
+
+
+def test_render_docs_help_names_every_file_it_writes():
+    from catalog import docs as catalog_docs
+    from runs import docs as run_docs
+    from sim import docs as sim_docs
+    from sim.management.commands.render_docs import Command
+
+    written = {
+        **run_docs.generated_files(),
+        **sim_docs.generated_files(),
+        **catalog_docs.generated_files(),
+    }
+    assert sorted(written) == sorted(re.findall(r"docs/[\w.-]+\.(?:md|svg)", Command.help))

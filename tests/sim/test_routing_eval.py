@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from io import StringIO
 
@@ -15,6 +16,7 @@ from sim import routing_eval
 from sim.routing import Category, RoutingStage, failure_profile
 from sim.world import service as world_service
 from sim.world.models import LedgerEntry, ServiceRequest
+from tests.helpers import manage_refused
 
 FIVE = set(CAPABILITIES)
 ALL_CATEGORIES = {
@@ -178,3 +180,26 @@ def test_the_command_fails_under_a_floor_and_on_bad_options():
         call_command("routing_eval", "--k", "0", stdout=StringIO())
     with pytest.raises(CommandError, match="unknown scenario"):
         call_command("routing_eval", "--scenario", "nope", stdout=StringIO())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        # nan passed every evaluation (no accuracy is below nan); 2 failed every one
+        (["--fail-under", "nan"], "argument --fail-under: 'nan' is not a decimal number"),
+        (["--fail-under", "2"], "--fail-under is an accuracy: from 0 to 1"),
+        (["--k", "\u0663"], "argument --k: '\u0663' is not a whole number"),
+        (["--k", "9" * 30], "is not a whole number"),
+    ],
+)
+def test_the_command_refuses_a_floor_or_k_that_is_no_number_of_its_kind(arguments, message):
+    with pytest.raises(CommandError, match=re.escape(message)):
+        call_command("routing_eval", *arguments, stdout=StringIO())
+
+
+def test_the_command_refuses_a_nan_floor_with_one_line_in_a_real_process():
+    line = manage_refused("routing_eval", "--fail-under", "nan")
+    assert line.endswith(
+        "error: argument --fail-under: 'nan' is not a decimal number (the digits 0-9 and one '.')"
+    ), line

@@ -19,10 +19,12 @@ from django.contrib.auth.models import Group
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.core.validators import validate_email
 from django.db import transaction
 
 from access.models import Membership
 from access.roles import ROLES, ensure_groups
+from capabilities import ports
 
 PASSWORD_VARIABLE = "FIELDOPS_USER_PASSWORD"  # noqa: S105 - the variable's name, not a secret
 
@@ -61,6 +63,15 @@ class Command(BaseCommand):
         if not options["role"]:
             raise CommandError(f"give at least one --role ({', '.join(ROLES)})")
         user_model = get_user_model()
+        # Everything is checked before the password prompt and before any write: a value
+        # the database would refuse (a long name or address) is a message, not a traceback.
+        problem = (
+            _username_problem(user_model, username)
+            or _tenant_problem(tenant)
+            or _email_problem(user_model, options["email"])
+        )
+        if problem:
+            raise CommandError(problem)
         exists = user_model.objects.filter(username=username).exists()
         password = self._password(username) if not exists or options["password"] else None
         ensure_groups()
@@ -95,3 +106,34 @@ class Command(BaseCommand):
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from exc
         return password
+
+
+def _username_problem(user_model: Any, username: str) -> str:
+    field = user_model._meta.get_field(user_model.USERNAME_FIELD)
+    if len(username) > field.max_length:
+        return f"the username is {len(username)} characters; at most {field.max_length}"
+    try:
+        user_model.username_validator(username)
+    except ValidationError as exc:
+        return f"username {username[:80]!r}: {' '.join(exc.messages)}"
+    return ""
+
+
+def _tenant_problem(tenant: str) -> str:
+    tenants = ports.world().reference.tenants
+    if tenant not in tenants:
+        return f"unknown tenant {tenant[:80]!r} (known: {', '.join(sorted(tenants))})"
+    return ""
+
+
+def _email_problem(user_model: Any, email: str | None) -> str:
+    if not email:  # not given, or given empty: no address
+        return ""
+    limit = user_model._meta.get_field("email").max_length
+    if len(email) > limit:
+        return f"--email is {len(email)} characters; at most {limit}"
+    try:
+        validate_email(email)
+    except ValidationError:
+        return f"--email {email[:80]!r} is not an email address"
+    return ""

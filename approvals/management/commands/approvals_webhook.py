@@ -10,6 +10,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from approvals import configuration
 from approvals.models import WebhookEndpoint
 
+# What an endpoint is made of: --disable takes none of these.
+ENDPOINT_OPTIONS = {"url": "--url", "secret_env": "--secret-env", "format": "--format"}
+
 
 class Command(BaseCommand):
     help = (
@@ -20,13 +23,28 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--name", required=True)
-        parser.add_argument("--url")
-        parser.add_argument("--secret-env", default="FIELDOPS_WEBHOOK_SECRET")
+        parser.add_argument("--url", help="where the notices are POSTed (http or https)")
+        parser.add_argument(
+            "--secret-env",
+            default="FIELDOPS_WEBHOOK_SECRET",
+            help="the variable holding the signing secret: FIELDOPS_WEBHOOK_SECRET[_<NAME>]",
+        )
         parser.add_argument("--format", choices=WebhookEndpoint.Format.values, default="json")
-        parser.add_argument("--disable", action="store_true")
+        parser.add_argument(
+            "--disable", action="store_true", help="disable it (with --tenant and --name only)"
+        )
+        self.defaults = {dest: parser.get_default(dest) for dest in ENDPOINT_OPTIONS}
 
     def handle(self, *args: Any, **o: Any) -> None:
         if o["disable"]:
+            given = [
+                flag for dest, flag in ENDPOINT_OPTIONS.items() if o[dest] != self.defaults[dest]
+            ]
+            if given:
+                raise CommandError(
+                    "--disable names an endpoint by --tenant and --name only, "
+                    f"not {', '.join(given)}"
+                )
             changed = WebhookEndpoint.objects.filter(tenant=o["tenant"], name=o["name"]).update(
                 active=False
             )

@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog import mcp_client, servers
 from catalog.models import Discovery, ToolServer
+from fieldops.arguments import decimal_number
 
 
 class Command(BaseCommand):
@@ -23,7 +24,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("server", nargs="?", help="the registered server's name")
         parser.add_argument("--all", action="store_true", help="every scheduled server")
-        parser.add_argument("--timeout", type=float, help="seconds for the whole discovery")
+        parser.add_argument(
+            "--timeout", type=decimal_number, help="seconds for the whole discovery (at most 3600)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if bool(options["server"]) == bool(options["all"]):

@@ -13,6 +13,7 @@ It listens on loopback only while the callback signing key is the embedded const
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import warnings
@@ -20,6 +21,7 @@ import warnings
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.core.management.commands.runserver import naiveip_re
 from django.db import close_old_connections
 
 from fieldops.checks import is_loopback, uses_embedded_callback_key
@@ -35,6 +37,19 @@ def listen_host(addrport: str) -> str:
     if not sep:
         return "127.0.0.1" if addrport.isdigit() else addrport
     return host or "127.0.0.1"
+
+
+def addrport_problem(addrport: str) -> str:
+    """Why runserver could not listen on ``addrport`` ("" when it can). runserver reads
+    any Unicode digits as its port and leaves one above 65535 to a traceback from bind()."""
+    match = re.match(naiveip_re, addrport)
+    port = match["port"] if match else ""
+    if not (port.isascii() and port.isdigit() and 0 < int(port) <= 65535):
+        return (
+            f"{addrport[:80]!r} is not [host:]port with a port from 1 to 65535 "
+            "(e.g. 127.0.0.1:8000)"
+        )
+    return ""
 
 
 def _sweep_forever(stop: threading.Event, interval: float) -> None:
@@ -63,7 +78,12 @@ class Command(BaseCommand):
     help = "Serve the console (embedded mode: in-process execution + a sweeper thread)."
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
-        parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
+        parser.add_argument(
+            "addrport",
+            nargs="?",
+            default="127.0.0.1:8000",
+            help="[host:]port to listen on (loopback unless FIELDOPS_CALLBACK_KEY is set)",
+        )
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         if settings.FIELDOPS_EXECUTION != "inprocess":
@@ -71,6 +91,9 @@ class Command(BaseCommand):
                 "serve_embedded is for FIELDOPS_EXECUTION=inprocess; with "
                 "Celery run gunicorn, `make worker` and `make beat` instead"
             )
+        problem = addrport_problem(options["addrport"])
+        if problem:
+            raise CommandError(problem)
         host = listen_host(options["addrport"])
         if uses_embedded_callback_key() and not is_loopback(host):
             raise CommandError(

@@ -6,7 +6,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from fieldops.arguments import DIGITS_MAX, whole_number_or_none
 from runs import services
+from runs.console.filters import WORLDS
 from runs.engine import runner
 from runs.policies import scenario_names
 from runs.policies.vocabularies import VOCABULARIES
@@ -40,18 +42,26 @@ class Command(BaseCommand):
             help='fault point, e.g. "after_commit_before_response" or '
             '"stale_read:check_inventory:1"',
         )
-        parser.add_argument("--namespace", default="live")
+        parser.add_argument(
+            "--namespace",
+            default="live",
+            # The worlds `seed` stocks; an execution simulation makes its own.
+            choices=[w for w in WORLDS if w not in ("simulation", "all")],
+            help="the synthetic world the run acts in",
+        )
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         plan = []
         for spec in options["fault"]:
             point, _, rest = spec.partition(":")
             capability, _, on_call = rest.partition(":")
-            if not (on_call or "1").isdecimal():
-                raise CommandError(f"--fault {spec!r}: the call number must be a whole number")
-            plan.append(
-                {"point": point, "capability": capability or "*", "on_call": int(on_call or 1)}
-            )
+            number = whole_number_or_none(on_call or "1")
+            if number is None:
+                raise CommandError(
+                    f"--fault {spec[:80]!r}: the call number must be a whole number "
+                    f"(at most {DIGITS_MAX} of the digits 0-9; 0: every call)"
+                )
+            plan.append({"point": point, "capability": capability or "*", "on_call": number})
         try:
             run = services.run_create(
                 scenario=options["scenario"],

@@ -27,6 +27,8 @@ class Command(BaseCommand):
             self.report(options)
 
     def report(self, options):  # type: ignore[no-untyped-def]
+        if options["list"] and options["names"]:
+            raise CommandError("--list lists every fixture: give no fixture names with it")
         if options["list"]:
             for f in faultlab.FIXTURES:
                 self.stdout.write(f"{f.name:<36} {f.group:<10} {f.injects}")

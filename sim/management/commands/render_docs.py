@@ -14,7 +14,10 @@ from sim import docs as sim_docs
 
 
 class Command(BaseCommand):
-    help = "Regenerate docs/engine.md, docs/faultlab.md and docs/state-machine.svg."
+    help = (
+        "Regenerate the docs generated from code: docs/engine.md, docs/effects.md, "
+        "docs/faultlab.md, docs/versions.md and docs/state-machine.svg."
+    )
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
         parser.add_argument(

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from fieldops.arguments import decimal_number, whole_number
 from fieldops.logs import report_verbosity
 from sim import routing_eval
 from sim.routing import Report
@@ -28,11 +29,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--selector", choices=[*routing_eval.SELECTORS, "all"], default="all")
         parser.add_argument("--registry", choices=[*routing_eval.REGISTRIES, "all"], default="all")
-        parser.add_argument("--k", type=int, default=routing_eval.DEFAULT_K)
+        parser.add_argument("--k", type=whole_number, default=routing_eval.DEFAULT_K)
         parser.add_argument("--scenario", default="reservation", help="policy double scenario")
         parser.add_argument("--json", action="store_true", help="print JSON")
         parser.add_argument("--failures", action="store_true", help="list every failed case")
-        parser.add_argument("--fail-under", type=float, default=None)
+        parser.add_argument(
+            "--fail-under",
+            type=decimal_number,
+            default=None,
+            help="exit 1 when any evaluation's end-to-end accuracy is lower (0 to 1)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         with report_verbosity(opts["verbosity"]):
@@ -41,6 +47,8 @@ class Command(BaseCommand):
     def report(self, opts: dict[str, Any]) -> None:
         if opts["k"] < 1:
             raise CommandError("--k must be at least 1")
+        if opts["fail_under"] is not None and not 0 <= opts["fail_under"] <= 1:
+            raise CommandError("--fail-under is an accuracy: from 0 to 1")
         from sim.double import SCENARIOS
 
         if opts["scenario"] not in SCENARIOS:

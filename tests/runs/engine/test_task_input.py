@@ -13,7 +13,18 @@ from runs.models import Event, Run, WorkerHeartbeat
 pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.parametrize("run_id", ["not-a-uuid", "a" * 10_000, "", "1; DROP TABLE runs_run"])
+@pytest.mark.parametrize(
+    "run_id",
+    [
+        "not-a-uuid",
+        "a" * 10_000,
+        "",
+        "1; DROP TABLE runs_run",
+        None,
+        ["00000000-0000-0000-0000-000000000000"],
+        12345678901234567890123456789012,  # a number, though its digits parse as a UUID's hex
+    ],
+)
 def test_a_message_without_a_run_id_is_refused(world, caplog, run_id):
     with caplog.at_level(logging.WARNING, logger="fieldops.runner"):
         assert tasks.run_advance.run(run_id) == "MISSING"
