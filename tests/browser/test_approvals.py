@@ -150,3 +150,31 @@ def test_a_refused_decline_keeps_the_requested_change_and_the_reason(
     expect(page.get_by_label(REASON)).to_have_value("Two are needed for this unit.")
     expect(page.get_by_label("quantity")).to_have_value("2")
     assert not Decision.objects.filter(checkpoint=checkpoint_of(waiting)).exists()
+
+
+def test_enter_in_a_requested_change_field_never_approves(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """Enter in a text field submits with the form's first button, Approve: an approver who
+    typed a requested change and pressed Enter got the unchanged proposal approved and
+    reserved. It is refused instead, nothing is decided, and the form comes back as typed
+    so that Decline sends the change."""
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/{checkpoint.pk}/")
+    page.get_by_label(REASON).fill("The service van has one on board.")
+    page.locator("details.change summary").press("Enter")
+    page.get_by_label("location_id").fill("LOC-N2")
+    page.get_by_label("location_id").press("Enter")
+    expect(page.locator("#decide-form-error")).to_contain_text("Decline")
+    expect(page.locator("#decide-form-error")).to_be_focused()
+    assert not Decision.objects.filter(checkpoint=checkpoint).exists()
+    expect(page.locator("details.change")).to_have_attribute("open", "")
+    expect(page.get_by_label("location_id")).to_have_value("LOC-N2")
+    expect(page.get_by_label(REASON)).to_have_value("The service van has one on board.")
+    page.get_by_role("button", name="Decline").click()
+    page.wait_for_url(re.compile(rf"/runs/{waiting.pk}/"))
+    expect(page.get_by_text("Declined with a requested change (location_id = LOC-N2)")).to_be_visible()
+    decision = Decision.objects.get(checkpoint=checkpoint)
+    assert decision.requested_change == {"location_id": "LOC-N2"}
