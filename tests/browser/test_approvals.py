@@ -178,3 +178,46 @@ def test_enter_in_a_requested_change_field_never_approves(
     expect(page.get_by_text("Declined with a requested change (location_id = LOC-N2)")).to_be_visible()
     decision = Decision.objects.get(checkpoint=checkpoint)
     assert decision.requested_change == {"location_id": "LOC-N2"}
+
+
+def test_a_decision_sent_after_the_session_ended_says_so_on_the_login_page(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """The session ends while the approver writes a reason (it expired, or they logged out
+    in another tab): Approve led to a bare login page, and after signing in to the same
+    proposal with an empty reason, with no word that nothing had been approved. The login
+    page says so; a failed sign-in there keeps the username typed."""
+    checkpoint = checkpoint_of(waiting)
+    base = live_server.url
+    page = new_page()
+    login(page, base, "approver")
+    page.goto(f"{base}/approvals/{checkpoint.pk}/")
+    page.get_by_label(REASON).fill("Checked against the work order.")
+    page.context.clear_cookies(name="sessionid")
+    page.get_by_role("button", name="Approve exactly this proposal").click()
+    page.wait_for_url(re.compile(r"/login/\?next="))
+    expect(page.locator("main .messages")).to_contain_text(
+        "Your session had ended, so what you sent was not applied."
+    )
+    page.get_by_label("Username").fill("approver")
+    page.get_by_label("Password").fill("not-the-password")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator("#login-error")).to_be_visible()
+    expect(page.get_by_label("Username")).to_have_value("approver")
+    page.get_by_label("Password").fill("pw-approver")
+    page.get_by_label("Password").press("Enter")
+    page.wait_for_url(re.compile(rf"/approvals/{checkpoint.pk}/$"))
+    expect(page.locator("#checkpoint-status")).to_have_text("PENDING")
+    expect(page.locator("main .messages")).to_have_count(0)
+    assert not Decision.objects.filter(checkpoint=checkpoint).exists()
+
+
+def test_log_out_says_nothing_of_a_session_that_ended(
+    live_server: Any, new_page: Any, approver: Any
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.get_by_role("button", name="Log out").click()
+    page.wait_for_url(re.compile(r"/login/"))
+    expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+    expect(page.locator("main .messages")).to_have_count(0)
