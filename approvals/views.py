@@ -174,8 +174,26 @@ def approvals_queue(request: AuthedHtmxRequest) -> HttpResponse:
 @login_required
 def approvals_history(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, APPROVER)
-    decisions, refusals = selectors.decision_history(tenant=_tenant(request))
-    return render(request, "approvals/history.html", {"decisions": decisions, "refusals": refusals})
+    q = request.GET.get("q", "").strip()[:64]
+    bounds = filters.id_range(q) if q else None
+    error = filters.ID_SEARCH_ERROR if q and bounds is None else ""
+    limit = selectors.HISTORY_LIMIT
+    decisions, refusals = (
+        ([], [])
+        if error
+        else selectors.decision_history(tenant=_tenant(request), run_ids=bounds, limit=limit)
+    )
+    context = {
+        "decisions": decisions,
+        "refusals": refusals,
+        "q": q,
+        "error": error,
+        "limit": limit,
+        # Only the newest are shown: say so, and how to find an older one.
+        "decisions_capped": len(decisions) == limit,
+        "refusals_capped": len(refusals) == limit,
+    }
+    return render(request, "approvals/history.html", context)
 
 
 @require_GET

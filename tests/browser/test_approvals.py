@@ -175,7 +175,8 @@ def test_enter_in_a_requested_change_field_never_approves(
     expect(page.get_by_label(REASON)).to_have_value("The service van has one on board.")
     page.get_by_role("button", name="Decline").click()
     page.wait_for_url(re.compile(rf"/runs/{waiting.pk}/"))
-    expect(page.get_by_text("Declined with a requested change (location_id = LOC-N2)")).to_be_visible()
+    declined = "Declined with a requested change (location_id = LOC-N2)"
+    expect(page.get_by_text(declined)).to_be_visible()
     decision = Decision.objects.get(checkpoint=checkpoint)
     assert decision.requested_change == {"location_id": "LOC-N2"}
 
@@ -221,3 +222,34 @@ def test_log_out_says_nothing_of_a_session_that_ended(
     page.wait_for_url(re.compile(r"/login/"))
     expect(page.get_by_role("heading", name="Log in")).to_be_visible()
     expect(page.locator("main .messages")).to_have_count(0)
+
+
+def test_the_decision_history_says_it_shows_the_newest_and_finds_an_older_one_by_run(
+    live_server: Any, new_page: Any, approver: Any, operator: Any, monkeypatch: Any
+) -> None:
+    """The history showed the newest 100 decisions and said nothing of the rest: an older
+    decision was nowhere to be found. It says so, and a run id finds it."""
+    from approvals import selectors
+    from tests.helpers import approve
+
+    monkeypatch.setattr(selectors, "HISTORY_LIMIT", 2)
+    oldest, *_ = runs_ = [
+        make_run(principal="user:operator", requested_by=operator, namespace="live")
+        for _ in range(3)
+    ]
+    for run in runs_:
+        approve(run, approver, reason=f"Checked {run.short_id}.")
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/history/")
+    expect(page.locator("#decisions-capped")).to_contain_text("The newest 2 are shown")
+    expect(page.get_by_text(f"Checked {oldest.short_id}.")).to_have_count(0)
+    search = page.get_by_role("search", name="Find decisions by run").get_by_label("Run id")
+    search.fill(oldest.short_id)
+    search.press("Enter")
+    expect(page.get_by_text(f"Checked {oldest.short_id}.")).to_be_visible()
+    expect(page.locator("#decisions-capped")).to_have_count(0)
+    search.fill("not-hex")
+    search.press("Enter")
+    expect(page.locator("#h-q-error")).to_contain_text("A run id is hexadecimal")
+    expect(search).to_be_focused()
