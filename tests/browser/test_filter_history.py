@@ -237,3 +237,26 @@ def test_a_state_count_under_a_state_filter_opens_that_state(
     expect(filters.get_by_label("State")).to_have_value("CANCELLED")
     expect(page.locator("#run-table")).to_contain_text(ended.short_id)
     expect(page.locator("#run-table")).not_to_contain_text(waiting.short_id)
+
+
+def test_one_back_undoes_a_catalog_filter_chosen_and_applied(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    """The catalog's filter applies itself when a choice changes, and Apply sends it again:
+    each pushed the same address, so the first Back after a filter did nothing visible."""
+    from tests.browser_support import login
+
+    page = new_page()
+    login(page, live_server.url, catalog_admin.get_username())
+    page.goto(f"{live_server.url}/catalog/")
+    filters = page.get_by_role("search", name="Filter versions")
+    lifecycle = filters.get_by_label("Lifecycle", exact=True)
+    lifecycle.select_option("DISCOVERED")
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"lifecycle=DISCOVERED"))
+    expect(page.locator("#catalog-table")).not_to_contain_text("ADMITTED")
+
+    page.go_back()
+    expect(page).to_have_url(f"{live_server.url}/catalog/")
+    expect(lifecycle).to_have_value("")
+    expect(page.locator("#catalog-table")).to_contain_text("ADMITTED")
