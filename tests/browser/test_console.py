@@ -109,7 +109,7 @@ def test_a_double_click_on_start_run_starts_one_run(
         page.get_by_role("button", name="Cancel run").or_(page.locator("#live-state"))
     ).to_be_visible()
     assert Run.objects.count() == 1
-    # Back to the list (kept by the browser): the form works again, for a new run.
+    # Back to the list (loaded again, no-store): the form works again, for a new run.
     page.go_back()
     expect(page.locator("#start-run form button[type=submit]")).to_be_enabled()
 
