@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -23,8 +24,16 @@ def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
         "limit": token_services.MAX_ACTIVE_TOKENS,
         "lifetimes": token_services.LIFETIME_DAYS,
         "form": {"name": "", "lifetime_days": str(token_services.DEFAULT_LIFETIME_DAYS)},
+        # One key per rendered form: the same form sent again creates no second token.
+        "create_key": uuid.uuid4().hex,
         **extra,
     }
+
+
+# The session remembers which token each of the user's latest create forms made (a reload
+# of the page showing the secret sends its form again: the browser asks, the user agrees).
+CREATED_BY_FORM = "api_tokens_created_by_form"
+CREATED_BY_FORM_KEPT = 20
 
 
 @require_GET
@@ -39,6 +48,16 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @login_required
 def tokens_create(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *ROLES)
+    key = request.POST.get("create_key", "")[:64]
+    created_by_form: dict[str, int] = request.session.get(CREATED_BY_FORM, {})
+    if key in created_by_form:
+        earlier = ApiToken.objects.filter(user=request.user, pk=created_by_form[key]).first()
+        named = f"the token “{earlier.name}” (fo_{earlier.prefix}_…)" if earlier else "a token"
+        error = (
+            f"This form already created {named}; nothing was created again. A token is "
+            "shown once: if you did not copy it, revoke it below and create another."
+        )
+        return render(request, "api/tokens.html", _context(request, error=error), status=409)
     # What was typed comes back in the form after a refusal (a lifetime only if offered).
     lifetime = request.POST.getlist("lifetime_days")
     form = {
@@ -55,6 +74,9 @@ def tokens_create(request: HttpRequest) -> HttpResponse:
     except token_services.TokenError as exc:
         context = _context(request, error=str(exc), error_field=exc.field, form=form)
         return render(request, "api/tokens.html", context, status=400)
+    if key:
+        kept = list(created_by_form.items())[-(CREATED_BY_FORM_KEPT - 1) :]
+        request.session[CREATED_BY_FORM] = {**dict(kept), key: row.pk}
     # The secret is shown on this response only; it is never stored.
     return render(
         request,

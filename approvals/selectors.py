@@ -120,18 +120,34 @@ def delivery_log(*, tenant: str, limit: int = 200) -> list[Any]:
     )
 
 
-def decision_history(*, tenant: str, limit: int = 100) -> tuple[list[Decision], list[Any]]:
-    decisions = list(
-        Decision.objects.filter(checkpoint__tenant=tenant)
-        .select_related("checkpoint", "checkpoint__run")
-        .order_by("-created_at", "-id")[:limit]
+HISTORY_LIMIT = 100
+
+
+def decision_history(
+    *,
+    tenant: str,
+    run_ids: tuple[uuid.UUID, uuid.UUID] | None = None,
+    limit: int = HISTORY_LIMIT,
+) -> tuple[list[Decision], list[Any]]:
+    """The newest ``limit`` decisions and refused attempts of the tenant, each list on its
+    own; a run id range (see ``id_range``) narrows both to those runs' checkpoints."""
+    decisions = Decision.objects.filter(checkpoint__tenant=tenant)
+    refusals = DecisionRefusal.objects.filter(checkpoint__tenant=tenant)
+    if run_ids is not None:
+        decisions = decisions.filter(
+            checkpoint__run_id__gte=run_ids[0], checkpoint__run_id__lte=run_ids[1]
+        )
+        refusals = refusals.filter(
+            checkpoint__run_id__gte=run_ids[0], checkpoint__run_id__lte=run_ids[1]
+        )
+    return (
+        list(
+            decisions.select_related("checkpoint", "checkpoint__run").order_by(
+                "-created_at", "-id"
+            )[:limit]
+        ),
+        list(refusals.select_related("checkpoint", "user").order_by("-created_at", "-id")[:limit]),
     )
-    refusals = list(
-        DecisionRefusal.objects.filter(checkpoint__tenant=tenant)
-        .select_related("checkpoint", "user")
-        .order_by("-created_at", "-id")[:limit]
-    )
-    return decisions, refusals
 
 
 @dataclass(frozen=True)

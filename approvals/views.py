@@ -52,6 +52,12 @@ CONFLICT_REFUSALS = frozenset(
     }
 )
 
+APPROVE_WITH_CHANGE = (
+    "A requested change is filled in, and an approval approves the proposal exactly as it "
+    "stands; nothing was decided. Choose Decline to ask for the change, or clear the change "
+    "to approve."
+)
+
 
 def _tenant(request: AuthedHtmxRequest) -> str:
     tenant = tenant_of(request.user)
@@ -168,8 +174,26 @@ def approvals_queue(request: AuthedHtmxRequest) -> HttpResponse:
 @login_required
 def approvals_history(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, APPROVER)
-    decisions, refusals = selectors.decision_history(tenant=_tenant(request))
-    return render(request, "approvals/history.html", {"decisions": decisions, "refusals": refusals})
+    q = request.GET.get("q", "").strip()[:64]
+    bounds = filters.id_range(q) if q else None
+    error = filters.ID_SEARCH_ERROR if q and bounds is None else ""
+    limit = selectors.HISTORY_LIMIT
+    decisions, refusals = (
+        ([], [])
+        if error
+        else selectors.decision_history(tenant=_tenant(request), run_ids=bounds, limit=limit)
+    )
+    context = {
+        "decisions": decisions,
+        "refusals": refusals,
+        "q": q,
+        "error": error,
+        "limit": limit,
+        # Only the newest are shown: say so, and how to find an older one.
+        "decisions_capped": len(decisions) == limit,
+        "refusals_capped": len(refusals) == limit,
+    }
+    return render(request, "approvals/history.html", context)
 
 
 @require_GET
@@ -246,11 +270,21 @@ def approvals_decide(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResp
         context = _detail_context(request, checkpoint, form_error="Choose approve or decline.")
         return render(request, "approvals/detail.html", context, status=400)
     approve = verdict == "approve"
-    change = (
-        {f: request.POST.get(f"change_{f}", "").strip() for f in CHANGEABLE_FIELDS}
-        if not approve
-        else None
-    )
+    typed_change = {f: request.POST.get(f"change_{f}", "") for f in CHANGEABLE_FIELDS}
+    if approve and any(v.strip() for v in typed_change.values()):
+        # Enter in a change field submits with the form's first button, Approve: dropping
+        # the change would approve the proposal the approver asked to change (the API
+        # refuses the same). Nothing is decided; the form comes back as typed.
+        context = _detail_context(
+            request,
+            checkpoint,
+            form_error=APPROVE_WITH_CHANGE,
+            typed_reason=request.POST.get("reason", ""),
+            typed_change=typed_change,
+            change_open=True,
+        )
+        return render(request, "approvals/detail.html", context, status=400)
+    change = None if approve else {f: v.strip() for f, v in typed_change.items()}
     result = services.approval_decide(
         checkpoint_id=checkpoint.pk,
         user=request.user,

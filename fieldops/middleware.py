@@ -40,6 +40,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
+from django.contrib import messages
 from django.core.exceptions import BadRequest
 from django.http import (
     HttpRequest,
@@ -295,6 +296,11 @@ class VaryOnHtmxMiddleware:
         return response
 
 
+SESSION_ENDED_MESSAGE = (
+    "Your session had ended, so what you sent was not applied. Sign in, then send it again."
+)
+
+
 class HtmxLoginRedirectMiddleware:
     """An HTMX request that would be redirected to the login page (its session expired, or
     the user logged out in another tab) gets an empty 200 with ``HX-Redirect`` instead.
@@ -304,18 +310,29 @@ class HtmxLoginRedirectMiddleware:
     ``next`` is the page the user was on, so signing in returns there. A request without
     HTMX keeps the normal redirect; for a form post (any method but GET and HEAD) its
     ``next`` is the page the form was on (``Referer``, same origin only), not the
-    POST-only action address. Must come after ``HtmxMiddleware`` (it reads
-    ``request.htmx``) and before anything that answers with a login redirect.
+    POST-only action address. Either way a request sent without a session (not Log out)
+    leaves a message for the login page: what it sent was not applied. Must come after
+    ``HtmxMiddleware`` (it reads ``request.htmx``) and messages, and before anything that
+    answers with a login redirect.
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HtmxHttpRequest) -> HttpResponse:
+        # Read before the view: Log out is a post from a session its view then ends.
+        sent_signed_out = request.method not in ("GET", "HEAD") and not (
+            request.user.is_authenticated
+        )
         response = self.get_response(request)
         login_path = resolve_url(settings.LOGIN_URL)
         if not _is_login_redirect(response, login_path):
             return response
+        if sent_signed_out:
+            # The login page says why it is there: the person pressed a button and would
+            # otherwise take the sign-in for the answer (MessageMiddleware keeps it in a
+            # cookie, which the sign-in does not reset).
+            messages.warning(request, SESSION_ENDED_MESSAGE)
         if request.htmx:
             page = _page_to_return_to(request, request.htmx.current_url)
             return HttpResponseClientRedirect(_login_url(login_path, page))

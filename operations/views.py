@@ -445,6 +445,9 @@ def runs_state_counts(request: AuthedHtmxRequest) -> HttpResponse:
             "capped": counts.capped,
             "cap": selectors.COUNT_CAP,
             "filter_query": urlencode(query),
+            # Each count links to its own state: the list's state filter is left out (the
+            # counts ignore it, and a state given twice is the repeated-parameter 400).
+            "others_query": urlencode({k: v for k, v in query.items() if k != "state"}),
             "filters": filters,
         },
     )

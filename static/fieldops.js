@@ -320,6 +320,18 @@ document.addEventListener("htmx:historyRestore", function () {
   });
 });
 
+// A filter form that applies itself when a choice changes (the catalog, routing) is also
+// sent by its Apply button: the second request pushed the same address again, so Back
+// seemed to do nothing. A push of the address the page already shows replaces it instead:
+// one history entry per filter.
+document.addEventListener("htmx:beforeHistoryUpdate", function (event) {
+  const update = event.detail.history;
+  if (!update || update.type !== "push") return;
+  if (new URL(update.path, window.location.href).href === window.location.href) {
+    update.type = "replace";
+  }
+});
+
 // <form data-action-follows-url> (the runs list's bulk cancel) posts to an address that
 // carries the list's filter, so a refused post comes back on the list as it was filtered.
 // A filter applied by htmx changes the page's URL but not that address: it is set to the

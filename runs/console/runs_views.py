@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from access.objects import get_run_for_user
@@ -82,6 +83,7 @@ def _list_context(request: AuthedHtmxRequest, tenant: str, **extra: Any) -> dict
 
 @require_GET
 @login_required
+@never_cache  # Back after an action reloads the list: current states and a fresh start key
 def runs_list(request: AuthedHtmxRequest) -> HttpResponse:
     tenant = request_tenant(request)
     context = _list_context(request, tenant)
@@ -112,7 +114,20 @@ def runs_start(request: AuthedHtmxRequest) -> HttpResponse:
             else:
                 started = services.StartResult(services.run_create(**create), created=True)
         except services.RunInputError as exc:
-            form.add_error(None, f"{exc.field}: {exc}")
+            if exc.field == "start_key_reused":
+                # A copy of the form that already started a run (a page kept from before that
+                # start): the choices come back with a new key, so Start run starts this one.
+                renewed = request.POST.copy()
+                renewed["start_key"] = uuid.uuid4().hex
+                form = StartRunForm(renewed, tenant=tenant)
+                form.is_valid()
+                form.add_error(
+                    None,
+                    "This copy of the form had already started a run, so nothing was started. "
+                    "It is ready again with your choices: press Start run to start a new run.",
+                )
+            else:
+                form.add_error(None, f"{exc.field}: {exc}")
         else:
             run = started.run
             if started.created:

@@ -71,3 +71,29 @@ def test_a_refused_name_keeps_the_lifetime_and_takes_the_focus(
     expect(name).to_have_attribute("aria-describedby", "token-error")
     expect(page.get_by_label("Expires after")).to_have_value("7")
     assert not ApiToken.objects.exists()
+
+
+def test_reloading_the_page_with_the_new_token_creates_no_second_token(
+    live_server: Any, new_page: Any, approver: Any
+) -> None:
+    """The page that shows a new token's secret answers the create form's post: reloading
+    it sends the form again, and a second active token with the same name was made (one
+    nobody holds). The form's key is spent: the reload says what it made, and creates none."""
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/api/tokens/")
+    page.get_by_label("Name (what integration uses it)").fill("nightly export")
+    page.get_by_role("button", name="Create token").click()
+    expect(page.locator("#new-token")).to_be_visible()
+    row = ApiToken.objects.get(name="nightly export")
+    page.reload()
+    expect(page.locator("#token-error")).to_contain_text(
+        f"This form already created the token “nightly export” (fo_{row.prefix}_…)"
+    )
+    expect(page.locator("#new-token")).to_have_count(0)
+    assert ApiToken.objects.filter(name="nightly export").count() == 1
+    # The form on that page is a new one: it creates the next token.
+    page.get_by_label("Name (what integration uses it)").fill("weekly export")
+    page.get_by_role("button", name="Create token").click()
+    expect(page.locator("#new-token")).to_be_visible()
+    assert ApiToken.objects.count() == 2

@@ -150,3 +150,106 @@ def test_a_refused_decline_keeps_the_requested_change_and_the_reason(
     expect(page.get_by_label(REASON)).to_have_value("Two are needed for this unit.")
     expect(page.get_by_label("quantity")).to_have_value("2")
     assert not Decision.objects.filter(checkpoint=checkpoint_of(waiting)).exists()
+
+
+def test_enter_in_a_requested_change_field_never_approves(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """Enter in a text field submits with the form's first button, Approve: an approver who
+    typed a requested change and pressed Enter got the unchanged proposal approved and
+    reserved. It is refused instead, nothing is decided, and the form comes back as typed
+    so that Decline sends the change."""
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/{checkpoint.pk}/")
+    page.get_by_label(REASON).fill("The service van has one on board.")
+    page.locator("details.change summary").press("Enter")
+    page.get_by_label("location_id").fill("LOC-N2")
+    page.get_by_label("location_id").press("Enter")
+    expect(page.locator("#decide-form-error")).to_contain_text("Decline")
+    expect(page.locator("#decide-form-error")).to_be_focused()
+    assert not Decision.objects.filter(checkpoint=checkpoint).exists()
+    expect(page.locator("details.change")).to_have_attribute("open", "")
+    expect(page.get_by_label("location_id")).to_have_value("LOC-N2")
+    expect(page.get_by_label(REASON)).to_have_value("The service van has one on board.")
+    page.get_by_role("button", name="Decline").click()
+    page.wait_for_url(re.compile(rf"/runs/{waiting.pk}/"))
+    declined = "Declined with a requested change (location_id = LOC-N2)"
+    expect(page.get_by_text(declined)).to_be_visible()
+    decision = Decision.objects.get(checkpoint=checkpoint)
+    assert decision.requested_change == {"location_id": "LOC-N2"}
+
+
+def test_a_decision_sent_after_the_session_ended_says_so_on_the_login_page(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """The session ends while the approver writes a reason (it expired, or they logged out
+    in another tab): Approve led to a bare login page, and after signing in to the same
+    proposal with an empty reason, with no word that nothing had been approved. The login
+    page says so; a failed sign-in there keeps the username typed."""
+    checkpoint = checkpoint_of(waiting)
+    base = live_server.url
+    page = new_page()
+    login(page, base, "approver")
+    page.goto(f"{base}/approvals/{checkpoint.pk}/")
+    page.get_by_label(REASON).fill("Checked against the work order.")
+    page.context.clear_cookies(name="sessionid")
+    page.get_by_role("button", name="Approve exactly this proposal").click()
+    page.wait_for_url(re.compile(r"/login/\?next="))
+    expect(page.locator("main .messages")).to_contain_text(
+        "Your session had ended, so what you sent was not applied."
+    )
+    page.get_by_label("Username").fill("approver")
+    page.get_by_label("Password").fill("not-the-password")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator("#login-error")).to_be_visible()
+    expect(page.get_by_label("Username")).to_have_value("approver")
+    page.get_by_label("Password").fill("pw-approver")
+    page.get_by_label("Password").press("Enter")
+    page.wait_for_url(re.compile(rf"/approvals/{checkpoint.pk}/$"))
+    expect(page.locator("#checkpoint-status")).to_have_text("PENDING")
+    expect(page.locator("main .messages")).to_have_count(0)
+    assert not Decision.objects.filter(checkpoint=checkpoint).exists()
+
+
+def test_log_out_says_nothing_of_a_session_that_ended(
+    live_server: Any, new_page: Any, approver: Any
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.get_by_role("button", name="Log out").click()
+    page.wait_for_url(re.compile(r"/login/"))
+    expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+    expect(page.locator("main .messages")).to_have_count(0)
+
+
+def test_the_decision_history_says_it_shows_the_newest_and_finds_an_older_one_by_run(
+    live_server: Any, new_page: Any, approver: Any, operator: Any, monkeypatch: Any
+) -> None:
+    """The history showed the newest 100 decisions and said nothing of the rest: an older
+    decision was nowhere to be found. It says so, and a run id finds it."""
+    from approvals import selectors
+    from tests.helpers import approve
+
+    monkeypatch.setattr(selectors, "HISTORY_LIMIT", 2)
+    oldest, *_ = runs_ = [
+        make_run(principal="user:operator", requested_by=operator, namespace="live")
+        for _ in range(3)
+    ]
+    for run in runs_:
+        approve(run, approver, reason=f"Checked {run.short_id}.")
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/history/")
+    expect(page.locator("#decisions-capped")).to_contain_text("The newest 2 are shown")
+    expect(page.get_by_text(f"Checked {oldest.short_id}.")).to_have_count(0)
+    search = page.get_by_role("search", name="Find decisions by run").get_by_label("Run id")
+    search.fill(oldest.short_id)
+    search.press("Enter")
+    expect(page.get_by_text(f"Checked {oldest.short_id}.")).to_be_visible()
+    expect(page.locator("#decisions-capped")).to_have_count(0)
+    search.fill("not-hex")
+    search.press("Enter")
+    expect(page.locator("#h-q-error")).to_contain_text("A run id is hexadecimal")
+    expect(search).to_be_focused()

@@ -109,9 +109,68 @@ def test_a_double_click_on_start_run_starts_one_run(
         page.get_by_role("button", name="Cancel run").or_(page.locator("#live-state"))
     ).to_be_visible()
     assert Run.objects.count() == 1
-    # Back to the list (kept by the browser): the form works again, for a new run.
+    # Back to the list (loaded again, no-store): the form works again, for a new run.
     page.go_back()
     expect(page.locator("#start-run form button[type=submit]")).to_be_enabled()
+
+
+def test_back_to_the_list_after_a_start_shows_the_run_and_starts_another(
+    live_server: Any, new_page: Any, operator: Any, settings: Any
+) -> None:
+    """Back after starting a run showed the browser's copy of the list: without the new run,
+    and with the form's used key, so the next Start run was refused (start_key_reused)
+    again and again. The list is loaded again: the new run is in it, and the form starts
+    another run."""
+    settings.FIELDOPS_EXECUTION = "inprocess"
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.get_by_text("Start a run", exact=True).click()
+    start = page.locator("#start-run form")
+    start.get_by_label("Scenario").select_option("abstain")
+    start.get_by_role("button", name="Start run").click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    first = Run.objects.get()
+    page.go_back()
+    expect(page.locator("#run-table")).to_contain_text(first.short_id)
+    page.get_by_text("Start a run", exact=True).click()
+    start.get_by_label("Scenario").select_option("early_success")
+    start.get_by_role("button", name="Start run").click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    second = Run.objects.exclude(pk=first.pk).get()
+    assert second.scenario == "early_success" and page.url.endswith(f"/runs/{second.pk}/")
+
+
+def test_a_used_copy_of_the_start_form_comes_back_ready_to_start_a_new_run(
+    live_server: Any, new_page: Any, operator: Any, settings: Any
+) -> None:
+    """A copy of the start form whose key already started a run (a page a browser kept from
+    before that start) is refused once, in words, with the choices kept and a new key: the
+    next Start run starts the run it asks for (it answered the same refusal every time)."""
+    settings.FIELDOPS_EXECUTION = "inprocess"
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.get_by_text("Start a run", exact=True).click()
+    start = page.locator("#start-run form")
+    used = start.locator("input[name=start_key]").input_value()
+    start.get_by_label("Scenario").select_option("abstain")
+    start.get_by_role("button", name="Start run").click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    first = Run.objects.get()
+    page.go_back()
+    page.get_by_text("Start a run", exact=True).click()
+    # The copy the browser kept: the key that started the first run.
+    start.locator("input[name=start_key]").evaluate("(el, key) => el.value = key", used)
+    start.get_by_label("Scenario").select_option("early_success")
+    start.get_by_role("button", name="Start run").click()
+    alert = start.get_by_role("alert")
+    expect(alert).to_contain_text("already started a run, so nothing was started")
+    expect(alert).not_to_contain_text("start_key")
+    expect(start.get_by_label("Scenario")).to_have_value("early_success")
+    assert Run.objects.count() == 1
+    start.get_by_role("button", name="Start run").click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    second = Run.objects.exclude(pk=first.pk).get()
+    assert second.scenario == "early_success"
 
 
 def test_an_operator_cancels_a_waiting_run(

@@ -209,3 +209,54 @@ def test_a_catalog_filter_says_what_it_found_and_how_to_leave_an_empty_result(
     page.locator("#catalog-table").get_by_role("link", name="Clear the filters").click()
     expect(page).to_have_url(f"{live_server.url}/catalog/")
     expect(page.locator("#catalog-table tbody tr").first).to_be_visible()
+
+
+def test_a_state_count_under_a_state_filter_opens_that_state(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """The per-state counts ignore the list's state filter, so each links to its state: with
+    a state chosen, the link named the state twice (state=WAITING_HUMAN&state=CANCELLED),
+    and the console's 400 page answered the list's own link."""
+    from runs import services as runs
+    from tests.browser_support import login
+
+    waiting = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    ended = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    runs.run_cancel(run_id=str(ended.pk), by_ref="user:operator", reason="part found locally")
+    page = new_page()
+    login(page, live_server.url, "operator")
+    filters = page.get_by_role("search", name="Filter runs")
+    filters.get_by_label("State").select_option("WAITING_HUMAN")
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN"))
+    expect(page.locator("#run-table")).not_to_contain_text(ended.short_id)
+
+    page.locator("#state-count-CANCELLED").click()
+    expect(page).to_have_url(re.compile(r"\?state=CANCELLED$"))
+    expect(page.locator("h1")).to_have_text("Runs")
+    expect(filters.get_by_label("State")).to_have_value("CANCELLED")
+    expect(page.locator("#run-table")).to_contain_text(ended.short_id)
+    expect(page.locator("#run-table")).not_to_contain_text(waiting.short_id)
+
+
+def test_one_back_undoes_a_catalog_filter_chosen_and_applied(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    """The catalog's filter applies itself when a choice changes, and Apply sends it again:
+    each pushed the same address, so the first Back after a filter did nothing visible."""
+    from tests.browser_support import login
+
+    page = new_page()
+    login(page, live_server.url, catalog_admin.get_username())
+    page.goto(f"{live_server.url}/catalog/")
+    filters = page.get_by_role("search", name="Filter versions")
+    lifecycle = filters.get_by_label("Lifecycle", exact=True)
+    lifecycle.select_option("DISCOVERED")
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"lifecycle=DISCOVERED"))
+    expect(page.locator("#catalog-table")).not_to_contain_text("ADMITTED")
+
+    page.go_back()
+    expect(page).to_have_url(f"{live_server.url}/catalog/")
+    expect(lifecycle).to_have_value("")
+    expect(page.locator("#catalog-table")).to_contain_text("ADMITTED")

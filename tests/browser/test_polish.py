@@ -189,3 +189,26 @@ def test_the_policy_is_enforced_and_the_suite_would_see_a_violation(
     seen = list(csp_violations)
     assert any("script-src" in v for v in seen), seen
     csp_violations.clear()  # seen on purpose: the watcher is not blind
+
+
+def test_a_key_pasted_with_spaces_around_it_is_found_in_the_ledger(
+    live_server: Any, new_page: Any, operator: Any, approver: Any
+) -> None:
+    """A key copied with a space or line break before it (a table cell, a log line): the
+    box's maxlength of 64 cut its last characters off as it was pasted, and the page said
+    the ledger held no record of a key it holds. Room for the spaces; the server trims."""
+    from runs.models import EffectAttempt
+
+    run = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    approve(run, approver)
+    key = EffectAttempt.objects.get(run=run).idempotency_key
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/recovery/")
+    box = page.get_by_label("Idempotency key, attempt id or effect id")
+    box.focus()
+    page.keyboard.insert_text(f"\t {key} \n")
+    box.press("Enter")
+    expect(page.get_by_role("heading", name="Ledger records")).to_be_visible()
+    expect(page.get_by_text("The ledger holds no record")).to_have_count(0)
+    expect(box).to_have_value(key)

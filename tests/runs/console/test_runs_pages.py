@@ -698,7 +698,7 @@ def test_the_start_form_describes_what_the_reservation_scenario_reserves(
 
 def test_the_ledger_lookup_box_takes_a_whole_idempotency_key(as_operator: Client) -> None:
     page = as_operator.get(reverse("recovery")).content.decode()
-    assert 'id="lookup-q" name="q" value="" maxlength="64" size="64"' in page
+    assert 'id="lookup-q" name="q" value="" maxlength="100" size="64"' in page
     assert 'class="key-input"' in page  # 64ch wide in the monospace font (fieldops.css)
 
 

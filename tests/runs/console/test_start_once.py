@@ -53,7 +53,12 @@ def test_a_key_reused_for_another_request_is_refused(as_operator: Client) -> Non
         reverse("runs-start"), {**FORM, "location_id": "LOC-N2", "start_key": key}
     )
     assert other.status_code == 400
-    assert "already started run" in other.content.decode()
+    page = other.content.decode()
+    assert "already started a run, so nothing was started" in page
+    # The choices come back with a new key: the next post starts the run they ask for.
+    renewed = re.search(r'name="start_key" value="([0-9a-f]{32})"', page)
+    assert renewed and renewed.group(1) != key
+    assert 'value="LOC-N2" selected' in page
     assert Run.objects.count() == 1
     bad = as_operator.post(reverse("runs-start"), {**FORM, "start_key": "k\u00e9y"})
     assert bad.status_code == 400 and Run.objects.count() == 1
