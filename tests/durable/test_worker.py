@@ -136,16 +136,19 @@ def test_crash_matrix_sigkill_at_each_point(cluster, approver, point, repeat):
 
 
 def test_a_paused_stale_worker_is_fenced_on_every_write(cluster):
-    cluster.start_worker(FIELDOPS_PAUSE_AT="after_model_response:7")
+    # The pause outlasts the second worker's start, the 3 s lease and the takeover with a
+    # wide margin on a loaded host: a pause of 7 s sometimes ended first (the first worker
+    # then simply went on, and nothing was stale).
+    cluster.start_worker(FIELDOPS_PAUSE_AT="after_model_response:20")
     run = start()
     # The paused worker holds the first claim; a second worker takes over after the lease.
-    import time
-
     time.sleep(1.0)
     cluster.start_worker()
     run = wait_for(run, ["WAITING_HUMAN"])
-    time.sleep(8)  # the stale worker wakes up and tries to write
     stale = Event.objects.filter(run=run, type="stale_owner.rejected")
+    deadline = time.monotonic() + 40
+    while not stale.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)  # the stale worker wakes up and tries to write
     assert stale.exists()
     assert all(e.payload["attempted_epoch"] < e.payload["current_epoch"] for e in stale)
     run.refresh_from_db()
