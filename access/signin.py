@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.db.models import Q
@@ -147,3 +148,21 @@ class ThrottledLoginView(auth_views.LoginView):
         if username:
             record_failure(username, _address(self.request))
         return super().form_invalid(form)
+
+
+SIGNED_OUT_MESSAGE = "You are signed out."
+
+
+class SignOutView(auth_views.LogoutView):
+    """Log out, and the login page it leads to says so (a bare login form after Log out
+    leaves the person unsure whether it worked, on a shared screen above all). Only a
+    signed-in person's Log out says it: one sent after the session ended is told that by
+    the login page instead (``HtmxLoginRedirectMiddleware``)."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        was_signed_in = request.user.is_authenticated
+        response = super().post(request, *args, **kwargs)
+        if was_signed_in:
+            # The message outlives the session the logout ends: the cookie storage keeps it.
+            messages.success(request, SIGNED_OUT_MESSAGE)
+        return response

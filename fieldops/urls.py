@@ -1,7 +1,6 @@
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from access.signin import ThrottledLoginView
+from access.signin import SignOutView, ThrottledLoginView
 from fieldops import metrics
 from runs import api
 
@@ -11,7 +10,7 @@ urlpatterns = [
     path("healthz", api.health, name="health"),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("login/", ThrottledLoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", SignOutView.as_view(), name="logout"),
     path("runs/<uuid:run_id>/replay/", include("runs.urls_replay")),
     path("", include("runs.urls")),
     path("", include("sim.urls")),

@@ -213,7 +213,7 @@ def test_a_decision_sent_after_the_session_ended_says_so_on_the_login_page(
     assert not Decision.objects.filter(checkpoint=checkpoint).exists()
 
 
-def test_log_out_says_nothing_of_a_session_that_ended(
+def test_log_out_says_it_signed_out_and_nothing_of_a_session_that_ended(
     live_server: Any, new_page: Any, approver: Any
 ) -> None:
     page = new_page()
@@ -221,6 +221,8 @@ def test_log_out_says_nothing_of_a_session_that_ended(
     page.get_by_role("button", name="Log out").click()
     page.wait_for_url(re.compile(r"/login/"))
     expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+    expect(page.locator("main .messages")).to_have_text("You are signed out.")
+    page.reload()  # said once
     expect(page.locator("main .messages")).to_have_count(0)
 
 
