@@ -44,6 +44,7 @@ from fieldops import db
 from kernel.canonical import RepeatedKey, object_without_repeated_keys, unstorable
 from runs import services as runs
 from runs.console import filters
+from runs.domain.validation import delegated_locations
 from runs.models import Event, Run
 
 logger = logging.getLogger("fieldops.api")
@@ -323,6 +324,10 @@ class ProposalOut(CheckpointOut):
     eligibility: str
     approved_by: list[ApprovalOut]
     still_may: list[str]
+    delegated_locations: list[str] = Field(
+        description="The locations the run may use: the only ones a declining "
+        "requested_change may name as location_id (any other is location_out_of_scope)."
+    )
 
 
 class BodyIn(Schema):
@@ -342,7 +347,8 @@ class DecisionIn(BodyIn):
         default=None,
         description="Decline only: proposal fields a new proposal should change "
         f"({', '.join(approval_domain.CHANGEABLE_FIELDS)}; each value at most "
-        f"{approval_domain.MAX_CHANGE_VALUE_CHARS} characters).",
+        f"{approval_domain.MAX_CHANGE_VALUE_CHARS} characters; a location_id only one of "
+        "the checkpoint's delegated_locations).",
     )
 
 
@@ -484,6 +490,7 @@ def checkpoints_read(request: HttpRequest, checkpoint_id: str) -> Any:
                 for v in quorum.approved
             ],
             "still_may": quorum.still_may,
+            "delegated_locations": list(delegated_locations(checkpoint.run.scope)),
         },
     )
 

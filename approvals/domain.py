@@ -137,6 +137,9 @@ REFUSALS: Mapping[str, str] = {
     "not_an_approval": "This checkpoint asks a question; answer it instead of approving.",
     "invalid_requested_change": "The requested change names a field that is not part of "
     "the proposal.",
+    # The text names the location and the run's own (location_out_of_scope_message).
+    "location_out_of_scope": "The requested location is not one this run may use; nothing "
+    "was decided.",
     # The text names the field (repeated_field_message); this is its fallback.
     "repeated_field": "A field of the decision form was sent more than once, so it is "
     "ambiguous; nothing was decided.",
@@ -158,6 +161,7 @@ INPUT_REFUSALS: frozenset[str] = frozenset(
         "input_too_large",
         "bidi_control",
         "invalid_requested_change",
+        "location_out_of_scope",
         "not_an_approval",
     }
 )
@@ -195,6 +199,9 @@ class DecisionAttempt:
     requested_change: Mapping[str, Any] | None = None
     # The name of a form field that was sent more than once (None when none was).
     repeated_field: str | None = None
+    # The locations the run's scope delegates: the only ones a requested change may name
+    # (the run's re-proposal anywhere else is denied for scope, and then escalated).
+    allowed_locations: tuple[str, ...] = ()
 
 
 def decision_refusal(attempt: DecisionAttempt) -> str | None:
@@ -235,7 +242,7 @@ def decision_refusal(attempt: DecisionAttempt) -> str | None:
     if not a.reason.strip():
         return "reason_required"
     if a.requested_change and not a.approve:
-        return requested_change_problems(a.requested_change)
+        return requested_change_problems(a.requested_change, a.allowed_locations)
     return None
 
 
@@ -302,11 +309,27 @@ def answer_too_large_message(answer: str) -> str:
     )
 
 
-def requested_change_problems(change: Mapping[str, Any]) -> str | None:
+def requested_change_problems(
+    change: Mapping[str, Any], allowed_locations: Sequence[str] = ()
+) -> str | None:
+    """The refusal of a requested change: a field that is not the proposal's, or a location
+    outside ``allowed_locations`` (the run could never reserve there: SPEC §2 step 7)."""
     unknown = sorted(set(change) - set(CHANGEABLE_FIELDS))
     if unknown:
         return "invalid_requested_change"
+    if "location_id" in change and str(change["location_id"]) not in allowed_locations:
+        return "location_out_of_scope"
     return None
+
+
+def location_out_of_scope_message(location: Any, allowed_locations: Sequence[str]) -> str:
+    """The ``location_out_of_scope`` refusal, naming the location asked for and the ones
+    the run may use."""
+    allowed = ", ".join(allowed_locations) or "none"
+    return (
+        f"{str(location)!r} is not a location this run may use (it may use only {allowed}); "
+        "nothing was decided."
+    )
 
 
 # -- who may decide: approval policies and quorum -------------------------------------------

@@ -25,6 +25,7 @@ from kernel import clock, retry
 from kernel.text import bidi_control_refusal
 from runs import authority, evidence
 from runs.domain.states import Actor, EventType, State
+from runs.domain.validation import delegated_locations
 from runs.models import Event, Run
 
 LOST_RESPONSE_NOTE = str(RESERVE_CONTRACT.reconciliation["approver_copy"])
@@ -262,7 +263,8 @@ def approval_decide(
 
     The caller has already checked the checkpoint's tenant (objects of other tenants are
     404 in views). ``requested_change`` (decline only) names proposal fields to change; it
-    becomes a new proposal that needs its own approval, never a silent edit.
+    becomes a new proposal that needs its own approval, never a silent edit. A location it
+    names must be one the run's scope delegates (``location_out_of_scope``, recorded).
 
     A checkpoint whose policy needs a quorum of N counts each distinct eligible approver's
     approval of the same hash (``approval.counted``); the N-th grants it (the decision names
@@ -310,6 +312,7 @@ def approval_decide(
                 ),
                 requested_change=change,
                 repeated_field=repeated_field,
+                allowed_locations=delegated_locations(run.scope),
             )
         )
         if refusal is not None:
@@ -320,6 +323,10 @@ def approval_decide(
                 told = domain.too_large_message(reason=reason, seen_hash=seen_hash, change=change)
             elif refusal == "bidi_control":
                 told = domain.bidi_control_message(reason)
+            elif refusal == "location_out_of_scope":
+                told = domain.location_out_of_scope_message(
+                    change["location_id"], delegated_locations(run.scope)
+                )
             return _refuse(checkpoint, user, refusal, seen_hash, told)
         granted = approve and domain.quorum_met(quorum=checkpoint.quorum, approvals=len(votes) + 1)
         approvers = [*votes, me] if approve else []

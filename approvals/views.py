@@ -34,6 +34,7 @@ from fieldops.http import AuthedHtmxRequest
 from kernel import clock
 from kernel.canonical import digest
 from runs.console import filters
+from runs.domain.validation import delegated_locations
 
 FORBIDDEN_REFUSALS = frozenset(
     {"not_an_approver", "self_approval", "not_eligible", "not_requester"}
@@ -112,6 +113,8 @@ def _detail_context(
         "hash_verified": bool(checkpoint.canonical)
         and digest(checkpoint.canonical) == checkpoint.proposal_hash,
         "changeable_fields": CHANGEABLE_FIELDS,
+        # The only locations a requested change may name (the rest are refused).
+        "allowed_locations": delegated_locations(run.scope),
         "decision": getattr(checkpoint, "decision", None),
         "is_requester": is_requester,
         "can_decide": has_role(request.user, APPROVER)

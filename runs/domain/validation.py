@@ -427,6 +427,12 @@ def step_budgets(ctx: ValidationContext, p: Proposal) -> ValidationDecision | No
 
 
 # -- step 7 ----------------------------------------------------------------------------
+def delegated_locations(scope: Sequence[str]) -> tuple[str, ...]:
+    """The locations a run's scope delegates, in its order: every entry but the
+    ``effect:<capability>`` grants."""
+    return tuple(s for s in scope if not s.startswith("effect:"))
+
+
 def step_authority(ctx: ValidationContext, p: Proposal) -> ValidationDecision | None:
     if not _is_request(p):
         return None

@@ -100,7 +100,7 @@ def invocation_for(
         task_id=run.task_id,
         tenant=run.tenant,
         principal_ref=run.principal_ref,
-        scope=tuple(s for s in run.scope if not s.startswith("effect:")),
+        scope=validation.delegated_locations(run.scope),
         request_id=new_id("rq"),
         deadline=registry.default_deadline(),
         proposal_hash=canonical_hash,

@@ -523,6 +523,38 @@ def test_an_approval_that_also_asks_for_a_change_is_refused_not_approved(
     assert not Decision.objects.exists()
 
 
+def test_a_declined_change_to_a_location_outside_the_runs_scope_is_refused(
+    waiting: Run, approver: Any
+) -> None:
+    """The API accepted it: the run then proposed a reservation it may never make and ended
+    escalated. It is refused as in the console, with its code, and recorded."""
+    cp = _checkpoint(waiting)
+    response = call(
+        "POST",
+        f"/checkpoints/{cp.pk}/decision",
+        bearer(approver),
+        {
+            "verdict": "decline",
+            "seen_hash": cp.proposal_hash,
+            "reason": "use the van",
+            "requested_change": {"location_id": "LOC-N2"},
+        },
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "code": "location_out_of_scope",
+        "message": "'LOC-N2' is not a location this run may use (it may use only LOC-N1); "
+        "nothing was decided.",
+    }
+    assert not Decision.objects.exists()
+    assert DecisionRefusal.objects.get().code == "location_out_of_scope"
+    waiting.refresh_from_db()
+    assert waiting.state == "WAITING_HUMAN"
+    # The checkpoint says which locations a requested change may name.
+    detail = call("GET", f"/checkpoints/{cp.pk}", bearer(approver)).json()
+    assert detail["delegated_locations"] == ["LOC-N1"]
+
+
 @pytest.mark.parametrize("name", ["ci\r\nbot", "ci\u202ebot", "ci\x1bbot"])
 def test_a_token_name_with_a_control_character_is_refused(approver: Any, name: str) -> None:
     client = Client()

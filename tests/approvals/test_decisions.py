@@ -132,6 +132,38 @@ def test_a_requested_change_must_name_a_proposal_field(waiting, approver):
     assert result.refusal == "invalid_requested_change"
 
 
+def test_a_requested_location_outside_the_runs_scope_is_refused_and_recorded(waiting, approver):
+    """An approver asked for a location the run was never delegated: the decline was
+    recorded, the run proposed there, validation denied it for scope and the run ended
+    ESCALATED repeated_denial. The change is refused instead, naming the locations the run
+    may use; nothing is decided and the run still waits for a decision."""
+    cp = _checkpoint(waiting)
+    assert waiting.scope == ["LOC-N1", "effect:reserve_part"]
+    for location in ("LOC-N2", "LOC-S1", "NOWHERE"):  # another van, another tenant, unknown
+        result = decline(waiting, approver, requested_change={"location_id": location})
+        assert not result.recorded and result.refusal == "location_out_of_scope"
+        assert f"{location!r} is not a location this run may use" in result.message
+        assert "it may use only LOC-N1" in result.message
+    assert not Decision.objects.exists()
+    assert (
+        list(DecisionRefusal.objects.values_list("code", flat=True))
+        == ["location_out_of_scope"] * 3
+    )
+    assert types(waiting).count("decision.refused") == 3
+    waiting.refresh_from_db()
+    assert waiting.state == "WAITING_HUMAN"
+    assert Checkpoint.objects.get(pk=cp.pk).status == "PENDING"
+
+
+def test_a_requested_location_inside_the_runs_scope_is_a_recorded_decline(world, approver):
+    run = make_run(scope=["LOC-N1", "LOC-N2", "effect:reserve_part"])
+    result = decline(run, approver, requested_change={"location_id": "LOC-N2"})
+    assert result.recorded
+    following = Checkpoint.objects.filter(run=run).order_by("created_at").last()
+    assert following.canonical["location_id"] == "LOC-N2"
+    assert following.prior_requested_change == {"location_id": "LOC-N2"}
+
+
 def test_a_plain_decline_hands_the_run_back_to_a_person(world, approver):
     run = make_run()
     cp = _checkpoint(run)

@@ -206,3 +206,45 @@ def test_an_oversized_reason_or_change_is_marked_invalid_where_it_was_typed(
     assert "aria-invalid" not in field[: field.index(">")]
     change = body[body.index('id="change-slot_id"') :]
     assert 'aria-invalid="true" aria-describedby="decide-refusal"' in change[: change.index(">")]
+
+
+def test_a_requested_location_outside_the_runs_scope_comes_back_as_typed_naming_the_allowed(
+    waiting: Run, approver: Any
+) -> None:
+    """The change field offers the run's delegated locations, and a location outside them
+    (here another service van of the tenant, which the run was not delegated) is a recorded
+    400 with the form as typed: nothing is decided, the run keeps waiting."""
+    checkpoint = _checkpoint(waiting)
+    page = _client(approver).get(reverse("approvals-detail", args=[checkpoint.pk]))
+    body = page.content.decode()
+    field = body[body.index('id="change-location_id"') :]
+    assert 'list="change-location_id-options"' in field[: field.index(">")]
+    options = body[body.index('<datalist id="change-location_id-options">') :]
+    options = options[: options.index("</datalist>")]
+    assert '<option value="LOC-N1">' in options and "LOC-N2" not in options
+    assert "This run may use only LOC-N1" in body
+
+    response = _decide(
+        _client(approver),
+        checkpoint,
+        verdict="decline",
+        reason="The van has one.",
+        change_location_id="LOC-N2",
+        change_quantity="2",
+    )
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "&#x27;LOC-N2&#x27; is not a location this run may use" in body
+    assert "it may use only LOC-N1" in body and "location_out_of_scope" in body
+    field = body[body.index('id="change-location_id"') :]
+    field = field[: field.index(">")]
+    assert 'value="LOC-N2"' in field
+    assert 'aria-invalid="true" aria-describedby="decide-refusal change-location_id-hint"' in field
+    assert 'value="2"' in body[body.index('id="change-quantity"') :].split(">")[0]
+    assert ">The van has one.</textarea>" in body
+    assert '<details class="change" open>' in body
+    assert not Decision.objects.exists()
+    assert DecisionRefusal.objects.get().code == "location_out_of_scope"
+    assert "decision.refused" in types(waiting)
+    waiting.refresh_from_db()
+    assert waiting.state == "WAITING_HUMAN"

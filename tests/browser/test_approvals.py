@@ -153,12 +153,19 @@ def test_a_refused_decline_keeps_the_requested_change_and_the_reason(
 
 
 def test_enter_in_a_requested_change_field_never_approves(
-    live_server: Any, new_page: Any, approver: Any, waiting: Run
+    live_server: Any, new_page: Any, approver: Any, operator: Any
 ) -> None:
     """Enter in a text field submits with the form's first button, Approve: an approver who
     typed a requested change and pressed Enter got the unchanged proposal approved and
     reserved. It is refused instead, nothing is decided, and the form comes back as typed
     so that Decline sends the change."""
+    # The service van is delegated to this run: a change may name it.
+    waiting = make_run(
+        principal="user:operator",
+        requested_by=operator,
+        namespace="live",
+        scope=["LOC-N1", "LOC-N2", "effect:reserve_part"],
+    )
     checkpoint = checkpoint_of(waiting)
     page = new_page()
     login(page, live_server.url, "approver")
@@ -179,6 +186,46 @@ def test_enter_in_a_requested_change_field_never_approves(
     expect(page.get_by_text(declined)).to_be_visible()
     decision = Decision.objects.get(checkpoint=checkpoint)
     assert decision.requested_change == {"location_id": "LOC-N2"}
+
+
+def test_a_requested_location_outside_the_runs_scope_is_refused_with_the_form_as_typed(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """A decline asking for a location the run was never delegated was recorded, and the run
+    then ended escalated (repeated_denial): it could never reserve there. The field suggests
+    the run's own locations and says which they are; another is refused, naming them,
+    nothing is decided, and the form comes back as typed to be corrected."""
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/{checkpoint.pk}/")
+    page.locator("details.change summary").click()
+    expect(page.locator("#change-location_id-hint")).to_have_text(
+        "This run may use only LOC-N1: it could never reserve anywhere else."
+    )
+    expect(page.locator("#change-location_id-options option")).to_have_count(1)
+    page.get_by_label(REASON).fill("Take it from the van.")
+    page.get_by_label("location_id").fill("LOC-N2")
+    page.get_by_label("quantity").fill("2")
+    page.get_by_role("button", name="Decline").click()
+    refusal = page.locator("#decide-refusal")
+    expect(refusal).to_contain_text("'LOC-N2' is not a location this run may use")
+    expect(refusal).to_contain_text("it may use only LOC-N1")
+    # The keyboard starts at the refused field, described by the refusal.
+    expect(page.get_by_label("location_id")).to_be_focused()
+    expect(page.locator("details.change")).to_have_attribute("open", "")
+    expect(page.get_by_label("location_id")).to_have_value("LOC-N2")
+    expect(page.get_by_label("location_id")).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_label("quantity")).to_have_value("2")
+    expect(page.get_by_label(REASON)).to_have_value("Take it from the van.")
+    assert not Decision.objects.filter(checkpoint=checkpoint).exists()
+    screenshot(page, "approval-location-out-of-scope")
+
+    page.get_by_label("location_id").fill("")
+    page.get_by_role("button", name="Decline").click()
+    page.wait_for_url(re.compile(rf"/runs/{waiting.pk}/"))
+    expect(page.get_by_text("Declined with a requested change (quantity = 2)")).to_be_visible()
+    assert Decision.objects.get(checkpoint=checkpoint).requested_change == {"quantity": "2"}
 
 
 def test_a_decision_sent_after_the_session_ended_says_so_on_the_login_page(
@@ -255,3 +302,4 @@ def test_the_decision_history_says_it_shows_the_newest_and_finds_an_older_one_by
     search.press("Enter")
     expect(page.locator("#h-q-error")).to_contain_text("A run id is hexadecimal")
     expect(search).to_be_focused()
+

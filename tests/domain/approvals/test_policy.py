@@ -118,6 +118,18 @@ BASE = DecisionAttempt(
         ({"seen_hash": "b" * 64}, "hash_mismatch"),
         ({"reason": " "}, "reason_required"),
         ({"approve": False, "requested_change": {"colour": "red"}}, "invalid_requested_change"),
+        (
+            {"approve": False, "requested_change": {"location_id": "LOC-N2"}},
+            "location_out_of_scope",
+        ),
+        (
+            {
+                "approve": False,
+                "requested_change": {"location_id": "LOC-N2"},
+                "allowed_locations": ("LOC-N1", "LOC-N2"),
+            },
+            None,
+        ),
     ],
 )
 def test_each_refusal_names_its_cause(change, code):
