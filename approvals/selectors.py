@@ -11,7 +11,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q, QuerySet
 
 from access.roles import APPROVER
 from approvals.models import ApprovalVote, Checkpoint, Decision, DecisionRefusal
@@ -45,6 +45,24 @@ def checkpoint_queue(
         qs = qs.filter(run_id__gte=run_ids[0], run_id__lte=run_ids[1])
     qs = qs.annotate(vote_count=Count("votes"))
     return list(qs.select_related("run").order_by("expires_at", "id")[:limit])
+
+
+def questions_for(*, tenant: str, principal_ref: str, limit: int = QUEUE_LIMIT) -> QuerySet[Any]:
+    """The clarifications of ``tenant`` waiting for ``principal_ref``'s answer, newest first:
+    pending, not yet expired, and the one their run waits on (what ``clarification_answer``
+    accepts). Only the run's requester may answer a clarification."""
+    return (
+        Checkpoint.objects.filter(
+            tenant=tenant,
+            status=Checkpoint.Status.PENDING,
+            kind=Checkpoint.Kind.CLARIFICATION,
+            requested_by_ref=principal_ref,
+            expires_at__gt=clock.now(),
+            run__waiting_checkpoint=F("pk"),
+        )
+        .select_related("run")
+        .order_by("-created_at", "-id")[:limit]
+    )
 
 
 def assigned(qs: Any, user: Any) -> Any:

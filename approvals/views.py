@@ -210,6 +210,29 @@ def approvals_deliveries(request: AuthedHtmxRequest) -> HttpResponse:
 
 @require_GET
 @login_required
+def approvals_questions(request: AuthedHtmxRequest) -> HttpResponse:
+    """The clarifications waiting for this user's answer (any role: a question is its
+    requester's to answer, whatever roles they hold now)."""
+    questions = list(
+        selectors.questions_for(
+            tenant=_tenant(request), principal_ref=principal_ref_of(request.user)
+        )
+    )
+    now = clock.now()
+    context = {
+        "questions": questions,
+        "rows": [
+            (c, (c.expires_at - now).total_seconds(), filters.world_label(c.run.namespace))
+            for c in questions
+        ],
+        "capped": len(questions) == selectors.QUEUE_LIMIT,
+        "limit": selectors.QUEUE_LIMIT,
+    }
+    return render(request, "approvals/questions.html", context)
+
+
+@require_GET
+@login_required
 def approvals_detail(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResponse:
     checkpoint = _readable_checkpoint(request, checkpoint_id)
     return render(request, "approvals/detail.html", _detail_context(request, checkpoint))

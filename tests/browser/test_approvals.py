@@ -303,3 +303,37 @@ def test_the_decision_history_says_it_shows_the_newest_and_finds_an_older_one_by
     expect(page.locator("#h-q-error")).to_contain_text("A run id is hexadecimal")
     expect(search).to_be_focused()
 
+
+def test_an_operator_finds_the_question_their_run_asks_from_the_navigation_and_answers_it(
+    live_server: Any, new_page: Any, operator: Any, settings: Any
+) -> None:
+    """A run that asks its requester a question waited on a page nobody was led to: the
+    requester had no list of their questions. The navigation counts them and leads there."""
+    settings.FIELDOPS_EXECUTION = "inprocess"
+    base = live_server.url
+    page = new_page()
+    login(page, base, "operator")
+    nav = page.get_by_role("navigation", name="Main")
+    expect(nav.get_by_role("link", name="Questions for you", exact=True)).to_be_visible()
+    page.get_by_text("Start a run", exact=True).click()
+    start = page.locator("#start-run form")
+    start.get_by_label("Scenario").select_option("clarify")
+    start.get_by_role("button", name="Start run").click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    run = Run.objects.get()
+    expect(page.locator("#live-state")).to_have_text("WAITING_HUMAN", timeout=15_000)
+
+    page.goto(f"{base}/")
+    nav.get_by_role("link", name="Questions for you 1 waiting").click()
+    expect(page.get_by_role("heading", name="Questions for you")).to_be_visible()
+    screenshot(page, "questions-for-you")
+    page.get_by_role("link", name="Which depot should supply the part?").click()
+    page.get_by_label("Your answer").fill("LOC-N1")
+    page.get_by_role("button", name="Answer").click()
+    page.wait_for_url(re.compile(rf"/runs/{run.pk}/"))
+    expect(page.get_by_text("Answer recorded; the run continues from it.")).to_be_visible()
+    assert Decision.objects.get(checkpoint__run=run, verdict="ANSWER").answer == "LOC-N1"
+
+    nav.get_by_role("link", name="Questions for you", exact=True).click()
+    expect(page.locator(".empty")).to_contain_text("No question is waiting for your answer.")
+    expect(nav.locator(".nav-count")).to_have_count(0)

@@ -325,6 +325,8 @@ POLICY: Mapping[str, Rule] = {
     "approvals-queue": Rule({"GET": roles(APPROVER)}),
     "approvals-history": Rule({"GET": roles(APPROVER)}),
     "approvals-deliveries": Rule({"GET": roles(APPROVER, OPERATOR)}),
+    # Each user's own questions (their tenant's clarifications they requested), any role.
+    "approvals-questions": Rule({"GET": signed_in}),
     "approvals-detail": Rule({"GET": approver_or_clarification_requester}, objects="checkpoint"),
     "approvals-decide": Rule(
         {"POST": approver_of_approvals},
