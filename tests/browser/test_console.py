@@ -92,17 +92,23 @@ def test_the_approval_queue_filters_and_shows_new_checkpoints_without_a_reload(
     expect(page.locator("#queue tbody tr")).to_have_count(2)
 
 
+def _start_from_the_list(page: Any, scenario: str, *, double_click: bool = False) -> None:
+    """Open the runs list's start form, choose ``scenario`` and start it; wait for the run page."""
+    page.get_by_text("Start a run", exact=True).click()
+    start = page.locator("#start-run form")
+    start.get_by_label("Scenario").select_option(scenario)
+    button = start.get_by_role("button", name="Start run")
+    button.dblclick() if double_click else button.click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+
+
 def test_a_double_click_on_start_run_starts_one_run(
     live_server: Any, new_page: Any, operator: Any, settings: Any
 ) -> None:
     settings.FIELDOPS_EXECUTION = "inprocess"
     page = new_page()
     login(page, live_server.url, "operator")
-    page.get_by_text("Start a run", exact=True).click()
-    start = page.locator("#start-run form")
-    start.get_by_label("Scenario").select_option("abstain")
-    start.get_by_role("button", name="Start run").dblclick()
-    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    _start_from_the_list(page, "abstain", double_click=True)
     run = Run.objects.get()
     assert page.url.endswith(f"/runs/{run.pk}/")
     expect(
@@ -124,18 +130,11 @@ def test_back_to_the_list_after_a_start_shows_the_run_and_starts_another(
     settings.FIELDOPS_EXECUTION = "inprocess"
     page = new_page()
     login(page, live_server.url, "operator")
-    page.get_by_text("Start a run", exact=True).click()
-    start = page.locator("#start-run form")
-    start.get_by_label("Scenario").select_option("abstain")
-    start.get_by_role("button", name="Start run").click()
-    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    _start_from_the_list(page, "abstain")
     first = Run.objects.get()
     page.go_back()
     expect(page.locator("#run-table")).to_contain_text(first.short_id)
-    page.get_by_text("Start a run", exact=True).click()
-    start.get_by_label("Scenario").select_option("early_success")
-    start.get_by_role("button", name="Start run").click()
-    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    _start_from_the_list(page, "early_success")
     second = Run.objects.exclude(pk=first.pk).get()
     assert second.scenario == "early_success" and page.url.endswith(f"/runs/{second.pk}/")
 

@@ -17,6 +17,14 @@ from tests.helpers import make_run
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def _filter_runs_by_state(page: Any, state: str) -> None:
+    """Choose ``state`` in the runs list's filter and apply it."""
+    filters = page.get_by_role("search", name="Filter runs")
+    filters.get_by_label("State").select_option(state)
+    filters.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(rf"state={state}"))
+
+
 def test_back_shows_the_filter_form_as_the_list_it_filtered(
     live_server: Any, new_page: Any, operator: Any
 ) -> None:
@@ -124,10 +132,7 @@ def test_back_from_a_run_opened_in_a_filtered_list_shows_the_whole_page(
     live = make_run(principal="user:operator", requested_by=operator, namespace="live")
     page = new_page()
     login(page, live_server.url, "operator")
-    filters = page.get_by_role("search", name="Filter runs")
-    filters.get_by_label("State").select_option("WAITING_HUMAN")
-    filters.get_by_role("button", name="Apply").click()
-    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN"))
+    _filter_runs_by_state(page, "WAITING_HUMAN")
     page.locator("#run-table").get_by_role("link", name=live.short_id).click()
     expect(page).to_have_url(re.compile(rf"/runs/{live.pk}/"))
     page.go_back()
@@ -225,16 +230,15 @@ def test_a_state_count_under_a_state_filter_opens_that_state(
     runs.run_cancel(run_id=str(ended.pk), by_ref="user:operator", reason="part found locally")
     page = new_page()
     login(page, live_server.url, "operator")
-    filters = page.get_by_role("search", name="Filter runs")
-    filters.get_by_label("State").select_option("WAITING_HUMAN")
-    filters.get_by_role("button", name="Apply").click()
-    expect(page).to_have_url(re.compile(r"state=WAITING_HUMAN"))
+    _filter_runs_by_state(page, "WAITING_HUMAN")
     expect(page.locator("#run-table")).not_to_contain_text(ended.short_id)
 
     page.locator("#state-count-CANCELLED").click()
     expect(page).to_have_url(re.compile(r"\?state=CANCELLED$"))
     expect(page.locator("h1")).to_have_text("Runs")
-    expect(filters.get_by_label("State")).to_have_value("CANCELLED")
+    expect(page.get_by_role("search", name="Filter runs").get_by_label("State")).to_have_value(
+        "CANCELLED"
+    )
     expect(page.locator("#run-table")).to_contain_text(ended.short_id)
     expect(page.locator("#run-table")).not_to_contain_text(waiting.short_id)
 
