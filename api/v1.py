@@ -506,7 +506,9 @@ def checkpoints_decide(request: HttpRequest, checkpoint_id: str, body: DecisionI
     checkpoint's state (changed proposal, expired, cancelled, quorum complete), 400 for
     input (reason required, too large, unknown field)."""
     checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
-    if body.verdict == "approve" and body.requested_change:
+    if approval_domain.approval_with_change(
+        approve=body.verdict == "approve", change=body.requested_change
+    ):
         # Dropping it would approve the proposal the client asked to change.
         return Status(
             400,

@@ -246,6 +246,13 @@ def decision_refusal(attempt: DecisionAttempt) -> str | None:
     return None
 
 
+def approval_with_change(*, approve: bool, change: Mapping[str, Any] | None) -> bool:
+    """An approval sent with a requested change filled in. Refused before anything is
+    decided (the console's form and the API, each in its own words): dropping the change
+    would approve the proposal its sender asked to change."""
+    return approve and any(str(v).strip() for v in (change or {}).values() if v is not None)
+
+
 def too_large(*, reason: str, seen_hash: str, change: Mapping[str, Any] | None) -> bool:
     """True when a decision's inputs exceed the bounds above."""
     if len(reason) > MAX_REASON_CHARS or len(seen_hash) > MAX_HASH_CHARS:

@@ -27,6 +27,7 @@ from approvals.domain import (
     MAX_CHANGE_VALUE_CHARS,
     MAX_REASON_CHARS,
     REFUSALS,
+    approval_with_change,
 )
 from approvals.models import Checkpoint
 from fieldops.fields import repeated_field, repeated_fields_checked_by_view
@@ -297,7 +298,7 @@ def approvals_decide(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResp
         return render(request, "approvals/detail.html", context, status=400)
     approve = verdict == "approve"
     typed_change = {f: request.POST.get(f"change_{f}", "") for f in CHANGEABLE_FIELDS}
-    if approve and any(v.strip() for v in typed_change.values()):
+    if approval_with_change(approve=approve, change=typed_change):
         # Enter in a change field submits with the form's first button, Approve: dropping
         # the change would approve the proposal the approver asked to change (the API
         # refuses the same). Nothing is decided; the form comes back as typed.

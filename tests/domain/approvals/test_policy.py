@@ -163,3 +163,20 @@ def test_an_input_too_large_says_its_bound_and_the_size_it_had() -> None:
     unknown = too_large_message(change={sent: "v" * 65})
     assert "and one sent has 65" in unknown and sent not in unknown
     assert "this one has 1001; nothing was recorded" in answer_too_large_message("a" * 1001)
+
+
+@pytest.mark.parametrize(
+    ("approve", "change", "refused"),
+    [
+        (True, {"quantity": "2"}, True),
+        (True, {"quantity": 2}, True),
+        (True, {"location_id": "  ", "quantity": ""}, False),  # an untouched change form
+        (True, {"quantity": None}, False),
+        (True, None, False),
+        (False, {"quantity": "2"}, False),  # a decline is where a change belongs
+    ],
+)
+def test_an_approval_with_a_change_filled_in_is_told_apart(approve, change, refused):
+    from approvals.domain import approval_with_change
+
+    assert approval_with_change(approve=approve, change=change) is refused
