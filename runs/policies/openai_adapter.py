@@ -18,6 +18,13 @@ object, one of its ``choices``, or the bare assistant ``message``. In the order 
 - from 2.3.0: a ``finish_reason`` other than the documented ones (``stop``, ``length``,
   ``tool_calls``, ``content_filter``, ``function_call``), ``end_turn``, OpenRouter's
   ``error`` or ``""`` (none stated) -> ``unknown_shape`` (2.2.0 read it as an answer's end)
+- from 2.4.0: an Ollama /api/chat body (``message`` with ``done`` / ``done_reason``, no
+  ``finish_reason``) is read by its ``done_reason`` as Ollama's own compatible endpoint
+  maps it (``stop`` with calls is ``tool_calls``); ``done: false`` (a streamed chunk) ->
+  ``truncated_output``; ``load`` / ``unload`` or any other -> ``unknown_shape`` (2.3.0
+  read it as a choice without a finish reason)
+- from 2.4.0: tools the provider says it ran itself (Groq's ``message.executed_tools``) ->
+  ``provider_executed_tool`` (2.3.0 read the text beside them as the answer)
 - reasoning fields (``reasoning_content``, ``reasoning``) and Mistral's ``thinking``
   content parts are declared reasoning, not output: commentary evidence, ignored by the
   parse
@@ -45,7 +52,11 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-tool-calls-adapter@2.3.0"
+VERSION = "openai-tool-calls-adapter@2.4.0"
+# 2.3.0 read an answer beside tools the provider ran itself (Groq's ``executed_tools``) and
+# an Ollama /api/chat body as a choice without a finish reason (its ``done`` /
+# ``done_reason`` unread); kept as it was for runs recorded under it.
+VERSION_2_3 = "openai-tool-calls-adapter@2.3.0"
 # 2.2.0 read a finish_reason it did not know as the end of an answer; kept as it was for
 # runs recorded under it.
 VERSION_2_2 = "openai-tool-calls-adapter@2.2.0"
@@ -69,12 +80,17 @@ FINISH_REASONS = frozenset({*TOOL_FINISH, *ANSWER_FINISH, "length", "content_fil
 
 
 def _read(
-    raw: Any, kinds: Mapping[str, str], *, strict: bool = True, known_finish: bool = True
+    raw: Any,
+    kinds: Mapping[str, str],
+    *,
+    strict: bool = True,
+    known_finish: bool = True,
+    server_tools: bool = True,
 ) -> Reading:
     """Return what ``raw`` (one Chat Completions output) proposes; never raises.
 
-    ``known_finish`` is the 2.3.0 mapping (``strict=True, known_finish=False`` is 2.2.0's),
-    ``strict=False`` 2.1.0's; both kept unchanged.
+    ``server_tools`` is the 2.4.0 mapping (``server_tools=False`` is 2.3.0's),
+    ``known_finish=False`` 2.2.0's, ``strict=False`` 2.1.0's; all kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -104,7 +120,22 @@ def _read(
     if not isinstance(choice, Mapping):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "choice is not an object"))
     message = choice.get("message", choice)
-    finish = choice.get("finish_reason")
+    stated = choice.get("finish_reason")
+    finish_field = "finish_reason"
+    if server_tools and "choices" not in raw and _is_ollama(choice):
+        done = choice.get("done")
+        if done is False:
+            # One object of a stream (or a response cut before its end): not an answer.
+            r = parsing.reason(Reject.TRUNCATED, "the Ollama response is not done (done false)")
+            return Reading(parsing.rejected(r))
+        if done is not True:
+            r = parsing.reason(
+                Reject.UNKNOWN_SHAPE, f"Ollama done {json.dumps(done, default=str)[:40]}"
+            )
+            return Reading(parsing.rejected(r))
+        stated = _ollama_finish(choice.get("done_reason"), message)
+        finish_field = "done_reason"
+    finish = stated
     finish = finish_text = finish if isinstance(finish, str) else None
     if finish == "error" or (isinstance(choice.get("error"), Mapping) and choice["error"]):
         # A gateway that lost its upstream part way (OpenRouter) has already answered 200:
@@ -138,7 +169,6 @@ def _read(
             Reject.TRUNCATED, "the output hit the token limit", provider_stop=finish_text or ""
         )
         return Reading(parsing.rejected(r), _joined(reasoning, text))
-    stated = choice.get("finish_reason")
     if (
         known_finish
         and stated is not None
@@ -146,7 +176,17 @@ def _read(
     ):
         r = parsing.reason(
             Reject.UNKNOWN_SHAPE,
-            f"unknown finish_reason {json.dumps(stated, default=str)[:60]}",
+            f"unknown {finish_field} {json.dumps(stated, default=str)[:60]}",
+            provider_stop=finish_text or "",
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, text))
+    executed = _executed(message.get("executed_tools")) if server_tools else ""
+    if executed:
+        # The provider ran tools itself before it answered (Groq's compound systems): what
+        # the turn says rests on tool results no validation saw.
+        r = parsing.reason(
+            Reject.PROVIDER_EXECUTED_TOOL,
+            f"executed_tools: {executed}",
             provider_stop=finish_text or "",
         )
         return Reading(parsing.rejected(r), _joined(reasoning, text))
@@ -174,14 +214,50 @@ def _read(
 
 
 read = parsing.guarded(_read)
-read_2_2 = parsing.guarded(partial(_read, known_finish=False))
-read_2_1 = parsing.guarded(partial(_read, strict=False, known_finish=False))
-EARLIER = {VERSION_2_1: read_2_1, VERSION_2_2: read_2_2}
+read_2_3 = parsing.guarded(partial(_read, server_tools=False))
+read_2_2 = parsing.guarded(partial(_read, known_finish=False, server_tools=False))
+read_2_1 = parsing.guarded(partial(_read, strict=False, known_finish=False, server_tools=False))
+EARLIER = {VERSION_2_1: read_2_1, VERSION_2_2: read_2_2, VERSION_2_3: read_2_3}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
     """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
     return read(raw, kinds).proposal
+
+
+def _is_ollama(body: Mapping[str, Any]) -> bool:
+    """Whether ``body`` is an Ollama /api/chat response: a ``message`` with ``done`` /
+    ``done_reason`` beside it instead of a ``finish_reason``."""
+    return (
+        "message" in body
+        and "finish_reason" not in body
+        and ("done" in body or "done_reason" in body)
+    )
+
+
+def _ollama_finish(done_reason: Any, message: Any) -> Any:
+    """The finish reason Ollama's own compatible endpoint gives for ``done_reason``
+    (ollama openai/openai.go): ``stop`` with tool calls is ``tool_calls``; none stated
+    (absent or ``""``) is none; any other value is kept, for the finish reason check."""
+    if done_reason is None or done_reason == "":
+        return None
+    calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+    if done_reason == "stop" and calls:
+        return "tool_calls"
+    return done_reason
+
+
+def _executed(executed: Any) -> str:
+    """What a provider says it ran itself (``executed_tools``: Groq), named; "" if nothing."""
+    if not executed:
+        return ""
+    if not isinstance(executed, list):
+        return "reported"
+    names = []
+    for tool in executed:
+        kind = tool.get("type") if isinstance(tool, Mapping) else None
+        names.append(kind[:40] if isinstance(kind, str) and kind else "a tool")
+    return ", ".join(sorted(set(names)))[:200]
 
 
 def _blocked(raw: Mapping[str, Any], choice: Mapping[str, Any]) -> list[str]:

@@ -45,6 +45,7 @@ UNGUARDED = {
 # The earlier versions still installed (for runs recorded under them) are held to it too.
 EARLIER_UNGUARDED = [
     partial(openai_adapter._read, strict=False),
+    partial(openai_adapter._read, server_tools=False),
     partial(openai_responses_adapter._read, strict=False),
     partial(anthropic_adapter._read, strict=False),
 ]
@@ -67,7 +68,8 @@ KEYS = [
     "stop_reason", "stop_details", "category", "explanation", "input", "caller", "thinking",
     "output", "status", "incomplete_details", "reason", "phase", "summary", "text", "call_id",
     "namespace", "object", "id", "content_filters", "content_filter_results",
-    "prompt_filter_results", "blocked", "filtered", "source_type",
+    "prompt_filter_results", "blocked", "filtered", "source_type", "executed_tools", "done",
+    "done_reason",
 ]  # fmt: skip
 WORDS = [
     "assistant", "user", "function", "tool_calls", "stop", "length", "content_filter",
@@ -78,7 +80,7 @@ WORDS = [
     "read_equipment", "reserve_part", "ask_user", "transfer_to_x", "rate_limit_error",
     '{"equipment_id": "EQ-17"}', "", "{", "null", '{"a": 1, "a": 2}',
     '{"final": {"artifact": {}, "claimed_evidence_refs": []}, "final": 1}', "in_progress",
-    "cancelled", "requires_action", "violence",
+    "cancelled", "requires_action", "violence", "search", "load", "unload",
 ]  # fmt: skip
 
 scalars = st.one_of(

@@ -17,7 +17,7 @@ import pytest
 
 from capabilities.registry import ALL_CONTRACTS
 from runs import policies
-from runs.domain.proposals import FinalCandidate, InvalidProposal, to_dict
+from runs.domain.proposals import FinalCandidate, InvalidProposal, ObserveIntent, to_dict
 from runs.policies import (
     anthropic_adapter,
     openai_adapter,
@@ -37,14 +37,14 @@ EARLIER = {
     "anthropic": anthropic_adapter.VERSION_2_1,
 }
 CURRENT = {
-    "openai": "openai-tool-calls-adapter@2.3.0",
+    "openai": "openai-tool-calls-adapter@2.4.0",
     "openai-responses": "openai-responses-adapter@1.2.0",
     "anthropic": "anthropic-tool-use-adapter@2.3.0",
 }
 # Every earlier version still installed, oldest first (EARLIER: the first of each, the one
 # the duplicate-key and content-filter fixes were made after).
 EARLIER_ALL = {
-    "openai": (openai_adapter.VERSION_2_1, openai_adapter.VERSION_2_2),
+    "openai": (openai_adapter.VERSION_2_1, openai_adapter.VERSION_2_2, openai_adapter.VERSION_2_3),
     "openai-responses": (openai_responses_adapter.VERSION_1_1,),
     "anthropic": (anthropic_adapter.VERSION_2_1, anthropic_adapter.VERSION_2_2),
 }
@@ -58,6 +58,9 @@ FIXED = {
     ("anthropic", "final_json_duplicate_keys"): Reject.MALFORMED_FINAL,
     ("anthropic", "unknown_stop_reason"): Reject.UNKNOWN_SHAPE,
     ("openai", "unknown_finish_reason"): Reject.UNKNOWN_SHAPE,
+    ("openai", "recorded_groq_compound_executed_tools"): Reject.PROVIDER_EXECUTED_TOOL,
+    ("openai", "ollama_native_done_length"): Reject.TRUNCATED,
+    ("openai", "ollama_native_not_done"): Reject.TRUNCATED,
 }
 
 
@@ -273,7 +276,9 @@ def test_a_chat_finish_reason_the_api_does_not_document_is_never_an_answer(finis
     call = openai_adapter.render_call("read_equipment", {"equipment_id": "EQ-1"}, "c1")
     call["choices"][0]["finish_reason"] = finish
     assert parsing.classify(openai_adapter.parse(call, KINDS), KINDS) == Reject.UNKNOWN_SHAPE
-    for version in EARLIER_ALL["openai"]:
+    since = vocabularies.for_version(openai_adapter.VERSION_2_3).parse(raw, KINDS)
+    assert parsing.classify(since, KINDS) == Reject.UNKNOWN_SHAPE
+    for version in (openai_adapter.VERSION_2_1, openai_adapter.VERSION_2_2):
         assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
 
 
@@ -297,3 +302,143 @@ def test_the_documented_chat_finish_reasons_keep_their_meaning(finish, expected)
     for version in (CURRENT["openai"], *EARLIER_ALL["openai"]):
         proposal = vocabularies.for_version(version).parse(raw, KINDS)
         assert parsing.classify(proposal, KINDS) == expected, version
+
+
+# -- (f) tools a Chat Completions provider ran itself (2.4.0) ----------------------------------
+def test_a_chat_answer_after_tools_the_provider_ran_is_never_an_answer():
+    """Groq's compound systems run web search and code execution server-side and answer in
+    Chat Completions, naming what ran in ``message.executed_tools``: the answer rests on
+    tools no validation saw, as a Responses ``web_search_call`` does. From 2.4.0
+    ``provider_executed_tool``; 2.3.0 and earlier read the text as the final answer."""
+    raw = load("openai", "recorded_groq_compound_executed_tools")
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    r = proposal.reasons[0]
+    assert (r.code, r.detail, r.provider_stop) == (
+        Reject.PROVIDER_EXECUTED_TOOL,
+        "executed_tools: search",
+        "stop",
+    )
+    for version in EARLIER_ALL["openai"]:
+        assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
+
+
+@pytest.mark.parametrize(
+    "executed",
+    [
+        [{"index": 0, "type": "python", "arguments": "{}", "output": "4"}],
+        [{"type": "search"}, {"type": "visit"}],
+        [{}],
+        ["search"],
+        {"type": "search"},
+        "search",
+    ],
+)
+def test_any_reported_server_side_tool_refuses_the_turn(executed):
+    for raw in (
+        openai_adapter.render_text("The part is in stock."),
+        openai_adapter.render_call("read_equipment", {"equipment_id": "EQ-1"}, "c1"),
+    ):
+        raw["choices"][0]["message"]["executed_tools"] = executed
+        proposal = openai_adapter.parse(raw, KINDS)
+        assert parsing.classify(proposal, KINDS) == Reject.PROVIDER_EXECUTED_TOOL, raw
+
+
+@pytest.mark.parametrize("executed", [None, [], ""])
+def test_no_server_side_tool_reported_reads_as_before(executed):
+    raw = openai_adapter.render_text("The part is in stock.")
+    raw["choices"][0]["message"]["executed_tools"] = executed
+    assert openai_adapter.parse(raw, KINDS) == FinalCandidate({"text": "The part is in stock."})
+
+
+# -- (g) an Ollama /api/chat body (2.4.0) -------------------------------------------------------
+def _ollama(content: str, done: Any = True, **fields: Any) -> dict[str, Any]:
+    return {
+        "model": "llama3.2",
+        "created_at": "2025-07-07T20:43:37.688511Z",
+        "message": {"role": "assistant", "content": content, **fields},
+        "done": done,
+    }
+
+
+def test_an_ollama_preamble_before_one_call_is_commentary_from_2_4_0():
+    """Ollama's own compatible endpoint says ``tool_calls`` for ``done_reason: stop`` with
+    calls (ollama openai/openai.go): 2.4.0 reads it so; 2.3.0 and earlier saw no finish
+    reason and refused the preamble as ``mixed_output``."""
+    raw = load("openai", "ollama_native_preamble_tool_call")
+    reading = openai_adapter.read(raw, KINDS)
+    assert reading.proposal == ObserveIntent("read_equipment", {"equipment_id": "EQ-17"})
+    assert reading.commentary == "I'll read the equipment record first."
+    for version in EARLIER_ALL["openai"]:
+        old = vocabularies.for_version(version).parse(raw, KINDS)
+        assert parsing.classify(old, KINDS) == Reject.MIXED_OUTPUT
+
+
+@pytest.mark.parametrize(
+    ("done", "done_reason", "expected"),
+    [
+        (True, "stop", ""),
+        (True, None, ""),  # none stated: read as before
+        (True, "", ""),
+        (True, "length", Reject.TRUNCATED),
+        (False, None, Reject.TRUNCATED),  # a streamed chunk, not a finished response
+        (False, "stop", Reject.TRUNCATED),
+        (True, "load", Reject.UNKNOWN_SHAPE),
+        (True, "unload", Reject.UNKNOWN_SHAPE),
+        (True, "abort", Reject.UNKNOWN_SHAPE),
+        (True, 1, Reject.UNKNOWN_SHAPE),
+        ("true", "stop", Reject.UNKNOWN_SHAPE),
+        (None, "stop", Reject.UNKNOWN_SHAPE),
+    ],
+)
+def test_an_ollama_done_reason_is_its_finish_reason(done, done_reason, expected):
+    raw = _ollama("The part is in stock.", done)
+    if done_reason is not None:
+        raw["done_reason"] = done_reason
+    assert parsing.classify(openai_adapter.parse(raw, KINDS), KINDS) == expected
+
+
+def test_a_chat_completion_choice_keeps_its_own_finish_reason():
+    """Only a body in Ollama's shape (no ``choices``, no ``finish_reason``) is read by
+    ``done_reason``; a choice that states its finish reason is read by that."""
+    raw = openai_adapter.render_text("The part is in stock.")
+    raw["done"] = False
+    raw["choices"][0]["done_reason"] = "length"
+    assert isinstance(openai_adapter.parse(raw, KINDS), FinalCandidate)
+    choice = {**raw["choices"][0], "done": False}
+    assert isinstance(openai_adapter.parse(choice, KINDS), FinalCandidate)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"executed_tools": [{"type": "x" * 100_000, "output": "y" * 500_000}]},
+        {"executed_tools": [{"type": f"tool-{i}" * 5} for i in range(10_000)]},
+        {"executed_tools": [[[[{"type": "search"}]]]]},
+        {"done_reason": "z" * 1_000},
+        {"done_reason": {"stop": True}, "done": True},
+        {"done": [True]},
+        {"message": ["not", "a", "message"]},
+        {"message": None, "done_reason": "stop"},
+    ],
+)
+def test_hostile_variants_of_the_new_shapes_are_typed_and_bounded(change):
+    """Huge, nested or mistyped values where 2.4.0 reads ``executed_tools``, ``done`` and
+    ``done_reason``: one typed rejection with a bounded detail, never an exception."""
+    ollama = _ollama("The part is in stock.")
+    groq = load("openai", "recorded_groq_compound_executed_tools")
+    for raw in (ollama, groq):
+        body = json.loads(json.dumps(raw))
+        if "executed_tools" in change:
+            message = body["message"] if "message" in body else body["choices"][0]["message"]
+            message.update(change)
+        elif "choices" in body:
+            continue  # done / done_reason / message: Ollama's fields
+        else:
+            body.update(change)
+        reading = openai_adapter._read(body, KINDS)  # unguarded: an exception would show
+        proposal = reading.proposal
+        assert isinstance(proposal, InvalidProposal), (change, proposal)
+        assert proposal.reason_code != Reject.ADAPTER_ERROR
+        assert all(len(r.detail) <= parsing.MAX_DETAIL for r in proposal.reasons)
+        assert len(json.dumps(to_dict(proposal))) < 5_000, change
