@@ -18,7 +18,10 @@ reasoning (its summary is commentary evidence, never read). In the order checked
 - hosted tools that ran at the provider (``web_search_call``, ``file_search_call``,
   ``code_interpreter_call``, ``mcp_call``, ``image_generation_call``, ``program``, xAI's
   ``x_search_call``...), or a
-  ``function_call`` whose ``caller`` is a provider-run program -> ``provider_executed_tool``
+  ``function_call`` whose ``caller`` is a provider-run program -> ``provider_executed_tool``;
+  from 1.3.0 also the hosted shell: a ``shell_call`` whose ``environment`` is a container
+  the provider manages (``container_auto`` / ``container_reference``) and any
+  ``shell_call_output`` (1.2.0 named them ``malformed_tool_call`` / ``unknown_shape``)
 - a ``refusal`` part -> ``model_refusal`` (its text is the ``explanation``)
 - calls the client would run that are not functions (``custom_tool_call``,
   ``computer_call``, ``local_shell_call``, a ``tool_search_call`` with ``execution:
@@ -44,7 +47,10 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-responses-adapter@1.2.0"
+VERSION = "openai-responses-adapter@1.3.0"
+# 1.2.0 named a hosted shell (a shell_call OpenAI ran in its container, its
+# shell_call_output) unknown_shape / malformed_tool_call; kept for its recorded runs.
+VERSION_1_2 = "openai-responses-adapter@1.2.0"
 # 1.1.0 read an unknown status as completed, a {"final": ...} answer with duplicate keys
 # (the last value won) and ignored Azure's content filters; kept for its recorded runs.
 VERSION_1_1 = "openai-responses-adapter@1.1.0"
@@ -71,16 +77,23 @@ CLIENT_NON_FUNCTION_CALLS = frozenset(
     {"custom_tool_call", "computer_call", "local_shell_call", "shell_call", "apply_patch_call"}
 )
 CLIENT_TOOL_SEARCH = "tool_search_call (execution client)"
+# From 1.3.0: the hosted shell. OpenAI runs a ``shell_call`` whose ``environment`` is a
+# container it manages and returns each ``shell_call_output``; a shell call without one
+# (or ``local``) is the client's to run, as before.
+HOSTED_SHELL_OUTPUT = "shell_call_output"
 IGNORED_ITEMS = frozenset({"reasoning", "compaction"})
 NOT_DONE = frozenset({"queued", "in_progress", "cancelled"})
 # The statuses the Responses API documents (openai/types/responses/response.py).
 STATUSES = frozenset({"completed", "incomplete", "failed", *NOT_DONE})
 
 
-def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading:
+def _read(
+    raw: Any, kinds: Mapping[str, str], *, strict: bool = True, hosted_shell: bool = True
+) -> Reading:
     """Return what ``raw`` (one Responses API output) proposes; never raises.
 
-    ``strict`` is the 1.2.0 mapping; ``strict=False`` is 1.1.0's, unchanged.
+    ``hosted_shell`` is the 1.3.0 mapping (``hosted_shell=False`` is 1.2.0's);
+    ``strict=False`` is 1.1.0's; both kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -146,7 +159,19 @@ def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading
         CLIENT_TOOL_SEARCH if k == "tool_search_call" and i.get("execution") == "client" else k
         for i, k in zip(items, kinds_seen, strict=True)
     ]
-    executed = sorted({k for k in kinds_seen if isinstance(k, str) and k in HOSTED_TOOL_ITEMS})
+    if hosted_shell:
+        kinds_seen = [
+            f"shell_call (hosted: {_container(i)})" if k == "shell_call" and _container(i) else k
+            for i, k in zip(items, kinds_seen, strict=True)
+        ]
+    hosted = (HOSTED_TOOL_ITEMS | {HOSTED_SHELL_OUTPUT}) if hosted_shell else HOSTED_TOOL_ITEMS
+    executed = sorted(
+        {
+            k
+            for k in kinds_seen
+            if isinstance(k, str) and (k in hosted or k.startswith("shell_call (hosted"))
+        }
+    )
     executed += sorted(
         {
             f"function_call called by {_caller(i)}"
@@ -207,8 +232,9 @@ def _read(raw: Any, kinds: Mapping[str, str], *, strict: bool = True) -> Reading
 
 
 read = parsing.guarded(_read)
-read_1_1 = parsing.guarded(partial(_read, strict=False))
-EARLIER = {VERSION_1_1: read_1_1}
+read_1_2 = parsing.guarded(partial(_read, hosted_shell=False))
+read_1_1 = parsing.guarded(partial(_read, strict=False, hosted_shell=False))
+EARLIER = {VERSION_1_1: read_1_1, VERSION_1_2: read_1_2}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
@@ -233,6 +259,13 @@ def _blocked(filters: Any) -> list[str]:
 def _kind(item: Any) -> str | None:
     kind = item.get("type") if isinstance(item, Mapping) else None
     return kind if isinstance(kind, str) else None
+
+
+def _container(item: Any) -> str:
+    """The type of the provider-managed container a ``shell_call`` runs in ("" if none)."""
+    environment = item.get("environment") if isinstance(item, Mapping) else None
+    kind = environment.get("type") if isinstance(environment, Mapping) else None
+    return kind[:40] if isinstance(kind, str) and kind.startswith("container") else ""
 
 
 def _caller(item: Mapping[str, Any]) -> str:

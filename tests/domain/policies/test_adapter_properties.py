@@ -47,6 +47,7 @@ EARLIER_UNGUARDED = [
     partial(openai_adapter._read, strict=False),
     partial(openai_adapter._read, server_tools=False),
     partial(openai_responses_adapter._read, strict=False),
+    partial(openai_responses_adapter._read, hosted_shell=False),
     partial(anthropic_adapter._read, strict=False),
 ]
 UNION = (
@@ -69,7 +70,7 @@ KEYS = [
     "output", "status", "incomplete_details", "reason", "phase", "summary", "text", "call_id",
     "namespace", "object", "id", "content_filters", "content_filter_results",
     "prompt_filter_results", "blocked", "filtered", "source_type", "executed_tools", "done",
-    "done_reason",
+    "done_reason", "environment",
 ]  # fmt: skip
 WORDS = [
     "assistant", "user", "function", "tool_calls", "stop", "length", "content_filter",
@@ -81,6 +82,7 @@ WORDS = [
     '{"equipment_id": "EQ-17"}', "", "{", "null", '{"a": 1, "a": 2}',
     '{"final": {"artifact": {}, "claimed_evidence_refs": []}, "final": 1}', "in_progress",
     "cancelled", "requires_action", "violence", "search", "load", "unload",
+    "shell_call", "shell_call_output", "container_auto", "local",
 ]  # fmt: skip
 
 scalars = st.one_of(

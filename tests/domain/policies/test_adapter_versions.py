@@ -38,14 +38,17 @@ EARLIER = {
 }
 CURRENT = {
     "openai": "openai-tool-calls-adapter@2.4.0",
-    "openai-responses": "openai-responses-adapter@1.2.0",
+    "openai-responses": "openai-responses-adapter@1.3.0",
     "anthropic": "anthropic-tool-use-adapter@2.3.0",
 }
 # Every earlier version still installed, oldest first (EARLIER: the first of each, the one
 # the duplicate-key and content-filter fixes were made after).
 EARLIER_ALL = {
     "openai": (openai_adapter.VERSION_2_1, openai_adapter.VERSION_2_2, openai_adapter.VERSION_2_3),
-    "openai-responses": (openai_responses_adapter.VERSION_1_1,),
+    "openai-responses": (
+        openai_responses_adapter.VERSION_1_1,
+        openai_responses_adapter.VERSION_1_2,
+    ),
     "anthropic": (anthropic_adapter.VERSION_2_1, anthropic_adapter.VERSION_2_2),
 }
 # The outputs the earlier versions read as answers and the current ones refuse.
@@ -442,3 +445,56 @@ def test_hostile_variants_of_the_new_shapes_are_typed_and_bounded(change):
         assert proposal.reason_code != Reject.ADAPTER_ERROR
         assert all(len(r.detail) <= parsing.MAX_DETAIL for r in proposal.reasons)
         assert len(json.dumps(to_dict(proposal))) < 5_000, change
+
+
+# -- (h) a shell OpenAI ran in its own container (Responses 1.3.0) ---------------------------
+def test_a_hosted_shell_is_a_provider_executed_tool():
+    """With the hosted shell tool OpenAI runs the commands in a container it manages
+    (``environment`` ``container_auto`` / ``container_reference``) and puts each
+    ``shell_call_output`` in the response: the answer rests on commands no validation saw.
+    From 1.3.0 ``provider_executed_tool``; 1.2.0 and earlier named the output item
+    ``unknown_shape`` and the call ``malformed_tool_call``."""
+    raw = load("openai-responses", "recorded_hosted_shell_call_output")
+    proposal = openai_responses_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    r = proposal.reasons[0]
+    assert (r.code, r.detail) == (
+        Reject.PROVIDER_EXECUTED_TOOL,
+        "shell_call (hosted: container_reference), shell_call_output",
+    )
+    for version in EARLIER_ALL["openai-responses"]:
+        old = vocabularies.for_version(version).parse(raw, KINDS)
+        assert parsing.classify(old, KINDS) == Reject.UNKNOWN_SHAPE, version
+
+
+def _shell_call(environment: Any = None) -> dict[str, Any]:
+    call: dict[str, Any] = {
+        "id": "sh_1",
+        "type": "shell_call",
+        "status": "completed",
+        "call_id": "call_1",
+        "action": {"commands": ["ls"], "max_output_length": None, "timeout_ms": None},
+    }
+    if environment is not None:
+        call["environment"] = environment
+    return {"id": "resp_1", "object": "response", "status": "completed", "output": [call]}
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [{"type": "container_auto"}, {"type": "container_reference", "container_id": "c"}],
+)
+def test_a_shell_call_in_a_provider_container_is_provider_executed(environment):
+    proposal = openai_responses_adapter.parse(_shell_call(environment), KINDS)
+    assert parsing.classify(proposal, KINDS) == Reject.PROVIDER_EXECUTED_TOOL
+
+
+@pytest.mark.parametrize(
+    "environment", [None, {"type": "local"}, {"type": 1}, "container_auto", {"kind": "x"}]
+)
+def test_a_shell_call_the_client_would_run_stays_a_malformed_tool_call(environment):
+    """The local shell (no environment, or ``local``) asks the client to run commands: not
+    a function call FieldOps offered, as before."""
+    for version in (CURRENT["openai-responses"], *EARLIER_ALL["openai-responses"]):
+        proposal = vocabularies.for_version(version).parse(_shell_call(environment), KINDS)
+        assert parsing.classify(proposal, KINDS) == Reject.MALFORMED_TOOL_CALL, version

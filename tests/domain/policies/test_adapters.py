@@ -225,6 +225,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "final_json_duplicate_keys": Reject.MALFORMED_FINAL,
         "unknown_status": Reject.UNKNOWN_SHAPE,
         "azure_content_filters_blocked": Reject.REFUSAL,
+        # From 1.3.0: OpenAI ran the shell in its container (hosted shell).
+        "recorded_hosted_shell_call_output": Reject.PROVIDER_EXECUTED_TOOL,
     },
     "anthropic": {
         "tool_use_read_equipment": READ,
