@@ -13,20 +13,28 @@ The order is the point (SPEC §2, issue 14 item 8):
    An output holding a NUL or an unpaired surrogate is ``unstorable_output`` whatever the
    adapter read: no proposal, payload or evidence of PostgreSQL's can hold one (the raw
    evidence keeps it visible as ``\\u0000``).
+   Each rejection reason's ``provider_stop`` and ``tool`` (copied from the output) are
+   cut to ``REASON_FIELD_CHARS``, whatever the adapter version: a stop word or tool name
+   of hundreds of kilobytes (inside the output limits) would otherwise push the proposal
+   evidence past its size limit, and it would keep a digest instead of the typed reasons.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from fieldops import secrets, telemetry
 from kernel.canonical import storable_text, unstorable
-from runs.domain.proposals import InvalidProposal
+from runs.domain.proposals import InvalidProposal, Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.base import Policy, PolicyOutput
 from runs.policies.parsing import Reading, Reject
+
+# How much of a provider's stop word or a tool name a rejection reason keeps (the detail is
+# already bounded by ``parsing.MAX_DETAIL``).
+REASON_FIELD_CHARS = 100
 
 COMMENTARY_NOTE = "model commentary: kept as evidence, never read as authority or as an answer"
 
@@ -98,7 +106,22 @@ def read_output(vocabulary: Any, output: PolicyOutput, kinds: Mapping[str, str])
     read = [getattr(reading.proposal, f.name) for f in fields(reading.proposal)]
     if problem := unstorable(output.raw) or unstorable([read, reading.commentary]):
         return Reading(parsing.invalid(Reject.UNSTORABLE, problem))
-    return reading
+    return Reading(bounded_reasons(reading.proposal), reading.commentary)
+
+
+def bounded_reasons(proposal: Proposal) -> Proposal:
+    """``proposal`` with each reason's ``provider_stop`` and ``tool`` cut to
+    ``REASON_FIELD_CHARS`` (the same proposal when none is longer). Decision replay bounds
+    the proposals it reads again the same way, so they compare with the recorded ones."""
+    if not isinstance(proposal, InvalidProposal):
+        return proposal
+    n = REASON_FIELD_CHARS
+    if all(len(r.provider_stop) <= n and len(r.tool) <= n for r in proposal.reasons):
+        return proposal
+    reasons = tuple(
+        replace(r, provider_stop=r.provider_stop[:n], tool=r.tool[:n]) for r in proposal.reasons
+    )
+    return replace(proposal, reasons=reasons)
 
 
 def _over_limits(reading: Reading) -> bool:

@@ -33,7 +33,7 @@ from runs.domain.proposals import InvalidProposal, Proposal, from_dict, summary,
 from runs.domain.states import EventType
 from runs.engine import visibility
 from runs.models import Event, Evidence, Run
-from runs.policies import model_client, parsing, vocabularies
+from runs.policies import boundary, model_client, parsing, vocabularies
 from runs.policies import registry as scenario_registry
 from runs.policies.base import Policy
 from runs.services import pinned_components
@@ -173,7 +173,7 @@ class _Candidate:
                 if self.name == RECORDED_NEWEST
                 else _recorded_adapter(raw, self.vocabulary)
             )
-            return adapter.parse(raw.get("raw", {}), self.kinds)
+            return boundary.bounded_reasons(adapter.parse(raw.get("raw", {}), self.kinds))
         try:
             output = self.policy.decide(projection)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
@@ -182,7 +182,7 @@ class _Candidate:
         if output.error:
             return parsing.provider_error(output.error)
         adapter = self.adapter or vocabularies.get(self.vocabulary)
-        return adapter.parse(output.raw, self.kinds)
+        return boundary.bounded_reasons(adapter.parse(output.raw, self.kinds))
 
 
 def _recorded_adapter(raw: Mapping[str, Any], vocabulary: str) -> vocabularies.Vocabulary:

@@ -48,6 +48,10 @@ class FakeModel:
             if self.mode == "nul":
                 body["choices"][0]["message"]["content"] = "Reading it\x00 now."
             return 200, json.dumps(body).encode()
+        if self.mode == "huge-finish":  # a text answer whose finish_reason is 600,000 characters
+            body = self.completion(double.Final({"text": "The part is reserved."}))
+            body["choices"][0]["finish_reason"] = "x" * 600_000
+            return 200, json.dumps(body).encode()
         if self.mode.startswith("status:"):
             status = int(self.mode.split(":")[1])
             auth = request.headers.get("Authorization", "")
