@@ -4,6 +4,8 @@ Nothing hands the run over again: its message sits unacknowledged in Redis for t
 broker's visibility timeout (600 s) and the lease expired long ago. The run must then be
 clearly reported on the console's recovery page (not moving, and the sweeper silent),
 and the runbook step the page names (one sweep by hand: ``manage.py sweep``) must move it.
+The worker died with its machine: a worker killed on this host is proven dead by the next
+one to start here, which takes its runs at once (tests/deploy/test_dead_owner.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
+import socket
 import time
 
 import pytest
@@ -45,6 +48,15 @@ def test_a_run_whose_worker_died_without_a_sweeper_is_reported_then_moved_by_a_s
     time.sleep(1.0)  # inside the pause: the model answered, nothing recorded yet
     os.killpg(worker.pid, signal.SIGKILL)  # the whole worker, parent and pool: an OOM, a host
     worker.wait(timeout=10)
+    # As if that worker ran on a machine that was lost with it: a worker starting on this
+    # host can prove dead only its own host's processes (``liveness.gone``), so it must not
+    # take the run at its start; only the lease's expiry and a sweep can.
+    run.refresh_from_db()
+    host = socket.gethostname()
+    assert f"{host}:" in run.lease_owner
+    Run.objects.filter(pk=run.pk, lease_owner=run.lease_owner).update(
+        lease_owner=run.lease_owner.replace(f"{host}:", "lost-host:", 1)
+    )
     cluster.start_worker()  # a healthy worker is back, but nothing hands it the run
     # The lease (3 s) expires and then stays expired for longer than "stuck after" (2 s).
     time.sleep(cluster.lease_seconds + settings.FIELDOPS_STUCK_AFTER_SECONDS + 2)
