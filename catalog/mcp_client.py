@@ -257,15 +257,20 @@ def wire_limit(limits: Limits) -> int:
 @dataclass
 class _Wire:
     """How one attempt speaks to its target: ``kind`` is "stdio", ``STREAMABLE_HTTP`` or
-    ``LEGACY_SSE``; ``status`` the HTTP status of the attempt's first request (the
-    initialize POST, or the legacy transport's GET), once answered. ``tap`` (set by the
-    attempt) hears of an HTTP answer read past ``limit`` bytes."""
+    ``LEGACY_SSE``. ``status`` and ``content_type`` are the handshake's answer, once
+    answered: for Streamable HTTP the answer to the initialize POST (to the client's
+    ``server/discover`` probe only when no initialize was sent, as to a server that speaks
+    the stateless revision), for the legacy transport the answer to its GET; ``listing``
+    is the status of the latest tools/list POST. A redirect is no answer (the SDK follows
+    one within the endpoint's origin). ``tap`` (set by the attempt) hears of an HTTP answer
+    read past ``limit`` bytes."""
 
     kind: str
-    status: int | None = None
-    content_type: str = ""
     limit: int = 0
     tap: _Tap | None = None
+    listing: int | None = None
+    asked: set[str] = field(default_factory=set)
+    answers: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def overflow(self, failure: DiscoveryFailed) -> None:
         if self.tap is not None:
@@ -273,10 +278,36 @@ class _Wire:
             failure.message = failure.message.replace("{stage}", self.tap.stage)
             self.tap.fail(failure)
 
+    def _handshake(self) -> tuple[int, str] | None:
+        if self.kind == LEGACY_SSE:
+            return self.answers.get("GET")
+        if "initialize" in self.asked:
+            return self.answers.get("initialize")
+        return self.answers.get("server/discover")
+
+    @property
+    def status(self) -> int | None:
+        answer = self._handshake()
+        return answer[0] if answer else None
+
+    @property
+    def content_type(self) -> str:
+        answer = self._handshake()
+        return answer[1] if answer else ""
+
+    async def ask(self, request: httpx2.Request) -> None:
+        self.asked.add(_method_of(request))
+
     async def saw(self, response: httpx2.Response) -> None:
-        if self.status is None:
-            self.status = response.status_code
-            self.content_type = response.headers.get("content-type", "").split(";")[0].strip()
+        status = response.status_code
+        if 300 <= status < 400:
+            return
+        method = _method_of(response.request)
+        if method == "tools/list":
+            self.listing = status
+        elif method not in self.answers:
+            content_type = response.headers.get("content-type", "").split(";")[0].strip()
+            self.answers[method] = (status, content_type)
 
     def answer(self) -> str:
         """The first answer in a few words, e.g. "HTTP 200 (text/html, not an event stream)"."""
@@ -288,17 +319,29 @@ class _Wire:
         return f"HTTP {self.status} ({kind}, not an event stream)"
 
     def client(self, headers: Mapping[str, str] | None = None, **options: Any) -> Any:
-        """An HTTP client that notes the first answer's status (for either HTTP transport;
+        """An HTTP client that notes the answers' statuses (for either HTTP transport;
         the SDK never follows a redirect off the endpoint's origin, whatever it is told)."""
         options.setdefault("timeout", httpx2.Timeout(30.0, read=60.0))
         return httpx2.AsyncClient(
             # Uncompressed: a compressed answer's size is only known once it is decoded.
             headers={**dict(headers or {}), "Accept-Encoding": "identity"},
             follow_redirects=False,
-            event_hooks={"response": [self.saw]},
+            event_hooks={"request": [self.ask], "response": [self.saw]},
             transport=_Bounded(self),
             **options,
         )
+
+
+def _method_of(request: httpx2.Request) -> str:
+    """The JSON-RPC method a POST carries ("GET" for any other request, "" for an answer)."""
+    if request.method != "POST":
+        return request.method
+    try:
+        body = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return ""
+    method = body.get("method") if isinstance(body, dict) else None
+    return method if isinstance(method, str) else ""
 
 
 class _Bounded(httpx2.AsyncBaseTransport):
@@ -785,15 +828,20 @@ async def _run(target: Target, limits: Limits) -> Fetched:
     try:
         return await _attempt(target, limits, wire, deadline)
     except DiscoveryFailed as failure:
+        if failure.stage.startswith("tools/list"):
+            # Past the handshake the server spoke Streamable HTTP: a later refusal is its
+            # own, never a sign of the deprecated transport; and it is the answer to
+            # tools/list that failed, whatever the handshake's were.
+            if wire.listing is None or wire.listing < 400:
+                raise
+            raise _http_refusal(failure, wire.listing, target) from None
         status = wire.status
         answered = status is not None and 200 <= status < 300
         if answered and failure.code == "server_error" and not _mcp_content(wire):
             raise _not_an_endpoint(failure, wire) from None
         if status is None or status < 400:
             raise
-        if failure.stage.startswith("tools/list") or not _try_legacy_after(status):
-            # Past the handshake the server spoke Streamable HTTP: a later refusal is its
-            # own, never a sign of the deprecated transport.
+        if not _try_legacy_after(status):
             raise _http_refusal(failure, status, target) from None
         legacy = _Wire(LEGACY_SSE)
         try:

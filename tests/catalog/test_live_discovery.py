@@ -1000,12 +1000,20 @@ def test_an_empty_next_cursor_ends_the_listing(catalog_admin):
     }
 
 
-def test_a_session_the_server_forgets_after_the_handshake_is_said_as_such(catalog_admin):
+# How a server answers the client's server/discover probe, sent before initialize: a
+# JSON-RPC -32601 in a 200, or (servers of the TypeScript SDK: server-everything,
+# @playwright/mcp ...) HTTP 400 "Bad Request: Server not initialized". What follows is
+# judged by the answers to initialize and to tools/list, never by the probe's.
+PROBE_ANSWERS = pytest.mark.parametrize("probe", ["", "ts-"], ids=["probe-32601", "probe-400"])
+
+
+@PROBE_ANSWERS
+def test_a_session_the_server_forgets_after_the_handshake_is_said_as_such(catalog_admin, probe):
     """A Streamable HTTP server that opened a session at initialize and answers 404 for it
     on tools/list (restarted, expired it, or replicas that share no sessions) completed the
     handshake: no fallback to the deprecated transport, no "initialize POST" blamed."""
     script = server_script("wild_http")
-    with serving(sys.executable, script, "gone") as base:
+    with serving(sys.executable, script, f"{probe}gone") as base:
         server = servers.tool_server_register(
             user=catalog_admin, name="wild-gone", transport="http", url=f"{base}/mcp"
         )
@@ -1027,10 +1035,11 @@ def test_a_session_the_server_forgets_after_the_handshake_is_said_as_such(catalo
         ("is-error", "not_mcp", "without a tools list"),
     ],
 )
+@PROBE_ANSWERS
 def test_a_wild_http_server_ends_in_a_typed_failure_in_bounded_time(
-    catalog_admin, mode, code, said
+    catalog_admin, mode, code, said, probe
 ):
-    with serving(sys.executable, server_script("wild_http"), mode) as base:
+    with serving(sys.executable, server_script("wild_http"), f"{probe}{mode}") as base:
         server = servers.tool_server_register(
             user=catalog_admin, name=f"wild-{mode}", transport="http", url=f"{base}/mcp"
         )
@@ -1041,8 +1050,9 @@ def test_a_wild_http_server_ends_in_a_typed_failure_in_bounded_time(
     assert stored() == before and elapsed < 15, elapsed
 
 
-def test_an_http_server_chatting_on_its_event_stream_is_discovered(catalog_admin):
-    with serving(sys.executable, server_script("wild_http"), "chatty") as base:
+@PROBE_ANSWERS
+def test_an_http_server_chatting_on_its_event_stream_is_discovered(catalog_admin, probe):
+    with serving(sys.executable, server_script("wild_http"), f"{probe}chatty") as base:
         server = servers.tool_server_register(
             user=catalog_admin, name="wild-http-chatty", transport="http", url=f"{base}/mcp"
         )
