@@ -1,7 +1,8 @@
 """Discovered tool definitions: parse an untrusted tool list into candidates, or refuse it.
 
-Accepts the MCP ``tools/list`` result (bare or inside a JSON-RPC ``{"result": {...}}``
-envelope) as defined by the 2025-11-25 and 2026-07-28 specifications: every Tool field
+Accepts the MCP ``tools/list`` result (bare, inside a JSON-RPC ``{"result": {...}}``
+envelope, or that envelope in the event stream a Streamable HTTP server answers with, as
+curl prints it) as defined by the 2025-11-25 and 2026-07-28 specifications: every Tool field
 (``name``, ``title``, ``description``, ``icons``, ``inputSchema``, ``outputSchema``,
 ``annotations``, ``execution``, ``_meta``), JSON Schema 2020-12 schemas (``$schema``,
 ``$defs``, ``anyOf`` ...) and ``nextCursor``.
@@ -461,11 +462,78 @@ def parse_tool_list(text: str, schema_check: SchemaCheck | None = None) -> ToolL
     depth = nesting_depth(text)
     if depth > MAX_DEPTH:
         raise ImportRefused([f"the tool list nests {depth} levels deep (limit {MAX_DEPTH})"])
+    events = _event_stream(text)
+    if events is not None:
+        return parse_result(_answer_in(events), schema_check)
+    return parse_result(_json(text, "not valid JSON"), schema_check)
+
+
+def _json(text: str, what: str) -> Any:
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
-        raise ImportRefused([f"not valid JSON: {str(exc)[:200]}"]) from None
-    return parse_result(data, schema_check)
+        raise ImportRefused([f"{what}: {str(exc)[:200]}"]) from None
+
+
+# The first line of a Server-Sent Events stream: a field (``event:``, ``data:``, ``id:``,
+# ``retry:``) or a comment (``:``). No JSON text starts so.
+_SSE_LINE = re.compile(r"(?:event|data|id|retry)(?::|$)|:")
+# SSE ends a line at CRLF, LF or CR; never at the other breaks ``str.splitlines`` knows
+# (U+2028 may stand raw inside a JSON string).
+_SSE_EOL = re.compile(r"\r\n|\r|\n")
+
+
+def _event_stream(text: str) -> list[str] | None:
+    """The data of each event, when ``text`` is an event stream: what a Streamable HTTP
+    server answers a POST with (``text/event-stream``), as curl prints it. ``None`` when
+    it is not one."""
+    lines = _SSE_EOL.split(text.lstrip("\ufeff"))
+    first = next((line for line in lines if line.strip()), "")
+    if not _SSE_LINE.match(first):
+        return None
+    events: list[str] = []
+    data: list[str] | None = None
+    for line in [*lines, ""]:
+        if not line:
+            if data is not None:
+                events.append("\n".join(data))
+            data = None
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            if name == "data":
+                data = [*(data or []), value.removeprefix(" ")]
+    return events
+
+
+def _answer_in(events: list[str]) -> Any:
+    """The one ``tools/list`` result an event stream carries; the other messages (a
+    priming event without data, notifications, the server's requests) are skipped."""
+    answers: list[Any] = []
+    errors: list[str] = []
+    for number, data in enumerate(events, start=1):
+        if not data.strip():
+            continue
+        message = _json(data, f"event {number} of the event stream is not valid JSON")
+        if not isinstance(message, Mapping) or "method" in message:
+            continue
+        if isinstance(message.get("result"), Mapping) and "tools" in message["result"]:
+            answers.append(message)
+        elif isinstance(message.get("error"), Mapping):
+            error = message["error"]
+            errors.append(f"error {error.get('code')}: {str(error.get('message'))[:200]}")
+    if len(answers) == 1:
+        return answers[0]
+    if answers:
+        raise ImportRefused(
+            [f"the event stream carries {len(answers)} tools/list results: import one at a time"]
+        )
+    if errors:
+        raise ImportRefused(
+            [f"the event stream answers with a JSON-RPC error, not a tool list: {errors[0]}"]
+        )
+    raise ImportRefused(
+        ["the event stream carries no tools/list result (a JSON-RPC response with a tools list)"]
+    )
 
 
 def parse_result(data: Any, schema_check: SchemaCheck | None = None) -> ToolListing:

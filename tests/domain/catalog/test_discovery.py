@@ -53,6 +53,47 @@ def test_a_json_rpc_envelope_is_accepted():
     assert [t.name for t in accepted(text)] == ["search_manual"]
 
 
+def _events(*bodies: object, priming: bool = True) -> str:
+    """An event stream as a Streamable HTTP server writes it (and curl prints it)."""
+    head = "id: prime-1\ndata: \n\n" if priming else ""
+    return head + "".join(
+        f"event: message\nid: e-{i}\ndata: {json.dumps(body)}\n\n" for i, body in enumerate(bodies)
+    )
+
+
+def test_an_event_stream_answer_is_accepted_and_its_other_messages_skipped():
+    log = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "listing"}}
+    ping = {"jsonrpc": "2.0", "id": "srv-1", "method": "ping"}
+    answer = {"jsonrpc": "2.0", "id": 2, "result": {"tools": [GOOD]}}
+    assert [t.name for t in accepted(_events(log, ping, answer))] == ["search_manual"]
+    # CRLF line ends, a comment line, data split over two lines, no trailing blank line
+    data = "".join(f"data: {line}\r\n" for line in json.dumps(answer, indent=1).split("\n"))
+    text = f": keep-alive\r\nevent: message\r\n{data}"
+    assert [t.name for t in accepted(text)] == ["search_manual"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            _events({"jsonrpc": "2.0", "id": 2, "error": {"code": -32603, "message": "down"}}),
+            "the event stream answers with a JSON-RPC error, not a tool list: error -32603: down",
+        ),
+        (_events({"jsonrpc": "2.0", "method": "notifications/progress"}), "no tools/list result"),
+        ("event: message\ndata: {not json\n\n", "event 1 of the event stream is not valid JSON"),
+        (
+            _events(*[{"jsonrpc": "2.0", "id": i, "result": {"tools": [GOOD]}} for i in (1, 2)]),
+            "2 tools/list results",
+        ),
+        ("id: prime-1\ndata: \n\n", "no tools/list result"),
+    ],
+)
+def test_an_event_stream_without_one_tool_list_is_refused_saying_why(text, message):
+    with pytest.raises(ImportRefused) as refused:
+        parse_tool_list(text)
+    assert message in "; ".join(refused.value.errors)
+
+
 def test_a_changed_definition_gets_another_digest():
     (a,) = accepted(json.dumps({"tools": [GOOD]}))
     (b,) = accepted(json.dumps({"tools": [{**GOOD, "description": "Search more."}]}))
