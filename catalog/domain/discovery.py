@@ -202,8 +202,8 @@ def _reject_constant(name: str) -> Any:
 
 
 def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
-    """NUL bytes, unpaired surrogates, bidirectional controls and non-finite numbers
-    anywhere in ``value``.
+    """NUL bytes, unpaired surrogates, bidirectional controls, text hidden in invisible tag
+    characters and non-finite numbers anywhere in ``value``.
 
     A bidirectional embedding, override or isolate (U+202A..U+202E, U+2066..U+2069) would
     show the reviewer its text reordered (Trojan Source): refused, never stripped, as in a
@@ -225,6 +225,9 @@ def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
                     f"{at}: contains U+{ord(bidi):04X} {unicodedata.name(bidi)}, a "
                     "bidirectional control that would show the text reordered"
                 )
+            hiding = _hidden_text(node)
+            if hiding:
+                errors.append(f"{at}: {hiding}")
         elif isinstance(node, float) and not math.isfinite(node):
             errors.append(f"{at}: non-finite number")
         elif isinstance(node, Mapping):
@@ -239,6 +242,32 @@ def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
             for i, item in enumerate(node):
                 stack.append((item, f"{at}[{i}]"))
     return errors
+
+
+# Unicode tag characters (U+E0000..U+E007F) show as nothing, yet a language model reads
+# the text they spell ("ASCII smuggling": hidden instructions in a tool's description).
+# Only an emoji flag of a region (U+1F3F4, its code in tags, U+E007F) uses them to show.
+_TAGS = re.compile("[\U000e0000-\U000e007f]")
+_FLAG_TAG_SEQUENCE = re.compile(
+    "\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{1,7}\U000e007f"
+)
+
+
+def _hidden_text(text: str) -> str:
+    """Why ``text`` hides text in invisible tag characters ("" when it does not): the
+    first such character, named, and the text they spell."""
+    rest = _FLAG_TAG_SEQUENCE.sub("", text)
+    tags = _TAGS.findall(rest)
+    if not tags:
+        return ""
+    first = tags[0]
+    name = unicodedata.name(first, "TAG")
+    spelled = "".join(chr(ord(c) - 0xE0000) for c in tags if 0x20 <= ord(c) - 0xE0000 < 0x7F)
+    return (
+        f"contains U+{ord(first):04X} {name}, an invisible Unicode tag character: "
+        f"{len(tags)} of them hide text from the reviewer that a model would read "
+        f"(they spell {spelled[:80]!r})"
+    )
 
 
 def _size(value: Any) -> int:
