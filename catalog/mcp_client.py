@@ -79,6 +79,10 @@ NOT_A_TRANSPORT_ANSWER = frozenset({401, 403, 407, 408, 429})
 
 
 HANDSHAKE = "the handshake (initialize)"
+CLOSING = "closing the session"
+# Once every page is read, closing the session may take this long, no more (the server's
+# process is stopped all the same: the SDK's stdio shutdown is shielded and bounded).
+CLOSE_SECONDS = 3.0
 
 
 def _try_legacy_after(status: int) -> bool:
@@ -616,6 +620,7 @@ async def _list_all(
     tools: list[Any] = []
     identity: dict[str, Any] = {}
     pages = 0
+    complete = False
     with anyio.CancelScope(deadline=deadline) as scope:
         tap.scope = scope
         transport = _tapped(_transport(target, errlog, wire), tap)
@@ -666,9 +671,15 @@ async def _list_all(
                 cursor = _next_cursor(page.get("nextCursor"), seen, tap.stage)
                 if cursor is None:
                     break
+            # The listing is complete. Closing the session (over Streamable HTTP a DELETE,
+            # which a server or its proxy may never answer) gets a short bound of its own
+            # and can no longer turn the listing into a timeout.
+            complete = True
+            tap.stage = CLOSING
+            scope.deadline = min(scope.deadline, anyio.current_time() + CLOSE_SECONDS)
     if tap.failure is not None:
         raise tap.failure
-    if scope.cancelled_caught:
+    if scope.cancelled_caught and not complete:
         raise DiscoveryFailed(
             "timeout",
             f"the server did not finish within {limits.timeout_seconds:g} s (stuck in "

@@ -1061,6 +1061,23 @@ def test_an_http_server_chatting_on_its_event_stream_is_discovered(catalog_admin
     assert set(candidates(server)) == {"lookup_part"}
 
 
+def test_a_session_end_that_hangs_after_a_complete_listing_keeps_the_listing(catalog_admin):
+    """The SDK ends a Streamable HTTP session with a DELETE once the listing is read. A
+    server (or a proxy before it) that never answers that DELETE had turned a complete
+    listing into a timeout "stuck in tools/list page 1" at the deadline; the close has a
+    short bound of its own and the listing stands."""
+    with serving(sys.executable, server_script("wild_http"), "hang-delete") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="wild-hang-delete", transport="http", url=f"{base}/mcp"
+        )
+        started = time.monotonic()
+        run = discover(server, catalog_admin, mcp_client.Limits(timeout_seconds=15))
+        elapsed = time.monotonic() - started
+    assert run.ok, run.message
+    assert set(candidates(server)) == {"lookup_part"}
+    assert elapsed < mcp_client.CLOSE_SECONDS + 5, elapsed
+
+
 def test_a_server_with_a_spoofing_identity_and_tool_is_shown_and_the_tool_refused(catalog_admin):
     """serverInfo with bidi overrides, escape sequences and javascript: URLs, instructions
     of control characters: kept as untrusted text, the pages still answer and never make a

@@ -9,6 +9,7 @@ python wild_http.py chatty PORT      # tools/list: an event stream with a log no
 python wild_http.py init-error PORT  # initialize: a JSON-RPC error
 python wild_http.py gone PORT        # a session id at initialize, then 404 for it
 python wild_http.py is-error PORT    # tools/list: a result with isError true and no tools
+python wild_http.py hang-delete PORT # a sound listing; the DELETE that ends the session hangs
 
 A mode prefixed ``ts-`` (``ts-gone`` ...) also answers a request sent before the session
 exists (the client's ``server/discover`` probe) with HTTP 400 and a JSON-RPC error, as a
@@ -63,6 +64,8 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(405, b"", "text/plain")
 
     def do_DELETE(self) -> None:
+        if MODE == "hang-delete":
+            time.sleep(3600)
         self.answer(405, b"", "text/plain")
 
     def do_POST(self) -> None:
