@@ -858,7 +858,7 @@ async def _run(target: Target, limits: Limits) -> Fetched:
         try:
             return await _attempt(target, limits, legacy, deadline)
         except DiscoveryFailed as second:
-            raise _neither(failure, status, second, legacy) from None
+            raise _neither(failure, status, second, legacy, target) from None
 
 
 async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float) -> Fetched:
@@ -901,10 +901,13 @@ class _SdkErrors(logging.Handler):
         logging.getLogger(self.LOGGER).removeHandler(self)
 
 
-def _http_refusal(failure: DiscoveryFailed, status: int, target: Target) -> DiscoveryFailed:
+def _http_refusal(
+    failure: DiscoveryFailed, status: int, target: Target, context: str = ""
+) -> DiscoveryFailed:
     """A request was refused with ``status`` for a reason the deprecated transport would not
-    fix (the initialize POST's status says so, or the handshake had succeeded): say so in
-    HTTP's terms, with whatever the server said of it."""
+    fix (the initialize POST's status says so, or the handshake had succeeded), or the
+    deprecated transport's GET was: say so in HTTP's terms, with whatever the server said
+    of it (and ``context``, why that request was made)."""
     if status in (401, 403, 407):
         hint = (
             "the credential the reference names was refused: check its value"
@@ -924,7 +927,8 @@ def _http_refusal(failure: DiscoveryFailed, status: int, target: Target) -> Disc
     return DiscoveryFailed(
         "http_error",
         f"the server answered {failure.stage or 'the handshake'} with HTTP {status} "
-        f"({_reason(status)}){_said(failure)}; {hint}; nothing was stored",
+        f"({_reason(status)}){_said(failure)}; {hint}{f' ({context})' if context else ''}; "
+        "nothing was stored",
         stage=failure.stage,
     )
 
@@ -946,11 +950,23 @@ def _not_an_endpoint(failure: DiscoveryFailed, wire: _Wire) -> DiscoveryFailed:
 
 
 def _neither(
-    first: DiscoveryFailed, status: int, second: DiscoveryFailed, legacy: _Wire
+    first: DiscoveryFailed, status: int, second: DiscoveryFailed, legacy: _Wire, target: Target
 ) -> DiscoveryFailed:
-    """Neither transport answered. When the legacy GET did not open an event stream, the URL
-    is not an MCP endpoint of either kind: say what each transport got. When it did, this
-    is a legacy server that failed later: its failure, and why that transport was tried."""
+    """Neither transport answered. When the legacy GET was refused for a reason of its own
+    (a credential, a busy or failing server), say that. When it did not open an event
+    stream otherwise, the URL is not an MCP endpoint of either kind: say what each
+    transport got. When it did, this is a legacy server that failed later: its failure,
+    and why that transport was tried."""
+    why = (
+        f"tried because a Streamable HTTP initialize POST was answered with HTTP {status} "
+        f"({_reason(status)}){_said(first)}"
+    )
+    refused = legacy.status
+    if refused is not None and (refused in NOT_A_TRANSPORT_ANSWER or refused >= 500):
+        stage = "the deprecated HTTP+SSE transport's GET"
+        failure = _http_refusal(DiscoveryFailed(second.code, "", stage=stage), refused, target, why)
+        failure.stage = first.stage
+        return failure
     if legacy.content_type != "text/event-stream":
         got = legacy.answer() if legacy.status is not None else second.message
         return DiscoveryFailed(
@@ -961,11 +977,7 @@ def _neither(
             "MCP endpoint (often …/mcp, or …/sse for older servers)? Nothing was stored",
             stage=first.stage,
         )
-    second.message = (
-        f"{second.message} (over the deprecated HTTP+SSE transport, tried because a "
-        f"Streamable HTTP initialize POST was answered with HTTP {status} "
-        f"({_reason(status)}){_said(first)})"
-    )
+    second.message = f"{second.message} (over the deprecated HTTP+SSE transport, {why})"
     return second
 
 

@@ -527,6 +527,39 @@ def test_a_url_that_is_no_mcp_endpoint_says_what_each_transport_got(catalog_admi
     assert stored() == before and Discovery.objects.filter(server=server).count() == 1
 
 
+def test_a_legacy_server_refusing_its_event_stream_for_a_credential_says_so(
+    catalog_admin, monkeypatch
+):
+    """An HTTP+SSE server whose routes carry the credential check answers the newer
+    transport's POST 405 (no such route) and the GET of its event stream 401: the answer is
+    about the credential, not "the URL is not an MCP endpoint" (which sent the admin to
+    change a URL that was right)."""
+    token = "tok-" + os.urandom(12).hex()
+    argv = (sys.executable, server_script("legacy_sse"), "--token", token, "--route-first")
+    with serving(*argv) as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="legacy-locked", transport="http", url=f"{base}/sse"
+        )
+        before = stored()
+        missing = discover(server)
+        server.credential_ref = "env:FIELDOPS_MCP_TOKEN_LOCKED"
+        server.save(update_fields=["credential_ref"])
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_LOCKED", "wrong-" + token)
+        refused = discover(server)
+        assert stored() == before
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_LOCKED", token)
+        run = discover(server)
+    for failed, hint in (
+        (missing, "register the server with a credential reference"),
+        (refused, "the credential the reference names was refused"),
+    ):
+        assert failed.code == "http_error", failed.message
+        assert "not an MCP endpoint" not in failed.message
+        assert "HTTP+SSE transport's GET with HTTP 401 (Unauthorized)" in failed.message
+        assert hint in failed.message and "HTTP 405 (Method Not Allowed)" in failed.message
+    assert run.ok and run.identity["http_transport"] == "sse", run.message
+
+
 def test_a_legacy_server_that_never_names_its_endpoint_times_out_saying_why_it_was_tried(
     catalog_admin,
 ):
