@@ -928,6 +928,21 @@ def test_the_management_command_discovers_a_server_by_name(catalog_admin, capsys
         call_command("catalog_discover", "old")
 
 
+def test_the_command_never_writes_a_servers_terminal_escapes(catalog_admin, capsys):
+    """A server's own words (serverInfo, its JSON-RPC error) are printed by the command
+    with control characters escaped: a hostile server cannot retitle the admin's terminal,
+    clear it, or move the cursor up to overwrite a failure with "ok"."""
+    for mode in ("ansi-ok", "ansi"):
+        register(catalog_admin, f"wild-{mode}", sys.executable, f"{server_script('wild')} {mode}")
+    call_command("catalog_discover", "wild-ansi-ok", "--timeout", "20")
+    with pytest.raises(CommandError, match="1 discovery"):
+        call_command("catalog_discover", "wild-ansi", "--timeout", "20")
+    out = capsys.readouterr().out
+    assert " ok: wild\\x1b]0;pwned\\x07\\x1b[2J 1\\x1b[1A\\x1b[2K over " in out, out
+    assert "error -32603: tools are down \\x1b]8;;https://evil.example/\\x07details" in out
+    assert not any(c in out for c in "\x1b\x07\x9b"), repr(out)
+
+
 @pytest.mark.postgres
 def test_nul_characters_from_a_server_are_shown_not_a_crash(catalog_admin, changing_server):
     # PostgreSQL stores no NUL in text or jsonb. A server that sends one (by mistake or on
