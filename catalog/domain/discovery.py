@@ -48,6 +48,11 @@ MAX_DISCOVERY_BYTES = 8 * 1024 * 1024
 MAX_PAGES = 100
 MAX_TOOLS = 1000
 MAX_DEPTH = 32
+# A pasted text may nest past a bare ``{"tools": [...]}`` (MAX_DEPTH): inside a JSON-RPC
+# response (or a recorded fixture's ``{"result": ...}``) a tool nesting MAX_DEPTH - 2
+# levels, which live discovery accepts, is imported too, and one a level deeper is
+# refused alone, as in a live listing.
+MAX_TEXT_DEPTH = MAX_DEPTH + 2
 MAX_TOOL_BYTES = 128 * 1024
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_DESCRIPTION = 16_000
@@ -489,8 +494,8 @@ def parse_tool_list(text: str, schema_check: SchemaCheck | None = None) -> ToolL
     if size > MAX_BYTES:
         raise ImportRefused([f"the tool list is {size} bytes (limit {MAX_BYTES})"])
     depth = nesting_depth(text)
-    if depth > MAX_DEPTH:
-        raise ImportRefused([f"the tool list nests {depth} levels deep (limit {MAX_DEPTH})"])
+    if depth > MAX_TEXT_DEPTH:
+        raise ImportRefused([f"the tool list nests {depth} levels deep (limit {MAX_TEXT_DEPTH})"])
     events = _event_stream(text)
     if events is not None:
         return parse_result(_answer_in(events), schema_check)

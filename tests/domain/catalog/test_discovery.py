@@ -10,6 +10,7 @@ from catalog.domain.discovery import (
     MAX_BYTES,
     MAX_DEPTH,
     MAX_DESCRIPTION,
+    MAX_TEXT_DEPTH,
     MAX_TOOLS,
     DiscoveredTool,
     ImportRefused,
@@ -155,7 +156,38 @@ def test_huge_input_is_refused_before_parsing():
 def test_deep_nesting_is_refused_without_recursing():
     text = '{"tools": ' + "[" * 100_000 + "]" * 100_000 + "}"
     errors = refused(text)
-    assert "nests" in errors[0] and str(MAX_DEPTH) in errors[0]
+    assert "nests" in errors[0] and f"(limit {MAX_TEXT_DEPTH})" in errors[0]
+
+
+def _nesting(levels: int) -> dict:
+    """A tool whose definition nests exactly ``levels`` levels (value_depth)."""
+    schema: dict = {"type": "object"}
+    for _ in range(levels - 2):  # the tool and its inputSchema are two levels
+        schema = {"type": "object", "not": schema}
+    tool = {"name": "deep", "inputSchema": schema}
+    assert value_depth(tool) == levels
+    return tool
+
+
+def test_a_tool_nesting_to_the_limit_imports_in_every_accepted_form():
+    """Live discovery accepts a tool nesting MAX_DEPTH - 2 levels; pasted as a JSON-RPC
+    response or as a recorded fixture (one level more than a bare list) it was refused
+    whole ("the tool list nests 33 levels deep"). One level deeper is refused alone."""
+    deepest = _nesting(MAX_DEPTH - 2)
+    for form in (
+        {"tools": [deepest]},
+        {"jsonrpc": "2.0", "id": 1, "result": {"tools": [deepest]}},
+        {"_source": {"how": "recorded"}, "result": {"tools": [deepest]}},
+    ):
+        assert [t.name for t in accepted(json.dumps(form))] == ["deep"], form
+    over = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"tools": [{**_nesting(MAX_DEPTH - 1), "name": "deeper"}, GOOD]},
+    }
+    listing = parse_tool_list(json.dumps(over))
+    assert [t.name for t in listing.tools] == ["search_manual"]
+    assert "nests 31 levels (limit 30)" in listing.refused[0].reasons[0]
 
 
 def test_brackets_inside_strings_do_not_count_as_nesting():
