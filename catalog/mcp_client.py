@@ -79,6 +79,10 @@ NOT_A_TRANSPORT_ANSWER = frozenset({401, 403, 407, 408, 429})
 
 
 HANDSHAKE = "the handshake (initialize)"
+CLOSING = "closing the session"
+# Once every page is read, closing the session may take this long, no more (the server's
+# process is stopped all the same: the SDK's stdio shutdown is shielded and bounded).
+CLOSE_SECONDS = 3.0
 
 
 def _try_legacy_after(status: int) -> bool:
@@ -257,15 +261,20 @@ def wire_limit(limits: Limits) -> int:
 @dataclass
 class _Wire:
     """How one attempt speaks to its target: ``kind`` is "stdio", ``STREAMABLE_HTTP`` or
-    ``LEGACY_SSE``; ``status`` the HTTP status of the attempt's first request (the
-    initialize POST, or the legacy transport's GET), once answered. ``tap`` (set by the
-    attempt) hears of an HTTP answer read past ``limit`` bytes."""
+    ``LEGACY_SSE``. ``status`` and ``content_type`` are the handshake's answer, once
+    answered: for Streamable HTTP the answer to the initialize POST (to the client's
+    ``server/discover`` probe only when no initialize was sent, as to a server that speaks
+    the stateless revision), for the legacy transport the answer to its GET; ``listing``
+    is the status of the latest tools/list POST. A redirect is no answer (the SDK follows
+    one within the endpoint's origin). ``tap`` (set by the attempt) hears of an HTTP answer
+    read past ``limit`` bytes."""
 
     kind: str
-    status: int | None = None
-    content_type: str = ""
     limit: int = 0
     tap: _Tap | None = None
+    listing: int | None = None
+    asked: set[str] = field(default_factory=set)
+    answers: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def overflow(self, failure: DiscoveryFailed) -> None:
         if self.tap is not None:
@@ -273,10 +282,36 @@ class _Wire:
             failure.message = failure.message.replace("{stage}", self.tap.stage)
             self.tap.fail(failure)
 
+    def _handshake(self) -> tuple[int, str] | None:
+        if self.kind == LEGACY_SSE:
+            return self.answers.get("GET")
+        if "initialize" in self.asked:
+            return self.answers.get("initialize")
+        return self.answers.get("server/discover")
+
+    @property
+    def status(self) -> int | None:
+        answer = self._handshake()
+        return answer[0] if answer else None
+
+    @property
+    def content_type(self) -> str:
+        answer = self._handshake()
+        return answer[1] if answer else ""
+
+    async def ask(self, request: httpx2.Request) -> None:
+        self.asked.add(_method_of(request))
+
     async def saw(self, response: httpx2.Response) -> None:
-        if self.status is None:
-            self.status = response.status_code
-            self.content_type = response.headers.get("content-type", "").split(";")[0].strip()
+        status = response.status_code
+        if 300 <= status < 400:
+            return
+        method = _method_of(response.request)
+        if method == "tools/list":
+            self.listing = status
+        elif method not in self.answers:
+            content_type = response.headers.get("content-type", "").split(";")[0].strip()
+            self.answers[method] = (status, content_type)
 
     def answer(self) -> str:
         """The first answer in a few words, e.g. "HTTP 200 (text/html, not an event stream)"."""
@@ -288,17 +323,29 @@ class _Wire:
         return f"HTTP {self.status} ({kind}, not an event stream)"
 
     def client(self, headers: Mapping[str, str] | None = None, **options: Any) -> Any:
-        """An HTTP client that notes the first answer's status (for either HTTP transport;
+        """An HTTP client that notes the answers' statuses (for either HTTP transport;
         the SDK never follows a redirect off the endpoint's origin, whatever it is told)."""
         options.setdefault("timeout", httpx2.Timeout(30.0, read=60.0))
         return httpx2.AsyncClient(
             # Uncompressed: a compressed answer's size is only known once it is decoded.
             headers={**dict(headers or {}), "Accept-Encoding": "identity"},
             follow_redirects=False,
-            event_hooks={"response": [self.saw]},
+            event_hooks={"request": [self.ask], "response": [self.saw]},
             transport=_Bounded(self),
             **options,
         )
+
+
+def _method_of(request: httpx2.Request) -> str:
+    """The JSON-RPC method a POST carries ("GET" for any other request, "" for an answer)."""
+    if request.method != "POST":
+        return request.method
+    try:
+        body = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return ""
+    method = body.get("method") if isinstance(body, dict) else None
+    return method if isinstance(method, str) else ""
 
 
 class _Bounded(httpx2.AsyncBaseTransport):
@@ -573,6 +620,7 @@ async def _list_all(
     tools: list[Any] = []
     identity: dict[str, Any] = {}
     pages = 0
+    complete = False
     with anyio.CancelScope(deadline=deadline) as scope:
         tap.scope = scope
         transport = _tapped(_transport(target, errlog, wire), tap)
@@ -623,9 +671,15 @@ async def _list_all(
                 cursor = _next_cursor(page.get("nextCursor"), seen, tap.stage)
                 if cursor is None:
                     break
+            # The listing is complete. Closing the session (over Streamable HTTP a DELETE,
+            # which a server or its proxy may never answer) gets a short bound of its own
+            # and can no longer turn the listing into a timeout.
+            complete = True
+            tap.stage = CLOSING
+            scope.deadline = min(scope.deadline, anyio.current_time() + CLOSE_SECONDS)
     if tap.failure is not None:
         raise tap.failure
-    if scope.cancelled_caught:
+    if scope.cancelled_caught and not complete:
         raise DiscoveryFailed(
             "timeout",
             f"the server did not finish within {limits.timeout_seconds:g} s (stuck in "
@@ -785,21 +839,26 @@ async def _run(target: Target, limits: Limits) -> Fetched:
     try:
         return await _attempt(target, limits, wire, deadline)
     except DiscoveryFailed as failure:
+        if failure.stage.startswith("tools/list"):
+            # Past the handshake the server spoke Streamable HTTP: a later refusal is its
+            # own, never a sign of the deprecated transport; and it is the answer to
+            # tools/list that failed, whatever the handshake's were.
+            if wire.listing is None or wire.listing < 400:
+                raise
+            raise _http_refusal(failure, wire.listing, target) from None
         status = wire.status
         answered = status is not None and 200 <= status < 300
         if answered and failure.code == "server_error" and not _mcp_content(wire):
             raise _not_an_endpoint(failure, wire) from None
         if status is None or status < 400:
             raise
-        if failure.stage.startswith("tools/list") or not _try_legacy_after(status):
-            # Past the handshake the server spoke Streamable HTTP: a later refusal is its
-            # own, never a sign of the deprecated transport.
+        if not _try_legacy_after(status):
             raise _http_refusal(failure, status, target) from None
         legacy = _Wire(LEGACY_SSE)
         try:
             return await _attempt(target, limits, legacy, deadline)
         except DiscoveryFailed as second:
-            raise _neither(failure, status, second, legacy) from None
+            raise _neither(failure, status, second, legacy, target) from None
 
 
 async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float) -> Fetched:
@@ -842,10 +901,13 @@ class _SdkErrors(logging.Handler):
         logging.getLogger(self.LOGGER).removeHandler(self)
 
 
-def _http_refusal(failure: DiscoveryFailed, status: int, target: Target) -> DiscoveryFailed:
+def _http_refusal(
+    failure: DiscoveryFailed, status: int, target: Target, context: str = ""
+) -> DiscoveryFailed:
     """A request was refused with ``status`` for a reason the deprecated transport would not
-    fix (the initialize POST's status says so, or the handshake had succeeded): say so in
-    HTTP's terms, with whatever the server said of it."""
+    fix (the initialize POST's status says so, or the handshake had succeeded), or the
+    deprecated transport's GET was: say so in HTTP's terms, with whatever the server said
+    of it (and ``context``, why that request was made)."""
     if status in (401, 403, 407):
         hint = (
             "the credential the reference names was refused: check its value"
@@ -865,7 +927,8 @@ def _http_refusal(failure: DiscoveryFailed, status: int, target: Target) -> Disc
     return DiscoveryFailed(
         "http_error",
         f"the server answered {failure.stage or 'the handshake'} with HTTP {status} "
-        f"({_reason(status)}){_said(failure)}; {hint}; nothing was stored",
+        f"({_reason(status)}){_said(failure)}; {hint}{f' ({context})' if context else ''}; "
+        "nothing was stored",
         stage=failure.stage,
     )
 
@@ -887,11 +950,23 @@ def _not_an_endpoint(failure: DiscoveryFailed, wire: _Wire) -> DiscoveryFailed:
 
 
 def _neither(
-    first: DiscoveryFailed, status: int, second: DiscoveryFailed, legacy: _Wire
+    first: DiscoveryFailed, status: int, second: DiscoveryFailed, legacy: _Wire, target: Target
 ) -> DiscoveryFailed:
-    """Neither transport answered. When the legacy GET did not open an event stream, the URL
-    is not an MCP endpoint of either kind: say what each transport got. When it did, this
-    is a legacy server that failed later: its failure, and why that transport was tried."""
+    """Neither transport answered. When the legacy GET was refused for a reason of its own
+    (a credential, a busy or failing server), say that. When it did not open an event
+    stream otherwise, the URL is not an MCP endpoint of either kind: say what each
+    transport got. When it did, this is a legacy server that failed later: its failure,
+    and why that transport was tried."""
+    why = (
+        f"tried because a Streamable HTTP initialize POST was answered with HTTP {status} "
+        f"({_reason(status)}){_said(first)}"
+    )
+    refused = legacy.status
+    if refused is not None and (refused in NOT_A_TRANSPORT_ANSWER or refused >= 500):
+        stage = "the deprecated HTTP+SSE transport's GET"
+        failure = _http_refusal(DiscoveryFailed(second.code, "", stage=stage), refused, target, why)
+        failure.stage = first.stage
+        return failure
     if legacy.content_type != "text/event-stream":
         got = legacy.answer() if legacy.status is not None else second.message
         return DiscoveryFailed(
@@ -902,11 +977,7 @@ def _neither(
             "MCP endpoint (often …/mcp, or …/sse for older servers)? Nothing was stored",
             stage=first.stage,
         )
-    second.message = (
-        f"{second.message} (over the deprecated HTTP+SSE transport, tried because a "
-        f"Streamable HTTP initialize POST was answered with HTTP {status} "
-        f"({_reason(status)}){_said(first)})"
-    )
+    second.message = f"{second.message} (over the deprecated HTTP+SSE transport, {why})"
     return second
 
 

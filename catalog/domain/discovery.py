@@ -1,7 +1,8 @@
 """Discovered tool definitions: parse an untrusted tool list into candidates, or refuse it.
 
-Accepts the MCP ``tools/list`` result (bare or inside a JSON-RPC ``{"result": {...}}``
-envelope) as defined by the 2025-11-25 and 2026-07-28 specifications: every Tool field
+Accepts the MCP ``tools/list`` result (bare, inside a JSON-RPC ``{"result": {...}}``
+envelope, or that envelope in the event stream a Streamable HTTP server answers with, as
+curl prints it) as defined by the 2025-11-25 and 2026-07-28 specifications: every Tool field
 (``name``, ``title``, ``description``, ``icons``, ``inputSchema``, ``outputSchema``,
 ``annotations``, ``execution``, ``_meta``), JSON Schema 2020-12 schemas (``$schema``,
 ``$defs``, ``anyOf`` ...) and ``nextCursor``.
@@ -47,6 +48,11 @@ MAX_DISCOVERY_BYTES = 8 * 1024 * 1024
 MAX_PAGES = 100
 MAX_TOOLS = 1000
 MAX_DEPTH = 32
+# A pasted text may nest past a bare ``{"tools": [...]}`` (MAX_DEPTH): inside a JSON-RPC
+# response (or a recorded fixture's ``{"result": ...}``) a tool nesting MAX_DEPTH - 2
+# levels, which live discovery accepts, is imported too, and one a level deeper is
+# refused alone, as in a live listing.
+MAX_TEXT_DEPTH = MAX_DEPTH + 2
 MAX_TOOL_BYTES = 128 * 1024
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_DESCRIPTION = 16_000
@@ -201,8 +207,8 @@ def _reject_constant(name: str) -> Any:
 
 
 def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
-    """NUL bytes, unpaired surrogates, bidirectional controls and non-finite numbers
-    anywhere in ``value``.
+    """NUL bytes, unpaired surrogates, bidirectional controls, text hidden in invisible tag
+    characters and non-finite numbers anywhere in ``value``.
 
     A bidirectional embedding, override or isolate (U+202A..U+202E, U+2066..U+2069) would
     show the reviewer its text reordered (Trojan Source): refused, never stripped, as in a
@@ -224,6 +230,9 @@ def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
                     f"{at}: contains U+{ord(bidi):04X} {unicodedata.name(bidi)}, a "
                     "bidirectional control that would show the text reordered"
                 )
+            hiding = _hidden_text(node)
+            if hiding:
+                errors.append(f"{at}: {hiding}")
         elif isinstance(node, float) and not math.isfinite(node):
             errors.append(f"{at}: non-finite number")
         elif isinstance(node, Mapping):
@@ -238,6 +247,32 @@ def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
             for i, item in enumerate(node):
                 stack.append((item, f"{at}[{i}]"))
     return errors
+
+
+# Unicode tag characters (U+E0000..U+E007F) show as nothing, yet a language model reads
+# the text they spell ("ASCII smuggling": hidden instructions in a tool's description).
+# Only an emoji flag of a region (U+1F3F4, its code in tags, U+E007F) uses them to show.
+_TAGS = re.compile("[\U000e0000-\U000e007f]")
+_FLAG_TAG_SEQUENCE = re.compile(
+    "\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{1,7}\U000e007f"
+)
+
+
+def _hidden_text(text: str) -> str:
+    """Why ``text`` hides text in invisible tag characters ("" when it does not): the
+    first such character, named, and the text they spell."""
+    rest = _FLAG_TAG_SEQUENCE.sub("", text)
+    tags = _TAGS.findall(rest)
+    if not tags:
+        return ""
+    first = tags[0]
+    name = unicodedata.name(first, "TAG")
+    spelled = "".join(chr(ord(c) - 0xE0000) for c in tags if 0x20 <= ord(c) - 0xE0000 < 0x7F)
+    return (
+        f"contains U+{ord(first):04X} {name}, an invisible Unicode tag character: "
+        f"{len(tags)} of them hide text from the reviewer that a model would read "
+        f"(they spell {spelled[:80]!r})"
+    )
 
 
 def _size(value: Any) -> int:
@@ -459,13 +494,80 @@ def parse_tool_list(text: str, schema_check: SchemaCheck | None = None) -> ToolL
     if size > MAX_BYTES:
         raise ImportRefused([f"the tool list is {size} bytes (limit {MAX_BYTES})"])
     depth = nesting_depth(text)
-    if depth > MAX_DEPTH:
-        raise ImportRefused([f"the tool list nests {depth} levels deep (limit {MAX_DEPTH})"])
+    if depth > MAX_TEXT_DEPTH:
+        raise ImportRefused([f"the tool list nests {depth} levels deep (limit {MAX_TEXT_DEPTH})"])
+    events = _event_stream(text)
+    if events is not None:
+        return parse_result(_answer_in(events), schema_check)
+    return parse_result(_json(text, "not valid JSON"), schema_check)
+
+
+def _json(text: str, what: str) -> Any:
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
-        raise ImportRefused([f"not valid JSON: {str(exc)[:200]}"]) from None
-    return parse_result(data, schema_check)
+        raise ImportRefused([f"{what}: {str(exc)[:200]}"]) from None
+
+
+# The first line of a Server-Sent Events stream: a field (``event:``, ``data:``, ``id:``,
+# ``retry:``) or a comment (``:``). No JSON text starts so.
+_SSE_LINE = re.compile(r"(?:event|data|id|retry)(?::|$)|:")
+# SSE ends a line at CRLF, LF or CR; never at the other breaks ``str.splitlines`` knows
+# (U+2028 may stand raw inside a JSON string).
+_SSE_EOL = re.compile(r"\r\n|\r|\n")
+
+
+def _event_stream(text: str) -> list[str] | None:
+    """The data of each event, when ``text`` is an event stream: what a Streamable HTTP
+    server answers a POST with (``text/event-stream``), as curl prints it. ``None`` when
+    it is not one."""
+    lines = _SSE_EOL.split(text.lstrip("\ufeff"))
+    first = next((line for line in lines if line.strip()), "")
+    if not _SSE_LINE.match(first):
+        return None
+    events: list[str] = []
+    data: list[str] | None = None
+    for line in [*lines, ""]:
+        if not line:
+            if data is not None:
+                events.append("\n".join(data))
+            data = None
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            if name == "data":
+                data = [*(data or []), value.removeprefix(" ")]
+    return events
+
+
+def _answer_in(events: list[str]) -> Any:
+    """The one ``tools/list`` result an event stream carries; the other messages (a
+    priming event without data, notifications, the server's requests) are skipped."""
+    answers: list[Any] = []
+    errors: list[str] = []
+    for number, data in enumerate(events, start=1):
+        if not data.strip():
+            continue
+        message = _json(data, f"event {number} of the event stream is not valid JSON")
+        if not isinstance(message, Mapping) or "method" in message:
+            continue
+        if isinstance(message.get("result"), Mapping) and "tools" in message["result"]:
+            answers.append(message)
+        elif isinstance(message.get("error"), Mapping):
+            error = message["error"]
+            errors.append(f"error {error.get('code')}: {str(error.get('message'))[:200]}")
+    if len(answers) == 1:
+        return answers[0]
+    if answers:
+        raise ImportRefused(
+            [f"the event stream carries {len(answers)} tools/list results: import one at a time"]
+        )
+    if errors:
+        raise ImportRefused(
+            [f"the event stream answers with a JSON-RPC error, not a tool list: {errors[0]}"]
+        )
+    raise ImportRefused(
+        ["the event stream carries no tools/list result (a JSON-RPC response with a tools list)"]
+    )
 
 
 def parse_result(data: Any, schema_check: SchemaCheck | None = None) -> ToolListing:

@@ -527,6 +527,39 @@ def test_a_url_that_is_no_mcp_endpoint_says_what_each_transport_got(catalog_admi
     assert stored() == before and Discovery.objects.filter(server=server).count() == 1
 
 
+def test_a_legacy_server_refusing_its_event_stream_for_a_credential_says_so(
+    catalog_admin, monkeypatch
+):
+    """An HTTP+SSE server whose routes carry the credential check answers the newer
+    transport's POST 405 (no such route) and the GET of its event stream 401: the answer is
+    about the credential, not "the URL is not an MCP endpoint" (which sent the admin to
+    change a URL that was right)."""
+    token = "tok-" + os.urandom(12).hex()
+    argv = (sys.executable, server_script("legacy_sse"), "--token", token, "--route-first")
+    with serving(*argv) as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="legacy-locked", transport="http", url=f"{base}/sse"
+        )
+        before = stored()
+        missing = discover(server)
+        server.credential_ref = "env:FIELDOPS_MCP_TOKEN_LOCKED"
+        server.save(update_fields=["credential_ref"])
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_LOCKED", "wrong-" + token)
+        refused = discover(server)
+        assert stored() == before
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_LOCKED", token)
+        run = discover(server)
+    for failed, hint in (
+        (missing, "register the server with a credential reference"),
+        (refused, "the credential the reference names was refused"),
+    ):
+        assert failed.code == "http_error", failed.message
+        assert "not an MCP endpoint" not in failed.message
+        assert "HTTP+SSE transport's GET with HTTP 401 (Unauthorized)" in failed.message
+        assert hint in failed.message and "HTTP 405 (Method Not Allowed)" in failed.message
+    assert run.ok and run.identity["http_transport"] == "sse", run.message
+
+
 def test_a_legacy_server_that_never_names_its_endpoint_times_out_saying_why_it_was_tried(
     catalog_admin,
 ):
@@ -895,6 +928,21 @@ def test_the_management_command_discovers_a_server_by_name(catalog_admin, capsys
         call_command("catalog_discover", "old")
 
 
+def test_the_command_never_writes_a_servers_terminal_escapes(catalog_admin, capsys):
+    """A server's own words (serverInfo, its JSON-RPC error) are printed by the command
+    with control characters escaped: a hostile server cannot retitle the admin's terminal,
+    clear it, or move the cursor up to overwrite a failure with "ok"."""
+    for mode in ("ansi-ok", "ansi"):
+        register(catalog_admin, f"wild-{mode}", sys.executable, f"{server_script('wild')} {mode}")
+    call_command("catalog_discover", "wild-ansi-ok", "--timeout", "20")
+    with pytest.raises(CommandError, match="1 discovery"):
+        call_command("catalog_discover", "wild-ansi", "--timeout", "20")
+    out = capsys.readouterr().out
+    assert " ok: wild\\x1b]0;pwned\\x07\\x1b[2J 1\\x1b[1A\\x1b[2K over " in out, out
+    assert "error -32603: tools are down \\x1b]8;;https://evil.example/\\x07details" in out
+    assert not any(c in out for c in "\x1b\x07\x9b"), repr(out)
+
+
 @pytest.mark.postgres
 def test_nul_characters_from_a_server_are_shown_not_a_crash(catalog_admin, changing_server):
     # PostgreSQL stores no NUL in text or jsonb. A server that sends one (by mistake or on
@@ -1000,12 +1048,20 @@ def test_an_empty_next_cursor_ends_the_listing(catalog_admin):
     }
 
 
-def test_a_session_the_server_forgets_after_the_handshake_is_said_as_such(catalog_admin):
+# How a server answers the client's server/discover probe, sent before initialize: a
+# JSON-RPC -32601 in a 200, or (servers of the TypeScript SDK: server-everything,
+# @playwright/mcp ...) HTTP 400 "Bad Request: Server not initialized". What follows is
+# judged by the answers to initialize and to tools/list, never by the probe's.
+PROBE_ANSWERS = pytest.mark.parametrize("probe", ["", "ts-"], ids=["probe-32601", "probe-400"])
+
+
+@PROBE_ANSWERS
+def test_a_session_the_server_forgets_after_the_handshake_is_said_as_such(catalog_admin, probe):
     """A Streamable HTTP server that opened a session at initialize and answers 404 for it
     on tools/list (restarted, expired it, or replicas that share no sessions) completed the
     handshake: no fallback to the deprecated transport, no "initialize POST" blamed."""
     script = server_script("wild_http")
-    with serving(sys.executable, script, "gone") as base:
+    with serving(sys.executable, script, f"{probe}gone") as base:
         server = servers.tool_server_register(
             user=catalog_admin, name="wild-gone", transport="http", url=f"{base}/mcp"
         )
@@ -1027,10 +1083,11 @@ def test_a_session_the_server_forgets_after_the_handshake_is_said_as_such(catalo
         ("is-error", "not_mcp", "without a tools list"),
     ],
 )
+@PROBE_ANSWERS
 def test_a_wild_http_server_ends_in_a_typed_failure_in_bounded_time(
-    catalog_admin, mode, code, said
+    catalog_admin, mode, code, said, probe
 ):
-    with serving(sys.executable, server_script("wild_http"), mode) as base:
+    with serving(sys.executable, server_script("wild_http"), f"{probe}{mode}") as base:
         server = servers.tool_server_register(
             user=catalog_admin, name=f"wild-{mode}", transport="http", url=f"{base}/mcp"
         )
@@ -1041,14 +1098,32 @@ def test_a_wild_http_server_ends_in_a_typed_failure_in_bounded_time(
     assert stored() == before and elapsed < 15, elapsed
 
 
-def test_an_http_server_chatting_on_its_event_stream_is_discovered(catalog_admin):
-    with serving(sys.executable, server_script("wild_http"), "chatty") as base:
+@PROBE_ANSWERS
+def test_an_http_server_chatting_on_its_event_stream_is_discovered(catalog_admin, probe):
+    with serving(sys.executable, server_script("wild_http"), f"{probe}chatty") as base:
         server = servers.tool_server_register(
             user=catalog_admin, name="wild-http-chatty", transport="http", url=f"{base}/mcp"
         )
         run = discover(server, catalog_admin)
     assert run.ok, run.message
     assert set(candidates(server)) == {"lookup_part"}
+
+
+def test_a_session_end_that_hangs_after_a_complete_listing_keeps_the_listing(catalog_admin):
+    """The SDK ends a Streamable HTTP session with a DELETE once the listing is read. A
+    server (or a proxy before it) that never answers that DELETE had turned a complete
+    listing into a timeout "stuck in tools/list page 1" at the deadline; the close has a
+    short bound of its own and the listing stands."""
+    with serving(sys.executable, server_script("wild_http"), "hang-delete") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="wild-hang-delete", transport="http", url=f"{base}/mcp"
+        )
+        started = time.monotonic()
+        run = discover(server, catalog_admin, mcp_client.Limits(timeout_seconds=15))
+        elapsed = time.monotonic() - started
+    assert run.ok, run.message
+    assert set(candidates(server)) == {"lookup_part"}
+    assert elapsed < mcp_client.CLOSE_SECONDS + 5, elapsed
 
 
 def test_a_server_with_a_spoofing_identity_and_tool_is_shown_and_the_tool_refused(catalog_admin):

@@ -142,3 +142,23 @@ def test_a_title_declared_only_in_annotations_is_shown_as_the_tools_title(catalo
         r'<dt>Title .*?\(annotations\.title\)</span></dt><dd class="untrusted-text">Get User</dd>',
         page,
     ), page[page.find("<dt>Name") : page.find("<dt>Effect")]
+
+
+def test_the_event_stream_a_streamable_http_server_answers_is_imported_as_printed(catalog_admin):
+    """``curl`` against a Streamable HTTP server prints its answer as an event stream (a
+    priming event with empty data, then ``event: message`` / ``data: {...}``): recorded
+    from server-everything's streamableHttp mode, it imports the same 13 tools as its
+    stdio listing, through the console's import page."""
+    text = (FIXTURES / "everything-streamable-http.sse").read_text(encoding="utf-8")
+    assert text.startswith("id: ") and "\nevent: message\n" in text
+    listing = parse_tool_list(text)
+    assert listing.refused == ()
+    stdio = parse_tool_list((FIXTURES / "everything.json").read_text())
+    assert sorted(t.name for t in listing.tools) == sorted(t.name for t in stdio.tools)
+    client = Client()
+    client.force_login(catalog_admin)
+    response = client.post(
+        reverse("catalog-import"), {"server": "recorded:everything-http", "tool_list": text}
+    )
+    assert response.status_code == 302, response.content.decode()[:500]
+    assert ToolSighting.objects.filter(server_label="recorded:everything-http").count() == 13

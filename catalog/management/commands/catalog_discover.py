@@ -5,6 +5,10 @@
     python manage.py catalog_discover SERVER --timeout 10
 
 Candidates are DISCOVERED only: discovery never admits anything.
+
+What a server said (its serverInfo, its errors, its refused tools) is printed with control
+characters escaped (``\x1b``): a hostile server must not drive the admin's terminal (retitle
+it, clear it, move the cursor up to overwrite a failure with "ok").
 """
 
 from __future__ import annotations
@@ -16,6 +20,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from catalog import mcp_client, servers
 from catalog.models import Discovery, ToolServer
 from fieldops.arguments import decimal_number
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal would not print as itself (C0 and C1
+    controls, ESC above all, and other invisible format characters) shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class Command(BaseCommand):
@@ -57,20 +67,23 @@ class Command(BaseCommand):
     def _report(self, run: Discovery) -> None:
         head = f"{run.server.name}: discovery #{run.pk} {run.outcome}"
         if not run.ok:
-            self.stdout.write(f"{head} ({run.code}): {run.message}")
+            self._say(f"{head} ({run.code}): {run.message}")
             return
         info = run.identity.get("server_info", {})
-        self.stdout.write(
+        self._say(
             f"{head}: {info.get('name', '?')} {info.get('version', '')} over "
             f"{run.identity.get('protocol_version', '?')}, {run.pages} page(s), "
             f"{run.tools_listed} tool(s): {run.message}"
         )
         for pair in run.summary.get("changed", []):
-            self.stdout.write(f"  changed: {pair[0]} -> {pair[1]}")
+            self._say(f"  changed: {pair[0]} -> {pair[1]}")
         for ref in run.summary.get("gone", []):
-            self.stdout.write(f"  gone: {ref}")
+            self._say(f"  gone: {ref}")
         for refused in run.summary.get("refused", []):
-            self.stdout.write(
+            self._say(
                 f"  refused tools[{refused['index']}] {refused['name']}: "
                 + "; ".join(refused["reasons"])
             )
+
+    def _say(self, line: str) -> None:
+        self.stdout.write(terminal_safe(line))

@@ -1,7 +1,7 @@
 """A tool server of MCP 2024-11-05's HTTP+SSE transport, written from that specification
 with the standard library only (no MCP SDK), as servers of that time were:
 
-    python legacy_sse.py [--token TOKEN] [--mute] [--endpoint URL] [--big-page] PORT
+    python legacy_sse.py [--token TOKEN [--route-first]] [--mute] [--endpoint URL] [--big-page] PORT
 
 ``GET /sse`` opens an event stream whose first event (``endpoint``) names the URL for the
 client's POSTs (``/messages?session_id=...``); each POSTed request is answered ``202`` and
@@ -9,10 +9,13 @@ its JSON-RPC response is sent on the stream as a ``message`` event. It speaks pr
 version 2024-11-05 only and knows ``initialize``, ``notifications/initialized``,
 ``tools/list`` (two pages) and ``ping``. Any other path or method is 404 / 405, as a server
 of that time answered the newer transport's POST. With a token, every request without
-``Authorization: Bearer TOKEN`` is 401. With ``--mute`` the event stream opens and then
-says nothing (no ``endpoint`` event): a server stuck before its first event. With
-``--endpoint URL`` the endpoint event names that URL instead (e.g. another origin). With
-``--big-page`` the second page lists 400 tools in one event of ~1.6 MB.
+``Authorization: Bearer TOKEN`` is 401; with ``--route-first`` as well, a path or method
+it does not serve is 404 / 405 before the token is checked (an app whose routes carry the
+credential check: the newer transport's POST to ``/sse`` is 405, the GET 401). With
+``--mute`` the event stream opens and then says nothing (no ``endpoint`` event): a server
+stuck before its first event. With ``--endpoint URL`` the endpoint event names that URL
+instead (e.g. another origin). With ``--big-page`` the second page lists 400 tools in one
+event of ~1.6 MB.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any] | None:
 
 class Handler(BaseHTTPRequestHandler):
     token = ""
+    route_first = False
     mute = False
     endpoint = ""
 
@@ -136,9 +140,9 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def do_POST(self) -> None:
-        if not self._authorized():
-            return
         path, _, query = self.path.partition("?")
+        if not (self.route_first and path != "/messages") and not self._authorized():
+            return
         if path != "/messages":
             self._plain(405 if path == "/sse" else 404, "method not allowed")
             return
@@ -157,6 +161,7 @@ class Handler(BaseHTTPRequestHandler):
 def main() -> None:
     if "--token" in sys.argv:
         Handler.token = sys.argv[sys.argv.index("--token") + 1]
+    Handler.route_first = "--route-first" in sys.argv
     Handler.mute = "--mute" in sys.argv
     if "--big-page" in sys.argv:  # a second page of ~1.6 MB: one event over 1 MiB
         PAGES[1] = [

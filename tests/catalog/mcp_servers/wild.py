@@ -15,6 +15,9 @@ nulltools   # tools/list answers {"tools": null}
 notools     # initialize says no tools capability; tools/list answers Method not found
 emptycursor # two pages, the last ending with "nextCursor": "" (the official SDKs' examples
             # loop `while cursor`, so some servers mark the end that way)
+ansi        # serverInfo and a JSON-RPC error message carrying terminal escape sequences
+            # (set the window title, clear the screen, move the cursor up over the line
+            # before, an OSC 8 hyperlink); with ansi-ok tools/list answers one sound tool
 oddidentity # serverInfo with bidi overrides, control characters and a list for a name;
             # instructions of control characters; capabilities.tools a list; a tool
             # description and title with a bidi override and an escape sequence
@@ -113,6 +116,8 @@ for line in sys.stdin:
         caps = {} if MODE == "notools" else {"tools": {"listChanged": True}, "logging": {}}
         info: dict = {"name": "wild-server", "version": "0.0.1"}
         extra: dict = {}
+        if MODE.startswith("ansi"):
+            info = {"name": "wild\x1b]0;pwned\x07\x1b[2J", "version": "1\x1b[1A\x1b[2K"}
         if MODE == "oddidentity":
             caps = {"tools": {"listChanged": True}, "experimental": {"x": {"v": "\u202e"}}}
             info = {
@@ -136,7 +141,11 @@ for line in sys.stdin:
         if MODE == "exitafter":
             sys.exit(0)
     elif method == "tools/list":
-        if MODE in ("rpcerror", "notools"):
+        if MODE == "ansi":
+            link = "\x1b]8;;https://evil.example/\x07details\x1b]8;;\x07"
+            said = f"tools are down {link}\x1b[1A\x1b[2Kok: 40 new."
+            reply(message["id"], error={"code": -32603, "message": said})
+        elif MODE in ("rpcerror", "notools"):
             reply(
                 message["id"],
                 error={

@@ -9,6 +9,12 @@ python wild_http.py chatty PORT      # tools/list: an event stream with a log no
 python wild_http.py init-error PORT  # initialize: a JSON-RPC error
 python wild_http.py gone PORT        # a session id at initialize, then 404 for it
 python wild_http.py is-error PORT    # tools/list: a result with isError true and no tools
+python wild_http.py hang-delete PORT # a sound listing; the DELETE that ends the session hangs
+
+A mode prefixed ``ts-`` (``ts-gone`` ...) also answers a request sent before the session
+exists (the client's ``server/discover`` probe) with HTTP 400 and a JSON-RPC error, as a
+server of the TypeScript SDK does ("Bad Request: Server not initialized"); unprefixed, it
+answers it -32601 in a 200.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODE, PORT = sys.argv[1], int(sys.argv[2])
+TS_SDK = MODE.startswith("ts-")
+MODE = MODE.removeprefix("ts-")
 INIT = {
     "protocolVersion": "2025-06-18",
     "capabilities": {"tools": {}, "logging": {}},
@@ -56,6 +64,8 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(405, b"", "text/plain")
 
     def do_DELETE(self) -> None:
+        if MODE == "hang-delete":
+            time.sleep(3600)
         self.answer(405, b"", "text/plain")
 
     def do_POST(self) -> None:
@@ -65,6 +75,11 @@ class Handler(BaseHTTPRequestHandler):
             return
         reply: dict[str, object] = {"jsonrpc": "2.0", "id": message["id"]}
         method = message.get("method")
+        if TS_SDK and method != "initialize" and "Mcp-Session-Id" not in self.headers:
+            error = {"code": -32000, "message": "Bad Request: Server not initialized"}
+            body = {"jsonrpc": "2.0", "error": error, "id": None}
+            self.answer(400, json.dumps(body).encode(), "application/json")
+            return
         if MODE == "gone" and method != "initialize":
             self.answer(404, b"", "text/plain")
             return
