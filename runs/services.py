@@ -648,19 +648,22 @@ def run_follow_up(
     """Start a new governed run that references a terminal one (its own approvals).
 
     Refused while an effect of the ended run is unknown (reconcile it first), once an
-    effect of it exists (a follow-up would reserve again), and while a follow-up of it is
-    still running or once one has (or may have) reserved (``terminal.follow_up_taken``: a
-    second would reserve again). The ended run's row is locked while this is decided, so
-    two operators starting a follow-up at once start one. With ``key`` (the follow-up
+    effect of it exists (a follow-up would reserve again), and while a follow-up in its
+    chain is still running or once one has (or may have) reserved
+    (``terminal.follow_up_taken``: a second would reserve again). The chain's first run's
+    row is locked while this is decided, so two operators starting a follow-up at once
+    start one. With ``key`` (the follow-up
     form's one-time key) it starts at most one run, as ``run_start_once``: that form sent
     again answers the run it started.
     """
     if not is_terminal(run.state):
         raise RunInputError("run", "only an ended run can be followed up")
     with transaction.atomic():
-        # One follow-up decision at a time per ended run (a reconciliation appending to it
-        # queues behind too: the account read below is the one the follow-up starts on).
-        Run.objects.select_for_update(no_key=True).filter(pk=run.pk).first()
+        # One follow-up decision at a time per chain of follow-ups (its first run's row),
+        # and the ended run's row: a reconciliation appending to it queues behind, so the
+        # account read below is the one the follow-up starts on.
+        chain = {run.pk, terminal.follow_up_root(run)}
+        list(Run.objects.select_for_update(no_key=True).filter(pk__in=chain).order_by("pk"))
         spent = bool(key) and (
             RunStartKey.objects.filter(tenant=run.tenant, principal_ref=by_ref, key=key).exists()
         )

@@ -114,8 +114,17 @@ def test_an_ended_run_offers_no_second_follow_up_while_one_may_reserve_or_did(
     refused = as_operator.post(url, {"start_key": "another-tab"})
     assert refused.status_code == 409
     assert Run.objects.filter(follows_run=waiting_run).count() == 1
-    # It ends without an effect: the next follow-up may start.
+    # It ends without an effect: the next follow-up may start (from it or the ended run),
+    # and while that one runs, none from the other either.
     services.run_cancel(run_id=str(first.pk), by_ref="user:operator", reason="stop")
+    first.refresh_from_db()
+    grandchild = services.run_follow_up(run=first, by_ref="user:operator").run
+    sibling = as_operator.post(url, {"start_key": "a-sibling"})
+    assert sibling.status_code == 409
+    assert f"follow-up run {grandchild.short_id} of run {first.short_id}" in (
+        sibling.content.decode()
+    )
+    services.run_cancel(run_id=str(grandchild.pk), by_ref="user:operator", reason="stop")
     second_url = as_operator.post(url, {"start_key": _form_key(as_operator, waiting_run)})
     second = Run.objects.get(pk=second_url["Location"].split("/")[-2])
     runner.advance(str(second.pk), worker="test")
@@ -132,6 +141,11 @@ def test_an_ended_run_offers_no_second_follow_up_while_one_may_reserve_or_did(
     assert again.status_code == 409
     assert f"follow-up run {second.short_id} of this run reserved already" in again.content.decode()
     assert Run.objects.filter(follows_run=waiting_run).count() == 2
+    from_first = as_operator.post(reverse("runs-follow-up", args=[first.pk]), {"start_key": "k"})
+    assert from_first.status_code == 409  # nor from another ended run of the chain
+    assert f"follow-up run {second.short_id} of run {waiting_run.short_id}" in (
+        from_first.content.decode()
+    )
     # The same form sent again still answers the run it started (its key is spent).
     said = as_operator.post(url, {"start_key": "another-tab"})
     assert said.status_code == 409
