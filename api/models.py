@@ -26,6 +26,18 @@ class ApiToken(models.Model):
     # Written at most once a minute per token (api.tokens.LAST_USED_EVERY).
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # The one-time key of the console form that created it ("" for none): the same form
+    # posted again, even at the same moment, finds this token instead of making another.
+    create_key = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "create_key"],
+                condition=~models.Q(create_key=""),
+                name="api_token_create_key",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name})"

@@ -44,6 +44,15 @@ class TokenError(ValueError):
         self.field = field
 
 
+class TokenAlreadyCreated(Exception):
+    """The console form with this one-time key created ``token`` already (a reload of the
+    page showing its secret, or the same post sent twice at once)."""
+
+    def __init__(self, token: ApiToken) -> None:
+        super().__init__(f"this form already created token {token.prefix}")
+        self.token = token
+
+
 class TokenExpired(Exception):
     """A bearer token that was valid but whose lifetime has run out."""
 
@@ -101,13 +110,16 @@ def token_name_clean(name: str) -> str:
 
 
 def token_create(
-    *, user: Any, name: str, lifetime_days: int = DEFAULT_LIFETIME_DAYS
+    *, user: Any, name: str, lifetime_days: int = DEFAULT_LIFETIME_DAYS, create_key: str = ""
 ) -> tuple[ApiToken, str]:
     """Create a token for ``user`` that expires ``lifetime_days`` from now; return the row
     and the secret (shown once only).
 
     Raise TokenError for a missing, over-long or unprintable name, a lifetime that is not
     one of LIFETIME_DAYS, or too many active tokens (revoked and expired ones do not count).
+    With ``create_key`` (the console form's one-time key), raise TokenAlreadyCreated when
+    that key created a token of the user already, also one committed a moment ago by the
+    same form posted twice at once (the check is made under the user's lock).
     """
     name = token_name_clean(name)
     if type(lifetime_days) is not int or lifetime_days not in LIFETIME_DAYS:
@@ -120,6 +132,10 @@ def token_create(
         # a burst of requests cannot pass the limit (on SQLite the transaction's
         # BEGIN IMMEDIATE serializes them the same way).
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        if create_key:
+            earlier = ApiToken.objects.filter(user=user, create_key=create_key).first()
+            if earlier is not None:
+                raise TokenAlreadyCreated(earlier)
         now = clock.now()
         active = ApiToken.objects.filter(
             user=user, revoked_at__isnull=True, expires_at__gt=now
@@ -135,6 +151,7 @@ def token_create(
             digest=_digest(token),
             created_at=now,
             expires_at=now + dt.timedelta(days=lifetime_days),
+            create_key=create_key,
         )
     return row, token
 

@@ -30,12 +30,6 @@ def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     }
 
 
-# The session remembers which token each of the user's latest create forms made (a reload
-# of the page showing the secret sends its form again: the browser asks, the user agrees).
-CREATED_BY_FORM = "api_tokens_created_by_form"
-CREATED_BY_FORM_KEPT = 20
-
-
 @require_GET
 @login_required
 def tokens(request: HttpRequest) -> HttpResponse:
@@ -48,16 +42,9 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @login_required
 def tokens_create(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *ROLES)
+    # The token remembers the key of the form that made it (a reload of the page showing
+    # the secret sends its form again: the browser asks, the user agrees).
     key = request.POST.get("create_key", "")[:64]
-    created_by_form: dict[str, int] = request.session.get(CREATED_BY_FORM, {})
-    if key in created_by_form:
-        earlier = ApiToken.objects.filter(user=request.user, pk=created_by_form[key]).first()
-        named = f"the token “{earlier.name}” (fo_{earlier.prefix}_…)" if earlier else "a token"
-        error = (
-            f"This form already created {named}; nothing was created again. A token is "
-            "shown once: if you did not copy it, revoke it below and create another."
-        )
-        return render(request, "api/tokens.html", _context(request, error=error), status=409)
     # What was typed comes back in the form after a refusal (a lifetime only if offered).
     lifetime = request.POST.getlist("lifetime_days")
     form = {
@@ -69,14 +56,18 @@ def tokens_create(request: HttpRequest) -> HttpResponse:
         token_services.token_name_clean(form["name"])
         days = token_services.lifetime_from_form(lifetime)
         row, secret = token_services.token_create(
-            user=request.user, name=form["name"], lifetime_days=days
+            user=request.user, name=form["name"], lifetime_days=days, create_key=key
         )
+    except token_services.TokenAlreadyCreated as made:
+        error = (
+            f"This form already created the token “{made.token.name}” "
+            f"(fo_{made.token.prefix}_…); nothing was created again. A token is shown once: "
+            "if you did not copy it, revoke it below and create another."
+        )
+        return render(request, "api/tokens.html", _context(request, error=error), status=409)
     except token_services.TokenError as exc:
         context = _context(request, error=str(exc), error_field=exc.field, form=form)
         return render(request, "api/tokens.html", context, status=400)
-    if key:
-        kept = list(created_by_form.items())[-(CREATED_BY_FORM_KEPT - 1) :]
-        request.session[CREATED_BY_FORM] = {**dict(kept), key: row.pk}
     # The secret is shown on this response only; it is never stored.
     return render(
         request,

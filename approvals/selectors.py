@@ -198,3 +198,30 @@ def evidence_ages(checkpoint: Checkpoint) -> list[EvidenceAge]:
             )
         )
     return out
+
+
+def closed_effect_gates(checkpoint: Checkpoint) -> list[str]:
+    """What stops the dispatch a pending approval would lead to, now: the effect gates of
+    the run's pinned approval-gated versions that are closed (the deployment's, by catalog
+    admins; the run's tenant's, by its operators). Validation step 8 denies the approved
+    proposal then (``effect_gate_closed``, ``tenant_effect_gate_closed``): nothing is sent.
+    Empty for a clarification, a decided checkpoint, or open gates."""
+    if checkpoint.kind != Checkpoint.Kind.APPROVAL or checkpoint.status != (
+        Checkpoint.Status.PENDING
+    ):
+        return []
+    from runs.engine.inputs import capability_rules
+
+    run = checkpoint.run
+    closed = []
+    for rule in capability_rules(run).values():
+        if not rule.requires_approval:
+            continue
+        ref = f"{rule.id}@{rule.pinned.split('#')[0]}"
+        if not rule.effect_gate_open:
+            closed.append(f"the deployment effect gate of {ref} is closed (catalog admins)")
+        elif not rule.tenant_gate_open:
+            closed.append(
+                f"the effect gate of {ref} is closed for tenant {run.tenant} (its operators)"
+            )
+    return closed

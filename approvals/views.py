@@ -120,6 +120,7 @@ def _detail_context(
         "is_requester": is_requester,
         "can_decide": has_role(request.user, APPROVER)
         and checkpoint.status == Checkpoint.Status.PENDING,
+        "closed_gates": selectors.closed_effect_gates(checkpoint),
         **extra,
     }
 
@@ -312,6 +313,7 @@ def approvals_decide(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResp
         )
         return render(request, "approvals/detail.html", context, status=400)
     change = None if approve else {f: v.strip() for f, v in typed_change.items()}
+    closed_gates = selectors.closed_effect_gates(checkpoint) if approve else []
     result = services.approval_decide(
         checkpoint_id=checkpoint.pk,
         user=request.user,
@@ -330,12 +332,21 @@ def approvals_decide(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResp
             "another eligible approver; nothing is dispatched until the quorum is met.",
         )
         return redirect("approvals-detail", checkpoint.pk)
-    messages.success(request, _decided_message(approve=approve, change=change or {}))
+    message = _decided_message(approve=approve, change=change or {}, closed_gates=closed_gates)
+    messages.success(request, message)
     return redirect("runs-detail", checkpoint.run_id)
 
 
-def _decided_message(*, approve: bool, change: dict[str, str]) -> str:
-    """What a recorded decision leads to, worded for each kind of decision."""
+def _decided_message(
+    *, approve: bool, change: dict[str, str], closed_gates: list[str] | None = None
+) -> str:
+    """What a recorded decision leads to, worded for each kind of decision (an approval
+    while an effect gate of the run is closed: ``closed_gates``, its dispatch is denied)."""
+    if approve and closed_gates:
+        return (
+            f"Approved, but {'; '.join(closed_gates)}: the run's dispatch is denied and "
+            "nothing is sent (reopening the gate later does not send it)."
+        )
     if approve:
         return (
             "Approved. The run checks everything again first: it dispatches exactly this, or, if "

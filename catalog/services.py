@@ -997,10 +997,50 @@ def retirement_inventory(row: CapabilityVersion) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class GateChange:
+    """What a gate post did: ``changed``, or nothing because the gate already was as asked
+    (two people closing it at once, a page older than the gate): then ``set_by`` is the
+    decision that set it so (None if nobody ever changed it)."""
+
+    open: bool
+    changed: bool
+    set_by: LifecycleDecision | None = None
+
+    def already(self, gate: str) -> str:
+        """The message for a post that changed nothing (``gate`` names the gate)."""
+        state = "open" if self.open else "closed"
+        by = self.set_by
+        who = (
+            f" (by {by.reviewer_ref} at {by.created_at:%Y-%m-%d %H:%M:%S} UTC: “{by.reason}”)"
+            if by is not None
+            else ""
+        )
+        return (
+            f"{gate} was already {state}{who}; nothing changed, and your reason was not recorded."
+        )
+
+
+def _gate_set_by(row: CapabilityVersion, actions: tuple[str, str], tenant: str = "") -> Any:
+    decisions = LifecycleDecision.objects.filter(version=row, action__in=actions)
+    if tenant:
+        decisions = decisions.filter(details__tenant=tenant)
+    return decisions.order_by("-created_at", "-id").first()
+
+
 def capability_gate(
     *, version_id: int, user: Any, open_gate: bool, reason: str
 ) -> CapabilityVersion:
     """Open or close the effect gate of an effect version from the console."""
+    return capability_gate_change(
+        version_id=version_id, user=user, open_gate=open_gate, reason=reason
+    )[0]
+
+
+def capability_gate_change(
+    *, version_id: int, user: Any, open_gate: bool, reason: str
+) -> tuple[CapabilityVersion, GateChange]:
+    """``capability_gate``, also telling whether the post changed the gate (GateChange)."""
     reason = _reason(reason, required="a gate change needs a reason")
     row = CapabilityVersion.objects.filter(pk=version_id).first()
     if row is None:
@@ -1010,7 +1050,7 @@ def capability_gate(
             "no_effect_gate",
             f"{row.ref} has no approval-gated effect; its gate would change nothing",
         )
-    return capability_gate_set(
+    return _capability_gate_apply(
         capability_id=row.capability_id,
         version=row.version,
         open_gate=open_gate,
@@ -1028,13 +1068,26 @@ def capability_gate_set(
     on an empty reason or one over MAX_REASON, CapabilityVersion.DoesNotExist on an unknown
     version.
     """
+    return _capability_gate_apply(
+        capability_id=capability_id,
+        version=version,
+        open_gate=open_gate,
+        reviewer=reviewer,
+        reason=reason,
+    )[0]
+
+
+def _capability_gate_apply(
+    *, capability_id: str, version: str, open_gate: bool, reviewer: Any, reason: str
+) -> tuple[CapabilityVersion, GateChange]:
     reason = _gate_reason(reason)
     with transaction.atomic():
         row = CapabilityVersion.objects.select_for_update().get(
             capability_id=capability_id, version=version
         )
         if row.effect_gate_open == open_gate:
-            return row
+            set_by = _gate_set_by(row, ("open_gate", "close_gate"))
+            return row, GateChange(open_gate, changed=False, set_by=set_by)
         row.effect_gate_open = open_gate
         row.save(update_fields=["effect_gate_open"])
         LifecycleDecision.objects.create(
@@ -1046,7 +1099,7 @@ def capability_gate_set(
             reviewer_ref=f"user:{reviewer.get_username()}" if reviewer else SYSTEM_REVIEWER,
             reason=reason,
         )
-    return row
+    return row, GateChange(open_gate, changed=True)
 
 
 def _gate_reason(reason: str) -> str:
@@ -1067,6 +1120,20 @@ def tenant_gate_set(
     MAX_REASON, ValueError on a version without an approval-gated effect,
     CapabilityVersion.DoesNotExist on an unknown version.
     """
+    return tenant_gate_change(
+        capability_id=capability_id,
+        version=version,
+        tenant=tenant,
+        open_gate=open_gate,
+        reviewer=reviewer,
+        reason=reason,
+    )[0]
+
+
+def tenant_gate_change(
+    *, capability_id: str, version: str, tenant: str, open_gate: bool, reviewer: Any, reason: str
+) -> tuple[TenantEffectGate, GateChange]:
+    """``tenant_gate_set``, also telling whether the post changed the gate (GateChange)."""
     reason = _gate_reason(reason)
     with transaction.atomic():
         row = CapabilityVersion.objects.select_for_update().get(
@@ -1080,7 +1147,9 @@ def tenant_gate_set(
             version=row, tenant=tenant
         )
         if gate.open == open_gate:
-            return gate
+            actions = ("open_tenant_gate", "close_tenant_gate")
+            set_by = _gate_set_by(row, actions, tenant=tenant)
+            return gate, GateChange(open_gate, changed=False, set_by=set_by)
         gate.open = open_gate
         gate.changed_by = reviewer
         gate.reason = reason
@@ -1094,7 +1163,7 @@ def tenant_gate_set(
             reason=reason,
             details={"tenant": tenant},
         )
-    return gate
+    return gate, GateChange(open_gate, changed=True)
 
 
 def tenant_gate_open(row: CapabilityVersion, tenant: str) -> bool:

@@ -576,7 +576,7 @@ def catalog_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
     row = get_object_or_404(CapabilityVersion, pk=version_id)
     form = {"reason": request.POST.get("reason", "")}
     try:
-        row = services.capability_gate(
+        row, change = services.capability_gate_change(
             version_id=row.pk,
             user=request.user,
             open_gate=request.POST.get("open") == "1",
@@ -584,6 +584,9 @@ def catalog_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
         )
     except Refusal as exc:
         return _refused(request, row, exc, form, name="gate")
+    if not change.changed:
+        messages.info(request, change.already(f"The deployment effect gate of {row.ref}"))
+        return redirect(_version_url(row))
     state = "open: new dispatch allowed" if row.effect_gate_open else "closed: new dispatch stopped"
     messages.success(request, f"Deployment effect gate of {row.ref} is {state}.")
     return redirect(_version_url(row))
@@ -602,7 +605,7 @@ def catalog_tenant_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResp
     row = get_object_or_404(CapabilityVersion, pk=version_id)
     form = {"reason": request.POST.get("reason", "")}
     try:
-        gate = services.tenant_gate_set(
+        gate, change = services.tenant_gate_change(
             capability_id=row.capability_id,
             version=row.version,
             tenant=tenant,
@@ -615,6 +618,9 @@ def catalog_tenant_gate(request: AuthedHtmxRequest, version_id: int) -> HttpResp
     except ValueError as exc:
         refusal = Refusal("gate_refused", str(exc))
         return _refused(request, row, refusal, form, name="tenant_gate")
+    if not change.changed:
+        messages.info(request, change.already(f"The effect gate of {row.ref} for tenant {tenant}"))
+        return redirect(_version_url(row))
     state = "open" if gate.open else "closed: this tenant's new effect dispatch is stopped"
     messages.success(request, f"Effect gate of {row.ref} for tenant {tenant} is {state}.")
     return redirect(_version_url(row))

@@ -647,37 +647,64 @@ def run_follow_up(
 ) -> StartResult:
     """Start a new governed run that references a terminal one (its own approvals).
 
-    Refused while an effect of the ended run is unknown (reconcile it first) and once an
-    effect of it exists (a follow-up would reserve again). With ``key`` (the follow-up
-    form's one-time key) it starts at most one run, as ``run_start_once``.
+    Refused while an effect of the ended run is unknown (reconcile it first), once an
+    effect of it exists (a follow-up would reserve again), and while a follow-up in its
+    chain is still running or once one has (or may have) reserved
+    (``terminal.follow_up_taken``: a second would reserve again). The chain's first run's
+    row is locked while this is decided, so two operators starting a follow-up at once
+    start one. With ``key`` (the follow-up
+    form's one-time key) it starts at most one run, as ``run_start_once``: that form sent
+    again answers the run it started.
     """
     if not is_terminal(run.state):
         raise RunInputError("run", "only an ended run can be followed up")
-    account = terminal.effect_account(run)
-    allowed = effects.follow_up(completed=run.state == State.COMPLETED.value, account=account)
-    if "start_follow_up_run" not in allowed:
-        if account.unresolved:
-            raise RunInputError(
-                "run", "an effect of this run is still unknown: reconcile it on Recovery first"
-            )
-        raise RunInputError(
-            "run", "this run's reservation exists; a follow-up run would reserve again"
+    with transaction.atomic():
+        # One follow-up decision at a time per chain of follow-ups (its first run's row),
+        # and the ended run's row: a reconciliation appending to it queues behind, so the
+        # account read below is the one the follow-up starts on.
+        chain = {run.pk, terminal.follow_up_root(run)}
+        list(Run.objects.select_for_update(no_key=True).filter(pk__in=chain).order_by("pk"))
+        spent = bool(key) and (
+            RunStartKey.objects.filter(tenant=run.tenant, principal_ref=by_ref, key=key).exists()
         )
-    request = Evidence.objects.get(pk=f"rq-{run.pk.hex[:20]}").content["data"]
-    create = {
-        "scenario": scenario or run.scenario,
-        "tenant": run.tenant,
-        "principal_ref": by_ref,
-        "requested_by": requested_by,
-        "equipment_id": request["equipment_id"],
-        "location_id": request["location_id"],
-        "quantity": request["quantity"],
-        "namespace": run.namespace,
-        "follows_run": run,
-    }
-    if key:
-        return run_start_once(key=key, **create)
-    return StartResult(run_create(**create), created=True)
+        if not spent:  # a spent key answers (or refuses) as run_start_once says
+            _follow_up_allowed(run)
+        request = Evidence.objects.get(pk=f"rq-{run.pk.hex[:20]}").content["data"]
+        create = {
+            "scenario": scenario or run.scenario,
+            "tenant": run.tenant,
+            "principal_ref": by_ref,
+            "requested_by": requested_by,
+            "equipment_id": request["equipment_id"],
+            "location_id": request["location_id"],
+            "quantity": request["quantity"],
+            "namespace": run.namespace,
+            "follows_run": run,
+        }
+        if key:
+            return run_start_once(key=key, **create)
+        return StartResult(run_create(**create), created=True)
+
+
+def _follow_up_allowed(run: Run) -> None:
+    """Raise RunInputError when nothing may follow the ended ``run`` now (see
+    ``run_follow_up``)."""
+    account = terminal.effect_account(run)
+    taken = terminal.follow_up_taken(run)
+    allowed = effects.follow_up(
+        completed=run.state == State.COMPLETED.value,
+        account=account,
+        follow_up_taken=taken is not None,
+    )
+    if "start_follow_up_run" in allowed:
+        return
+    if account.unresolved:
+        raise RunInputError(
+            "run", "an effect of this run is still unknown: reconcile it on Recovery first"
+        )
+    if taken is not None and not account.total:
+        raise RunInputError("run", taken.message)
+    raise RunInputError("run", "this run's reservation exists; a follow-up run would reserve again")
 
 
 # -- effect obligations after a run ended --------------------------------------------------

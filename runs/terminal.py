@@ -8,6 +8,8 @@ with it; apps that keep their own rows for a run close them through ``register_c
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from fieldops import sql
 from fieldops.sql import Loader, with_lists
@@ -16,7 +18,7 @@ from runs import rows
 from runs.domain import effects
 from runs.domain.budgets import Budget
 from runs.domain.events import EventRecord
-from runs.domain.states import Disposition, EventType
+from runs.domain.states import Disposition, EventType, State, is_terminal
 from runs.models import EffectAttempt, Event, Run, TerminalRecord
 
 # (run, terminal event) -> what that app leaves unresolved, e.g. [{"checkpoint": "cp-..."}]
@@ -146,6 +148,73 @@ def close_many(closing: Sequence[tuple[Run, EventRecord]]) -> None:
         )
     sql.create_many(TerminalRecord, records)
     with_lists(_RELEASE_SQL, runs=len(run_pks)).write(run_pks)
+
+
+# Follow-ups looked at below an ended run, at most: each one that ended without an effect
+# lets the next start, so a chain is as long as the retries an operator made.
+FOLLOW_UP_CHAIN_MAX = 50
+
+
+@dataclass(frozen=True)
+class FollowUpTaken:
+    """A follow-up of an ended run (or of one of its follow-ups) that is still running, or
+    ended with an effect, or with one still unknown: another follow-up would reserve the
+    same request again."""
+
+    run: Run
+    direct: bool  # a follow-up of the ended run itself (not of another run of its chain)
+    account: effects.EffectAccount | None  # None while it runs
+
+    @property
+    def message(self) -> str:
+        whose = "of this run" if self.direct else f"of run {self.run.follows_run_id.hex[:8]}"
+        name = f"follow-up run {self.run.short_id} {whose}"
+        if self.account is None:
+            return (
+                f"{name} is still {self.run.state}: it may reserve, and a second follow-up "
+                "would reserve again. Wait for it to end, or cancel it"
+            )
+        if self.account.unresolved:
+            return (
+                f"an effect of {name} is still unknown: reconcile it on Recovery; a second "
+                "follow-up would reserve again"
+            )
+        return f"{name} reserved already; a second follow-up would reserve again"
+
+
+def follow_up_root(run: Run) -> Any:
+    """The primary key of the run ``run`` follows up, through its chain of follow-ups (``run``
+    itself when it follows none): the request every run of the chain serves."""
+    pk, up = run.pk, run.follows_run_id
+    for _ in range(FOLLOW_UP_CHAIN_MAX):
+        if up is None:
+            break
+        pk, up = up, Run.objects.filter(pk=up).values_list("follows_run_id", flat=True).first()
+    return pk
+
+
+def follow_up_taken(run: Run) -> FollowUpTaken | None:
+    """The follow-up in ``run``'s chain (every follow-up of the run it follows up, level by
+    level: its own, its siblings', their follow-ups) that rules out another follow-up of
+    it: one still running, one that completed or has an effect, one whose effect is
+    unknown. None when every follow-up ended without an effect."""
+    frontier, seen = [follow_up_root(run)], 0
+    while frontier and seen < FOLLOW_UP_CHAIN_MAX:
+        children = list(
+            Run.objects.filter(follows_run__in=frontier)
+            .only("id", "state", "counters", "revision", "created_at", "follows_run_id")
+            .order_by("created_at", "id")[: FOLLOW_UP_CHAIN_MAX - seen]
+        )
+        seen += len(children)
+        for child in children:
+            direct = child.follows_run_id == run.pk
+            if not is_terminal(child.state):
+                return FollowUpTaken(child, direct, None)
+            account = effect_account(child)
+            if child.state == State.COMPLETED.value or account.total or account.unresolved:
+                return FollowUpTaken(child, direct, account)
+        frontier = [child.pk for child in children]
+    return None
 
 
 def effect_account(run: Run) -> effects.EffectAccount:

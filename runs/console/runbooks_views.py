@@ -73,7 +73,7 @@ def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     capability_id = request.POST.get("capability_id", "")
     version = request.POST.get("version", "")
     try:
-        gate = catalog_services.tenant_gate_set(
+        gate, change = catalog_services.tenant_gate_change(
             capability_id=capability_id,
             version=version,
             tenant=tenant,
@@ -88,6 +88,12 @@ def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     except ValueError as exc:  # a version without an approval-gated effect
         refusal = Refusal("gate_refused", str(exc))
         return _gate_refused(request, book, refusal, capability_id, version)
+    if not change.changed:
+        messages.info(
+            request,
+            change.already(f"The effect gate of {capability_id}@{version} for tenant {tenant}"),
+        )
+        return redirect(back)
     state = "open: new dispatch allowed" if gate.open else "closed: new dispatch stopped"
     messages.success(
         request, f"Effect gate of {capability_id}@{version} for tenant {tenant} is {state}."

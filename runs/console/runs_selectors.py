@@ -44,7 +44,7 @@ from runs.models import (
 )
 from runs.policies import MODEL_SCENARIO, scenario_names
 from runs.policies import registry as policy_registry
-from runs.terminal import effect_account_with
+from runs.terminal import FollowUpTaken, effect_account_with, follow_up_taken
 
 PAGE_SIZE = 50
 
@@ -571,6 +571,8 @@ class RunDetail:
     # follow it now.
     effect_account: effects.EffectAccount | None = None
     follow_up: tuple[str, ...] = ()
+    # The follow-up of it that rules out another one (still running, or it reserved).
+    follow_up_taken: FollowUpTaken | None = None
 
 
 def run_detail(run: Run) -> RunDetail:
@@ -588,6 +590,13 @@ def run_detail(run: Run) -> RunDetail:
             Checkpoint.objects.filter(run=run, pk=run.waiting_checkpoint).first()
         )
     account = effect_account_with(run, terminal) if terminal is not None else None
+    # A follow-up that rules out another is looked for only where one could be offered.
+    taken = (
+        follow_up_taken(run)
+        if account is not None
+        and not (account.unresolved or account.total or run.state == State.COMPLETED.value)
+        else None
+    )
     return RunDetail(
         run=run,
         terminal=terminal,
@@ -597,9 +606,14 @@ def run_detail(run: Run) -> RunDetail:
         waiting=waiting,
         gauges=run_gauges(run),
         effect_account=account,
-        follow_up=effects.follow_up(completed=run.state == State.COMPLETED.value, account=account)
+        follow_up=effects.follow_up(
+            completed=run.state == State.COMPLETED.value,
+            account=account,
+            follow_up_taken=taken is not None,
+        )
         if account is not None
         else (),
+        follow_up_taken=taken,
     )
 
 

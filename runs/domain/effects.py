@@ -226,12 +226,15 @@ class EffectAccount:
         return self.counted_at_end + self.reconciled_after_end
 
 
-def follow_up(*, completed: bool, account: EffectAccount) -> tuple[str, ...]:
+def follow_up(
+    *, completed: bool, account: EffectAccount, follow_up_taken: bool = False
+) -> tuple[str, ...]:
     """What may follow an ended run: reconcile first while an effect is unknown; a follow-up
     run only when the run did not complete and no effect of it exists (it would reserve
-    again)."""
+    again), nor a follow-up of it that is still running or has (or may have) reserved
+    (``follow_up_taken``: a second follow-up would reserve again)."""
     if account.unresolved:
         return ("reconcile_effect",)
-    if completed or account.total:
+    if completed or account.total or follow_up_taken:
         return ()
     return ("start_follow_up_run",)

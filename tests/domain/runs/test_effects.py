@@ -103,3 +103,5 @@ def test_a_follow_up_never_reserves_again():
     assert effects.follow_up(completed=False, account=account(0, 0, 1)) == ("reconcile_effect",)
     assert effects.follow_up(completed=False, account=account(0, 1, 0)) == ()
     assert effects.follow_up(completed=True, account=account(1, 0, 0)) == ()
+    # A follow-up still running or one that reserved: another would reserve again.
+    assert effects.follow_up(completed=False, account=account(0, 0, 0), follow_up_taken=True) == ()
