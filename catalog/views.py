@@ -150,8 +150,8 @@ def catalog_contract(request: AuthedHtmxRequest, capability_id: str, version: st
     row = get_object_or_404(CapabilityVersion, capability_id=capability_id, version=version)
     if row.discovered:
         return redirect("catalog-candidate", row.pk)
-    context = selectors.contract_view(row)
     tenant = tenant_of(request.user)
+    context = selectors.contract_view(row, tenant=tenant)
     if tenant:
         context["user_tenant"] = tenant
         context["tenant_gate_open"] = services.tenant_gate_open(row, tenant)
@@ -164,7 +164,7 @@ def catalog_candidate(request: AuthedHtmxRequest, version_id: int) -> HttpRespon
     row = get_object_or_404(CapabilityVersion, pk=version_id)
     if not row.discovered:
         return redirect("catalog-contract", row.capability_id, row.version)
-    context = selectors.candidate_view(row)
+    context = selectors.candidate_view(row, tenant=tenant_of(request.user))
     # The two-person rule, decided here for the page: the importer may not admit.
     context["imported_by_you"] = row.imported_by_id == request.user.pk
     return render(request, "catalog/candidate.html", context)
@@ -391,10 +391,10 @@ def _refused(
     status = 400 if exc.code in BAD_REQUEST_CODES else 409
     row.refresh_from_db()
     if row.discovered:
-        context = selectors.candidate_view(row)
+        context = selectors.candidate_view(row, tenant=tenant_of(request.user))
         template = "catalog/candidate.html"
     else:
-        context = selectors.contract_view(row)
+        context = selectors.contract_view(row, tenant=tenant_of(request.user))
         template = "catalog/contract.html"
     # The fields of the refused form that the page shows now (its state was read again).
     fields: Mapping[str, str] = {}
