@@ -21,7 +21,7 @@ from django.db import connection
 from django.db.models import Count, Min
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from access.roles import tenant_of
 from approvals.models import Checkpoint
@@ -171,7 +171,7 @@ def _counts_scope(request: HttpRequest) -> tuple[bool, str | None]:
     return (tenant is not None), tenant
 
 
-@require_GET
+@require_safe
 def health(request: HttpRequest) -> JsonResponse:
     """Liveness for anyone: ``status`` and ``ok`` per dependency (database, broker).
 
