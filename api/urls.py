@@ -1,14 +1,14 @@
 from django.http import HttpRequest, JsonResponse
 from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from api import views
 from api.v1 import api
 
 
 @csrf_exempt  # read-only; an API client has no CSRF token, and a POST gets the JSON 405
-@require_GET
+@require_safe
 def schema(request: HttpRequest) -> JsonResponse:
     """The OpenAPI schema of API v1 (public: it describes, it discloses no data)."""
     return JsonResponse(api.get_openapi_schema(path_prefix="/api/v1"))

@@ -23,6 +23,7 @@ from uuid import UUID
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.request import RawPostDataException
 from django.urls import reverse
 from django.utils.text import capfirst
 from ninja import Field, NinjaAPI, Router, Schema, Status
@@ -147,8 +148,20 @@ def _error(request: HttpRequest, status: int, code: str, message: str) -> HttpRe
     return api.create_response(request, {"code": code, "message": message}, status=status)
 
 
+def _body_is_empty(request: HttpRequest) -> bool:
+    try:
+        return not request.body
+    except RawPostDataException:  # a multipart body, read as a stream: not empty
+        return False
+
+
 @api.exception_handler(NinjaValidationError)
 def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    # django-ninja does not parse an empty body: the whole body is then a missing field
+    # ("body.body: Field required"), which names no field a client sent.
+    if request.method == "POST" and _body_is_empty(request):
+        message = "The request body is empty: send a JSON object."
+        return _error(request, 400, "invalid_request", message)
     where = "; ".join(
         f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
         for e in exc.errors[:5]

@@ -9,7 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from access.roles import ROLES, require_role
 from api import selectors
@@ -30,7 +30,7 @@ def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     }
 
 
-@require_GET
+@require_safe
 @login_required
 def tokens(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *ROLES)

@@ -16,7 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from access.objects import checkpoint_readable_by, get_checkpoint_for_user
 from access.roles import APPROVER, OPERATOR, has_role, principal_ref_of, require_role, tenant_of
@@ -125,7 +125,7 @@ def _detail_context(
     }
 
 
-@require_GET
+@require_safe
 @login_required
 def approvals_queue(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, APPROVER)
@@ -175,7 +175,7 @@ def approvals_queue(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "approvals/queue.html", context)
 
 
-@require_GET
+@require_safe
 @login_required
 def approvals_history(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, APPROVER)
@@ -201,7 +201,7 @@ def approvals_history(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "approvals/history.html", context)
 
 
-@require_GET
+@require_safe
 @login_required
 def approvals_deliveries(request: AuthedHtmxRequest) -> HttpResponse:
     """The notification delivery log: every delivery of the tenant and each attempt."""
@@ -210,7 +210,7 @@ def approvals_deliveries(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "approvals/deliveries.html", {"deliveries": rows})
 
 
-@require_GET
+@require_safe
 @login_required
 def approvals_questions(request: AuthedHtmxRequest) -> HttpResponse:
     """The clarifications waiting for this user's answer (any role: a question is its
@@ -233,7 +233,7 @@ def approvals_questions(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "approvals/questions.html", context)
 
 
-@require_GET
+@require_safe
 @login_required
 def approvals_detail(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResponse:
     checkpoint = _readable_checkpoint(request, checkpoint_id)

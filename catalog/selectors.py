@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from access.roles import tenant_of
 from capabilities import registry
 from capabilities.contracts import (
     Contract,
@@ -107,8 +108,35 @@ def lifecycle_counts() -> dict[str, int]:
     return {state: counts.get(state, 0) for state in Lifecycle.values}
 
 
-def decisions_of(row: CapabilityVersion) -> list[LifecycleDecision]:
-    return list(row.decisions.select_related("reviewer").order_by("-created_at", "-id"))
+def decisions_of(row: CapabilityVersion, *, tenant: str | None = None) -> list[LifecycleDecision]:
+    """``row``'s decisions, newest first, as a viewer of ``tenant`` may read them: the run
+    ids a retirement or deprecation recorded (of every tenant) are shown for ``tenant``'s
+    runs only, the others counted (``other_tenant_runs``, ``other_tenant_effects``)."""
+    decisions = list(row.decisions.select_related("reviewer").order_by("-created_at", "-id"))
+    for decision in decisions:
+        details = decision.details
+        if isinstance(details, dict) and ("active_runs" in details or "unknown_effects" in details):
+            decision.details = _recorded_for_tenant(details, tenant)
+    return decisions
+
+
+def _recorded_for_tenant(details: dict[str, Any], tenant: str | None) -> dict[str, Any]:
+    """Recorded ``details`` with their lists of runs and unknown effects cut to ``tenant``'s
+    (read in memory for the page; the record itself is never changed)."""
+    from runs.pins import run_tenants
+
+    runs = [str(r) for r in details.get("active_runs") or []]
+    effects = [e for e in details.get("unknown_effects") or [] if isinstance(e, dict)]
+    tenants = run_tenants([*runs, *(str(e.get("run", "")) for e in effects)])
+    mine = [r for r in runs if tenant and tenants.get(r) == tenant]
+    mine_effects = [e for e in effects if tenant and tenants.get(str(e.get("run", ""))) == tenant]
+    return {
+        **details,
+        "active_runs": mine,
+        "unknown_effects": mine_effects,
+        "other_tenant_runs": len(runs) - len(mine),
+        "other_tenant_effects": len(effects) - len(mine_effects),
+    }
 
 
 def pretty(value: Any) -> str:
@@ -132,7 +160,7 @@ def lifecycle_actions(row: CapabilityVersion) -> list[str]:
     return actions
 
 
-def contract_view(row: CapabilityVersion) -> dict[str, Any]:
+def contract_view(row: CapabilityVersion, *, tenant: str | None = None) -> dict[str, Any]:
     """Everything the contract page shows about a reviewed version."""
     code = local_contract(row.capability_id, row.version)
     data: dict[str, Any] = {
@@ -144,7 +172,7 @@ def contract_view(row: CapabilityVersion) -> dict[str, Any]:
         "dispatch": dispatch_status_of(row, newest_admitted_versions()),
         "actions": lifecycle_actions(row),
         "trusted_control": is_trusted_control(row),
-        "decisions": decisions_of(row),
+        "decisions": decisions_of(row, tenant=tenant),
         "siblings": _with_dispatch(
             CapabilityVersion.objects.filter(capability_id=row.capability_id)
             .exclude(pk=row.pk)
@@ -159,7 +187,7 @@ def contract_view(row: CapabilityVersion) -> dict[str, Any]:
     if row.lifecycle in (Lifecycle.ADMITTED, Lifecycle.DEPRECATED, Lifecycle.RETIRED):
         from catalog.services import retirement_inventory
 
-        data["inventory"] = retirement_inventory(row)
+        data["inventory"] = retirement_inventory(row, tenant=tenant)
     return data
 
 
@@ -177,7 +205,7 @@ def retire_view(row: CapabilityVersion, *, viewer: Any = None) -> dict[str, Any]
     ``viewer`` requested the pending retirement (they may withdraw it, never confirm it)."""
     from catalog.services import retirement_inventory, retirement_request_stamp
 
-    inventory = retirement_inventory(row)
+    inventory = retirement_inventory(row, tenant=tenant_of(viewer))
     return {
         "row": row,
         "dispatch": dispatch_status_of(row, newest_admitted_versions()),
@@ -202,7 +230,7 @@ def retire_view(row: CapabilityVersion, *, viewer: Any = None) -> dict[str, Any]
     }
 
 
-def candidate_view(row: CapabilityVersion) -> dict[str, Any]:
+def candidate_view(row: CapabilityVersion, *, tenant: str | None = None) -> dict[str, Any]:
     """Everything the candidate page shows about a discovered definition."""
     definition = dict(row.definition)
     notes = dict(row.discovery)
@@ -219,7 +247,7 @@ def candidate_view(row: CapabilityVersion) -> dict[str, Any]:
         "previously_rejected": notes.get("previously_rejected", ""),
         "earlier": notes.get("earlier_definitions", []),
         "actions": lifecycle.actions_from(row.lifecycle),
-        "decisions": decisions_of(row),
+        "decisions": decisions_of(row, tenant=tenant),
         "local_choices": local_choices(),
         "default_local": (same_name[-1].ref if same_name else ""),
         "hint_checks": [hint_check(row, c) for c in same_name],

@@ -854,7 +854,7 @@ def capability_decide(
             )
         details: dict[str, Any] = {}
         if action in (lifecycle.Action.RETIRE, lifecycle.Action.DEPRECATE):
-            details = retirement_inventory(row)
+            details = retirement_inventory(row, every_tenant=True)
         if action == lifecycle.Action.RETIRE and details["risks"]:
             if not acknowledge:
                 raise Refusal(
@@ -971,10 +971,18 @@ def successor_of(row: CapabilityVersion) -> str:
     return f"{best.capability_id}@{best.version}" if best else ""
 
 
-def retirement_inventory(row: CapabilityVersion) -> dict[str, Any]:
+def retirement_inventory(
+    row: CapabilityVersion, *, tenant: str | None = None, every_tenant: bool = False
+) -> dict[str, Any]:
     """Live data a retirement decides on: runs pinned to ``row`` that have not ended,
     unknown effects under it, the admitted successor, and the risks that make it a
-    two-person decision."""
+    two-person decision.
+
+    The counts and risks cover every tenant (the catalog is shared: retiring a version
+    stops it for all of them); the lists of runs and unknown effects hold only those of
+    ``tenant`` (the viewer's: another tenant's run ids are never shown), or of every tenant
+    with ``every_tenant`` (the decision record). ``other_tenant_runs`` and
+    ``other_tenant_effects`` count what the lists leave out for that reason."""
 
     use = pins.version_use(capability_id=row.capability_id, version=row.version)
     active, unknown = use.active_runs, use.unknown_effects
@@ -985,7 +993,7 @@ def retirement_inventory(row: CapabilityVersion) -> dict[str, Any]:
         pinned_runs=len(active),
         unknown_effects=len(unknown),
     )
-    return {
+    inventory: dict[str, Any] = {
         "active_runs": active[:200],
         "active_run_count": len(active),
         "unknown_effects": unknown[:200],
@@ -995,6 +1003,16 @@ def retirement_inventory(row: CapabilityVersion) -> dict[str, Any]:
         "note": "Unknown effects stay owned and reconcilable (Recovery); new dispatch and "
         "model contexts lose this version at once.",
     }
+    if not every_tenant:
+        mine = [r for r in active if tenant and use.tenants.get(r) == tenant]
+        mine_effects = [e for e in unknown if tenant and use.tenants.get(e["run"]) == tenant]
+        inventory.update(
+            active_runs=mine[:200],
+            unknown_effects=mine_effects[:200],
+            other_tenant_runs=len(active) - len(mine),
+            other_tenant_effects=len(unknown) - len(mine_effects),
+        )
+    return inventory
 
 
 @dataclass(frozen=True)

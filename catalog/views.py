@@ -21,7 +21,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from access.roles import CATALOG_ADMIN, OPERATOR, require_role, tenant_of
 from catalog import selectors, servers, services
@@ -135,7 +135,7 @@ def _index_context(request: HttpRequest) -> dict[str, Any]:
     }
 
 
-@require_GET
+@require_safe
 @login_required
 def catalog_index(request: AuthedHtmxRequest) -> HttpResponse:
     context = _index_context(request)
@@ -144,33 +144,33 @@ def catalog_index(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "catalog/index.html", context)
 
 
-@require_GET
+@require_safe
 @login_required
 def catalog_contract(request: AuthedHtmxRequest, capability_id: str, version: str) -> HttpResponse:
     row = get_object_or_404(CapabilityVersion, capability_id=capability_id, version=version)
     if row.discovered:
         return redirect("catalog-candidate", row.pk)
-    context = selectors.contract_view(row)
     tenant = tenant_of(request.user)
+    context = selectors.contract_view(row, tenant=tenant)
     if tenant:
         context["user_tenant"] = tenant
         context["tenant_gate_open"] = services.tenant_gate_open(row, tenant)
     return render(request, "catalog/contract.html", context)
 
 
-@require_GET
+@require_safe
 @login_required
 def catalog_candidate(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
     row = get_object_or_404(CapabilityVersion, pk=version_id)
     if not row.discovered:
         return redirect("catalog-contract", row.capability_id, row.version)
-    context = selectors.candidate_view(row)
+    context = selectors.candidate_view(row, tenant=tenant_of(request.user))
     # The two-person rule, decided here for the page: the importer may not admit.
     context["imported_by_you"] = row.imported_by_id == request.user.pk
     return render(request, "catalog/candidate.html", context)
 
 
-@require_GET
+@require_safe
 @login_required
 def catalog_diff(request: AuthedHtmxRequest) -> HttpResponse:
     default_a, default_b = selectors.default_diff_pair()
@@ -188,7 +188,7 @@ def catalog_diff(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "catalog/diff.html", context, status=status)
 
 
-@require_GET
+@require_safe
 @login_required
 def catalog_rejections(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "catalog/rejections.html", selectors.rejection_log())
@@ -197,10 +197,10 @@ def catalog_rejections(request: AuthedHtmxRequest) -> HttpResponse:
 # -- import ----------------------------------------------------------------------------
 @login_required
 def catalog_import(request: AuthedHtmxRequest) -> HttpResponse:
-    if request.method not in ("GET", "POST"):
-        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    if request.method not in ("GET", "HEAD", "POST"):
+        return HttpResponse(status=405, headers={"Allow": "GET, HEAD, POST"})
     context: dict[str, Any] = {"limits": discovery}
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         return render(request, "catalog/import.html", context)
     require_role(request.user, CATALOG_ADMIN)
     server = request.POST.get("server", "")
@@ -237,7 +237,7 @@ def catalog_import(request: AuthedHtmxRequest) -> HttpResponse:
     return redirect("catalog-import-result", record.pk)
 
 
-@require_GET
+@require_safe
 @login_required
 def catalog_import_result(request: AuthedHtmxRequest, import_id: int) -> HttpResponse:
     """An import's result as it was when the list was imported, for the importer's tenant;
@@ -255,14 +255,14 @@ def catalog_import_result(request: AuthedHtmxRequest, import_id: int) -> HttpRes
 @login_required
 def catalog_servers(request: AuthedHtmxRequest) -> HttpResponse:
     """GET: registered servers and the registration form. POST: register one."""
-    if request.method not in ("GET", "POST"):
-        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    if request.method not in ("GET", "HEAD", "POST"):
+        return HttpResponse(status=405, headers={"Allow": "GET, HEAD, POST"})
     context: dict[str, Any] = {
         "servers": selectors.tool_servers(),
         "allowed_commands": servers.allowed_commands(),
         "form": {"transport": "stdio"},
     }
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         return render(request, "catalog/servers.html", context)
     require_role(request.user, CATALOG_ADMIN)
     form = {
@@ -291,7 +291,7 @@ def catalog_servers(request: AuthedHtmxRequest) -> HttpResponse:
     return redirect("catalog-server", server.pk)
 
 
-@require_GET
+@require_safe
 @login_required
 def catalog_server(request: AuthedHtmxRequest, server_id: int) -> HttpResponse:
     server = get_object_or_404(ToolServer, pk=server_id)
@@ -312,7 +312,7 @@ def catalog_server_discover(request: AuthedHtmxRequest, server_id: int) -> HttpR
     return redirect("catalog-discovery", run.pk)
 
 
-@require_GET
+@require_safe
 @login_required
 def catalog_discovery(request: AuthedHtmxRequest, discovery_id: int) -> HttpResponse:
     run = get_object_or_404(Discovery.objects.select_related("server"), pk=discovery_id)
@@ -391,10 +391,10 @@ def _refused(
     status = 400 if exc.code in BAD_REQUEST_CODES else 409
     row.refresh_from_db()
     if row.discovered:
-        context = selectors.candidate_view(row)
+        context = selectors.candidate_view(row, tenant=tenant_of(request.user))
         template = "catalog/candidate.html"
     else:
-        context = selectors.contract_view(row)
+        context = selectors.contract_view(row, tenant=tenant_of(request.user))
         template = "catalog/contract.html"
     # The fields of the refused form that the page shows now (its state was read again).
     fields: Mapping[str, str] = {}
@@ -516,12 +516,12 @@ def _retire_refused(
 @login_required
 def catalog_retire(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
     """GET: the retire page from live data. POST: request or confirm the retirement."""
-    if request.method not in ("GET", "POST"):
-        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    if request.method not in ("GET", "HEAD", "POST"):
+        return HttpResponse(status=405, headers={"Allow": "GET, HEAD, POST"})
     row = get_object_or_404(
         CapabilityVersion.objects.select_related("retire_requested_by"), pk=version_id
     )
-    if request.method == "GET":
+    if request.method in ("GET", "HEAD"):
         context = selectors.retire_view(row, viewer=request.user)
         return render(request, "catalog/retire.html", context)
     require_role(request.user, CATALOG_ADMIN)

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -259,7 +259,7 @@ def _may_scrape(request: HttpRequest) -> int:
     return 403 if given else 401
 
 
-@require_GET
+@require_safe
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """``GET /metrics``: the Prometheus exposition, for the ops token or staff only."""
     status = _may_scrape(request)

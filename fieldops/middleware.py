@@ -41,7 +41,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import BadRequest
+from django.core.exceptions import BadRequest, RequestDataTooBig, TooManyFieldsSent
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -184,7 +184,25 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """``handler400``: Django's 400 page, but the 503 when the bad request was made of a
     lost connection: a session whose save failed that way is ``SessionInterrupted`` (a
     400 saying nothing was changed) although the view's action may have committed."""
-    return _connection_lost_answer(request) or defaults.bad_request(request, exception)
+    lost = _connection_lost_answer(request)
+    if lost is not None:
+        return lost
+    # Django's size refusals of a body: say which limit, not that it could not be read.
+    if isinstance(exception, RequestDataTooBig):
+        return bad_request_page(
+            "The request is larger than the "
+            f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes the console accepts, so nothing "
+            "was done.",
+            hint="Shorten what you typed or pasted and send it again.",
+        )
+    if isinstance(exception, TooManyFieldsSent):
+        return bad_request_page(
+            "The form sends more than the "
+            f"{settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields the console accepts, so "
+            "nothing was done.",
+            hint="Reload the page and send its form again.",
+        )
+    return defaults.bad_request(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

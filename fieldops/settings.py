@@ -160,6 +160,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "fieldops.csp.ContentSecurityPolicyMiddleware",  # outermost but one: on every response
+    # Outside every middleware that may refuse a request (CommonMiddleware's DisallowedHost
+    # 400): the refusal is framed no more than a page is.
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every console answer varies by the htmx headers (a region or the whole page).
     "fieldops.middleware.VaryOnHtmxMiddleware",
@@ -174,7 +177,6 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "runs.middleware.UndeliveredKickNoteMiddleware",  # after messages and auth
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # After HtmxMiddleware, around everything that may answer with a login redirect.
     "fieldops.middleware.HtmxLoginRedirectMiddleware",

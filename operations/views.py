@@ -17,7 +17,7 @@ from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.text import capfirst
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from access.roles import OPERATOR, ROLES, principal_ref_of, require_role
 from fieldops.fields import refused_back_to, repeated_field
@@ -182,7 +182,7 @@ def _start(request: AuthedHtmxRequest, flow: Flow, start: Callable[..., Operatio
 
 
 @refused_back_to(RECONCILE.back, RECONCILE.back_label)
-@require_GET
+@require_safe
 @login_required
 def operations_reconcile_preview(request: AuthedHtmxRequest) -> HttpResponse:
     return _preview(request, RECONCILE)
@@ -196,7 +196,7 @@ def operations_reconcile_start(request: AuthedHtmxRequest) -> HttpResponse:
 
 
 @refused_back_to(INCIDENT.back, INCIDENT.back_label)
-@require_GET
+@require_safe
 @login_required
 def operations_incident_preview(request: AuthedHtmxRequest) -> HttpResponse:
     return _preview(request, INCIDENT)
@@ -212,7 +212,7 @@ def operations_incident_start(request: AuthedHtmxRequest) -> HttpResponse:
 
 
 @refused_back_to(CANCEL.back, CANCEL.back_label)
-@require_GET
+@require_safe
 @login_required
 def operations_cancel_preview(request: AuthedHtmxRequest) -> HttpResponse:
     return _preview(request, CANCEL)
@@ -226,7 +226,7 @@ def operations_cancel_start(request: AuthedHtmxRequest) -> HttpResponse:
 
 
 # -- list and one operation -------------------------------------------------------------
-@require_GET
+@require_safe
 @login_required
 def operations_list(request: AuthedHtmxRequest) -> HttpResponse:
     tenant = _operator_tenant(request)
@@ -241,7 +241,7 @@ def operations_list(request: AuthedHtmxRequest) -> HttpResponse:
 FILTER_PAGES = {"runs": "runs list", "recovery": "recovery page", "runbook": "runbook"}
 
 
-@require_GET
+@require_safe
 @login_required
 def operations_detail(request: AuthedHtmxRequest, operation_id: UUID) -> HttpResponse:
     operation = _get_operation(request, operation_id)
@@ -298,7 +298,7 @@ def _format(fmt: str) -> str:
     return fmt
 
 
-@require_GET
+@require_safe
 @login_required
 def operations_results_export(
     request: AuthedHtmxRequest, operation_id: UUID, fmt: str
@@ -332,7 +332,7 @@ def operations_results_export(
     )
 
 
-@require_GET
+@require_safe
 @login_required
 def runs_export(request: AuthedHtmxRequest, fmt: str) -> HttpResponse:
     """The runs list's current filter, every matching run (not one page), streamed."""
@@ -406,7 +406,7 @@ def saved_views_create(request: AuthedHtmxRequest) -> HttpResponse:
     return redirect("saved-views-open", view.pk)
 
 
-@require_GET
+@require_safe
 @login_required
 def saved_views_open(request: AuthedHtmxRequest, view_id: UUID) -> HttpResponse:
     view = SavedView.objects.filter(pk=view_id, tenant=request_tenant(request)).first()
@@ -429,7 +429,7 @@ def saved_views_delete(request: AuthedHtmxRequest, view_id: UUID) -> HttpRespons
 
 
 # -- live counts ---------------------------------------------------------------------------
-@require_GET
+@require_safe
 @login_required
 def runs_state_counts(request: AuthedHtmxRequest) -> HttpResponse:
     """Counts per state of the runs the list's filter selects (any state), as a partial."""

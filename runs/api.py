@@ -17,11 +17,12 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import connection
 from django.db.models import Count, Min
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from access.roles import tenant_of
 from approvals.models import Checkpoint
@@ -129,9 +130,13 @@ def _fields(data: Any) -> dict[str, Any] | str:
 @require_POST
 def callback(request: HttpRequest) -> JsonResponse:
     """Receive one external callback for a WAITING_EXTERNAL run (signed, correlated)."""
-    body = request.body
+    too_large = _error(413, "too_large", f"callbacks are limited to {MAX_CALLBACK_BYTES} bytes")
+    try:
+        body = request.body
+    except RequestDataTooBig:  # over DATA_UPLOAD_MAX_MEMORY_SIZE: Django's HTML 400 otherwise
+        return too_large
     if len(body) > MAX_CALLBACK_BYTES:
-        return _error(413, "too_large", f"callbacks are limited to {MAX_CALLBACK_BYTES} bytes")
+        return too_large
     refused = _authenticated(request, body)
     if refused is not None:
         return refused
@@ -171,7 +176,7 @@ def _counts_scope(request: HttpRequest) -> tuple[bool, str | None]:
     return (tenant is not None), tenant
 
 
-@require_GET
+@require_safe
 def health(request: HttpRequest) -> JsonResponse:
     """Liveness for anyone: ``status`` and ``ok`` per dependency (database, broker).
 

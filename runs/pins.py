@@ -5,6 +5,8 @@ The catalog asks here instead of reading the runs' tables itself.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from runs.domain import effects
@@ -15,6 +17,7 @@ from runs.models import EffectAttempt, Run
 class VersionUse:
     active_runs: list[str]  # runs that have not ended and pin the version
     unknown_effects: list[dict[str, str]]  # unresolved attempts of runs pinning it
+    tenants: dict[str, str]  # the tenant of every run in either list
 
 
 def version_use(*, capability_id: str, version: str) -> VersionUse:
@@ -24,12 +27,26 @@ def version_use(*, capability_id: str, version: str) -> VersionUse:
     def pins(run: Run) -> bool:
         return str(run.components.get(capability_id, "")).startswith(prefix)
 
-    active = [
-        str(r.pk) for r in Run.objects.filter(disposition="").only("id", "components") if pins(r)
-    ]
-    unknown = [
-        {"attempt": a.pk, "run": str(a.run_id), "status": a.status}
-        for a in EffectAttempt.objects.filter(status__in=effects.UNRESOLVED).select_related("run")
-        if pins(a.run)
-    ]
-    return VersionUse(active, unknown)
+    tenants: dict[str, str] = {}
+    active = []
+    for r in Run.objects.filter(disposition="").only("id", "components", "tenant"):
+        if pins(r):
+            active.append(str(r.pk))
+            tenants[str(r.pk)] = r.tenant
+    unknown = []
+    for a in EffectAttempt.objects.filter(status__in=effects.UNRESOLVED).select_related("run"):
+        if pins(a.run):
+            unknown.append({"attempt": a.pk, "run": str(a.run_id), "status": a.status})
+            tenants[str(a.run_id)] = a.run.tenant
+    return VersionUse(active, unknown, tenants)
+
+
+def run_tenants(run_ids: Iterable[str]) -> dict[str, str]:
+    """The tenant of each of ``run_ids`` that names a run (a recorded list, read again)."""
+    ids = []
+    for run_id in run_ids:
+        try:
+            ids.append(uuid.UUID(str(run_id)))
+        except ValueError:
+            continue
+    return {str(pk): t for pk, t in Run.objects.filter(pk__in=ids).values_list("pk", "tenant")}

@@ -11,7 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from access.objects import get_run_for_user
 from access.roles import OPERATOR, has_role, principal_ref_of, require_role, tenant_of
@@ -31,7 +31,7 @@ from sim.faultlab import TENANT as FAULTLAB_TENANT
 
 
 # -- fault lab -------------------------------------------------------------------------
-@require_GET
+@require_safe
 @login_required
 def faultlab(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
@@ -80,7 +80,7 @@ def faultlab_run(request: AuthedHtmxRequest) -> HttpResponse:
 
 
 # -- review packet ---------------------------------------------------------------------
-@require_GET
+@require_safe
 @login_required
 def review_packet(request: AuthedHtmxRequest) -> HttpResponse:
     results = runbook_selectors.faultlab_results()
@@ -104,7 +104,7 @@ def review_packet(request: AuthedHtmxRequest) -> HttpResponse:
     )
 
 
-@require_GET
+@require_safe
 @login_required
 def catalog_routing(request: AuthedHtmxRequest) -> HttpResponse:
     try:
@@ -118,7 +118,7 @@ def catalog_routing(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "catalog/routing.html", context)
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def replay_simulation(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     roles = (OPERATOR,) if request.method == "POST" else ()

@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from access.roles import OPERATOR, principal_ref_of, require_role
 from fieldops.http import AuthedHtmxRequest
@@ -20,7 +20,7 @@ from runs.models import EffectAttempt
 
 
 # -- recovery --------------------------------------------------------------------------
-@require_GET
+@require_safe
 @login_required
 def recovery(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)

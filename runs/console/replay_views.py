@@ -11,7 +11,7 @@ from uuid import UUID
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from access.objects import get_run_for_user
 from fieldops.http import AuthedHtmxRequest
@@ -19,7 +19,7 @@ from runs.policies import registry as scenario_registry
 from runs.replay import decision as replay_modes
 
 
-@require_GET
+@require_safe
 @login_required
 def replay_decision(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)

@@ -9,7 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from access.roles import OPERATOR, require_role
 from catalog import services as catalog_services
@@ -24,7 +24,7 @@ from runs.services import RunInputError
 
 
 # -- runbooks --------------------------------------------------------------------------
-@require_GET
+@require_safe
 @login_required
 def runbooks(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
@@ -49,7 +49,7 @@ def _runbook_page(
     return render(request, "runs/runbook_detail.html", context, status=status)
 
 
-@require_GET
+@require_safe
 @login_required
 def runbooks_detail(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     require_role(request.user, OPERATOR)

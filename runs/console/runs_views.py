@@ -17,7 +17,7 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from access.objects import get_run_for_user
 from access.roles import OPERATOR, principal_ref_of, require_role
@@ -81,7 +81,7 @@ def _list_context(request: AuthedHtmxRequest, tenant: str, **extra: Any) -> dict
     }
 
 
-@require_GET
+@require_safe
 @login_required
 @never_cache  # Back after an action reloads the list: current states and a fresh start key
 def runs_list(request: AuthedHtmxRequest) -> HttpResponse:
@@ -187,7 +187,7 @@ BULK_RESULTS_KEY = "fieldops_bulk_cancel_results"
 BULK_RESULTS_KEPT = 5
 
 
-@require_GET
+@require_safe
 @login_required
 def runs_bulk_cancel_result(request: AuthedHtmxRequest) -> HttpResponse:
     """A bulk cancel's per-run result, as it was when the cancellation was sent (the runs'
@@ -241,7 +241,7 @@ def _detail_context(request: AuthedHtmxRequest, run: Any, **extra: Any) -> dict[
     }
 
 
-@require_GET
+@require_safe
 @login_required
 def runs_detail(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
@@ -360,7 +360,7 @@ def runs_budget(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     return redirect("runs-detail", run.pk)
 
 
-@require_GET
+@require_safe
 @login_required
 def runs_related(request: AuthedHtmxRequest, run_id: UUID, what: str) -> HttpResponse:
     """A run's whole list of checkpoints, effect attempts or follow-ups, newest first, a
@@ -382,7 +382,7 @@ def runs_related(request: AuthedHtmxRequest, run_id: UUID, what: str) -> HttpRes
     )
 
 
-@require_GET
+@require_safe
 @login_required
 def runs_export(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
@@ -392,7 +392,7 @@ def runs_export(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     return response
 
 
-@require_GET
+@require_safe
 @login_required
 def runs_evidence(request: AuthedHtmxRequest, run_id: UUID, evidence_id: str) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
@@ -402,7 +402,7 @@ def runs_evidence(request: AuthedHtmxRequest, run_id: UUID, evidence_id: str) ->
     return render(request, "runs/evidence.html", {"run": run, "item": item})
 
 
-@require_GET
+@require_safe
 @login_required
 def runs_replay_audit(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)

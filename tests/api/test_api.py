@@ -563,3 +563,22 @@ def test_a_token_name_with_a_control_character_is_refused(approver: Any, name: s
     assert response.status_code == 400
     assert "control characters" in response.content.decode()
     assert not ApiToken.objects.exists()
+
+
+@pytest.mark.parametrize("path", ["/runs", "/runs/{run}/cancel", "/checkpoints/{cp}/decision"])
+def test_an_empty_body_is_refused_in_words_not_as_a_missing_body_body(
+    world: None, operator: Any, approver: Any, waiting: Run, path: str
+) -> None:
+    """Over real HTTP an empty POST answered "body.body: Field required"."""
+    user = approver if "decision" in path else operator
+    url = path.format(run=waiting.pk, cp=waiting.waiting_checkpoint)
+    revision = waiting.revision
+    response = post_raw(url, bearer(user), "")
+    assert response.status_code == 400
+    assert response.json() == {
+        "code": "invalid_request",
+        "message": "The request body is empty: send a JSON object.",
+    }
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.revision) == ("WAITING_HUMAN", revision)
+    assert Run.objects.count() == 1

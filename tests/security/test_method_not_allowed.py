@@ -31,7 +31,7 @@ def console_routes(world: World) -> dict[str, tuple[str, str, str]]:
         "operations move": ("get", reverse("operations-move", args=[operation, "pause"]), "POST"),
         "catalog decision": ("get", reverse("catalog-decide", args=[version]), "POST"),
         # The view answers the method itself (no decorator): the same page.
-        "catalog import": ("put", reverse("catalog-import"), "GET, POST"),
+        "catalog import": ("put", reverse("catalog-import"), "GET, HEAD, POST"),
         # A console page although it lives under /api/.
         "new API token": ("get", reverse("api-tokens-create"), "POST"),
     }
@@ -58,7 +58,7 @@ def test_a_console_address_answers_a_wrong_method_with_the_405_page(
     assert response["Content-Type"].startswith("text/html")
     body = response.content.decode()
     assert PAGE in body
-    accepts = "GET and POST" if allow == "GET, POST" else "POST"
+    accepts = "GET, HEAD and POST" if allow == "GET, HEAD, POST" else "POST"
     assert f"This address accepts {accepts} only" in body
     assert f"not a {method.upper()}" in body
     assert 'href="/"' in body  # the way back
@@ -102,11 +102,11 @@ def test_the_json_api_answers_a_wrong_method_in_its_error_shape(sworld: World) -
     }
     schema = client.post(reverse("api-v1-schema"))
     assert schema.status_code == 405
-    assert schema["Allow"] == "GET"
+    assert schema["Allow"] == "GET, HEAD"
     assert schema.json()["code"] == "method_not_allowed"
     # An API client has no CSRF token: it got the console's HTML CSRF page instead.
     tokenless = Client(enforce_csrf_checks=True).post(reverse("api-v1-schema"))
-    assert tokenless.status_code == 405 and tokenless["Allow"] == "GET"
+    assert tokenless.status_code == 405 and tokenless["Allow"] == "GET, HEAD"
     assert tokenless.json()["code"] == "method_not_allowed"
 
 
