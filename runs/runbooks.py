@@ -52,9 +52,10 @@ ACTIONS: Mapping[str, str] = {
 _GATE = Step(
     "Stop new effect dispatch",
     "Close your tenant's effect gate of the affected capability version. Your tenant's new "
-    "reservations are denied at validation step 8 (tenant_effect_gate_closed); other tenants, "
-    "reads and proposals continue, and attempts already in flight keep their reconciliation "
-    "obligation. The deployment gate (every tenant) is a catalog admin's, on the contract page.",
+    "reservations are denied at validation step 8 (tenant_effect_gate_closed), and one "
+    "already allowed but not yet sending is not sent; other tenants, reads and proposals "
+    "continue, and attempts already sending keep their reconciliation obligation. The "
+    "deployment gate (every tenant) is a catalog admin's, on the contract page.",
     data=("effect_gates",),
     actions=("gate",),
 )

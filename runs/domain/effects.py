@@ -42,7 +42,7 @@ S = AttemptStatus
 
 MEANING: Mapping[AttemptStatus, str] = {
     S.DISPATCH_RECORDED: "recorded with proposal.allowed; nothing sent yet",
-    S.SENDING: "passed the last cancellation check: the request may have left",
+    S.SENDING: "passed the last cancellation and effect-gate check: the request may have left",
     S.NOT_SENT: "cancelled before sending, or refused before dispatch: no effect",
     S.REJECTED: "the service answered a definite typed rejection: no effect",
     S.AMBIGUOUS: "the request may have committed: reconcile by the same key",

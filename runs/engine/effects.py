@@ -8,13 +8,14 @@ ledger as ``effect.reconciled``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import OperationalError, transaction
+from django.db import OperationalError, connection, transaction
 
 from approvals import services as approvals
 from capabilities import ports, registry, reserve_part
-from capabilities.base import CallOutcome, Invocation
+from capabilities.base import CallOutcome, ErrorCode, Invocation
 from fieldops import sql
 from fieldops.db import lock_wait_failed
 from kernel import clock
@@ -138,8 +139,14 @@ def execute_effect(owner: Owner, run: Run, proposal: ActionIntent) -> str | None
         return None
     reach_point(owner, "after_dispatch_record")
     inject_cancel(owner, "before_effect_dispatch")
-    live = send_gate(owner, attempt)
+    live = send_gate(owner, attempt, proposal.capability)
     if live is None:
+        return None
+    if isinstance(live, GateClosed):
+        # Closed after validation admitted the proposal: nothing leaves, and the attempt
+        # ends NOT_SENT as after any refusal before dispatch (``effect.rejected``).
+        outcome = CallOutcome.fail(ErrorCode.DENIED, "pre_dispatch", live.why)
+        record_effect_outcome(owner, attempt, proposal, outcome, run=live.run)
         return None
     reach_point(owner, "after_send_gate")
     invocation = invocation_for(live, proposal, fencing_token=attempt.dispatch_sequence)
@@ -150,12 +157,24 @@ def execute_effect(owner: Owner, run: Run, proposal: ActionIntent) -> str | None
     return None
 
 
-def send_gate(owner: Owner, attempt: EffectAttempt) -> Run | None:
-    """The last cancellation check before the effect leaves: mark the attempt SENDING.
+@dataclass(frozen=True)
+class GateClosed:
+    """The send gate found the capability's effect gate closed: ``why`` names it."""
+
+    run: Run
+    why: str
+
+
+def send_gate(owner: Owner, attempt: EffectAttempt, capability: str) -> Run | GateClosed | None:
+    """The last cancellation and effect-gate check before the effect leaves: mark the
+    attempt SENDING.
 
     It locks the dispatch record, as ``run_cancel`` does, so a cancellation either commits
     first (the attempt is then NOT_SENT and nothing is sent) or sees SENDING and qualifies
-    itself as ``cancelled_effect_unknown``.
+    itself as ``cancelled_effect_unknown``. It reads the effect gates of the run's pinned
+    ``capability`` under the lock their changes take (``closed_gate``), so a gate an
+    operator or catalog admin was told is closed stops every send not yet SENDING: then
+    GateClosed, the attempt still DISPATCH_RECORDED for its caller to record as not sent.
     """
     try:
         with transaction.atomic():
@@ -165,6 +184,9 @@ def send_gate(owner: Owner, attempt: EffectAttempt) -> Run | None:
                 raise Run.DoesNotExist(f"no run {owner.run_id}")
             if not locked or is_terminal(run.state) or run.owner_epoch != owner.epoch:
                 return None
+            why = closed_gate(run, capability)
+            if why:
+                return GateClosed(run, why)
             attempts.set_status(attempt.pk, AttemptStatus.SENDING)
     except OperationalError as exc:
         if not lock_wait_failed(exc):
@@ -174,6 +196,46 @@ def send_gate(owner: Owner, attempt: EffectAttempt) -> Run | None:
         return None
     attempt.status = AttemptStatus.SENDING
     return run
+
+
+# The version's row is read FOR SHARE: a gate change locks it FOR UPDATE, so it either
+# committed before this read (and is seen) or waits until this send is SENDING. The tenant
+# gate is read after that lock, in a statement of its own: READ COMMITTED gives it a
+# snapshot that includes a tenant gate change committed while the first one waited.
+_VERSION_GATE_SQL = (
+    "SELECT id, effect_gate_open FROM catalog_capabilityversion "
+    "WHERE capability_id = %s AND version = %s"
+)
+_VERSION_GATE = {
+    "postgresql": sql.Statement(_VERSION_GATE_SQL + " FOR SHARE"),
+    "sqlite": sql.Statement(_VERSION_GATE_SQL),  # one writer at a time: nothing to lock
+}
+_TENANT_GATE_CLOSED = sql.Statement(
+    "SELECT 1 FROM catalog_tenanteffectgate WHERE version_id = %s AND tenant = %s AND NOT open"
+)
+
+
+def closed_gate(run: Run, capability: str) -> str:
+    """Why new dispatch of the run's pinned ``capability`` is stopped now, in validation's
+    words (``effect_gate_closed`` / ``tenant_effect_gate_closed``); "" when both its gates
+    are open. Call it inside the send gate's transaction."""
+    version = inputs.pinned_version(run, capability)
+    found = _VERSION_GATE[connection.vendor].rows([capability, version])
+    if not found:
+        return ""  # not in the catalog: the registry refuses it before dispatch
+    version_id, gate_open = found[0]
+    if not gate_open:
+        return (
+            f"effect_gate_closed: new dispatch of {capability}@{version} is stopped for the "
+            "whole deployment (closed after this proposal was allowed); nothing was sent"
+        )
+    if _TENANT_GATE_CLOSED.rows([version_id, run.tenant]):
+        return (
+            f"tenant_effect_gate_closed: new dispatch of {capability}@{version} is stopped "
+            f"for tenant {run.tenant} by its operators (closed after this proposal was "
+            "allowed); nothing was sent"
+        )
+    return ""
 
 
 def record_effect_outcome(
