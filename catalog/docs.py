@@ -94,7 +94,9 @@ def versions_md() -> str:
         "the same moment do not retire the version):\n\n"
         + risks_sheet()
         + "\nA run pinned to a retired version is denied `capability_retired` at "
-        "validation step 8 and cannot regain it; its unknown effects stay owned and "
+        "validation step 8 and cannot regain it (a dispatch validation allowed before the "
+        "retirement, not yet `SENDING`, is not sent: `NOT_SENT`, `effect.rejected`); its "
+        "unknown effects stay owned and "
         "reconcilable in Recovery.\n\n"
         "## Effect gates\n\n"
         "Each effect version has a deployment gate (catalog admins; closed: "

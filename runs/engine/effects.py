@@ -159,7 +159,8 @@ def execute_effect(owner: Owner, run: Run, proposal: ActionIntent) -> str | None
 
 @dataclass(frozen=True)
 class GateClosed:
-    """The send gate found the capability's effect gate closed: ``why`` names it."""
+    """The send gate found the capability's dispatch stopped (an effect gate closed, the
+    version retired): ``why`` says which."""
 
     run: Run
     why: str
@@ -172,9 +173,10 @@ def send_gate(owner: Owner, attempt: EffectAttempt, capability: str) -> Run | Ga
     It locks the dispatch record, as ``run_cancel`` does, so a cancellation either commits
     first (the attempt is then NOT_SENT and nothing is sent) or sees SENDING and qualifies
     itself as ``cancelled_effect_unknown``. It reads the effect gates of the run's pinned
-    ``capability`` under the lock their changes take (``closed_gate``), so a gate an
-    operator or catalog admin was told is closed stops every send not yet SENDING: then
-    GateClosed, the attempt still DISPATCH_RECORDED for its caller to record as not sent.
+    ``capability`` and its lifecycle under the lock their changes take
+    (``dispatch_stopped``), so a gate an operator or catalog admin was told is closed, or a
+    version they were told is retired, stops every send not yet SENDING: then GateClosed,
+    the attempt still DISPATCH_RECORDED for its caller to record as not sent.
     """
     try:
         with transaction.atomic():
@@ -184,7 +186,7 @@ def send_gate(owner: Owner, attempt: EffectAttempt, capability: str) -> Run | Ga
                 raise Run.DoesNotExist(f"no run {owner.run_id}")
             if not locked or is_terminal(run.state) or run.owner_epoch != owner.epoch:
                 return None
-            why = closed_gate(run, capability)
+            why = dispatch_stopped(run, capability)
             if why:
                 return GateClosed(run, why)
             attempts.set_status(attempt.pk, AttemptStatus.SENDING)
@@ -203,7 +205,7 @@ def send_gate(owner: Owner, attempt: EffectAttempt, capability: str) -> Run | Ga
 # gate is read after that lock, in a statement of its own: READ COMMITTED gives it a
 # snapshot that includes a tenant gate change committed while the first one waited.
 _VERSION_GATE_SQL = (
-    "SELECT id, effect_gate_open FROM catalog_capabilityversion "
+    "SELECT id, effect_gate_open, lifecycle FROM catalog_capabilityversion "
     "WHERE capability_id = %s AND version = %s"
 )
 _VERSION_GATE = {
@@ -215,15 +217,22 @@ _TENANT_GATE_CLOSED = sql.Statement(
 )
 
 
-def closed_gate(run: Run, capability: str) -> str:
+def dispatch_stopped(run: Run, capability: str) -> str:
     """Why new dispatch of the run's pinned ``capability`` is stopped now, in validation's
-    words (``effect_gate_closed`` / ``tenant_effect_gate_closed``); "" when both its gates
-    are open. Call it inside the send gate's transaction."""
+    words (``capability_retired`` / ``capability_not_admitted``, ``effect_gate_closed``,
+    ``tenant_effect_gate_closed``); "" when it may leave. Call it inside the send gate's
+    transaction: each of these changes locks the version's row, as this read does."""
     version = inputs.pinned_version(run, capability)
     found = _VERSION_GATE[connection.vendor].rows([capability, version])
     if not found:
         return ""  # not in the catalog: the registry refuses it before dispatch
-    version_id, gate_open = found[0]
+    version_id, gate_open, lifecycle = found[0]
+    if lifecycle not in ("ADMITTED", "DEPRECATED"):
+        code = "capability_retired" if lifecycle == "RETIRED" else "capability_not_admitted"
+        return (
+            f"{code}: {capability}@{version} is {lifecycle} (changed after this proposal "
+            "was allowed); nothing was sent"
+        )
     if not gate_open:
         return (
             f"effect_gate_closed: new dispatch of {capability}@{version} is stopped for the "

@@ -80,14 +80,15 @@ def test_the_approval_page_and_message_say_a_closed_gate_sends_nothing(
     assert not Event.objects.filter(run=run, type="effect.recorded").exists()
 
 
-@pytest.mark.parametrize("gate", ["tenant", "deployment"])
+@pytest.mark.parametrize("gate", ["tenant", "deployment", "retired"])
 def test_a_gate_closed_after_the_dispatch_record_stops_the_send(
     world: None, approver: Any, operator: Any, catalog_admin: Any, gate: str
 ) -> None:
     """The gate is read at validation; an operator may close it after the dispatch record
     is written and before the effect leaves (a worker paused there, or just computing).
     Told "new dispatch stopped", nothing may then be sent: the send check reads the gates
-    under the lock their changes take, and the attempt ends NOT_SENT, recorded."""
+    under the lock their changes take, and the attempt ends NOT_SENT, recorded. The same
+    for a version retired meanwhile."""
     run = make_run()
     checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
     response = _client(approver).post(
@@ -108,6 +109,10 @@ def test_a_gate_closed_after_the_dispatch_record_stops_the_send(
                 reviewer=operator,
                 reason="repeated reservation attempts",
             )
+        elif gate == "retired":  # what the second admin's retirement commits
+            CapabilityVersion.objects.filter(capability_id="reserve_part", version="1.0.0").update(
+                lifecycle="RETIRED"
+            )
         else:
             catalog.capability_gate_set(
                 capability_id="reserve_part",
@@ -122,7 +127,11 @@ def test_a_gate_closed_after_the_dispatch_record_stops_the_send(
         runner.advance(str(run.pk), worker="test")
     finally:
         points.install(previous)
-    code = "tenant_effect_gate_closed" if gate == "tenant" else "effect_gate_closed"
+    code = {
+        "tenant": "tenant_effect_gate_closed",
+        "deployment": "effect_gate_closed",
+        "retired": "capability_retired",
+    }[gate]
     assert not Event.objects.filter(run=run, type="effect.recorded").exists()
     assert not LedgerEntry.objects.filter(run_id=str(run.pk)).exists()
     attempt = EffectAttempt.objects.get(run=run)
