@@ -28,6 +28,11 @@ A console request whose database connection broke under it is a 503 page that sa
 database is unreachable (for an action, how to check whether it was recorded), with
 Retry-After (``DatabaseUnavailableMiddleware`` for a view's failure, ``server_error`` for
 one in a middleware step such as the session save); the API answers its own JSON 503.
+
+A load balancer's or an orchestrator's probe reaches the process directly and names it by
+its own address (a pod's IP, ``localhost:8000``), never by a name in ``ALLOWED_HOSTS``:
+``GET /healthz`` answers such a request its liveness (``ProbeHostMiddleware``) instead of
+Django's "Bad Request (400)"; every other address still refuses a host it does not serve.
 """
 
 from __future__ import annotations
@@ -41,7 +46,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import BadRequest, RequestDataTooBig, TooManyFieldsSent
+from django.core.exceptions import (
+    BadRequest,
+    DisallowedHost,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+)
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -467,3 +477,36 @@ class DatabaseUnavailableMiddleware:
             "database connection lost: %s %s", request.method, request.path, exc_info=exception
         )
         return database_unavailable_page(request)
+
+
+class ProbeHostMiddleware:
+    """``GET``/``HEAD /healthz`` with a ``Host`` outside ``ALLOWED_HOSTS`` (a probe that
+    addresses the process directly) gets the liveness report anyone gets: no counts (the
+    ops token and a session open them only at the console's address), nothing else of the
+    site. Placed before every middleware that validates the host (CommonMiddleware)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path_info != "/healthz" or request.method not in ("GET", "HEAD"):
+            return self.get_response(request)
+        try:
+            request.get_host()
+        except DisallowedHost:
+            return self._liveness(request)
+        return self.get_response(request)
+
+    @staticmethod
+    def _liveness(request: HttpRequest) -> HttpResponse:
+        from django.contrib.auth.models import AnonymousUser
+
+        from runs.api import health
+
+        request.META.pop("HTTP_AUTHORIZATION", None)
+        request.__dict__.pop("headers", None)  # HttpRequest.headers is a cached property
+        request.user = AnonymousUser()
+        response = health(request)
+        if request.method == "HEAD":
+            response.content = b""
+        return response

@@ -163,6 +163,9 @@ MIDDLEWARE = [
     # Outside every middleware that may refuse a request (CommonMiddleware's DisallowedHost
     # 400): the refusal is framed no more than a page is.
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Before every middleware that validates the host: a probe naming the process by its
+    # own address gets /healthz's liveness, not a 400.
+    "fieldops.middleware.ProbeHostMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every console answer varies by the htmx headers (a region or the whole page).
     "fieldops.middleware.VaryOnHtmxMiddleware",

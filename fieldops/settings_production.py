@@ -30,6 +30,9 @@ SECRET_KEY = required("DJANGO_SECRET_KEY")
 ALLOWED_HOSTS = [h for h in required("DJANGO_ALLOWED_HOSTS").split(",") if h]
 FIELDOPS_CALLBACK_KEY = required("FIELDOPS_CALLBACK_KEY")
 FIELDOPS_EXECUTION = env("FIELDOPS_EXECUTION", "celery")
+if FIELDOPS_EXECUTION == "celery":
+    # No embedded default: web, workers and beat must all name the same broker.
+    CELERY_BROKER_URL = required("CELERY_BROKER_URL")
 FIELDOPS_ALLOW_DEMO_USERS = False
 DATABASES = {"default": database_from_url(required("DATABASE_URL"))}
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":

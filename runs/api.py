@@ -189,12 +189,20 @@ def health(request: HttpRequest) -> JsonResponse:
     try:
         started = time.monotonic()
         with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+            # A table every process reads (db_roles grants it to the application role), not
+            # just ``SELECT 1``: a role that connects but was never granted the tables
+            # (``manage.py db_roles`` not run) answers every page with a 500.
+            cursor.execute("SELECT 1 FROM django_migrations LIMIT 1")
         latency_ms = round((time.monotonic() - started) * 1000, 2)
     except Exception as exc:  # the report must answer even when the database cannot
         database: dict[str, Any] = {"ok": False}
         if allowed:
             database["error"] = type(exc).__name__
+            if getattr(exc.__cause__, "sqlstate", None) == "42501":  # insufficient_privilege
+                database["hint"] = (
+                    "this database role may not read the tables: run "
+                    "`manage.py db_roles --app-role ROLE` as the tables' owner (docs/security.md)"
+                )
         return JsonResponse({"status": "unhealthy", "database": database}, status=503)
     broker = _broker()
     healthy = bool(broker.get("ok", True))

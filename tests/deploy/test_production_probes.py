@@ -2,7 +2,10 @@
 load balancer's or an orchestrator's probe reaches the web process directly, over plain
 HTTP and without the proxy's ``X-Forwarded-Proto``. ``GET /healthz`` answered those probes
 301 whatever the state of the database and the broker, so a probe following redirects
-or counting 3xx as success saw a healthy process with PostgreSQL down."""
+or counting 3xx as success saw a healthy process with PostgreSQL down. Such a probe also
+addresses the process by its own address (a pod's IP, ``localhost:8000`` in a container's
+health check), never by a name in ``DJANGO_ALLOWED_HOSTS``: ``/healthz`` answered it
+"Bad Request (400)" (Django's DisallowedHost), whatever the state of the process."""
 
 from __future__ import annotations
 
@@ -11,23 +14,28 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.deploy.servers import ROOT
 from tests.domain.deploy.test_compose import EXAMPLE, environment, interpolate
 
 PROBE = """
 import json, django
 django.setup()
+import sys
 from django.test import Client
-client = Client(HTTP_HOST="fieldops.example.com")
+client = Client(HTTP_HOST=sys.argv[1])
 answers = {}
 for path in ("/healthz", "/login/"):
     r = client.get(path)
     answers[path] = [r.status_code, r.get("Content-Type", ""), r.content.decode()[:300]]
+r = client.head("/healthz")
+answers["HEAD /healthz"] = [r.status_code, r.get("Content-Type", ""), r.content.decode()[:300]]
 print(json.dumps(answers))
 """
 
 
-def _probe() -> dict[str, list[object]]:
+def _probe(host: str = "fieldops.example.com") -> dict[str, list[object]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "FIELDOPS_"))}
     env.update(EXAMPLE)
     env.update({k: interpolate(v, EXAMPLE) for k, v in environment("web").items()})
@@ -39,7 +47,7 @@ def _probe() -> dict[str, list[object]]:
     )
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     out = subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", PROBE, host],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -58,3 +66,16 @@ def test_a_plain_http_probe_of_healthz_gets_the_health_and_pages_still_redirect(
     health = json.loads(str(body))
     assert health["status"] != "ok" and health["database"]["ok"] is False
     assert answers["/login/"][0] == 301  # everything else still goes to HTTPS
+
+
+@pytest.mark.parametrize("host", ["10.42.0.17:8000", "localhost:8000", "web:8000"])
+def test_a_probe_addressing_the_process_directly_gets_the_health_not_a_bad_host(host) -> None:
+    answers = _probe(host)
+    status, content_type, body = answers["/healthz"]
+    assert status == 503, answers
+    assert str(content_type).startswith("application/json")
+    health = json.loads(str(body))
+    assert health == {"status": "unhealthy", "database": {"ok": False}}
+    assert answers["HEAD /healthz"][:2] == [503, content_type] and answers["HEAD /healthz"][2] == ""
+    # Every other address still refuses a host it does not serve.
+    assert answers["/login/"][0] == 400

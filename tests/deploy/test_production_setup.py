@@ -63,11 +63,11 @@ def _url(user: str, database: str) -> str:
     return f"postgres://{user}@{parts.hostname}:{parts.port or 5432}/{database}"
 
 
-def _manage(argv: list[str], database_url: str) -> subprocess.CompletedProcess[str]:
+def _manage(argv: list[str], database_url: str, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "FIELDOPS_"))}
     env.update(EXAMPLE)
     env.update({k: interpolate(v, EXAMPLE) for k, v in environment("migrate").items()})
-    env.update(DATABASE_URL=database_url, FIELDOPS_LOG_LEVEL="WARNING")
+    env.update(DATABASE_URL=database_url, FIELDOPS_LOG_LEVEL="WARNING", **extra)
     return subprocess.run(
         [sys.executable, "manage.py", *argv],
         cwd=ROOT,
@@ -98,3 +98,37 @@ def test_the_compose_migrate_service_leaves_a_database_where_runs_start(fresh_da
     outcome = json.loads(started.stderr.strip().splitlines()[-1])
     assert outcome["state"] == "WAITING_HUMAN", outcome
     assert outcome["waiting_checkpoint"]
+
+
+HEALTH = (
+    "import os; from django.test import Client; "
+    "token = 'Bearer ' + os.environ['FIELDOPS_OPS_TOKEN']; "
+    "r = Client(HTTP_HOST='fieldops.example.com', secure=True, HTTP_AUTHORIZATION=token)"
+    ".get('/healthz'); "
+    "print(r.status_code, r.content.decode())"
+)
+
+
+def test_healthz_says_the_database_is_unusable_when_the_app_role_was_never_granted(
+    fresh_database,
+):
+    """Migrate and seed as the owner, but no ``db_roles``: the application role can connect
+    and read no table, so every sign-in and every run start is a 500 ("permission denied for
+    table auth_user"). ``/healthz`` asked only ``SELECT 1`` and answered
+    ``"database": {"ok": true}``; it now reads a table the application role is granted."""
+    database, role = fresh_database
+    owner_url = _url(urlsplit(SERVER).username or "postgres", database)
+    for argv in (["migrate", "--noinput"], ["db_roles", "--app-role", role, "--create"]):
+        done = _manage(argv, owner_url)
+        assert done.returncode == 0, done.stderr
+    no_broker = {"FIELDOPS_EXECUTION": "inprocess"}  # the database alone is judged here
+    granted = _manage(["shell", "-c", HEALTH], _url(role, database), **no_broker)
+    assert granted.stdout.splitlines()[-1].startswith("200 "), granted.stdout + granted.stderr
+    with psycopg.connect(owner_url, autocommit=True) as owner:
+        owner.execute(f'REVOKE ALL ON ALL TABLES IN SCHEMA public FROM "{role}"')
+    refused = _manage(["shell", "-c", HEALTH], _url(role, database), **no_broker)
+    status, _, body = refused.stdout.strip().splitlines()[-1].partition(" ")
+    assert status == "503", refused.stdout + refused.stderr
+    report = json.loads(body)
+    assert report["database"]["ok"] is False and report["status"] == "unhealthy"
+    assert "db_roles" in report["database"]["hint"]

@@ -41,6 +41,7 @@ def test_production_settings_are_secure_and_refuse_missing_secrets(monkeypatch):
         "DJANGO_ALLOWED_HOSTS": "x.example",
         "FIELDOPS_CALLBACK_KEY": "c" * 40,
         "DATABASE_URL": "postgres://u@127.0.0.1:5432/db",
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
     }.items():
         monkeypatch.setenv(name, value)
     import fieldops.settings_production as production

@@ -258,3 +258,20 @@ def test_beat_writes_its_schedule_where_the_unprivileged_user_may_write():
     schedule = re.search(r"(?:--schedule|-s)[ =](\S+)", command)
     assert schedule is not None, command
     assert schedule.group(1).startswith(tuple(f"{path}/" for path in WRITTEN_PATHS)), command
+
+
+def test_the_production_settings_require_the_broker_they_send_runs_to():
+    """The production settings read ``CELERY_BROKER_URL`` with the embedded default
+    (``redis://127.0.0.1:6379/7``): a process started by hand without it (beat, say, while
+    web and workers had it) sent its kicks to another Redis database that no worker reads,
+    and nothing said so. Like every other setting it names, it is now required."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "FIELDOPS_"))}
+    env.update(EXAMPLE)
+    env.update({k: interpolate(v, EXAMPLE) for k, v in environment("web").items()})
+    env.pop("CELERY_BROKER_URL")
+    code = "import fieldops.settings_production"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert "CELERY_BROKER_URL must be set in production" in done.stderr
