@@ -47,7 +47,8 @@ gunicorn's access log other than those the web logged as its own database connec
 
 Environment: the production variables (DJANGO_SETTINGS_MODULE=fieldops.settings_production,
 DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS including 127.0.0.1, FIELDOPS_CALLBACK_KEY,
-FIELDOPS_QUEUE), APP_DATABASE_URL (the application role), ADMIN_DATABASE_URL (a superuser,
+FIELDOPS_QUEUE, CELERY_BROKER_URL for the set-up commands: the drill's own processes use
+its own Redis), APP_DATABASE_URL (the application role), ADMIN_DATABASE_URL (a superuser,
 for pg_terminate_backend and the checks), CHAOS_PASSWORD (the users' password); users made
 with ``manage.py set_user``: op1, op2, api-op (operator), ap1, ap2, api-ap (approver),
 cat1, cat2 (catalog-admin), all of tenant north. Then:

@@ -17,6 +17,7 @@ python manage.py render_docs --check
 echo "== deploy checks (production settings) and bandit (medium+, reviewed baseline)"
 DJANGO_SECRET_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(64))')" \
 DJANGO_ALLOWED_HOSTS=fieldops.example.com FIELDOPS_CALLBACK_KEY=deploy-check-only \
+CELERY_BROKER_URL=redis://127.0.0.1:6379/15 \
 DATABASE_URL=postgres://deploy-check@127.0.0.1:5432/unused \
   python manage.py check --deploy --fail-level WARNING --settings fieldops.settings_production
 bandit -q -r access api approvals capabilities catalog fieldops kernel runs sim -ll -b .bandit-baseline.json
