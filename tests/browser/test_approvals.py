@@ -377,3 +377,23 @@ def test_an_approval_whose_run_ended_at_a_closed_gate_never_says_the_run_was_can
     page.goto(url)
     expect(page.locator("#closed-note")).to_contain_text(f"The run ended ({waiting.state}")
     expect(page.locator("main")).not_to_contain_text("cancelled")
+
+
+def test_back_to_an_approval_just_approved_shows_it_decided(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """Back from the run page an approval leads to showed the approval page from the
+    browser's cache: PENDING, the run WAITING_HUMAN, the Approve button offered again.
+    Back now reloads it: the approval as it now is, no decision form."""
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/{checkpoint.pk}/")
+    _approve(page, "the part is needed")
+    page.wait_for_url(re.compile(r"/runs/"))
+    page.go_back()
+    page.wait_for_url(f"{live_server.url}/approvals/{checkpoint.pk}/")
+    checkpoint.refresh_from_db()
+    assert checkpoint.status != "PENDING"
+    expect(page.locator("main")).to_contain_text(checkpoint.status)
+    expect(page.get_by_role("button", name="Approve exactly this proposal")).to_have_count(0)
