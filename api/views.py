@@ -30,6 +30,7 @@ def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     }
 
 
+@never_cache  # Back after a create reloads the form: a fresh one-time key, not the spent one
 @require_safe
 @login_required
 def tokens(request: HttpRequest) -> HttpResponse:

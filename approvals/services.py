@@ -186,6 +186,15 @@ def refusal_message(code: str, checkpoint: Checkpoint) -> str:
                 + (f" ({why})" if why else "")
                 + "; nothing will be dispatched and no decision is recorded."
             )
+        run = checkpoint.run
+        if run.state != State.CANCELLED.value:
+            # The run ended another way (its dispatch denied at a closed effect gate, a
+            # failure, its deadline): the checkpoint closed with it; nobody cancelled it.
+            why = f"{run.state}: {run.terminal_reason}" if run.terminal_reason else run.state
+            return (
+                f"The run ended ({why}) before this proposal was dispatched; nothing will be "
+                "dispatched and no decision is recorded."
+            )
     if code == "checkpoint_expired":
         at = checkpoint.expires_at.strftime("%Y-%m-%d %H:%M:%S")
         counted = checkpoint.votes.count()

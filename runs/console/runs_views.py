@@ -241,6 +241,7 @@ def _detail_context(request: AuthedHtmxRequest, run: Any, **extra: Any) -> dict[
     }
 
 
+@never_cache  # Back after an action reloads the run: its current state and follow-up form
 @require_safe
 @login_required
 def runs_detail(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:

@@ -337,3 +337,63 @@ def test_an_operator_finds_the_question_their_run_asks_from_the_navigation_and_a
     nav.get_by_role("link", name="Questions for you", exact=True).click()
     expect(page.locator(".empty")).to_contain_text("No question is waiting for your answer.")
     expect(nav.locator(".nav-count")).to_have_count(0)
+
+
+def test_an_approval_whose_run_ended_at_a_closed_gate_never_says_the_run_was_cancelled(
+    live_server: Any, new_page: Any, approver: Any, catalog_admin: Any, waiting: Run
+) -> None:
+    """The deployment gate is closed; one approver approves in one tab (the page warned
+    that nothing will be sent), the run's dispatch is denied and the run ends ESCALATED.
+    The approval page and a decision sent from a second tab opened before said "The run
+    was cancelled; nothing will be dispatched": nobody cancelled it. They say it ended."""
+    from catalog import services as catalog
+    from runs.engine import runner
+
+    catalog.capability_gate_set(
+        capability_id="reserve_part",
+        version="1.0.0",
+        open_gate=False,
+        reviewer=catalog_admin,
+        reason="supplier incident",
+    )
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, live_server.url, "approver")
+    url = f"{live_server.url}/approvals/{checkpoint.pk}/"
+    page.goto(url)
+    other = page.context.new_page()
+    other.goto(url)
+    expect(page.locator("#gate-closed")).to_be_visible()
+    _approve(page, "the spare is needed")
+    page.wait_for_url(re.compile(r"/runs/"))
+    runner.advance(str(waiting.pk), worker="test")
+    waiting.refresh_from_db()
+    assert waiting.state not in ("CANCELLED", "WAITING_HUMAN"), waiting.state
+    other.get_by_label(REASON).fill("declining from the other tab")
+    other.get_by_role("button", name="Decline").click()
+    refusal = other.locator("main")
+    expect(refusal).to_contain_text(f"The run ended ({waiting.state}")
+    expect(refusal).not_to_contain_text("cancelled")
+    page.goto(url)
+    expect(page.locator("#closed-note")).to_contain_text(f"The run ended ({waiting.state}")
+    expect(page.locator("main")).not_to_contain_text("cancelled")
+
+
+def test_back_to_an_approval_just_approved_shows_it_decided(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """Back from the run page an approval leads to showed the approval page from the
+    browser's cache: PENDING, the run WAITING_HUMAN, the Approve button offered again.
+    Back now reloads it: the approval as it now is, no decision form."""
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/{checkpoint.pk}/")
+    _approve(page, "the part is needed")
+    page.wait_for_url(re.compile(r"/runs/"))
+    page.go_back()
+    page.wait_for_url(f"{live_server.url}/approvals/{checkpoint.pk}/")
+    checkpoint.refresh_from_db()
+    assert checkpoint.status != "PENDING"
+    expect(page.locator("main")).to_contain_text(checkpoint.status)
+    expect(page.get_by_role("button", name="Approve exactly this proposal")).to_have_count(0)

@@ -383,3 +383,26 @@ def test_enter_pressed_twice_on_a_decision_or_a_cancel_sends_it_once(
     cancels = _press_enter_twice_on(page, cancel, f"/runs/{other.pk}/cancel/")
     expect(page.get_by_text("Run cancelled: cancelled_no_dispatch.")).to_be_visible()
     assert len(cancels) == 1, cancels
+
+
+def test_back_to_the_ended_run_after_starting_a_follow_up_names_it_instead_of_the_form(
+    live_server: Any, new_page: Any, operator: Any, waiting: Run
+) -> None:
+    """After 'Start a follow-up run', Back showed the ended run's page from the browser's
+    cache: the follow-up form still offered (a state no longer true, its key spent) where
+    a reload says which follow-up blocks a new one. Back now reloads the page."""
+    from runs import services as runs
+
+    runs.run_cancel(run_id=str(waiting.pk), by_ref="user:operator", reason="wrong slot")
+    base = live_server.url
+    page = new_page()
+    login(page, base, "operator")
+    page.goto(f"{base}/runs/{waiting.pk}/")
+    page.get_by_role("button", name="Start a follow-up run").click()
+    expect(page.get_by_text(re.compile(r"Follow-up run \w+ started"))).to_be_visible()
+    follow_up = Run.objects.get(follows_run_id=waiting.pk)
+    assert follow_up.state not in ("COMPLETED", "FAILED", "CANCELLED", "ESCALATED")
+    page.go_back()
+    page.wait_for_url(f"{base}/runs/{waiting.pk}/")
+    expect(page.locator("#follow-up-taken")).to_contain_text(follow_up.short_id)
+    expect(page.get_by_role("button", name="Start a follow-up run")).to_have_count(0)
