@@ -19,8 +19,17 @@ import pytest
 from tests.deploy.servers import ROOT
 from tests.domain.deploy.test_compose import EXAMPLE, environment, interpolate
 
+# A clean checkout has no collectstatic output, which the production settings' manifest
+# storage needs to render any page (the 400 page too); compose's web service runs
+# collectstatic first (tests/domain/deploy/test_compose.py). The probe serves static files
+# from the source instead: how the pages are stored is not what these tests are about.
 PROBE = """
 import json, django
+import fieldops.settings_production as production
+production.STORAGES = {
+    **production.STORAGES,
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 django.setup()
 import sys
 from django.test import Client
