@@ -770,6 +770,15 @@ def main() -> int:  # one drill, read top to bottom
             for t in racers:
                 t.join()
 
+    def shown(
+        person: Any, path: str, names: tuple[str, ...] = ("lifecycle", "confirms")
+    ) -> dict[str, str]:
+        """What the page at ``path`` binds a decision to (the lifecycle state it showed, the
+        retirement request it confirms), as a person's browser sends it."""
+        page = person.get(path)
+        fields = dict(HIDDEN.findall(page.text)) if page is not None else {}
+        return {k: v for k, v in fields.items() if k in names}
+
     def catalog() -> None:
         a, b = people["cat1"], people["cat2"]
         local = random.Random(rng.random())
@@ -792,19 +801,25 @@ def main() -> int:  # one drill, read top to bottom
                 deprecated = True
                 a.post(
                     f"/catalog/versions/{search_id}/decide/",
-                    {"action": "deprecate", "reason": "chaos: deprecated", "acknowledge": "1"},
+                    {
+                        **shown(a, f"/catalog/versions/{search_id}/", ("lifecycle",)),
+                        "action": "deprecate",
+                        "reason": "chaos: deprecated",
+                        "acknowledge": "1",
+                    },
                     "deprecate",
                 )
             if not retired and left < args.seconds * 0.2:
                 retired = True
+                retire = f"/catalog/versions/{reserve_id}/retire/"
                 a.post(
-                    f"/catalog/versions/{reserve_id}/retire/",
-                    {"reason": "chaos: retire", "acknowledge": "1"},
+                    retire,
+                    {**shown(a, retire), "reason": "chaos: retire", "acknowledge": "1"},
                     "retire request",
                 )
                 b.post(
-                    f"/catalog/versions/{reserve_id}/retire/",
-                    {"reason": "chaos: retire confirmed", "acknowledge": "1"},
+                    retire,
+                    {**shown(b, retire), "reason": "chaos: retire confirmed", "acknowledge": "1"},
                     "retire confirm",
                 )
 
