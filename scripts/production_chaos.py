@@ -802,7 +802,7 @@ def main() -> int:  # one drill, read top to bottom
                 a.post(
                     f"/catalog/versions/{search_id}/decide/",
                     {
-                        **shown(a, f"/catalog/versions/{search_id}/", ("lifecycle",)),
+                        **shown(a, "/catalog/search_manual/1.0.0/", ("lifecycle",)),
                         "action": "deprecate",
                         "reason": "chaos: deprecated",
                         "acknowledge": "1",
