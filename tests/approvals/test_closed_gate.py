@@ -33,6 +33,41 @@ def _client(user: Any) -> Client:
     return client
 
 
+# What each way of stopping reserve_part@1.0.0 is refused as (validation and the send gate).
+STOPPED_AS = {
+    "tenant": "tenant_effect_gate_closed",
+    "deployment": "effect_gate_closed",
+    "retired": "capability_retired",
+}
+
+
+def _stop_dispatch(how: str, run: Any, operator: Any, catalog_admin: Any) -> str:
+    """Stop new dispatch of reserve_part@1.0.0 for ``run``'s tenant ``how`` (STOPPED_AS);
+    return the code it is refused as."""
+    if how == "tenant":
+        catalog.tenant_gate_set(
+            capability_id="reserve_part",
+            version="1.0.0",
+            tenant=run.tenant,
+            open_gate=False,
+            reviewer=operator,
+            reason="repeated reservation attempts",
+        )
+    elif how == "deployment":
+        catalog.capability_gate_set(
+            capability_id="reserve_part",
+            version="1.0.0",
+            open_gate=False,
+            reviewer=catalog_admin,
+            reason="supplier incident",
+        )
+    else:  # what the second admin's retirement commits
+        CapabilityVersion.objects.filter(capability_id="reserve_part", version="1.0.0").update(
+            lifecycle="RETIRED"
+        )
+    return STOPPED_AS[how]
+
+
 @pytest.mark.parametrize("gate", ["tenant", "deployment"])
 def test_the_approval_page_and_message_say_a_closed_gate_sends_nothing(
     world: None, approver: Any, operator: Any, catalog_admin: Any, gate: str
@@ -42,27 +77,12 @@ def test_the_approval_page_and_message_say_a_closed_gate_sends_nothing(
     client = _client(approver)
     page = reverse("approvals-detail", args=[checkpoint.pk])
     assert 'id="gate-closed"' not in client.get(page).content.decode()  # open: no note
-    if gate == "tenant":
-        catalog.tenant_gate_set(
-            capability_id="reserve_part",
-            version="1.0.0",
-            tenant=run.tenant,
-            open_gate=False,
-            reviewer=operator,
-            reason="repeated reservation attempts",
-        )
-        closed = f"effect gate of reserve_part@1.0.0 is closed for tenant {run.tenant}"
-        code = "tenant_effect_gate_closed"
-    else:
-        catalog.capability_gate_set(
-            capability_id="reserve_part",
-            version="1.0.0",
-            open_gate=False,
-            reviewer=catalog_admin,
-            reason="supplier incident",
-        )
-        closed = "deployment effect gate of reserve_part@1.0.0 is closed"
-        code = "effect_gate_closed"
+    code = _stop_dispatch(gate, run, operator, catalog_admin)
+    closed = (
+        f"effect gate of reserve_part@1.0.0 is closed for tenant {run.tenant}"
+        if gate == "tenant"
+        else "deployment effect gate of reserve_part@1.0.0 is closed"
+    )
     html = client.get(page).content.decode()
     assert 'id="gate-closed"' in html
     assert closed in html and "an approval given now sends nothing" in html
@@ -80,7 +100,7 @@ def test_the_approval_page_and_message_say_a_closed_gate_sends_nothing(
     assert not Event.objects.filter(run=run, type="effect.recorded").exists()
 
 
-@pytest.mark.parametrize("gate", ["tenant", "deployment", "retired"])
+@pytest.mark.parametrize("gate", sorted(STOPPED_AS))
 def test_a_gate_closed_after_the_dispatch_record_stops_the_send(
     world: None, approver: Any, operator: Any, catalog_admin: Any, gate: str
 ) -> None:
@@ -98,40 +118,15 @@ def test_a_gate_closed_after_the_dispatch_record_stops_the_send(
     assert response.status_code == 302
 
     def close_the_gate(point: str, run_id: str) -> None:
-        if point != "after_dispatch_record" or run_id != str(run.pk):
-            return
-        if gate == "tenant":
-            catalog.tenant_gate_set(
-                capability_id="reserve_part",
-                version="1.0.0",
-                tenant=run.tenant,
-                open_gate=False,
-                reviewer=operator,
-                reason="repeated reservation attempts",
-            )
-        elif gate == "retired":  # what the second admin's retirement commits
-            CapabilityVersion.objects.filter(capability_id="reserve_part", version="1.0.0").update(
-                lifecycle="RETIRED"
-            )
-        else:
-            catalog.capability_gate_set(
-                capability_id="reserve_part",
-                version="1.0.0",
-                open_gate=False,
-                reviewer=catalog_admin,
-                reason="supplier incident",
-            )
+        if point == "after_dispatch_record" and run_id == str(run.pk):
+            _stop_dispatch(gate, run, operator, catalog_admin)
 
     previous = points.install(close_the_gate)
     try:
         runner.advance(str(run.pk), worker="test")
     finally:
         points.install(previous)
-    code = {
-        "tenant": "tenant_effect_gate_closed",
-        "deployment": "effect_gate_closed",
-        "retired": "capability_retired",
-    }[gate]
+    code = STOPPED_AS[gate]
     assert not Event.objects.filter(run=run, type="effect.recorded").exists()
     assert not LedgerEntry.objects.filter(run_id=str(run.pk)).exists()
     attempt = EffectAttempt.objects.get(run=run)
