@@ -16,12 +16,11 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from approvals import services as approvals
-from approvals.models import Checkpoint
 from runs import services
 from runs.engine import runner
 from runs.models import Run
 from tests.conftest import make_user
+from tests.helpers import approve
 from tests.runs.console.conftest import client_for
 
 
@@ -30,19 +29,6 @@ def _form_key(client: Client, run: Run) -> str:
     match = re.search(r'name="start_key" value="([0-9a-f]{32})"', page)
     assert match, "the run page offers no follow-up form"
     return match.group(1)
-
-
-def _approve(run: Run, approver: Any) -> None:
-    run.refresh_from_db()
-    checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
-    result = approvals.approval_decide(
-        checkpoint_id=checkpoint.pk,
-        user=approver,
-        approve=True,
-        seen_hash=checkpoint.proposal_hash,
-        reason="ok",
-    )
-    assert result.recorded
 
 
 @pytest.mark.postgres  # threads on separate connections (the SQLite test database is shared memory)
@@ -130,9 +116,7 @@ def test_an_ended_run_offers_no_second_follow_up_while_one_may_reserve_or_did(
     runner.advance(str(second.pk), worker="test")
     assert second.follows_run_id == waiting_run.pk and second.pk != first.pk
     # It reserves (approved, completed): none may follow the ended run any more.
-    _approve(second, approver)
-    runner.advance(str(second.pk), worker="test")
-    second.refresh_from_db()
+    assert approve(second, approver).recorded
     assert second.state == "COMPLETED"
     body = as_operator.get(page).content.decode()
     assert 'name="start_key"' not in body
