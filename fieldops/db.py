@@ -55,3 +55,29 @@ def lock_timeout(milliseconds: int) -> Iterator[None]:
         with connection.cursor() as cursor:
             cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{milliseconds}ms"])
     yield
+
+
+# SQLSTATEs that mean the deployment's set-up is unfinished, not that a command failed.
+_INSUFFICIENT_PRIVILEGE, _UNDEFINED_TABLE = "42501", "42P01"
+
+
+def setup_problem(exc: BaseException, role: str) -> str | None:
+    """One line saying which set-up step a database error means is missing (None: the
+    error is something else). For the command line: a management command run before
+    ``migrate``, or as a role ``db_roles`` never granted the tables, is told what to run
+    instead of printing the driver's traceback; a database that does not answer (or does
+    not exist) is named in one line too."""
+    cause = exc.__cause__
+    said = str(getattr(getattr(cause, "diag", None), "message_primary", None) or exc)
+    said = said.strip().splitlines()[0] if said.strip() else type(exc).__name__
+    sqlstate = getattr(cause, "sqlstate", None)
+    if sqlstate == _INSUFFICIENT_PRIVILEGE:
+        return (
+            f"{said}: the database role {role!r} was not granted the tables; as the "
+            f"tables' owner run `manage.py db_roles --app-role {role}` (docs/security.md)"
+        )
+    if sqlstate == _UNDEFINED_TABLE or said.startswith("no such table"):
+        return f"{said}: this database is not migrated; run `manage.py migrate` first"
+    if isinstance(exc, OperationalError) and sqlstate is None:
+        return f"cannot use the database: {said}"
+    return None

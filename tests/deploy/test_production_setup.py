@@ -132,3 +132,35 @@ def test_healthz_says_the_database_is_unusable_when_the_app_role_was_never_grant
     report = json.loads(body)
     assert report["database"]["ok"] is False and report["status"] == "unhealthy"
     assert "db_roles" in report["database"]["hint"]
+
+
+def test_a_command_run_as_a_role_never_granted_the_tables_says_what_to_run(fresh_database):
+    """``set_user`` (or any command) as the application role before ``db_roles`` granted it
+    the tables printed a 40-line psycopg traceback ("permission denied for table auth_user");
+    on a database never migrated, one about a missing relation. Each is now one line naming
+    the command that fixes it, with exit status 1 and nothing written."""
+    database, role = fresh_database
+    owner_url = _url(urlsplit(SERVER).username or "postgres", database)
+    password = {"FIELDOPS_USER_PASSWORD": "a-long-enough-pass-phrase-2026"}
+    unmigrated = _manage(
+        ["set_user", "dana", "--tenant", "north", "--role", "approver"], owner_url, **password
+    )
+    assert unmigrated.returncode == 1
+    assert "Traceback" not in unmigrated.stderr, unmigrated.stderr
+    assert "manage.py migrate" in unmigrated.stderr, unmigrated.stderr
+    for argv in (["migrate", "--noinput"], ["db_roles", "--app-role", role, "--create"]):
+        done = _manage(argv, owner_url)
+        assert done.returncode == 0, done.stderr
+    with psycopg.connect(owner_url, autocommit=True) as owner:
+        owner.execute(f'REVOKE ALL ON ALL TABLES IN SCHEMA public FROM "{role}"')
+    refused = _manage(
+        ["set_user", "dana", "--tenant", "north", "--role", "approver"],
+        _url(role, database),
+        **password,
+    )
+    assert refused.returncode == 1
+    assert "Traceback" not in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert f"db_roles --app-role {role}" in refused.stderr, refused.stderr
+    with psycopg.connect(owner_url, autocommit=True) as owner:
+        assert owner.execute("SELECT count(*) FROM auth_user").fetchone() == (0,)
