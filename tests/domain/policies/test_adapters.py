@@ -168,6 +168,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "ollama_native_done_length": Reject.TRUNCATED,
         "ollama_native_not_done": Reject.TRUNCATED,
         "ollama_native_preamble_tool_call": READ,
+        # Recorded Ollama /api/chat bodies: thinking beside a call with object arguments,
+        # and Ollama's bare-string error body (no type or code to classify it by).
+        "recorded_ollama_native_thinking_tool_call": unknown("add_two_numbers", {"a": 2, "b": 3}),
+        "recorded_ollama_native_error_string": "provider_error:unclassified",
     },
     "openai-responses": {
         "function_call_read_equipment": READ,
@@ -227,6 +231,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "azure_content_filters_blocked": Reject.REFUSAL,
         # From 1.3.0: OpenAI ran the shell in its container (hosted shell).
         "recorded_hosted_shell_call_output": Reject.PROVIDER_EXECUTED_TOOL,
+        # A hosted file search (OpenAI searched a vector store) beside the answer.
+        "recorded_file_search_call": Reject.PROVIDER_EXECUTED_TOOL,
     },
     "anthropic": {
         "tool_use_read_equipment": READ,
@@ -296,6 +302,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_advisor_tool_result": Reject.PROVIDER_EXECUTED_TOOL,
         # From 2.2.0 (test_adapter_versions.py: 2.1.0 read it as an answer).
         "final_json_duplicate_keys": Reject.MALFORMED_FINAL,
+        # The tool search tool ran at the provider before the client's own call.
+        "recorded_tool_search_then_call": Reject.PROVIDER_EXECUTED_TOOL,
     },
 }
 
