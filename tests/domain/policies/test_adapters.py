@@ -91,6 +91,12 @@ def recorded_text(vocabulary: str, name: str) -> str:
     return "".join(b["text"] for b in raw["content"] if b["type"] == "text")
 
 
+def recorded_choice_text(vocabulary: str, name: str) -> str:
+    """The message text of a recorded Chat Completions response (an answer is stripped)."""
+    raw = json.loads((FIXTURES / vocabulary / f"{name}.json").read_text())
+    return str(raw["choices"][0]["message"]["content"]).strip()
+
+
 # fixture -> the proposal it must parse to, or the rejection class it must get.
 EXPECTED: dict[str, dict[str, Any]] = {
     "openai": {
@@ -172,6 +178,17 @@ EXPECTED: dict[str, dict[str, Any]] = {
         # and Ollama's bare-string error body (no type or code to classify it by).
         "recorded_ollama_native_thinking_tool_call": unknown("add_two_numbers", {"a": 2, "b": 3}),
         "recorded_ollama_native_error_string": "provider_error:unclassified",
+        # From 2.5.0 (test_adapter_versions.py: 2.4.0 and earlier read them otherwise).
+        # Together's documented finish_reason eos (end of sequence) ends an answer.
+        "recorded_together_eos_final": FinalCandidate(
+            {"text": recorded_choice_text("openai", "recorded_together_eos_final")}
+        ),
+        # Azure filtered the completion: content_filter, and no message at all.
+        "recorded_azure_content_filter_without_message": Reject.REFUSAL,
+        # Azure refused the prompt: an error body with code content_filter.
+        "recorded_azure_prompt_content_filter_error": Reject.REFUSAL,
+        # Azure names the HTTP status as a string code ("404").
+        "recorded_azure_error_string_status_code": "provider_error:client_error",
     },
     "openai-responses": {
         "function_call_read_equipment": READ,
