@@ -189,6 +189,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_azure_prompt_content_filter_error": Reject.REFUSAL,
         # Azure names the HTTP status as a string code ("404").
         "recorded_azure_error_string_status_code": "provider_error:client_error",
+        # Compatible endpoints read as they should: Anthropic's, vLLM's, Together's.
+        "recorded_anthropic_openai_compat_final": FinalCandidate({"text": "4200 + 42 = 4242"}),
+        "recorded_vllm_length_empty_tool_calls": Reject.TRUNCATED,
+        "recorded_together_tool_call": unknown("get_current_weather", {"city": "Paris"}),
     },
     "openai-responses": {
         "function_call_read_equipment": READ,
