@@ -193,6 +193,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_anthropic_openai_compat_final": FinalCandidate({"text": "4200 + 42 = 4242"}),
         "recorded_vllm_length_empty_tool_calls": Reject.TRUNCATED,
         "recorded_together_tool_call": unknown("get_current_weather", {"city": "Paris"}),
+        # OpenRouter -> Nebius: a choice without any finish_reason (none stated).
+        "recorded_openrouter_nebius_no_finish_reason": FinalCandidate(
+            {"text": recorded_choice_text("openai", "recorded_openrouter_nebius_no_finish_reason")}
+        ),
     },
     "openai-responses": {
         "function_call_read_equipment": READ,
