@@ -25,6 +25,13 @@ object, one of its ``choices``, or the bare assistant ``message``. In the order 
   read it as a choice without a finish reason)
 - from 2.4.0: tools the provider says it ran itself (Groq's ``message.executed_tools``) ->
   ``provider_executed_tool`` (2.3.0 read the text beside them as the answer)
+- from 2.5.0: Together's ``finish_reason: eos`` (end of sequence) ends an answer as
+  ``stop`` does; an Azure choice its filter blocked without any ``message``
+  (``finish_reason: content_filter``, ``content_filter_results``) and Azure's prompt
+  filter error (``code: content_filter``) -> ``model_refusal`` (``content_filter``); an
+  error ``code`` that is an HTTP status as text (Azure's ``"404"``) is classified as that
+  status; Ollama's ``message.thinking`` is declared reasoning (2.4.0 named the first two
+  ``unknown_shape``, the errors ``provider_error:unclassified``, and dropped the thinking)
 - reasoning fields (``reasoning_content``, ``reasoning``) and Mistral's ``thinking``
   content parts are declared reasoning, not output: commentary evidence, ignored by the
   parse
@@ -48,11 +55,15 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from runs.domain.proposals import Proposal
+from runs.domain.proposals import Proposal, RejectionReason
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-tool-calls-adapter@2.4.0"
+VERSION = "openai-tool-calls-adapter@2.5.0"
+# 2.4.0 named Together's eos finish and an Azure choice filtered without a message
+# unknown_shape, left Azure's prompt filter error and string status codes unclassified and
+# dropped Ollama's thinking; kept as it was for runs recorded under it.
+VERSION_2_4 = "openai-tool-calls-adapter@2.4.0"
 # 2.3.0 read an answer beside tools the provider ran itself (Groq's ``executed_tools``) and
 # an Ollama /api/chat body as a choice without a finish reason (its ``done`` /
 # ``done_reason`` unread); kept as it was for runs recorded under it.
@@ -77,6 +88,9 @@ ANSWER_FINISH = frozenset({"stop", "end_turn"})
 # 2.3.0 any other is not known to end an answer (a compatible server's aborted or cut
 # generation), so it is ``unknown_shape``, never a proposal.
 FINISH_REASONS = frozenset({*TOOL_FINISH, *ANSWER_FINISH, "length", "content_filter", "error", ""})
+# Together's end of sequence, typed beside ``stop`` by its API (together-py): from 2.5.0
+# the end of an answer.
+EOS_FINISH = "eos"
 
 
 def _read(
@@ -86,11 +100,12 @@ def _read(
     strict: bool = True,
     known_finish: bool = True,
     server_tools: bool = True,
+    quirks: bool = True,
 ) -> Reading:
     """Return what ``raw`` (one Chat Completions output) proposes; never raises.
 
-    ``server_tools`` is the 2.4.0 mapping (``server_tools=False`` is 2.3.0's),
-    ``known_finish=False`` 2.2.0's, ``strict=False`` 2.1.0's; all kept unchanged.
+    ``quirks`` is the 2.5.0 mapping (``quirks=False`` is 2.4.0's), ``server_tools=False``
+    2.3.0's, ``known_finish=False`` 2.2.0's, ``strict=False`` 2.1.0's; all kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -98,7 +113,7 @@ def _read(
     if not isinstance(raw, Mapping):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a JSON object"))
     if raw.get("error"):
-        return Reading(_error(raw["error"]))
+        return Reading(_error(raw["error"], quirks=quirks))
     choice: Any = raw
     if "choices" in raw:
         choices = raw["choices"]
@@ -141,9 +156,15 @@ def _read(
         # A gateway that lost its upstream part way (OpenRouter) has already answered 200:
         # the failure rides on the choice, beside whatever text came first. Never an answer.
         return Reading(_error(choice.get("error")))
+    if quirks and choice.get("message") is None:
+        # Azure drops the message of a completion its filter blocked: the choice keeps
+        # only its finish reason and the filter results.
+        blocked = _blocked(raw, choice)
+        if blocked or finish == "content_filter":
+            return Reading(parsing.rejected(_filtered(blocked, finish_text or "")))
     if not isinstance(message, Mapping) or not _is_assistant_message(message):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not an assistant message"))
-    reasoning = _reasoning(message)
+    reasoning = _reasoning(message, thinking=quirks)
     refusal = message.get("refusal")
     if refusal:
         text = refusal if isinstance(refusal, str) else json.dumps(refusal, default=str)[:300]
@@ -164,6 +185,8 @@ def _read(
             provider_stop=finish_text or "",
         )
         return Reading(parsing.rejected(r), _joined(reasoning, text))
+    if quirks and finish == EOS_FINISH:
+        finish = "stop"
     if finish == "length":
         r = parsing.reason(
             Reject.TRUNCATED, "the output hit the token limit", provider_stop=finish_text or ""
@@ -173,6 +196,7 @@ def _read(
         known_finish
         and stated is not None
         and not (isinstance(stated, str) and stated in FINISH_REASONS)
+        and not (quirks and stated == EOS_FINISH)
     ):
         r = parsing.reason(
             Reject.UNKNOWN_SHAPE,
@@ -214,10 +238,18 @@ def _read(
 
 
 read = parsing.guarded(_read)
-read_2_3 = parsing.guarded(partial(_read, server_tools=False))
-read_2_2 = parsing.guarded(partial(_read, known_finish=False, server_tools=False))
-read_2_1 = parsing.guarded(partial(_read, strict=False, known_finish=False, server_tools=False))
-EARLIER = {VERSION_2_1: read_2_1, VERSION_2_2: read_2_2, VERSION_2_3: read_2_3}
+read_2_4 = parsing.guarded(partial(_read, quirks=False))
+read_2_3 = parsing.guarded(partial(_read, server_tools=False, quirks=False))
+read_2_2 = parsing.guarded(partial(_read, known_finish=False, server_tools=False, quirks=False))
+read_2_1 = parsing.guarded(
+    partial(_read, strict=False, known_finish=False, server_tools=False, quirks=False)
+)
+EARLIER = {
+    VERSION_2_1: read_2_1,
+    VERSION_2_2: read_2_2,
+    VERSION_2_3: read_2_3,
+    VERSION_2_4: read_2_4,
+}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
@@ -273,9 +305,39 @@ def _blocked(raw: Mapping[str, Any], choice: Mapping[str, Any]) -> list[str]:
     return blocked
 
 
-def _error(error: Any) -> Proposal:
+def _error(error: Any, *, quirks: bool = False) -> Proposal:
+    """The provider error (or, from 2.5.0, Azure's prompt filter refusal) ``error`` names."""
     detail = str(error.get("message", ""))[:300] if isinstance(error, Mapping) else ""
-    return parsing.provider_error(provider_errors.from_body(error), detail)
+    error_class = provider_errors.from_body(error)
+    if quirks and isinstance(error, Mapping):
+        if error.get("code") == "content_filter":
+            # Azure refused the prompt: its filter's categories are in the innererror.
+            inner = error.get("innererror")
+            results = inner.get("content_filter_result") if isinstance(inner, Mapping) else None
+            blocked = [f"prompt: {c}" for c in parsing.blocked_filters(results)]
+            return parsing.rejected(_filtered(blocked, ""))
+        code = error.get("code")
+        if error_class == provider_errors.UNCLASSIFIED and _status_text(code):
+            # Azure names the HTTP status as text ("404"), as OpenRouter does as a number.
+            error_class = provider_errors.from_status(int(code))
+    return parsing.provider_error(error_class, detail)
+
+
+def _status_text(code: Any) -> bool:
+    """Whether ``code`` is an HTTP status written as text (three ASCII digits)."""
+    return isinstance(code, str) and len(code) == 3 and code.isascii() and code.isdigit()
+
+
+def _filtered(blocked: list[str], finish: str) -> RejectionReason:
+    """``model_refusal`` for a provider filter that acted (naming what it blocked, if said)."""
+    if blocked:
+        return parsing.content_filter_refusal(blocked, finish)
+    return parsing.reason(
+        Reject.REFUSAL,
+        "the provider filtered the content",
+        category="content_filter",
+        provider_stop=finish,
+    )
 
 
 def _refusal(text: str, finish: str) -> Proposal:
@@ -300,9 +362,16 @@ def _is_assistant_message(message: Mapping[str, Any]) -> bool:
     return any(k in message for k in ("content", "tool_calls", "function_call", "refusal"))
 
 
-def _reasoning(message: Mapping[str, Any]) -> str:
+def _reasoning(message: Mapping[str, Any], *, thinking: bool = False) -> str:
+    """Declared reasoning: ``reasoning_content`` / ``reasoning``, from 2.5.0 also Ollama's
+    ``thinking``."""
     parts = []
-    for key in ("reasoning_content", "reasoning"):
+    keys = (
+        ("reasoning_content", "reasoning", "thinking")
+        if thinking
+        else ("reasoning_content", "reasoning")
+    )
+    for key in keys:
         value = message.get(key)
         if isinstance(value, str) and value.strip():
             parts.append(value.strip())

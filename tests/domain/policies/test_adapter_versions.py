@@ -17,7 +17,13 @@ import pytest
 
 from capabilities.registry import ALL_CONTRACTS
 from runs import policies
-from runs.domain.proposals import FinalCandidate, InvalidProposal, ObserveIntent, to_dict
+from runs.domain.proposals import (
+    ActionIntent,
+    FinalCandidate,
+    InvalidProposal,
+    ObserveIntent,
+    to_dict,
+)
 from runs.policies import (
     anthropic_adapter,
     openai_adapter,
@@ -37,20 +43,27 @@ EARLIER = {
     "anthropic": anthropic_adapter.VERSION_2_1,
 }
 CURRENT = {
-    "openai": "openai-tool-calls-adapter@2.4.0",
+    "openai": "openai-tool-calls-adapter@2.5.0",
     "openai-responses": "openai-responses-adapter@1.3.0",
     "anthropic": "anthropic-tool-use-adapter@2.3.0",
 }
 # Every earlier version still installed, oldest first (EARLIER: the first of each, the one
 # the duplicate-key and content-filter fixes were made after).
 EARLIER_ALL = {
-    "openai": (openai_adapter.VERSION_2_1, openai_adapter.VERSION_2_2, openai_adapter.VERSION_2_3),
+    "openai": (
+        openai_adapter.VERSION_2_1,
+        openai_adapter.VERSION_2_2,
+        openai_adapter.VERSION_2_3,
+        openai_adapter.VERSION_2_4,
+    ),
     "openai-responses": (
         openai_responses_adapter.VERSION_1_1,
         openai_responses_adapter.VERSION_1_2,
     ),
     "anthropic": (anthropic_adapter.VERSION_2_1, anthropic_adapter.VERSION_2_2),
 }
+# The Chat Completions versions before 2.4.0 (Groq's executed_tools, Ollama's done_reason).
+BEFORE_2_4 = (openai_adapter.VERSION_2_1, openai_adapter.VERSION_2_2, openai_adapter.VERSION_2_3)
 # The outputs the earlier versions read as answers and the current ones refuse.
 FIXED = {
     ("openai", "final_json_duplicate_keys"): Reject.MALFORMED_FINAL,
@@ -265,7 +278,7 @@ def test_the_documented_anthropic_stop_reasons_keep_their_meaning(stop, expected
 
 
 # -- (e) an unknown Chat Completions finish_reason (2.3.0) -----------------------------------
-@pytest.mark.parametrize("finish", ["abort", "eos", "STOP", "max_tokens", 0, False, ["stop"]])
+@pytest.mark.parametrize("finish", ["abort", "EOS", "STOP", "max_tokens", 0, False, ["stop"]])
 def test_a_chat_finish_reason_the_api_does_not_document_is_never_an_answer(finish):
     """A compatible server's finish reason that says the generation was aborted or cut is
     not the end of an answer: from 2.3.0 ``unknown_shape`` (named), with or without a call;
@@ -322,7 +335,7 @@ def test_a_chat_answer_after_tools_the_provider_ran_is_never_an_answer():
         "executed_tools: search",
         "stop",
     )
-    for version in EARLIER_ALL["openai"]:
+    for version in BEFORE_2_4:
         assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
 
 
@@ -372,7 +385,7 @@ def test_an_ollama_preamble_before_one_call_is_commentary_from_2_4_0():
     reading = openai_adapter.read(raw, KINDS)
     assert reading.proposal == ObserveIntent("read_equipment", {"equipment_id": "EQ-17"})
     assert reading.commentary == "I'll read the equipment record first."
-    for version in EARLIER_ALL["openai"]:
+    for version in BEFORE_2_4:
         old = vocabularies.for_version(version).parse(raw, KINDS)
         assert parsing.classify(old, KINDS) == Reject.MIXED_OUTPUT
 
@@ -498,3 +511,136 @@ def test_a_shell_call_the_client_would_run_stays_a_malformed_tool_call(environme
     for version in (CURRENT["openai-responses"], *EARLIER_ALL["openai-responses"]):
         proposal = vocabularies.for_version(version).parse(_shell_call(environment), KINDS)
         assert parsing.classify(proposal, KINDS) == Reject.MALFORMED_TOOL_CALL, version
+
+
+# -- (i) Together's eos and Azure's refusals and error codes (Chat Completions 2.5.0) ----------
+def test_together_eos_is_the_end_of_an_answer_from_2_5_0():
+    """Together's API types ``eos`` (the model's end-of-sequence token) beside ``stop``
+    (together-py ``chat_completion.py``): a recorded Together answer is an answer from
+    2.5.0. 2.3.0 / 2.4.0 named it ``unknown_shape``; 2.1.0 / 2.2.0 read it as an answer."""
+    raw = load("openai", "recorded_together_eos_final")
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, FinalCandidate)
+    assert proposal.artifact["text"].startswith("Why don't we ever hear secrets")
+    for version in (openai_adapter.VERSION_2_3, openai_adapter.VERSION_2_4):
+        old = vocabularies.for_version(version).parse(raw, KINDS)
+        assert parsing.classify(old, KINDS) == Reject.UNKNOWN_SHAPE, version
+    # eos is an answer's end, never a tool-use stop: a preamble beside a call stays mixed.
+    call = openai_adapter.render_message(
+        "Reading it now.", [("read_equipment", {"equipment_id": "EQ-1"}, "c1")]
+    )
+    call["choices"][0]["finish_reason"] = "eos"
+    assert parsing.classify(openai_adapter.parse(call, KINDS), KINDS) == Reject.MIXED_OUTPUT
+
+
+def test_an_azure_choice_filtered_without_a_message_is_a_refusal():
+    """Azure drops the message of a completion its filter blocked: the choice keeps only
+    ``finish_reason: content_filter`` and ``content_filter_results``. From 2.5.0
+    ``model_refusal`` naming the filtered categories; 2.4.0 and earlier named it
+    ``unknown_shape`` (not an assistant message)."""
+    raw = load("openai", "recorded_azure_content_filter_without_message")
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    r = proposal.reasons[0]
+    assert (r.code, r.category, r.explanation, r.provider_stop) == (
+        Reject.REFUSAL,
+        "content_filter",
+        "completion: hate",
+        "content_filter",
+    )
+    for version in EARLIER_ALL["openai"]:
+        old = vocabularies.for_version(version).parse(raw, KINDS)
+        assert parsing.classify(old, KINDS) == Reject.UNKNOWN_SHAPE, version
+    # Without filter results, the finish reason alone still says the filter acted.
+    del raw["choices"][0]["content_filter_results"]
+    bare = openai_adapter.parse(raw, KINDS)
+    assert parsing.classify(bare, KINDS) == Reject.REFUSAL
+    assert bare.reasons[0].category == "content_filter"
+    # A choice without a message that no filter stopped is still not an output.
+    raw["choices"][0]["finish_reason"] = "stop"
+    assert parsing.classify(openai_adapter.parse(raw, KINDS), KINDS) == Reject.UNKNOWN_SHAPE
+
+
+def test_an_azure_prompt_filter_error_is_a_content_filter_refusal():
+    """Azure refuses a prompt its filter blocks with an error body (``code:
+    content_filter``, the categories in ``innererror.content_filter_result``): a refusal by
+    the provider's filter, as a blocked ``prompt_filter_results`` is (2.2.0). From 2.5.0
+    ``model_refusal``; 2.4.0 and earlier ``provider_error:unclassified``."""
+    raw = load("openai", "recorded_azure_prompt_content_filter_error")
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    r = proposal.reasons[0]
+    assert (r.code, r.category, r.explanation) == (
+        Reject.REFUSAL,
+        "content_filter",
+        "prompt: hate, prompt: self-harm, prompt: violence",
+    )
+    for version in EARLIER_ALL["openai"]:
+        old = vocabularies.for_version(version).parse(raw, KINDS)
+        assert parsing.classify(old, KINDS) == "provider_error:unclassified", version
+    # No categories named: still the filter's refusal.
+    del raw["error"]["innererror"]
+    bare = openai_adapter.parse(raw, KINDS)
+    assert (bare.reason_code, bare.reasons[0].category) == (Reject.REFUSAL, "content_filter")
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("404", "provider_error:client_error"),
+        ("429", "provider_error:rate_limited"),
+        ("401", "provider_error:auth_rejected"),
+        ("500", "provider_error:server_error"),
+        ("408", "provider_error:timeout"),
+        ("200", "provider_error:unclassified"),
+        ("4040", "provider_error:unclassified"),
+        ("\uff14\uff10\uff14", "provider_error:unclassified"),  # full-width digits: no status
+        (" 404", "provider_error:unclassified"),
+        ("DeploymentNotFound", "provider_error:unclassified"),
+        ("rate_limit_exceeded", "provider_error:rate_limited"),  # a named code still wins
+    ],
+)
+def test_an_azure_string_status_code_is_read_as_the_http_status(code, expected):
+    """Azure's error bodies name the HTTP status as a string ``code`` (``"404"``,
+    ``"429"``): from 2.5.0 classified as that status, as OpenRouter's integer code is;
+    2.4.0 and earlier left a digit string unclassified."""
+    raw = {"error": {"code": code, "message": "Resource not found"}}
+    assert openai_adapter.parse(raw, KINDS).reason_code == expected
+    if code.isascii() and code.isdigit():
+        old = vocabularies.for_version(openai_adapter.VERSION_2_4).parse(raw, KINDS)
+        assert old.reason_code == "provider_error:unclassified"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"code": "content_filter", "innererror": {"content_filter_result": "x" * 100_000}},
+        {"code": "content_filter", "innererror": [1, 2]},
+        {
+            "code": "content_filter",
+            "innererror": {
+                "content_filter_result": {f"c{i}" * 40: {"filtered": True} for i in range(5_000)}
+            },
+        },
+        {"code": "9" * 5_000},
+        {"code": "content_filter", "message": {"not": "text"}},
+    ],
+)
+def test_hostile_variants_of_the_azure_error_shapes_are_typed_and_bounded(error):
+    reading = openai_adapter._read({"error": error}, KINDS)  # unguarded
+    proposal = reading.proposal
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code != Reject.ADAPTER_ERROR
+    assert all(len(r.detail) <= parsing.MAX_DETAIL for r in proposal.reasons)
+    assert len(json.dumps(to_dict(proposal))) < 5_000
+
+
+def test_ollama_thinking_is_commentary_from_2_5_0():
+    """Ollama's ``message.thinking`` is declared reasoning, like ``reasoning_content``: from
+    2.5.0 commentary evidence beside the call; 2.4.0 left it in the raw output only."""
+    raw = load("openai", "recorded_ollama_native_thinking_tool_call")
+    reading = openai_adapter.read(raw, KINDS)
+    assert reading.proposal == ActionIntent("add_two_numbers", {"a": 2, "b": 3})
+    assert reading.commentary.startswith("Thinking Process:")
+    old = vocabularies.for_version(openai_adapter.VERSION_2_4).read(raw, KINDS)
+    assert (old.proposal, old.commentary) == (reading.proposal, "")

@@ -91,6 +91,12 @@ def recorded_text(vocabulary: str, name: str) -> str:
     return "".join(b["text"] for b in raw["content"] if b["type"] == "text")
 
 
+def recorded_choice_text(vocabulary: str, name: str) -> str:
+    """The message text of a recorded Chat Completions response (an answer is stripped)."""
+    raw = json.loads((FIXTURES / vocabulary / f"{name}.json").read_text())
+    return str(raw["choices"][0]["message"]["content"]).strip()
+
+
 # fixture -> the proposal it must parse to, or the rejection class it must get.
 EXPECTED: dict[str, dict[str, Any]] = {
     "openai": {
@@ -168,6 +174,29 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "ollama_native_done_length": Reject.TRUNCATED,
         "ollama_native_not_done": Reject.TRUNCATED,
         "ollama_native_preamble_tool_call": READ,
+        # Recorded Ollama /api/chat bodies: thinking beside a call with object arguments,
+        # and Ollama's bare-string error body (no type or code to classify it by).
+        "recorded_ollama_native_thinking_tool_call": unknown("add_two_numbers", {"a": 2, "b": 3}),
+        "recorded_ollama_native_error_string": "provider_error:unclassified",
+        # From 2.5.0 (test_adapter_versions.py: 2.4.0 and earlier read them otherwise).
+        # Together's documented finish_reason eos (end of sequence) ends an answer.
+        "recorded_together_eos_final": FinalCandidate(
+            {"text": recorded_choice_text("openai", "recorded_together_eos_final")}
+        ),
+        # Azure filtered the completion: content_filter, and no message at all.
+        "recorded_azure_content_filter_without_message": Reject.REFUSAL,
+        # Azure refused the prompt: an error body with code content_filter.
+        "recorded_azure_prompt_content_filter_error": Reject.REFUSAL,
+        # Azure names the HTTP status as a string code ("404").
+        "recorded_azure_error_string_status_code": "provider_error:client_error",
+        # Compatible endpoints read as they should: Anthropic's, vLLM's, Together's.
+        "recorded_anthropic_openai_compat_final": FinalCandidate({"text": "4200 + 42 = 4242"}),
+        "recorded_vllm_length_empty_tool_calls": Reject.TRUNCATED,
+        "recorded_together_tool_call": unknown("get_current_weather", {"city": "Paris"}),
+        # OpenRouter -> Nebius: a choice without any finish_reason (none stated).
+        "recorded_openrouter_nebius_no_finish_reason": FinalCandidate(
+            {"text": recorded_choice_text("openai", "recorded_openrouter_nebius_no_finish_reason")}
+        ),
     },
     "openai-responses": {
         "function_call_read_equipment": READ,
@@ -227,6 +256,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "azure_content_filters_blocked": Reject.REFUSAL,
         # From 1.3.0: OpenAI ran the shell in its container (hosted shell).
         "recorded_hosted_shell_call_output": Reject.PROVIDER_EXECUTED_TOOL,
+        # A hosted file search (OpenAI searched a vector store) beside the answer.
+        "recorded_file_search_call": Reject.PROVIDER_EXECUTED_TOOL,
     },
     "anthropic": {
         "tool_use_read_equipment": READ,
@@ -296,6 +327,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_advisor_tool_result": Reject.PROVIDER_EXECUTED_TOOL,
         # From 2.2.0 (test_adapter_versions.py: 2.1.0 read it as an answer).
         "final_json_duplicate_keys": Reject.MALFORMED_FINAL,
+        # The tool search tool ran at the provider before the client's own call.
+        "recorded_tool_search_then_call": Reject.PROVIDER_EXECUTED_TOOL,
     },
 }
 
