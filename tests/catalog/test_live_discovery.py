@@ -723,6 +723,12 @@ def test_a_server_that_never_answers_times_out(catalog_admin):
     assert run.code == "timeout" and "did not finish within 2 s" in run.message
     assert "handshake" in run.message and stored() == before
     assert elapsed < 12, elapsed  # the deadline plus the SDK's bounded shutdown
+    # The failure says how long it waited (it said "0.00 s" for every failure).
+    assert 2 <= run.seconds <= elapsed, (run.seconds, elapsed)
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-discovery", args=[run.pk])).content.decode()
+    assert f"{run.seconds:.2f} s." in page and "0.00 s." not in page
 
 
 def test_a_server_that_exits_mid_list(catalog_admin):
