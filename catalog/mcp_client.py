@@ -275,6 +275,8 @@ class _Wire:
     listing: int | None = None
     asked: set[str] = field(default_factory=set)
     answers: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # The WWW-Authenticate of the latest 401 (an OAuth server's names its metadata).
+    challenge: str = ""
 
     def overflow(self, failure: DiscoveryFailed) -> None:
         if self.tap is not None:
@@ -306,6 +308,8 @@ class _Wire:
         status = response.status_code
         if 300 <= status < 400:
             return
+        if status == 401:
+            self.challenge = response.headers.get("www-authenticate", "")[:2000]
         method = _method_of(response.request)
         if method == "tools/list":
             self.listing = status
@@ -845,7 +849,7 @@ async def _run(target: Target, limits: Limits) -> Fetched:
             # tools/list that failed, whatever the handshake's were.
             if wire.listing is None or wire.listing < 400:
                 raise
-            raise _http_refusal(failure, wire.listing, target) from None
+            raise _http_refusal(failure, wire.listing, target, challenge=wire.challenge) from None
         status = wire.status
         answered = status is not None and 200 <= status < 300
         if answered and failure.code == "server_error" and not _mcp_content(wire):
@@ -853,7 +857,7 @@ async def _run(target: Target, limits: Limits) -> Fetched:
         if status is None or status < 400:
             raise
         if not _try_legacy_after(status):
-            raise _http_refusal(failure, status, target) from None
+            raise _http_refusal(failure, status, target, challenge=wire.challenge) from None
         legacy = _Wire(LEGACY_SSE)
         try:
             return await _attempt(target, limits, legacy, deadline)
@@ -902,13 +906,37 @@ class _SdkErrors(logging.Handler):
 
 
 def _http_refusal(
-    failure: DiscoveryFailed, status: int, target: Target, context: str = ""
+    failure: DiscoveryFailed,
+    status: int,
+    target: Target,
+    context: str = "",
+    *,
+    challenge: str = "",
 ) -> DiscoveryFailed:
     """A request was refused with ``status`` for a reason the deprecated transport would not
     fix (the initialize POST's status says so, or the handshake had succeeded), or the
     deprecated transport's GET was: say so in HTTP's terms, with whatever the server said
-    of it (and ``context``, why that request was made)."""
-    if status in (401, 403, 407):
+    of it (and ``context``, why that request was made; ``challenge``, a 401's
+    WWW-Authenticate)."""
+    oauth = _oauth_challenge(challenge) if status == 401 else {}
+    if oauth.get("error"):
+        said = oauth["error"] + (
+            f": {oauth['error_description']}" if oauth.get("error_description") else ""
+        )
+        hint = (
+            f"the credential the reference names was refused (the server says "
+            f"{_short(said, 300)}): check its value; an OAuth access token expires and is "
+            "renewed outside FieldOps"
+        )
+    elif "resource_metadata" in oauth and not target.headers:
+        hint = (
+            "the server asks for an OAuth access token (its WWW-Authenticate names its "
+            f"protected resource metadata at {_short(oauth['resource_metadata'], 200)}); "
+            "discovery runs no OAuth authorization flow: obtain an access token for this "
+            "server from its authorization server and register the server with a credential "
+            "reference (env:FIELDOPS_MCP_TOKEN_<NAME>) holding it"
+        )
+    elif status in (401, 403, 407):
         hint = (
             "the credential the reference names was refused: check its value"
             if target.headers
@@ -931,6 +959,23 @@ def _http_refusal(
         "nothing was stored",
         stage=failure.stage,
     )
+
+
+# One auth-param of a WWW-Authenticate challenge (RFC 9110 §11.2): a token, or a quoted string.
+_AUTH_PARAM = re.compile(r'([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
+
+
+def _oauth_challenge(header: str) -> dict[str, str]:
+    """The parameters of a ``Bearer`` challenge (``resource_metadata``, MCP's pointer to the
+    server's RFC 9728 metadata; ``error``, ``error_description`` of RFC 6750), or {} when
+    the header has none. Untrusted text: quoted in a message, never fetched."""
+    if not header.strip().lower().startswith("bearer"):
+        return {}
+    params: dict[str, str] = {}
+    for match in _AUTH_PARAM.finditer(header.strip()[6:]):
+        value = match.group(2) if match.group(2) is not None else match.group(3)
+        params.setdefault(match.group(1).lower(), re.sub(r"\\(.)", r"\1", value))
+    return params
 
 
 def _mcp_content(wire: _Wire) -> bool:
@@ -964,7 +1009,13 @@ def _neither(
     refused = legacy.status
     if refused is not None and (refused in NOT_A_TRANSPORT_ANSWER or refused >= 500):
         stage = "the deprecated HTTP+SSE transport's GET"
-        failure = _http_refusal(DiscoveryFailed(second.code, "", stage=stage), refused, target, why)
+        failure = _http_refusal(
+            DiscoveryFailed(second.code, "", stage=stage),
+            refused,
+            target,
+            why,
+            challenge=legacy.challenge,
+        )
         failure.stage = first.stage
         return failure
     if legacy.content_type != "text/event-stream":

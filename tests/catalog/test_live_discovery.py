@@ -1104,6 +1104,36 @@ def test_a_wild_http_server_ends_in_a_typed_failure_in_bounded_time(
     assert stored() == before and elapsed < 15, elapsed
 
 
+def test_an_oauth_protected_server_says_it_wants_an_oauth_access_token(catalog_admin, monkeypatch):
+    """A server behind OAuth (MCP's authorization: 401 with WWW-Authenticate naming its
+    RFC 9728 protected resource metadata, as FastMCP's RemoteAuthProvider answers) is
+    said to want an OAuth access token, which discovery does not obtain itself; a token
+    it refuses is quoted with the server's own error description."""
+    with serving(sys.executable, server_script("wild_http"), "oauth") as base:
+        anonymous = servers.tool_server_register(
+            user=catalog_admin, name="oauth-anonymous", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(anonymous, catalog_admin)
+        assert run.code == "http_error", run.message
+        assert "HTTP 401 (Unauthorized)" in run.message
+        assert "OAuth access token" in run.message, run.message
+        assert f"{base}/.well-known/oauth-protected-resource/mcp" in run.message
+        assert "env:FIELDOPS_MCP_TOKEN_" in run.message
+        with_token = servers.tool_server_register(
+            user=catalog_admin,
+            name="oauth-token",
+            transport="http",
+            url=f"{base}/mcp",
+            credential_ref="env:FIELDOPS_MCP_TOKEN_OAUTH",
+        )
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_OAUTH", "expired-token")
+        refused = discover(with_token, catalog_admin)
+        assert "credential the reference names was refused" in refused.message
+        assert "invalid_token: Authentication failed." in refused.message, refused.message
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_OAUTH", "good-token")
+        assert discover(with_token, catalog_admin).ok
+
+
 @PROBE_ANSWERS
 def test_an_http_server_chatting_on_its_event_stream_is_discovered(catalog_admin, probe):
     with serving(sys.executable, server_script("wild_http"), f"{probe}chatty") as base:
