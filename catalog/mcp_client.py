@@ -79,6 +79,12 @@ NOT_A_TRANSPORT_ANSWER = frozenset({401, 403, 407, 408, 429})
 
 
 HANDSHAKE = "the handshake (initialize)"
+# What a stdio server is given of this process's environment (the SDK's safe default).
+_INHERITED = (
+    ", ".join(sdk_stdio.DEFAULT_INHERITED_ENV_VARS[:-1])
+    + " and "
+    + sdk_stdio.DEFAULT_INHERITED_ENV_VARS[-1]
+)
 CLOSING = "closing the session"
 # Once every page is read, closing the session may take this long, no more (the server's
 # process is stopped all the same: the SDK's stdio shutdown is shielded and bounded).
@@ -875,6 +881,20 @@ async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float)
             failure = tap.failure or _classify(exc, tap.stage)
             failure.stage = failure.stage or tap.stage
             failure.stderr = errlog.tail()
+            if (
+                wire.kind == "stdio"
+                and failure.code == "connection_closed"
+                and not failure.stage.startswith("tools/list")
+            ):
+                # A server that exits at once often misses a variable (an API key) that
+                # FieldOps' environment may hold: the child is never given it.
+                failure.message = failure.message.removesuffix("; nothing was stored") + (
+                    f"; it was started with only {_INHERITED} of FieldOps' environment "
+                    "(no other variable, such as an API key, is passed on: one it needs must "
+                    "be set by the registered command itself)"
+                    + ("; see its last stderr output" if failure.stderr else "")
+                    + "; nothing was stored"
+                )
             if sdk.first and failure.code in ("timeout", "unexpected", "connection_closed"):
                 # The SDK's transport tasks log what stopped them (e.g. an HTTP+SSE endpoint
                 # on another origin, which it refuses) and leave the session waiting.

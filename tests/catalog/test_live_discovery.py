@@ -950,6 +950,25 @@ def test_the_command_never_writes_a_servers_terminal_escapes(catalog_admin, caps
 
 
 @pytest.mark.postgres
+def test_a_server_that_exits_wanting_a_variable_says_why_and_what_it_was_given(
+    catalog_admin, capsys, monkeypatch
+):
+    """Servers such as server-brave-search exit at once when their key is not in their
+    environment, saying so on stderr. The child gets a minimal environment, whatever
+    FieldOps' own holds: the failure says so, and the command prints the server's last
+    words (it printed only "the server closed the connection ... (it exited or crashed)")."""
+    monkeypatch.setenv("EXAMPLE_API_KEY", "set-for-fieldops-only")  # not passed on
+    register(catalog_admin, "needs-key", sys.executable, f"{server_script('broken')} needskey")
+    with pytest.raises(CommandError):
+        call_command("catalog_discover", "needs-key", "--timeout", "20")
+    out = capsys.readouterr().out
+    assert "(connection_closed)" in out
+    assert "stderr: Error: EXAMPLE_API_KEY environment variable is required" in out, out
+    run = Discovery.objects.get(server__name="needs-key")
+    assert "only HOME, LOGNAME, PATH, SHELL, TERM and USER" in run.message, run.message
+    assert "set-for-fieldops-only" not in out + run.message + run.stderr
+
+
 def test_nul_characters_from_a_server_are_shown_not_a_crash(catalog_admin, changing_server):
     # PostgreSQL stores no NUL in text or jsonb. A server that sends one (by mistake or on
     # purpose) is still discovered: its instructions keep the NUL visible as \u0000, and a
