@@ -22,6 +22,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_tools"
 FILES = sorted(FIXTURES.glob("*.json"))
 EXPECTED = {
     "aws-documentation": 5,
+    "brave-search": 2,
     "chrome-devtools": 32,
     "context7": 2,
     "everything": 13,
@@ -32,6 +33,8 @@ EXPECTED = {
     "firecrawl": 26,
     "git": 12,
     "github": 26,
+    "gitlab": 9,
+    "google-maps": 7,
     "kubernetes": 23,
     "memory": 9,
     "mongodb": 27,
@@ -39,6 +42,7 @@ EXPECTED = {
     "notion": 24,
     "postgres": 1,
     "puppeteer": 7,
+    "slack": 8,
     "sqlite": 6,
     "time": 2,
     "spec-2025-11-25-listing": 1,
