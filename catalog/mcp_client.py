@@ -654,8 +654,17 @@ async def _list_all(
                 tap.stage = f"tools/list page {pages}"
                 before = len(tap.pages)
                 # The SDK refuses a page as a whole; the catalog judges each tool alone.
-                with contextlib.suppress(ValidationError):
-                    await client.session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+                try:
+                    with contextlib.suppress(ValidationError):
+                        await client.session.list_tools(
+                            params=PaginatedRequestParams(cursor=cursor)
+                        )
+                except MCPError as exc:
+                    if pages == 1 and exc.code == -32601 and not offers_tools(identity):
+                        # A server without tools (prompts, resources only) says so: its
+                        # complete listing is empty.
+                        break
+                    raise
                 if len(tap.pages) == before:
                     raise DiscoveryFailed(
                         "not_mcp",
@@ -698,6 +707,12 @@ async def _list_all(
         )
     seconds = anyio.current_time() - started
     return Fetched(identity=identity, tools=tools, pages=pages, bytes=tap.bytes, seconds=seconds)
+
+
+def offers_tools(identity: Mapping[str, Any]) -> bool:
+    """Whether the server's initialize declared the ``tools`` capability."""
+    capabilities = identity.get("capabilities")
+    return not isinstance(capabilities, Mapping) or capabilities.get("tools") is not None
 
 
 def _next_cursor(value: Any, seen: set[str], stage: str) -> str | None:
@@ -891,7 +906,8 @@ async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float)
                 failure.message = failure.message.removesuffix("; nothing was stored") + (
                     f"; it was started with only {_INHERITED} of FieldOps' environment "
                     "(no other variable, such as an API key, is passed on: one it needs must "
-                    "be set by the registered command itself)"
+                    "be set by the registered command itself, e.g. a wrapper that reads it; "
+                    "never in the arguments, which are stored and shown)"
                     + ("; see its last stderr output" if failure.stderr else "")
                     + "; nothing was stored"
                 )

@@ -279,6 +279,13 @@ def tool_server_discover(
                 if fetched.tools
                 else "the server lists no tools (its tools/list is empty); nothing was stored"
             )
+            if not mcp_client.offers_tools(fetched.identity):
+                others = sorted(str(k) for k in fetched.identity.get("capabilities") or {})
+                why = (
+                    "the server offers no tools: it declares no tools capability (only "
+                    f"{', '.join(others) or 'none'}) and answered tools/list with Method not "
+                    "found; nothing was stored"
+                )
             return _failed(
                 server,
                 user=user,

@@ -291,6 +291,19 @@ def test_a_first_listing_of_no_tools_says_so(catalog_admin, changing_server: Cha
     assert run.message == "the server lists no tools (its tools/list is empty); nothing was stored"
 
 
+def test_a_server_of_prompts_and_resources_only_is_said_to_offer_no_tools(catalog_admin):
+    """A server without tools (its initialize declares prompts and resources, no tools;
+    the SDK answers tools/list "Method not found") offers nothing to discover: said as
+    such, not as a failing server ("error -32601: Method not found")."""
+    run, before, _ = _hostile(catalog_admin, "prompts-only", "prompts_only", "")
+    assert not run.ok and run.code == "refused_all", run.message
+    assert run.message == (
+        "the server offers no tools: it declares no tools capability (only prompts, "
+        "resources) and answered tools/list with Method not found; nothing was stored"
+    )
+    assert stored() == before
+
+
 def test_a_first_listing_with_nothing_acceptable_stores_nothing(
     catalog_admin, changing_server: ChangingServer
 ):
