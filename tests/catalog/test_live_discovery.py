@@ -304,6 +304,26 @@ def test_a_server_of_prompts_and_resources_only_is_said_to_offer_no_tools(catalo
     assert stored() == before
 
 
+def test_a_server_that_drops_its_tools_capability_pauses_the_admitted_mapping(
+    catalog_admin, catalog_reviewer, changing_server: ChangingServer
+):
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    assert discover(server).ok
+    old = candidates(server)
+    services.capability_admit(
+        version_id=old["lookup_part"].pk,
+        user=catalog_reviewer,
+        local_ref="read_equipment@1.0.0",
+        **ADMISSION,
+    )
+    # The same server now offers prompts and resources only.
+    ToolServer.objects.filter(pk=server.pk).update(args=[server_script("prompts_only")])
+    run = discover(server)
+    assert run.ok, run.message
+    assert run.summary["paused"] == [old["lookup_part"].ref]
+    assert candidates(server) == {}
+
+
 def test_a_first_listing_with_nothing_acceptable_stores_nothing(
     catalog_admin, changing_server: ChangingServer
 ):
