@@ -74,8 +74,9 @@ LEGACY_SSE = "sse"
 # A 4xx answer to the initialize POST that says "not this transport here" (404, 405, ...),
 # or 501 (a server that implements no POST at all), sends discovery to the deprecated
 # HTTP+SSE transport; these 4xx say something else, which the older transport would not
-# fix: a credential refused or missing, a timeout, a rate limit.
-NOT_A_TRANSPORT_ANSWER = frozenset({401, 403, 407, 408, 429})
+# fix: a credential refused or missing, a timeout, a rate limit, a Host the server does not
+# serve (421: the MCP SDKs' DNS rebinding protection answers so).
+NOT_A_TRANSPORT_ANSWER = frozenset({401, 403, 407, 408, 421, 429})
 
 
 HANDSHAKE = "the handshake (initialize)"
@@ -980,6 +981,13 @@ def _http_refusal(
         )
     elif status in (408, 429):
         hint = "it is busy or slow: discover again later"
+    elif status == 421:
+        host = httpx2.URL(target.url).netloc.decode("ascii", "replace")
+        hint = (
+            f"it does not serve the host this URL names ({_short(host, 100)}): its DNS "
+            "rebinding protection allows other Host headers (often localhost only); add this "
+            "host to the server's allowed hosts, or register a URL with a host it allows"
+        )
     elif status == 404 and failure.stage != HANDSHAKE:
         hint = (
             "it no longer knows the session it opened at the handshake (Mcp-Session-Id): "

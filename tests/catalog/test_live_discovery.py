@@ -436,6 +436,24 @@ def test_a_streamable_http_server_with_a_credential_reference(
         assert token not in dumped, model.__name__
 
 
+def test_a_server_refusing_the_host_it_is_reached_by_says_so(catalog_admin, changing_server):
+    """The SDK's DNS rebinding protection answers a Host it does not allow with 421
+    "Invalid Host header" (a server configured for another name than the one in the URL,
+    or for localhost only): the URL's path is right, the server refuses its host. Said as
+    such, not "the URL is not an MCP endpoint" after a pointless legacy GET."""
+    changing_server.set(allowed_hosts=["tools.internal:*"], legacy=False)
+    script = server_script("changing")
+    with serving(sys.executable, script, str(changing_server.path), "--http") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="parts-host", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.code == "http_error", run.message
+    assert "HTTP 421 (Misdirected Request)" in run.message, run.message
+    assert "not an MCP endpoint" not in run.message and "HTTP+SSE" not in run.message
+    assert "allowed hosts" in run.message and "127.0.0.1" in run.message
+
+
 def test_an_http_server_is_reached_through_the_environments_proxy(
     catalog_admin, http_server, monkeypatch
 ):
