@@ -80,6 +80,9 @@ NOT_A_TRANSPORT_ANSWER = frozenset({401, 403, 407, 408, 421, 429})
 
 
 HANDSHAKE = "the handshake (initialize)"
+# Commands that fetch the server they run on first use (a stdio server registered as
+# ``npx -y PACKAGE`` ...).
+LAUNCHERS = frozenset({"npx", "uvx", "bunx", "pnpx", "pipx"})
 # What a stdio server is given of this process's environment (the SDK's safe default).
 _INHERITED = (
     ", ".join(sdk_stdio.DEFAULT_INHERITED_ENV_VARS[:-1])
@@ -897,6 +900,19 @@ async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float)
             failure = tap.failure or _classify(exc, tap.stage)
             failure.stage = failure.stage or tap.stage
             failure.stderr = errlog.tail()
+            launcher = os.path.basename(target.command)
+            if (
+                wire.kind == "stdio"
+                and failure.code == "timeout"
+                and launcher in LAUNCHERS
+                and not failure.stage.startswith("tools/list")
+            ):
+                failure.message += (
+                    f". {launcher} fetches the server's package on its first run, silently "
+                    "and often for longer than the deadline (stopped mid-install, it may leave "
+                    "a broken cache behind): install the server ahead and register its own "
+                    "command, or run the launcher once by hand"
+                )
             if (
                 wire.kind == "stdio"
                 and failure.code == "connection_closed"

@@ -887,6 +887,25 @@ def test_a_command_that_cannot_start(catalog_admin, settings):
     assert again.code == "command_not_allowed"
 
 
+def test_a_launcher_that_was_still_downloading_its_server_is_said_so(
+    catalog_admin, settings, tmp_path
+):
+    """``npx -y mcp-server-kubernetes`` spent 73 s fetching the package on its first run
+    here, silently: discovery stopped it at the deadline, "stuck in the handshake", and the
+    npx it killed mid-install left a cache that failed the next runs (ENOENT). A launcher
+    that fetches the server on first use is named, with what to do. (This npx is a stand-in
+    that is silent as long, so the test needs no network.)"""
+    npx = tmp_path / "npx"
+    npx.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    npx.chmod(0o755)
+    settings.FIELDOPS_MCP_STDIO_COMMANDS = [str(npx)]
+    server = register(catalog_admin, "k8s", str(npx), "-y mcp-server-kubernetes")
+    run = discover(server, limits=mcp_client.Limits(timeout_seconds=2))
+    assert run.code == "timeout", run.message
+    assert "npx fetches the server's package on its first run" in run.message, run.message
+    assert "install the server ahead" in run.message
+
+
 # -- registration ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("fields", "code"),
