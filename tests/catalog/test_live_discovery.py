@@ -1037,6 +1037,11 @@ def test_a_server_that_exits_wanting_a_variable_says_why_and_what_it_was_given(
     run = Discovery.objects.get(server__name="needs-key")
     assert "only HOME, LOGNAME, PATH, SHELL, TERM and USER" in run.message, run.message
     assert "set-for-fieldops-only" not in out + run.message + run.stderr
+    # The page shows those words open, under the message that points at them.
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-discovery", args=[run.pk])).content.decode()
+    assert "<details open><summary>The server's last stderr output" in page, page
 
 
 def test_nul_characters_from_a_server_are_shown_not_a_crash(catalog_admin, changing_server):
