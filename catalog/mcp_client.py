@@ -972,7 +972,7 @@ def _http_refusal(
     of it (and ``context``, why that request was made; ``challenge``, a 401's
     WWW-Authenticate)."""
     oauth = _oauth_challenge(challenge) if status == 401 else {}
-    if oauth.get("error"):
+    if oauth.get("error") and target.headers:
         said = oauth["error"] + (
             f": {oauth['error_description']}" if oauth.get("error_description") else ""
         )
