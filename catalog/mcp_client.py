@@ -989,6 +989,14 @@ def _http_refusal(
             "server from its authorization server and register the server with a credential "
             "reference (env:FIELDOPS_MCP_TOKEN_<NAME>) holding it"
         )
+    elif status == 421 or (status == 403 and "Invalid Host" in failure.said):
+        # 421 from the Python SDK; 403 "Invalid Host: ..." from the TypeScript SDK.
+        host = httpx2.URL(target.url).netloc.decode("ascii", "replace")
+        hint = (
+            f"it does not serve the host this URL names ({_short(host, 100)}): its DNS "
+            "rebinding protection allows other Host headers (often localhost only); add this "
+            "host to the server's allowed hosts, or register a URL with a host it allows"
+        )
     elif status in (401, 403, 407):
         hint = (
             "the credential the reference names was refused: check its value"
@@ -997,13 +1005,6 @@ def _http_refusal(
         )
     elif status in (408, 429):
         hint = "it is busy or slow: discover again later"
-    elif status == 421:
-        host = httpx2.URL(target.url).netloc.decode("ascii", "replace")
-        hint = (
-            f"it does not serve the host this URL names ({_short(host, 100)}): its DNS "
-            "rebinding protection allows other Host headers (often localhost only); add this "
-            "host to the server's allowed hosts, or register a URL with a host it allows"
-        )
     elif status == 404 and failure.stage != HANDSHAKE:
         hint = (
             "it no longer knows the session it opened at the handshake (Mcp-Session-Id): "

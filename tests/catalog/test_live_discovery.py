@@ -454,6 +454,20 @@ def test_a_server_refusing_the_host_it_is_reached_by_says_so(catalog_admin, chan
     assert "allowed hosts" in run.message and "127.0.0.1" in run.message
 
 
+def test_a_typescript_server_refusing_the_host_is_not_sent_for_a_credential(catalog_admin):
+    """The TypeScript SDK's host check answers 403 with "Invalid Host: ...": its words are
+    quoted, and the hint is the host's, not "register a credential reference"."""
+    with serving(sys.executable, server_script("wild_http"), "hostcheck") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="ts-host", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.code == "http_error", run.message
+    assert "HTTP 403 (Forbidden): error -32000: Invalid Host: 127.0.0.1" in run.message
+    assert "credential" not in run.message, run.message
+    assert "allowed hosts" in run.message
+
+
 def test_an_http_server_is_reached_through_the_environments_proxy(
     catalog_admin, http_server, monkeypatch
 ):

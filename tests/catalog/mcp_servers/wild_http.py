@@ -10,6 +10,10 @@ python wild_http.py init-error PORT  # initialize: a JSON-RPC error
 python wild_http.py gone PORT        # a session id at initialize, then 404 for it
 python wild_http.py is-error PORT    # tools/list: a result with isError true and no tools
 python wild_http.py hang-delete PORT # a sound listing; the DELETE that ends the session hangs
+python wild_http.py hostcheck PORT   # every request: 403 with the JSON-RPC error the
+                                     # TypeScript SDK's hostHeaderValidation middleware
+                                     # (@modelcontextprotocol/sdk 1.24.3, the one of
+                                     # createMcpExpressApp) answers a Host it does not allow
 python wild_http.py oauth PORT       # an OAuth-protected resource: every POST without the
                                      # bearer token "good-token" is answered 401 with the
                                      # WWW-Authenticate and body FastMCP 4.2.3's
@@ -84,6 +88,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         message = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        if MODE == "hostcheck":
+            host = self.headers.get("Host", "").rpartition(":")[0]
+            error = {"code": -32000, "message": f"Invalid Host: {host}"}
+            body = json.dumps({"jsonrpc": "2.0", "error": error, "id": None}).encode()
+            self.answer(403, body, "application/json")
+            return
         given = self.headers.get("Authorization")
         if MODE == "oauth" and given != "Bearer good-token":
             challenge = f'Bearer resource_metadata="{OAUTH_METADATA}"'
