@@ -74,11 +74,21 @@ LEGACY_SSE = "sse"
 # A 4xx answer to the initialize POST that says "not this transport here" (404, 405, ...),
 # or 501 (a server that implements no POST at all), sends discovery to the deprecated
 # HTTP+SSE transport; these 4xx say something else, which the older transport would not
-# fix: a credential refused or missing, a timeout, a rate limit.
-NOT_A_TRANSPORT_ANSWER = frozenset({401, 403, 407, 408, 429})
+# fix: a credential refused or missing, a timeout, a rate limit, a Host the server does not
+# serve (421: the MCP SDKs' DNS rebinding protection answers so).
+NOT_A_TRANSPORT_ANSWER = frozenset({401, 403, 407, 408, 421, 429})
 
 
 HANDSHAKE = "the handshake (initialize)"
+# Commands that fetch the server they run on first use (a stdio server registered as
+# ``npx -y PACKAGE`` ...).
+LAUNCHERS = frozenset({"npx", "uvx", "bunx", "pnpx", "pipx"})
+# What a stdio server is given of this process's environment (the SDK's safe default).
+_INHERITED = (
+    ", ".join(sdk_stdio.DEFAULT_INHERITED_ENV_VARS[:-1])
+    + " and "
+    + sdk_stdio.DEFAULT_INHERITED_ENV_VARS[-1]
+)
 CLOSING = "closing the session"
 # Once every page is read, closing the session may take this long, no more (the server's
 # process is stopped all the same: the SDK's stdio shutdown is shielded and bounded).
@@ -275,6 +285,8 @@ class _Wire:
     listing: int | None = None
     asked: set[str] = field(default_factory=set)
     answers: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # The WWW-Authenticate of the latest 401 (an OAuth server's names its metadata).
+    challenge: str = ""
 
     def overflow(self, failure: DiscoveryFailed) -> None:
         if self.tap is not None:
@@ -306,6 +318,8 @@ class _Wire:
         status = response.status_code
         if 300 <= status < 400:
             return
+        if status == 401:
+            self.challenge = response.headers.get("www-authenticate", "")[:2000]
         method = _method_of(response.request)
         if method == "tools/list":
             self.listing = status
@@ -644,8 +658,17 @@ async def _list_all(
                 tap.stage = f"tools/list page {pages}"
                 before = len(tap.pages)
                 # The SDK refuses a page as a whole; the catalog judges each tool alone.
-                with contextlib.suppress(ValidationError):
-                    await client.session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+                try:
+                    with contextlib.suppress(ValidationError):
+                        await client.session.list_tools(
+                            params=PaginatedRequestParams(cursor=cursor)
+                        )
+                except MCPError as exc:
+                    if pages == 1 and exc.code == -32601 and not offers_tools(identity):
+                        # A server without tools (prompts, resources only) says so: its
+                        # complete listing is empty.
+                        break
+                    raise
                 if len(tap.pages) == before:
                     raise DiscoveryFailed(
                         "not_mcp",
@@ -688,6 +711,12 @@ async def _list_all(
         )
     seconds = anyio.current_time() - started
     return Fetched(identity=identity, tools=tools, pages=pages, bytes=tap.bytes, seconds=seconds)
+
+
+def offers_tools(identity: Mapping[str, Any]) -> bool:
+    """Whether the server's initialize declared the ``tools`` capability."""
+    capabilities = identity.get("capabilities")
+    return not isinstance(capabilities, Mapping) or capabilities.get("tools") is not None
 
 
 def _next_cursor(value: Any, seen: set[str], stage: str) -> str | None:
@@ -845,7 +874,7 @@ async def _run(target: Target, limits: Limits) -> Fetched:
             # tools/list that failed, whatever the handshake's were.
             if wire.listing is None or wire.listing < 400:
                 raise
-            raise _http_refusal(failure, wire.listing, target) from None
+            raise _http_refusal(failure, wire.listing, target, challenge=wire.challenge) from None
         status = wire.status
         answered = status is not None and 200 <= status < 300
         if answered and failure.code == "server_error" and not _mcp_content(wire):
@@ -853,7 +882,7 @@ async def _run(target: Target, limits: Limits) -> Fetched:
         if status is None or status < 400:
             raise
         if not _try_legacy_after(status):
-            raise _http_refusal(failure, status, target) from None
+            raise _http_refusal(failure, status, target, challenge=wire.challenge) from None
         legacy = _Wire(LEGACY_SSE)
         try:
             return await _attempt(target, limits, legacy, deadline)
@@ -871,6 +900,34 @@ async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float)
             failure = tap.failure or _classify(exc, tap.stage)
             failure.stage = failure.stage or tap.stage
             failure.stderr = errlog.tail()
+            launcher = os.path.basename(target.command)
+            if (
+                wire.kind == "stdio"
+                and failure.code == "timeout"
+                and launcher in LAUNCHERS
+                and not failure.stage.startswith("tools/list")
+            ):
+                failure.message += (
+                    f". {launcher} fetches the server's package on its first run, silently "
+                    "and often for longer than the deadline (stopped mid-install, it may leave "
+                    "a broken cache behind): install the server ahead and register its own "
+                    "command, or run the launcher once by hand"
+                )
+            if (
+                wire.kind == "stdio"
+                and failure.code == "connection_closed"
+                and not failure.stage.startswith("tools/list")
+            ):
+                # A server that exits at once often misses a variable (an API key) that
+                # FieldOps' environment may hold: the child is never given it.
+                failure.message = failure.message.removesuffix("; nothing was stored") + (
+                    f"; it was started with only {_INHERITED} of FieldOps' environment "
+                    "(no other variable, such as an API key, is passed on: one it needs must "
+                    "be set by the registered command itself, e.g. a wrapper that reads it; "
+                    "never in the arguments, which are stored and shown)"
+                    + ("; see its last stderr output" if failure.stderr else "")
+                    + "; nothing was stored"
+                )
             if sdk.first and failure.code in ("timeout", "unexpected", "connection_closed"):
                 # The SDK's transport tasks log what stopped them (e.g. an HTTP+SSE endpoint
                 # on another origin, which it refuses) and leave the session waiting.
@@ -902,13 +959,45 @@ class _SdkErrors(logging.Handler):
 
 
 def _http_refusal(
-    failure: DiscoveryFailed, status: int, target: Target, context: str = ""
+    failure: DiscoveryFailed,
+    status: int,
+    target: Target,
+    context: str = "",
+    *,
+    challenge: str = "",
 ) -> DiscoveryFailed:
     """A request was refused with ``status`` for a reason the deprecated transport would not
     fix (the initialize POST's status says so, or the handshake had succeeded), or the
     deprecated transport's GET was: say so in HTTP's terms, with whatever the server said
-    of it (and ``context``, why that request was made)."""
-    if status in (401, 403, 407):
+    of it (and ``context``, why that request was made; ``challenge``, a 401's
+    WWW-Authenticate)."""
+    oauth = _oauth_challenge(challenge) if status == 401 else {}
+    if oauth.get("error") and target.headers:
+        said = oauth["error"] + (
+            f": {oauth['error_description']}" if oauth.get("error_description") else ""
+        )
+        hint = (
+            f"the credential the reference names was refused (the server says "
+            f"{_short(said, 300)}): check its value; an OAuth access token expires and is "
+            "renewed outside FieldOps"
+        )
+    elif "resource_metadata" in oauth and not target.headers:
+        hint = (
+            "the server asks for an OAuth access token (its WWW-Authenticate names its "
+            f"protected resource metadata at {_short(oauth['resource_metadata'], 200)}); "
+            "discovery runs no OAuth authorization flow: obtain an access token for this "
+            "server from its authorization server and register the server with a credential "
+            "reference (env:FIELDOPS_MCP_TOKEN_<NAME>) holding it"
+        )
+    elif status == 421 or (status == 403 and "Invalid Host" in failure.said):
+        # 421 from the Python SDK; 403 "Invalid Host: ..." from the TypeScript SDK.
+        host = httpx2.URL(target.url).netloc.decode("ascii", "replace")
+        hint = (
+            f"it does not serve the host this URL names ({_short(host, 100)}): its DNS "
+            "rebinding protection allows other Host headers (often localhost only); add this "
+            "host to the server's allowed hosts, or register a URL with a host it allows"
+        )
+    elif status in (401, 403, 407):
         hint = (
             "the credential the reference names was refused: check its value"
             if target.headers
@@ -931,6 +1020,23 @@ def _http_refusal(
         "nothing was stored",
         stage=failure.stage,
     )
+
+
+# One auth-param of a WWW-Authenticate challenge (RFC 9110 §11.2): a token, or a quoted string.
+_AUTH_PARAM = re.compile(r'([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
+
+
+def _oauth_challenge(header: str) -> dict[str, str]:
+    """The parameters of a ``Bearer`` challenge (``resource_metadata``, MCP's pointer to the
+    server's RFC 9728 metadata; ``error``, ``error_description`` of RFC 6750), or {} when
+    the header has none. Untrusted text: quoted in a message, never fetched."""
+    if not header.strip().lower().startswith("bearer"):
+        return {}
+    params: dict[str, str] = {}
+    for match in _AUTH_PARAM.finditer(header.strip()[6:]):
+        value = match.group(2) if match.group(2) is not None else match.group(3)
+        params.setdefault(match.group(1).lower(), re.sub(r"\\(.)", r"\1", value))
+    return params
 
 
 def _mcp_content(wire: _Wire) -> bool:
@@ -964,7 +1070,13 @@ def _neither(
     refused = legacy.status
     if refused is not None and (refused in NOT_A_TRANSPORT_ANSWER or refused >= 500):
         stage = "the deprecated HTTP+SSE transport's GET"
-        failure = _http_refusal(DiscoveryFailed(second.code, "", stage=stage), refused, target, why)
+        failure = _http_refusal(
+            DiscoveryFailed(second.code, "", stage=stage),
+            refused,
+            target,
+            why,
+            challenge=legacy.challenge,
+        )
         failure.stage = first.stage
         return failure
     if legacy.content_type != "text/event-stream":

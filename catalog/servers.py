@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -195,6 +196,7 @@ def _failed(
     summary: dict[str, Any] | None = None,
     fetched: mcp_client.Fetched | None = None,
     secret: str = "",
+    seconds: float = 0.0,
 ) -> Discovery:
     def clean(text: str, limit: int) -> str:
         # The server's own words (its error, its stderr) are untrusted: storable, redacted.
@@ -217,7 +219,7 @@ def _failed(
         pages=fetched.pages if fetched else 0,
         tools_listed=len(fetched.tools) if fetched else 0,
         wire_bytes=fetched.bytes if fetched else 0,
-        seconds=fetched.seconds if fetched else 0.0,
+        seconds=round(fetched.seconds if fetched else seconds, 3),
         summary=summary or {},
     )
 
@@ -242,6 +244,7 @@ def tool_server_discover(
         raise Refusal("unknown_server", "no such tool server")
     limits = limits or limits_from_settings()
     secret = ""
+    started = time.monotonic()
     try:
         target = _target(server)
         secret = target.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -249,6 +252,7 @@ def tool_server_discover(
     except Refusal as exc:
         return _failed(server, user=user, trigger=trigger, code=exc.code, message=exc.message)
     except mcp_client.DiscoveryFailed as exc:
+        # A failure says how long it took (a timeout waited out the whole deadline).
         return _failed(
             server,
             user=user,
@@ -258,6 +262,7 @@ def tool_server_discover(
             stage=exc.stage,
             stderr=exc.stderr,
             secret=secret,
+            seconds=time.monotonic() - started,
         )
     try:
         listing = discovery.parse_tools(fetched.tools, schema_check=schemas.meta_problem)
@@ -274,6 +279,13 @@ def tool_server_discover(
                 if fetched.tools
                 else "the server lists no tools (its tools/list is empty); nothing was stored"
             )
+            if not mcp_client.offers_tools(fetched.identity):
+                others = sorted(str(k) for k in fetched.identity.get("capabilities") or {})
+                why = (
+                    "the server offers no tools: it declares no tools capability (only "
+                    f"{', '.join(others) or 'none'}) and answered tools/list with Method not "
+                    "found; nothing was stored"
+                )
             return _failed(
                 server,
                 user=user,

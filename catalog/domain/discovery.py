@@ -79,10 +79,15 @@ KNOWN_FIELDS = frozenset(
 )
 TASK_SUPPORT = ("forbidden", "optional", "required")
 # Text that reads like an instruction to an agent: kept as data, flagged for the reviewer.
+# Besides the plain injections, the published tool poisoning shapes: an <IMPORTANT> block,
+# keeping something from the user, reading a key or a client's configuration.
 _INSTRUCTION = re.compile(
     r"ignore (all |any |the |your )?(previous |prior |above )?(instructions|task)"
     r"|system prompt|you must (now )?call|override[s]? (your|the) (operator|instructions)"
-    r"|<\s*script|javascript:",
+    r"|<\s*script|javascript:"
+    r"|<\s*/?\s*important\s*>"
+    r"|(do not|don't|never) (mention|tell|inform|reveal|disclose)\b"
+    r"|~/\.ssh|\bid_(rsa|ed25519|ecdsa)\b|\bmcp\.json\b",
     re.IGNORECASE,
 )
 

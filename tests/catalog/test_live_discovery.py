@@ -291,6 +291,39 @@ def test_a_first_listing_of_no_tools_says_so(catalog_admin, changing_server: Cha
     assert run.message == "the server lists no tools (its tools/list is empty); nothing was stored"
 
 
+def test_a_server_of_prompts_and_resources_only_is_said_to_offer_no_tools(catalog_admin):
+    """A server without tools (its initialize declares prompts and resources, no tools;
+    the SDK answers tools/list "Method not found") offers nothing to discover: said as
+    such, not as a failing server ("error -32601: Method not found")."""
+    run, before, _ = _hostile(catalog_admin, "prompts-only", "prompts_only", "")
+    assert not run.ok and run.code == "refused_all", run.message
+    assert run.message == (
+        "the server offers no tools: it declares no tools capability (only prompts, "
+        "resources) and answered tools/list with Method not found; nothing was stored"
+    )
+    assert stored() == before
+
+
+def test_a_server_that_drops_its_tools_capability_pauses_the_admitted_mapping(
+    catalog_admin, catalog_reviewer, changing_server: ChangingServer
+):
+    server = register(catalog_admin, "parts", sys.executable, changing_server.args)
+    assert discover(server).ok
+    old = candidates(server)
+    services.capability_admit(
+        version_id=old["lookup_part"].pk,
+        user=catalog_reviewer,
+        local_ref="read_equipment@1.0.0",
+        **ADMISSION,
+    )
+    # The same server now offers prompts and resources only.
+    ToolServer.objects.filter(pk=server.pk).update(args=[server_script("prompts_only")])
+    run = discover(server)
+    assert run.ok, run.message
+    assert run.summary["paused"] == [old["lookup_part"].ref]
+    assert candidates(server) == {}
+
+
 def test_a_first_listing_with_nothing_acceptable_stores_nothing(
     catalog_admin, changing_server: ChangingServer
 ):
@@ -401,6 +434,38 @@ def test_a_streamable_http_server_with_a_credential_reference(
     for model in (Discovery, ToolServer, ToolSighting, LifecycleDecision, CapabilityVersion):
         dumped = json.dumps(list(model.objects.values()), default=str)
         assert token not in dumped, model.__name__
+
+
+def test_a_server_refusing_the_host_it_is_reached_by_says_so(catalog_admin, changing_server):
+    """The SDK's DNS rebinding protection answers a Host it does not allow with 421
+    "Invalid Host header" (a server configured for another name than the one in the URL,
+    or for localhost only): the URL's path is right, the server refuses its host. Said as
+    such, not "the URL is not an MCP endpoint" after a pointless legacy GET."""
+    changing_server.set(allowed_hosts=["tools.internal:*"], legacy=False)
+    script = server_script("changing")
+    with serving(sys.executable, script, str(changing_server.path), "--http") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="parts-host", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.code == "http_error", run.message
+    assert "HTTP 421 (Misdirected Request)" in run.message, run.message
+    assert "not an MCP endpoint" not in run.message and "HTTP+SSE" not in run.message
+    assert "allowed hosts" in run.message and "127.0.0.1" in run.message
+
+
+def test_a_typescript_server_refusing_the_host_is_not_sent_for_a_credential(catalog_admin):
+    """The TypeScript SDK's host check answers 403 with "Invalid Host: ...": its words are
+    quoted, and the hint is the host's, not "register a credential reference"."""
+    with serving(sys.executable, server_script("wild_http"), "hostcheck") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin, name="ts-host", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(server)
+    assert run.code == "http_error", run.message
+    assert "HTTP 403 (Forbidden): error -32000: Invalid Host: 127.0.0.1" in run.message
+    assert "credential" not in run.message, run.message
+    assert "allowed hosts" in run.message
 
 
 def test_an_http_server_is_reached_through_the_environments_proxy(
@@ -723,6 +788,12 @@ def test_a_server_that_never_answers_times_out(catalog_admin):
     assert run.code == "timeout" and "did not finish within 2 s" in run.message
     assert "handshake" in run.message and stored() == before
     assert elapsed < 12, elapsed  # the deadline plus the SDK's bounded shutdown
+    # The failure says how long it waited (it said "0.00 s" for every failure).
+    assert 2 <= run.seconds <= elapsed, (run.seconds, elapsed)
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-discovery", args=[run.pk])).content.decode()
+    assert f"{run.seconds:.2f} s." in page and "0.00 s." not in page
 
 
 def test_a_server_that_exits_mid_list(catalog_admin):
@@ -828,6 +899,25 @@ def test_a_command_that_cannot_start(catalog_admin, settings):
     settings.FIELDOPS_MCP_STDIO_COMMANDS = []
     again = discover(server)  # removed from the allow-list since registration
     assert again.code == "command_not_allowed"
+
+
+def test_a_launcher_that_was_still_downloading_its_server_is_said_so(
+    catalog_admin, settings, tmp_path
+):
+    """``npx -y mcp-server-kubernetes`` spent 73 s fetching the package on its first run
+    here, silently: discovery stopped it at the deadline, "stuck in the handshake", and the
+    npx it killed mid-install left a cache that failed the next runs (ENOENT). A launcher
+    that fetches the server on first use is named, with what to do. (This npx is a stand-in
+    that is silent as long, so the test needs no network.)"""
+    npx = tmp_path / "npx"
+    npx.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    npx.chmod(0o755)
+    settings.FIELDOPS_MCP_STDIO_COMMANDS = [str(npx)]
+    server = register(catalog_admin, "k8s", str(npx), "-y mcp-server-kubernetes")
+    run = discover(server, limits=mcp_client.Limits(timeout_seconds=2))
+    assert run.code == "timeout", run.message
+    assert "npx fetches the server's package on its first run" in run.message, run.message
+    assert "install the server ahead" in run.message
 
 
 # -- registration ------------------------------------------------------------------------
@@ -944,6 +1034,30 @@ def test_the_command_never_writes_a_servers_terminal_escapes(catalog_admin, caps
 
 
 @pytest.mark.postgres
+def test_a_server_that_exits_wanting_a_variable_says_why_and_what_it_was_given(
+    catalog_admin, capsys, monkeypatch
+):
+    """Servers such as server-brave-search exit at once when their key is not in their
+    environment, saying so on stderr. The child gets a minimal environment, whatever
+    FieldOps' own holds: the failure says so, and the command prints the server's last
+    words (it printed only "the server closed the connection ... (it exited or crashed)")."""
+    monkeypatch.setenv("EXAMPLE_API_KEY", "set-for-fieldops-only")  # not passed on
+    register(catalog_admin, "needs-key", sys.executable, f"{server_script('broken')} needskey")
+    with pytest.raises(CommandError):
+        call_command("catalog_discover", "needs-key", "--timeout", "20")
+    out = capsys.readouterr().out
+    assert "(connection_closed)" in out
+    assert "stderr: Error: EXAMPLE_API_KEY environment variable is required" in out, out
+    run = Discovery.objects.get(server__name="needs-key")
+    assert "only HOME, LOGNAME, PATH, SHELL, TERM and USER" in run.message, run.message
+    assert "set-for-fieldops-only" not in out + run.message + run.stderr
+    # The page shows those words open, under the message that points at them.
+    client = Client()
+    client.force_login(catalog_admin)
+    page = client.get(reverse("catalog-discovery", args=[run.pk])).content.decode()
+    assert "<details open><summary>The server's last stderr output" in page, page
+
+
 def test_nul_characters_from_a_server_are_shown_not_a_crash(catalog_admin, changing_server):
     # PostgreSQL stores no NUL in text or jsonb. A server that sends one (by mistake or on
     # purpose) is still discovered: its instructions keep the NUL visible as \u0000, and a
@@ -1096,6 +1210,36 @@ def test_a_wild_http_server_ends_in_a_typed_failure_in_bounded_time(
         elapsed = time.monotonic() - started
     assert run.code == code and said in run.message, run.message
     assert stored() == before and elapsed < 15, elapsed
+
+
+def test_an_oauth_protected_server_says_it_wants_an_oauth_access_token(catalog_admin, monkeypatch):
+    """A server behind OAuth (MCP's authorization: 401 with WWW-Authenticate naming its
+    RFC 9728 protected resource metadata, as FastMCP's RemoteAuthProvider answers) is
+    said to want an OAuth access token, which discovery does not obtain itself; a token
+    it refuses is quoted with the server's own error description."""
+    with serving(sys.executable, server_script("wild_http"), "oauth") as base:
+        anonymous = servers.tool_server_register(
+            user=catalog_admin, name="oauth-anonymous", transport="http", url=f"{base}/mcp"
+        )
+        run = discover(anonymous, catalog_admin)
+        assert run.code == "http_error", run.message
+        assert "HTTP 401 (Unauthorized)" in run.message
+        assert "OAuth access token" in run.message, run.message
+        assert f"{base}/.well-known/oauth-protected-resource/mcp" in run.message
+        assert "env:FIELDOPS_MCP_TOKEN_" in run.message
+        with_token = servers.tool_server_register(
+            user=catalog_admin,
+            name="oauth-token",
+            transport="http",
+            url=f"{base}/mcp",
+            credential_ref="env:FIELDOPS_MCP_TOKEN_OAUTH",
+        )
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_OAUTH", "expired-token")
+        refused = discover(with_token, catalog_admin)
+        assert "credential the reference names was refused" in refused.message
+        assert "invalid_token: Authentication failed." in refused.message, refused.message
+        monkeypatch.setenv("FIELDOPS_MCP_TOKEN_OAUTH", "good-token")
+        assert discover(with_token, catalog_admin).ok
 
 
 @PROBE_ANSWERS

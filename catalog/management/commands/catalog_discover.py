@@ -68,6 +68,8 @@ class Command(BaseCommand):
         head = f"{run.server.name}: discovery #{run.pk} {run.outcome}"
         if not run.ok:
             self._say(f"{head} ({run.code}): {run.message}")
+            if run.stderr:  # often the only words saying why a server exited
+                self._say(f"  stderr: {run.stderr}")
             return
         info = run.identity.get("server_info", {})
         self._say(

@@ -7,6 +7,9 @@ python broken.py deep       # lists a tool whose input schema nests 300 levels d
 python broken.py fat        # a 1 MB serverInfo name and 3 MB of capabilities, 3 tools
 python broken.py flood      # writes 64 MiB to stderr, then what its stderr is; never answers
 python broken.py wrongid    # gives every result id 999, a request it was never sent
+python broken.py needskey   # exits before answering when EXAMPLE_API_KEY is not in its
+                            # environment, saying so on stderr (as the reference servers
+                            # server-brave-search, -slack, -gitlab, -google-maps do)
 python broken.py hugeline MB PIDFILE  # writes its pid, answers initialize with one line of
                             # MB mebibytes (no newline until the end), then sleeps
 """
@@ -28,6 +31,10 @@ if MODE == "flood":
         os.write(2, b"e" * (1024 * 1024))
     os.write(2, f"\nmy stderr is a {kind}\n".encode())
     time.sleep(3600)
+
+if MODE == "needskey" and not os.environ.get("EXAMPLE_API_KEY"):
+    sys.stderr.write("Error: EXAMPLE_API_KEY environment variable is required\n")
+    sys.exit(1)
 
 if MODE == "hugeline":
     # One stdout line far over any answer's bound: would the client read it whole (the SDK's

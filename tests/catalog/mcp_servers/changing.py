@@ -7,11 +7,13 @@ file, so a test can change the server between two discoveries.
                                                   # MCP 2024-11-05: GET 127.0.0.1:PORT/sse
 
 STATE.json: {"description": str, "read_only": bool, "legacy": bool, "token": str,
-"instructions": str, "refuse_as_notion": bool, "serve": [str]}. ``serve`` names the tools
-listed (default: lookup_part and reserve_slot; an empty list lists none). With ``token``
-set, the HTTP endpoint answers 401 unless ``Authorization: Bearer <token>``; with
-``refuse_as_notion`` too, it answers as @notionhq/notion-mcp-server 2.5.2 does: 403 with a
-JSON-RPC error.
+"instructions": str, "refuse_as_notion": bool, "serve": [str], "allowed_hosts": [str]}.
+``serve`` names the tools listed (default: lookup_part and reserve_slot; an empty list
+lists none). With ``token`` set, the HTTP endpoint answers 401 unless
+``Authorization: Bearer <token>``; with ``refuse_as_notion`` too, it answers as
+@notionhq/notion-mcp-server 2.5.2 does: 403 with a JSON-RPC error. With ``allowed_hosts``
+the SDK's DNS rebinding protection allows only those Host headers (others are answered
+421 "Invalid Host header").
 """
 
 from __future__ import annotations
@@ -70,6 +72,16 @@ def build(state: dict) -> MCPServer:
     return server
 
 
+def _security(state: dict):  # type: ignore[no-untyped-def]
+    """The SDK's DNS rebinding protection, allowing only ``allowed_hosts`` when the state
+    names them (a server configured for the name it is deployed under), else its default."""
+    if not state.get("allowed_hosts"):
+        return None
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    return TransportSecuritySettings(allowed_hosts=state["allowed_hosts"])
+
+
 def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as handle:
         state = json.load(handle)
@@ -82,7 +94,11 @@ def main() -> None:
     from starlette.responses import JSONResponse
 
     port = int(sys.argv[sys.argv.index(mode) + 1])
-    app = server.sse_app() if mode == "--sse" else server.streamable_http_app()
+    app = (
+        server.sse_app()
+        if mode == "--sse"
+        else server.streamable_http_app(transport_security=_security(state))
+    )
     token = state.get("token", "")
 
     async def guarded(scope, receive, send):  # type: ignore[no-untyped-def]

@@ -10,6 +10,15 @@ python wild_http.py init-error PORT  # initialize: a JSON-RPC error
 python wild_http.py gone PORT        # a session id at initialize, then 404 for it
 python wild_http.py is-error PORT    # tools/list: a result with isError true and no tools
 python wild_http.py hang-delete PORT # a sound listing; the DELETE that ends the session hangs
+python wild_http.py hostcheck PORT   # every request: 403 with the JSON-RPC error the
+                                     # TypeScript SDK's hostHeaderValidation middleware
+                                     # (@modelcontextprotocol/sdk 1.24.3, the one of
+                                     # createMcpExpressApp) answers a Host it does not allow
+python wild_http.py oauth PORT       # an OAuth-protected resource: every POST without the
+                                     # bearer token "good-token" is answered 401 with the
+                                     # WWW-Authenticate and body FastMCP 4.2.3's
+                                     # RemoteAuthProvider sends (RFC 9728 resource_metadata;
+                                     # error="invalid_token" for a token it does not know)
 
 A mode prefixed ``ts-`` (``ts-gone`` ...) also answers a request sent before the session
 exists (the client's ``server/discover`` probe) with HTTP 400 and a JSON-RPC error, as a
@@ -33,6 +42,15 @@ INIT = {
     "serverInfo": {"name": "wild-http", "version": "0.1.0"},
 }
 TOOLS = [{"name": "lookup_part", "inputSchema": {"type": "object"}}]
+
+
+# What FastMCP 4.2.3 (RemoteAuthProvider, StaticTokenVerifier) answered, seen with curl.
+OAUTH_METADATA = f"http://127.0.0.1:{PORT}/.well-known/oauth-protected-resource/mcp"
+OAUTH_INVALID = (
+    "Authentication failed. The provided bearer token is invalid, expired, or no longer "
+    "recognized by the server. To resolve: clear authentication tokens in your MCP client and "
+    "reconnect. Your client should automatically re-register and obtain new tokens."
+)
 
 
 def event(body: object) -> bytes:
@@ -70,6 +88,25 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         message = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        if MODE == "hostcheck":
+            host = self.headers.get("Host", "").rpartition(":")[0]
+            error = {"code": -32000, "message": f"Invalid Host: {host}"}
+            body = json.dumps({"jsonrpc": "2.0", "error": error, "id": None}).encode()
+            self.answer(403, body, "application/json")
+            return
+        given = self.headers.get("Authorization")
+        if MODE == "oauth" and given != "Bearer good-token":
+            challenge = f'Bearer resource_metadata="{OAUTH_METADATA}"'
+            body = b""
+            if given:
+                challenge = (
+                    f'Bearer error="invalid_token", error_description="{OAUTH_INVALID}", '
+                    f'resource_metadata="{OAUTH_METADATA}"'
+                )
+                error = {"error": "invalid_token", "error_description": OAUTH_INVALID}
+                body = json.dumps(error).encode()
+            self.answer(401, body, "application/json", WWW_Authenticate=challenge)
+            return
         if "id" not in message:
             self.answer(202, b"", "application/json")
             return
