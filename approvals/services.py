@@ -167,10 +167,15 @@ class DecisionResult:
         return cls(False, code, message or domain.REFUSALS.get(code, code), checkpoint)
 
 
-def refusal_message(code: str, checkpoint: Checkpoint) -> str:
+def refusal_message(code: str, checkpoint: Checkpoint, *, by_ref: str = "") -> str:
     """The refusal's text with its real cause: who cancelled the run and when, when the
-    checkpoint expired, how many approvals the quorum counted."""
+    checkpoint expired, how many approvals the quorum counted, who decided it first and
+    how (``by_ref``, the person refused, is told when that was themself: another tab)."""
     base = domain.REFUSALS.get(code, code)
+    if code in ("already_decided", "quorum_complete"):
+        told = _decided_by_message(checkpoint, by_ref=by_ref)
+        if told:
+            return told
     if code == "run_cancelled":
         cancel = (
             Event.objects.filter(run_id=checkpoint.run_id, type=EventType.RUN_CANCELLED.value)
@@ -208,6 +213,43 @@ def refusal_message(code: str, checkpoint: Checkpoint) -> str:
     return base
 
 
+_DECIDED_AS = {
+    Decision.Verdict.APPROVE: "approved",
+    Decision.Verdict.DECLINE: "declined",
+    Decision.Verdict.ANSWER: "answered",
+}
+
+
+def _decided_by_message(checkpoint: Checkpoint, *, by_ref: str) -> str:
+    """Who decided ``checkpoint`` before this attempt, how, when and why (the decision
+    that won a race, or one made earlier): '' when no decision is recorded."""
+    decision = (
+        Decision.objects.filter(checkpoint_id=checkpoint.pk)
+        .values("verdict", "decided_by_ref", "approvers", "reason", "answer", "created_at")
+        .first()
+    )
+    if decision is None:
+        return ""
+    refs = decision["approvers"] or [decision["decided_by_ref"]]
+    who = ", ".join(f"you ({ref})" if ref == by_ref else ref for ref in refs)
+    at = decision["created_at"].strftime("%Y-%m-%d %H:%M:%S")
+    how = _DECIDED_AS.get(decision["verdict"], decision["verdict"].lower())
+    if decision["verdict"] == Decision.Verdict.ANSWER:
+        return (
+            f"This question was already answered by {who} at {at} UTC (“{decision['answer']}”); "
+            "an answer is single use and yours was not recorded."
+        )
+    if checkpoint.quorum > 1 and decision["verdict"] == Decision.Verdict.APPROVE:
+        return (
+            f"The approvals this checkpoint needed are complete: approved by {who}, granted at "
+            f"{at} UTC (“{decision['reason']}”); your approval is not needed and was not counted."
+        )
+    return (
+        f"This checkpoint was already {how} by {who} at {at} UTC (“{decision['reason']}”); "
+        "a decision is single use and yours was not recorded."
+    )
+
+
 def _refuse(
     checkpoint: Checkpoint, user: Any, code: str, seen_hash: str, message: str = ""
 ) -> DecisionResult:
@@ -239,7 +281,8 @@ def _refuse(
             refs={"checkpoint": checkpoint.pk},
             payload={"by": principal_ref_of(user), "seen_hash": seen_hash[: domain.MAX_HASH_CHARS]},
         )
-    return DecisionResult.refused(code, checkpoint, message or refusal_message(code, checkpoint))
+    told = message or refusal_message(code, checkpoint, by_ref=principal_ref_of(user))
+    return DecisionResult.refused(code, checkpoint, told)
 
 
 def is_eligible(user: Any, checkpoint: Checkpoint) -> bool:
@@ -462,12 +505,9 @@ def clarification_answer(
         if bidi_control_refusal(answer):
             told = domain.bidi_control_message(answer, what="an answer")
             return _refuse(checkpoint, user, "bidi_control", "", told)
-        if (
-            checkpoint.status != Checkpoint.Status.PENDING
-            or run.waiting_checkpoint != (checkpoint.pk)
-            or checkpoint.expires_at <= clock.now()
-        ):
-            return _refuse(checkpoint, user, "run_not_waiting", "")
+        late = _answer_too_late(checkpoint, run)
+        if late is not None:
+            return _refuse(checkpoint, user, late, "")
         answer_id = evidence.store(
             run_id=str(run.pk),
             kind="answer",
@@ -494,6 +534,9 @@ def clarification_answer(
                 status=Checkpoint.Status.ANSWERED, closed_at=clock.now()
             )
 
+        # A drill point between the read and the compare-and-set (two tabs answering at
+        # once, a cancel committing meanwhile).
+        points.reach("approvals.before_answer_append", str(run.pk))
         result = authority.append(
             run_id=str(run.pk),
             expected_revision=run.revision,
@@ -517,6 +560,21 @@ def clarification_answer(
     if isinstance(outcome, DecisionResult):
         return outcome
     return DecisionResult.refused("busy", None)
+
+
+def _answer_too_late(checkpoint: Checkpoint, run: Run) -> str | None:
+    """Why an answer to ``checkpoint`` can no longer be recorded, each cause its own code
+    (the message then names who answered it, who cancelled the run, when it expired), or
+    None while the run waits for it."""
+    if checkpoint.status == Checkpoint.Status.ANSWERED:
+        return "already_decided"
+    if checkpoint.status == Checkpoint.Status.CANCELLED or run.state == State.CANCELLED.value:
+        return "run_cancelled"
+    if checkpoint.status == Checkpoint.Status.EXPIRED or checkpoint.expires_at <= clock.now():
+        return "checkpoint_expired"
+    if checkpoint.status != Checkpoint.Status.PENDING or run.waiting_checkpoint != checkpoint.pk:
+        return "run_not_waiting"
+    return None
 
 
 @telemetry.traced_decision("expire")
