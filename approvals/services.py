@@ -24,9 +24,10 @@ from fieldops import points, sql, telemetry
 from kernel import clock, retry
 from kernel.text import bidi_control_refusal
 from runs import authority, evidence
+from runs import services as run_services
 from runs.domain.states import Actor, EventType, State
 from runs.domain.validation import delegated_locations
-from runs.models import Event, Run
+from runs.models import Run
 
 LOST_RESPONSE_NOTE = str(RESERVE_CONTRACT.reconciliation["approver_copy"])
 IDEMPOTENCY_NOTE = (
@@ -177,19 +178,11 @@ def refusal_message(code: str, checkpoint: Checkpoint, *, by_ref: str = "") -> s
         if told:
             return told
     if code == "run_cancelled":
-        cancel = (
-            Event.objects.filter(run_id=checkpoint.run_id, type=EventType.RUN_CANCELLED.value)
-            .values("payload", "occurred_at")
-            .first()
-        )
-        if cancel is not None:
-            by = cancel["payload"].get("by", "?")
-            at = clock.parse(cancel["occurred_at"]).strftime("%Y-%m-%d %H:%M:%S")
-            why = cancel["payload"].get("reason", "")
+        cancelled = run_services.cancelled_by(checkpoint.run_id)
+        if cancelled:
             return (
-                f"The run was cancelled by {by} at {at} UTC"
-                + (f" ({why})" if why else "")
-                + "; nothing will be dispatched and no decision is recorded."
+                f"The run was cancelled by {cancelled}; nothing will be dispatched and no "
+                "decision is recorded."
             )
         run = checkpoint.run
         if run.state != State.CANCELLED.value:

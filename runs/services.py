@@ -29,7 +29,7 @@ from runs.domain.events import RunConfig
 from runs.domain.states import Actor, EventType, State, is_terminal
 from runs.domain.task import CONTRACT_VERSION, POLICY_VERSION
 from runs.engine.inputs import pinned_ref
-from runs.models import EffectAttempt, Evidence, Run, RunStartKey
+from runs.models import EffectAttempt, Event, Evidence, Run, RunStartKey
 from runs.policies import vocabularies
 
 DEFAULT_OBJECTIVE = (
@@ -442,6 +442,22 @@ def run_cancel(
     if isinstance(outcome, CancelResult):
         return outcome
     return CancelResult(False, Run.objects.get(pk=run_id), "", "busy")
+
+
+def cancelled_by(run_id: Any) -> str:
+    """Who cancelled ``run_id``, when and why ("user:lead at 2026-12-07 01:30:00 UTC
+    (customer withdrew)"), read from its ``run.cancelled`` event; '' for a run never
+    cancelled. What a later attempt to decide, answer or cancel it is told."""
+    cancel = (
+        Event.objects.filter(run_id=run_id, type=EventType.RUN_CANCELLED.value)
+        .values("payload", "occurred_at")
+        .first()
+    )
+    if cancel is None:
+        return ""
+    at = clock.parse(cancel["occurred_at"]).strftime("%Y-%m-%d %H:%M:%S")
+    why = cancel["payload"].get("reason", "")
+    return f"{cancel['payload'].get('by', '?')} at {at} UTC" + (f" ({why})" if why else "")
 
 
 def _cancel_once(

@@ -290,6 +290,15 @@ def runs_cancel(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
             "Try again in a few seconds.",
             back=back,
         )
+    cancelled = services.cancelled_by(run.pk) if not result.applied else ""
+    if cancelled:
+        # Another cancellation came first (a colleague's, a bulk cancel): say whose.
+        return conflict(
+            request,
+            f"The run was already cancelled by {cancelled}; your cancellation was not "
+            "recorded (the attempt is on the run's record as rejected).",
+            back=back,
+        )
     if not result.applied:
         return conflict(
             request,
