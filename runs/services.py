@@ -600,12 +600,23 @@ def run_cancel_many(
     return out
 
 
-def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reason: str) -> Run:
+def run_budget_change(
+    *,
+    run_id: str,
+    by_ref: str,
+    budget: str,
+    limit: int,
+    reason: str,
+    shown_limit: int | None = None,
+) -> Run:
     """Record an operator's budget.changed decision (never below what is already used).
 
     Raise RunInputError on bad input (nothing written) and, with ``field`` ``run``, when the
     run has ended: the authority then recorded the request as ``transition.rejected``
-    (a late change is recorded as rejected, as a late cancellation is).
+    (a late change is recorded as rejected, as a late cancellation is). ``shown_limit`` is
+    the budget's limit the operator's page showed (the run page's form sends it; None binds
+    nothing): when the limit is another now (a colleague's change, the same form sent
+    twice), nothing is written and the refusal (``field`` ``run``) names who set it.
     """
     reason = clean_reason(reason, what="a budget change")
     if budget not in {b.value for b in Budget}:
@@ -616,6 +627,9 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
     def attempt() -> Run | None:
         run = Run.objects.get(pk=run_id)
         # An ended run's refusal is the authority's to record (transition.rejected).
+        current = int(run.budget_limits.get(budget, 0))
+        if shown_limit is not None and current != shown_limit and not is_terminal(run.state):
+            raise RunInputError("run", _budget_moved(run, budget, current, shown_limit, by_ref))
         if not is_terminal(run.state) and limit < run.counters.get(budget, 0):
             raise RunInputError("limit", f"{budget} already used {run.counters[budget]}")
         result = authority.append(
@@ -651,6 +665,30 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
     if isinstance(outcome, Run):
         return outcome
     raise RunInputError("run", "the run kept changing; nothing was recorded, try again")
+
+
+def _budget_moved(run: Run, budget: str, current: int, shown: int, by_ref: str) -> str:
+    """The refusal of a budget change decided on a page that showed ``shown``: the limit
+    is ``current`` now, set by whom, when and why (its latest ``budget.changed``)."""
+    last = (
+        Event.objects.filter(
+            run_id=run.pk, type=EventType.BUDGET_CHANGED.value, payload__limits__has_key=budget
+        )
+        .order_by("-sequence")
+        .values("payload", "occurred_at")
+        .first()
+    )
+    by = ""
+    if last is not None:
+        who = str(last["payload"].get("by", "?"))
+        who = f"you ({who})" if who == by_ref else who
+        at = clock.parse(last["occurred_at"]).strftime("%Y-%m-%d %H:%M:%S")
+        why = last["payload"].get("reason", "")
+        by = f", set by {who} at {at} UTC" + (f" ({why})" if why else "")
+    return (
+        f"the {budget} limit is {current} now{by}; your page showed {shown}. Nothing was "
+        "recorded: reload the run to decide on the limit it has now"
+    )
 
 
 def run_follow_up(
