@@ -378,6 +378,10 @@ def approval_decide(
 
         def within(run_row: Run, event: Any, checkpoint: Checkpoint = checkpoint) -> None:
             now = clock.now()
+            if now >= checkpoint.expires_at:
+                # The expiry passed between the read and this write (the moment it
+                # expires): the decision is late, and nothing of it is written.
+                raise _ExpiredMeanwhile
             if approve:
                 sql.insert(
                     ApprovalVote(
@@ -411,45 +415,48 @@ def approval_decide(
         # A drill point between the read and the compare-and-set: the fault lab's race of
         # two approvals for the last slot lands the other approval exactly here.
         points.reach("approvals.before_decision_append", str(run.pk))
-        if approve and not granted:
-            result = authority.append(
-                run_id=str(run.pk),
-                expected_revision=run.revision,
-                expected_epoch=None,
-                type=EventType.APPROVAL_COUNTED,
-                actor=Actor.HUMAN_PRINCIPAL,
-                reason_code="approval_counted",
-                refs={"checkpoint": checkpoint.pk},
-                payload={
-                    "by": me,
-                    "proposal_hash": seen_hash,
-                    "reason": reason[:300],
-                    "approvals": len(approvers),
-                    "quorum": checkpoint.quorum,
-                },
-                within=within,
-                run=run,  # read with the checkpoint at expected_revision: the CAS proves it
-            )
-        else:
-            result = authority.append(
-                run_id=str(run.pk),
-                expected_revision=run.revision,
-                expected_epoch=None,
-                type=EventType.APPROVAL_GRANTED if approve else EventType.APPROVAL_DECLINED,
-                actor=Actor.HUMAN_PRINCIPAL,
-                reason_code="approved" if approve else "declined",
-                refs={"checkpoint": checkpoint.pk, "approval": checkpoint.pk},
-                payload={
-                    "by": me,
-                    "proposal_hash": seen_hash,
-                    "reason": reason[:300],
-                    "requested_change": change if not approve else {},
-                    **({"approvers": approvers} if approve else {}),
-                },
-                within=within,
-                advance_after=True,
-                run=run,  # read with the checkpoint at expected_revision: the CAS proves it
-            )
+        try:
+            if approve and not granted:
+                result = authority.append(
+                    run_id=str(run.pk),
+                    expected_revision=run.revision,
+                    expected_epoch=None,
+                    type=EventType.APPROVAL_COUNTED,
+                    actor=Actor.HUMAN_PRINCIPAL,
+                    reason_code="approval_counted",
+                    refs={"checkpoint": checkpoint.pk},
+                    payload={
+                        "by": me,
+                        "proposal_hash": seen_hash,
+                        "reason": reason[:300],
+                        "approvals": len(approvers),
+                        "quorum": checkpoint.quorum,
+                    },
+                    within=within,
+                    run=run,  # read with the checkpoint at expected_revision: the CAS proves it
+                )
+            else:
+                result = authority.append(
+                    run_id=str(run.pk),
+                    expected_revision=run.revision,
+                    expected_epoch=None,
+                    type=EventType.APPROVAL_GRANTED if approve else EventType.APPROVAL_DECLINED,
+                    actor=Actor.HUMAN_PRINCIPAL,
+                    reason_code="approved" if approve else "declined",
+                    refs={"checkpoint": checkpoint.pk, "approval": checkpoint.pk},
+                    payload={
+                        "by": me,
+                        "proposal_hash": seen_hash,
+                        "reason": reason[:300],
+                        "requested_change": change if not approve else {},
+                        **({"approvers": approvers} if approve else {}),
+                    },
+                    within=within,
+                    advance_after=True,
+                    run=run,  # read with the checkpoint at expected_revision: the CAS proves it
+                )
+        except _ExpiredMeanwhile:
+            return _refuse(checkpoint, user, "checkpoint_expired", seen_hash)
         if result.applied:
             rows.refresh(checkpoint)
             return DecisionResult(True, checkpoint=checkpoint, counted=approve and not granted)
@@ -463,6 +470,11 @@ def approval_decide(
     if isinstance(outcome, DecisionResult):
         return outcome
     return DecisionResult.refused("busy", None)
+
+
+class _ExpiredMeanwhile(Exception):
+    """A checkpoint's expiry passed between a decision's read and its write: the write's
+    transaction is rolled back and the decision refused as expired."""
 
 
 @telemetry.traced_decision("answer")

@@ -191,3 +191,35 @@ def test_a_question_answered_while_the_run_is_cancelled_names_the_cancellation(
     assert "The run was cancelled by user:lead" in told and "customer withdrew" in told, told
     assert not Decision.objects.filter(checkpoint=cp).exists()
     assert DecisionRefusal.objects.filter(checkpoint=cp, code="run_cancelled").count() == 1
+
+
+@pytest.mark.django_db
+def test_an_approval_whose_checkpoint_expires_while_it_is_recorded_is_refused(
+    world: None, approver: Any
+) -> None:
+    """The approval read the checkpoint live, and its expiry passed before the decision
+    was written (the moment it expires): it is refused as expired and recorded once as
+    late_approval.rejected, never written after the expiry as if in time."""
+    from kernel import clock
+
+    run = make_run(principal="user:operator", advance=True)
+    cp = checkpoint_of(run)
+
+    def expire_now(point: str, _key: str) -> None:
+        if point == "approvals.before_decision_append" and clock.now() < cp.expires_at:
+            clock.advance((cp.expires_at - clock.now()).total_seconds() + 0.001)
+
+    previous = points.install(expire_now)
+    try:
+        response = client_for(approver).post(
+            reverse("approvals-decide", args=[cp.pk]),
+            {"verdict": "approve", "seen_hash": cp.proposal_hash, "reason": "just in time"},
+        )
+    finally:
+        points.install(previous)
+    told = response.content.decode()
+    assert response.status_code == 409, told
+    assert "This checkpoint expired at" in told, told
+    assert not Decision.objects.filter(checkpoint=cp).exists()
+    assert DecisionRefusal.objects.filter(checkpoint=cp, code="checkpoint_expired").count() == 1
+    assert Event.objects.filter(run=run, type="late_approval.rejected").count() == 1
