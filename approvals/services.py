@@ -526,6 +526,8 @@ def clarification_answer(
         )
 
         def within(run_row: Run, event: Any, checkpoint: Checkpoint = checkpoint) -> None:
+            if clock.now() >= checkpoint.expires_at:
+                raise _ExpiredMeanwhile  # as a decision's (approval_decide)
             Decision.objects.create(
                 checkpoint=checkpoint,
                 verdict=Decision.Verdict.ANSWER,
@@ -542,17 +544,20 @@ def clarification_answer(
         # A drill point between the read and the compare-and-set (two tabs answering at
         # once, a cancel committing meanwhile).
         points.reach("approvals.before_answer_append", str(run.pk))
-        result = authority.append(
-            run_id=str(run.pk),
-            expected_revision=run.revision,
-            expected_epoch=None,
-            type=EventType.CLARIFICATION_ANSWERED,
-            actor=Actor.HUMAN_PRINCIPAL,
-            reason_code="answered",
-            refs={"checkpoint": checkpoint.pk, "observation": answer_id},
-            within=within,
-            advance_after=True,
-        )
+        try:
+            result = authority.append(
+                run_id=str(run.pk),
+                expected_revision=run.revision,
+                expected_epoch=None,
+                type=EventType.CLARIFICATION_ANSWERED,
+                actor=Actor.HUMAN_PRINCIPAL,
+                reason_code="answered",
+                refs={"checkpoint": checkpoint.pk, "observation": answer_id},
+                within=within,
+                advance_after=True,
+            )
+        except _ExpiredMeanwhile:
+            return _refuse(checkpoint, user, "checkpoint_expired", "")
         if result.applied:
             return DecisionResult(True, checkpoint=checkpoint)
         if result.busy:

@@ -223,3 +223,29 @@ def test_an_approval_whose_checkpoint_expires_while_it_is_recorded_is_refused(
     assert not Decision.objects.filter(checkpoint=cp).exists()
     assert DecisionRefusal.objects.filter(checkpoint=cp, code="checkpoint_expired").count() == 1
     assert Event.objects.filter(run=run, type="late_approval.rejected").count() == 1
+
+
+@pytest.mark.django_db
+def test_an_answer_whose_question_expires_while_it_is_recorded_is_refused(
+    world: None, operator: Any
+) -> None:
+    from kernel import clock
+
+    cp = _question(operator)
+
+    def expire_now(point: str, _key: str) -> None:
+        if point == "approvals.before_answer_append" and clock.now() < cp.expires_at:
+            clock.advance((cp.expires_at - clock.now()).total_seconds() + 0.001)
+
+    previous = points.install(expire_now)
+    try:
+        response = client_for(operator).post(
+            reverse("approvals-answer", args=[cp.pk]), {"answer": "LOC-N1"}
+        )
+    finally:
+        points.install(previous)
+    told = response.content.decode()
+    assert response.status_code == 409, told
+    assert "This checkpoint expired at" in told, told
+    assert not Decision.objects.filter(checkpoint=cp).exists()
+    assert DecisionRefusal.objects.filter(checkpoint=cp, code="checkpoint_expired").count() == 1
