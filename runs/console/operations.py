@@ -27,6 +27,8 @@ class BulkCancelRow:
     qualification: str
     refusal: str
     state: str
+    # For a run someone cancelled first: who, when and why (services.cancelled_by).
+    note: str = ""
 
 
 def run_cancel_many(
@@ -56,6 +58,7 @@ def run_cancel_many(
             rows.append(BulkCancelRow(run_id, False, "", "not_found", ""))
             continue
         result = services.run_cancel(run_id=run_id, by_ref=by_ref, reason=reason)
+        first = "" if result.applied else services.cancelled_by(run_id)
         rows.append(
             BulkCancelRow(
                 run_id,
@@ -63,6 +66,7 @@ def run_cancel_many(
                 result.qualification if result.applied else "",
                 result.refusal,
                 result.run.state,
+                f"already cancelled by {first}" if first else "",
             )
         )
     return rows

@@ -50,3 +50,54 @@ def test_two_operators_cancelling_one_run_at_once(
     assert "your cancellation was not recorded" in told, told
     # The late attempt is on the run's record once, as a rejected transition.
     assert Event.objects.filter(run=waiting_run, type="transition.rejected").count() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_bulk_cancel_and_a_single_cancel_of_one_run_at_once(
+    world: None, operator: Any, waiting_run: Any
+) -> None:
+    """Each run is cancelled once; whichever came second names the first (the bulk result
+    row of a run someone cancelled first said only ``run_terminal``)."""
+    other = make_user("operator-2", "north", "operator")
+    barrier = threading.Barrier(2, timeout=10)
+    answers: dict[str, Any] = {}
+    single, bulk = client_for(other), client_for(operator)
+
+    def one() -> None:
+        try:
+            barrier.wait()
+            answers["single"] = single.post(
+                reverse("runs-cancel", args=[waiting_run.pk]), {"reason": "single: wrong part"}
+            )
+        finally:
+            connection.close()
+
+    def many() -> None:
+        try:
+            barrier.wait()
+            answers["bulk"] = bulk.post(
+                reverse("runs-bulk-cancel"),
+                {"run": [str(waiting_run.pk)], "reason": "bulk: supplier outage"},
+                follow=True,
+            )
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=one), threading.Thread(target=many)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (cancelled,) = Event.objects.filter(run=waiting_run, type="run.cancelled")
+    result_page = answers["bulk"].content.decode()
+    if cancelled.payload["by"] == "user:operator-2":  # the single cancel came first
+        assert answers["single"].status_code == 302
+        assert "refused" in result_page
+        assert "already cancelled by user:operator-2 at " in result_page, result_page
+        assert "(single: wrong part)" in result_page
+    else:
+        assert answers["single"].status_code == 409
+        told = answers["single"].content.decode()
+        assert "The run was already cancelled by user:operator at " in told, told
+        assert "(bulk: supplier outage)" in told
