@@ -932,9 +932,8 @@ def _withdrawn_by(row: CapabilityVersion) -> str:
     )
     if last is None or last.action != "retire_withdrawn":
         return ""
-    return (
-        f" by {last.reviewer_ref} at {last.created_at:%Y-%m-%d %H:%M:%S} UTC"
-        + (f" ({last.reason})" if last.reason else "")
+    return f" by {last.reviewer_ref} at {last.created_at:%Y-%m-%d %H:%M:%S} UTC" + (
+        f" ({last.reason})" if last.reason else ""
     )
 
 
