@@ -635,13 +635,13 @@ def runs_cancel(request: HttpRequest, run_id: UUID, body: CancelIn) -> Any:
     except runs.RunInputError as exc:
         return Status(400, {"code": f"invalid_{exc.field}", "message": str(exc)})
     if not result.applied:
-        return Status(
-            409,
-            {
-                "code": result.refusal or "not_cancellable",
-                "message": f"The run is {result.run.state} and cannot be cancelled now.",
-            },
+        cancelled = runs.cancelled_by(run.pk)
+        message = (
+            f"The run was already cancelled by {cancelled}; this cancellation was not recorded."
+            if cancelled
+            else f"The run is {result.run.state} and cannot be cancelled now."
         )
+        return Status(409, {"code": result.refusal or "not_cancellable", "message": message})
     return Status(200, _run_out(result.run))
 
 

@@ -24,9 +24,10 @@ from fieldops import points, sql, telemetry
 from kernel import clock, retry
 from kernel.text import bidi_control_refusal
 from runs import authority, evidence
+from runs import services as run_services
 from runs.domain.states import Actor, EventType, State
 from runs.domain.validation import delegated_locations
-from runs.models import Event, Run
+from runs.models import Run
 
 LOST_RESPONSE_NOTE = str(RESERVE_CONTRACT.reconciliation["approver_copy"])
 IDEMPOTENCY_NOTE = (
@@ -167,24 +168,21 @@ class DecisionResult:
         return cls(False, code, message or domain.REFUSALS.get(code, code), checkpoint)
 
 
-def refusal_message(code: str, checkpoint: Checkpoint) -> str:
+def refusal_message(code: str, checkpoint: Checkpoint, *, by_ref: str = "") -> str:
     """The refusal's text with its real cause: who cancelled the run and when, when the
-    checkpoint expired, how many approvals the quorum counted."""
+    checkpoint expired, how many approvals the quorum counted, who decided it first and
+    how (``by_ref``, the person refused, is told when that was themself: another tab)."""
     base = domain.REFUSALS.get(code, code)
+    if code in ("already_decided", "quorum_complete"):
+        told = _decided_by_message(checkpoint, by_ref=by_ref)
+        if told:
+            return told
     if code == "run_cancelled":
-        cancel = (
-            Event.objects.filter(run_id=checkpoint.run_id, type=EventType.RUN_CANCELLED.value)
-            .values("payload", "occurred_at")
-            .first()
-        )
-        if cancel is not None:
-            by = cancel["payload"].get("by", "?")
-            at = clock.parse(cancel["occurred_at"]).strftime("%Y-%m-%d %H:%M:%S")
-            why = cancel["payload"].get("reason", "")
+        cancelled = run_services.cancelled_by(checkpoint.run_id)
+        if cancelled:
             return (
-                f"The run was cancelled by {by} at {at} UTC"
-                + (f" ({why})" if why else "")
-                + "; nothing will be dispatched and no decision is recorded."
+                f"The run was cancelled by {cancelled}; nothing will be dispatched and no "
+                "decision is recorded."
             )
         run = checkpoint.run
         if run.state != State.CANCELLED.value:
@@ -206,6 +204,43 @@ def refusal_message(code: str, checkpoint: Checkpoint) -> str:
         )
         return f"This checkpoint expired at {at} UTC, before your decision.{extra}"
     return base
+
+
+_DECIDED_AS = {
+    Decision.Verdict.APPROVE: "approved",
+    Decision.Verdict.DECLINE: "declined",
+    Decision.Verdict.ANSWER: "answered",
+}
+
+
+def _decided_by_message(checkpoint: Checkpoint, *, by_ref: str) -> str:
+    """Who decided ``checkpoint`` before this attempt, how, when and why (the decision
+    that won a race, or one made earlier): '' when no decision is recorded."""
+    decision = (
+        Decision.objects.filter(checkpoint_id=checkpoint.pk)
+        .values("verdict", "decided_by_ref", "approvers", "reason", "answer", "created_at")
+        .first()
+    )
+    if decision is None:
+        return ""
+    refs = decision["approvers"] or [decision["decided_by_ref"]]
+    who = ", ".join(f"you ({ref})" if ref == by_ref else ref for ref in refs)
+    at = decision["created_at"].strftime("%Y-%m-%d %H:%M:%S")
+    how = _DECIDED_AS.get(decision["verdict"], decision["verdict"].lower())
+    if decision["verdict"] == Decision.Verdict.ANSWER:
+        return (
+            f"This question was already answered by {who} at {at} UTC (“{decision['answer']}”); "
+            "an answer is single use and yours was not recorded."
+        )
+    if checkpoint.quorum > 1 and decision["verdict"] == Decision.Verdict.APPROVE:
+        return (
+            f"The approvals this checkpoint needed are complete: approved by {who}, granted at "
+            f"{at} UTC (“{decision['reason']}”); your approval is not needed and was not counted."
+        )
+    return (
+        f"This checkpoint was already {how} by {who} at {at} UTC (“{decision['reason']}”); "
+        "a decision is single use and yours was not recorded."
+    )
 
 
 def _refuse(
@@ -239,7 +274,8 @@ def _refuse(
             refs={"checkpoint": checkpoint.pk},
             payload={"by": principal_ref_of(user), "seen_hash": seen_hash[: domain.MAX_HASH_CHARS]},
         )
-    return DecisionResult.refused(code, checkpoint, message or refusal_message(code, checkpoint))
+    told = message or refusal_message(code, checkpoint, by_ref=principal_ref_of(user))
+    return DecisionResult.refused(code, checkpoint, told)
 
 
 def is_eligible(user: Any, checkpoint: Checkpoint) -> bool:
@@ -342,6 +378,10 @@ def approval_decide(
 
         def within(run_row: Run, event: Any, checkpoint: Checkpoint = checkpoint) -> None:
             now = clock.now()
+            if now >= checkpoint.expires_at:
+                # The expiry passed between the read and this write (the moment it
+                # expires): the decision is late, and nothing of it is written.
+                raise _ExpiredMeanwhile
             if approve:
                 sql.insert(
                     ApprovalVote(
@@ -375,45 +415,48 @@ def approval_decide(
         # A drill point between the read and the compare-and-set: the fault lab's race of
         # two approvals for the last slot lands the other approval exactly here.
         points.reach("approvals.before_decision_append", str(run.pk))
-        if approve and not granted:
-            result = authority.append(
-                run_id=str(run.pk),
-                expected_revision=run.revision,
-                expected_epoch=None,
-                type=EventType.APPROVAL_COUNTED,
-                actor=Actor.HUMAN_PRINCIPAL,
-                reason_code="approval_counted",
-                refs={"checkpoint": checkpoint.pk},
-                payload={
-                    "by": me,
-                    "proposal_hash": seen_hash,
-                    "reason": reason[:300],
-                    "approvals": len(approvers),
-                    "quorum": checkpoint.quorum,
-                },
-                within=within,
-                run=run,  # read with the checkpoint at expected_revision: the CAS proves it
-            )
-        else:
-            result = authority.append(
-                run_id=str(run.pk),
-                expected_revision=run.revision,
-                expected_epoch=None,
-                type=EventType.APPROVAL_GRANTED if approve else EventType.APPROVAL_DECLINED,
-                actor=Actor.HUMAN_PRINCIPAL,
-                reason_code="approved" if approve else "declined",
-                refs={"checkpoint": checkpoint.pk, "approval": checkpoint.pk},
-                payload={
-                    "by": me,
-                    "proposal_hash": seen_hash,
-                    "reason": reason[:300],
-                    "requested_change": change if not approve else {},
-                    **({"approvers": approvers} if approve else {}),
-                },
-                within=within,
-                advance_after=True,
-                run=run,  # read with the checkpoint at expected_revision: the CAS proves it
-            )
+        try:
+            if approve and not granted:
+                result = authority.append(
+                    run_id=str(run.pk),
+                    expected_revision=run.revision,
+                    expected_epoch=None,
+                    type=EventType.APPROVAL_COUNTED,
+                    actor=Actor.HUMAN_PRINCIPAL,
+                    reason_code="approval_counted",
+                    refs={"checkpoint": checkpoint.pk},
+                    payload={
+                        "by": me,
+                        "proposal_hash": seen_hash,
+                        "reason": reason[:300],
+                        "approvals": len(approvers),
+                        "quorum": checkpoint.quorum,
+                    },
+                    within=within,
+                    run=run,  # read with the checkpoint at expected_revision: the CAS proves it
+                )
+            else:
+                result = authority.append(
+                    run_id=str(run.pk),
+                    expected_revision=run.revision,
+                    expected_epoch=None,
+                    type=EventType.APPROVAL_GRANTED if approve else EventType.APPROVAL_DECLINED,
+                    actor=Actor.HUMAN_PRINCIPAL,
+                    reason_code="approved" if approve else "declined",
+                    refs={"checkpoint": checkpoint.pk, "approval": checkpoint.pk},
+                    payload={
+                        "by": me,
+                        "proposal_hash": seen_hash,
+                        "reason": reason[:300],
+                        "requested_change": change if not approve else {},
+                        **({"approvers": approvers} if approve else {}),
+                    },
+                    within=within,
+                    advance_after=True,
+                    run=run,  # read with the checkpoint at expected_revision: the CAS proves it
+                )
+        except _ExpiredMeanwhile:
+            return _refuse(checkpoint, user, "checkpoint_expired", seen_hash)
         if result.applied:
             rows.refresh(checkpoint)
             return DecisionResult(True, checkpoint=checkpoint, counted=approve and not granted)
@@ -427,6 +470,11 @@ def approval_decide(
     if isinstance(outcome, DecisionResult):
         return outcome
     return DecisionResult.refused("busy", None)
+
+
+class _ExpiredMeanwhile(Exception):
+    """A checkpoint's expiry passed between a decision's read and its write: the write's
+    transaction is rolled back and the decision refused as expired."""
 
 
 @telemetry.traced_decision("answer")
@@ -462,12 +510,9 @@ def clarification_answer(
         if bidi_control_refusal(answer):
             told = domain.bidi_control_message(answer, what="an answer")
             return _refuse(checkpoint, user, "bidi_control", "", told)
-        if (
-            checkpoint.status != Checkpoint.Status.PENDING
-            or run.waiting_checkpoint != (checkpoint.pk)
-            or checkpoint.expires_at <= clock.now()
-        ):
-            return _refuse(checkpoint, user, "run_not_waiting", "")
+        late = _answer_too_late(checkpoint, run)
+        if late is not None:
+            return _refuse(checkpoint, user, late, "")
         answer_id = evidence.store(
             run_id=str(run.pk),
             kind="answer",
@@ -481,6 +526,8 @@ def clarification_answer(
         )
 
         def within(run_row: Run, event: Any, checkpoint: Checkpoint = checkpoint) -> None:
+            if clock.now() >= checkpoint.expires_at:
+                raise _ExpiredMeanwhile  # as a decision's (approval_decide)
             Decision.objects.create(
                 checkpoint=checkpoint,
                 verdict=Decision.Verdict.ANSWER,
@@ -494,17 +541,23 @@ def clarification_answer(
                 status=Checkpoint.Status.ANSWERED, closed_at=clock.now()
             )
 
-        result = authority.append(
-            run_id=str(run.pk),
-            expected_revision=run.revision,
-            expected_epoch=None,
-            type=EventType.CLARIFICATION_ANSWERED,
-            actor=Actor.HUMAN_PRINCIPAL,
-            reason_code="answered",
-            refs={"checkpoint": checkpoint.pk, "observation": answer_id},
-            within=within,
-            advance_after=True,
-        )
+        # A drill point between the read and the compare-and-set (two tabs answering at
+        # once, a cancel committing meanwhile).
+        points.reach("approvals.before_answer_append", str(run.pk))
+        try:
+            result = authority.append(
+                run_id=str(run.pk),
+                expected_revision=run.revision,
+                expected_epoch=None,
+                type=EventType.CLARIFICATION_ANSWERED,
+                actor=Actor.HUMAN_PRINCIPAL,
+                reason_code="answered",
+                refs={"checkpoint": checkpoint.pk, "observation": answer_id},
+                within=within,
+                advance_after=True,
+            )
+        except _ExpiredMeanwhile:
+            return _refuse(checkpoint, user, "checkpoint_expired", "")
         if result.applied:
             return DecisionResult(True, checkpoint=checkpoint)
         if result.busy:
@@ -517,6 +570,21 @@ def clarification_answer(
     if isinstance(outcome, DecisionResult):
         return outcome
     return DecisionResult.refused("busy", None)
+
+
+def _answer_too_late(checkpoint: Checkpoint, run: Run) -> str | None:
+    """Why an answer to ``checkpoint`` can no longer be recorded, each cause its own code
+    (the message then names who answered it, who cancelled the run, when it expired), or
+    None while the run waits for it."""
+    if checkpoint.status == Checkpoint.Status.ANSWERED:
+        return "already_decided"
+    if checkpoint.status == Checkpoint.Status.CANCELLED or run.state == State.CANCELLED.value:
+        return "run_cancelled"
+    if checkpoint.status == Checkpoint.Status.EXPIRED or checkpoint.expires_at <= clock.now():
+        return "checkpoint_expired"
+    if checkpoint.status != Checkpoint.Status.PENDING or run.waiting_checkpoint != checkpoint.pk:
+        return "run_not_waiting"
+    return None
 
 
 @telemetry.traced_decision("expire")

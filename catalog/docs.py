@@ -90,7 +90,9 @@ def versions_md() -> str:
         "`retire_requested`, another confirms) when any of these holds (the "
         "confirmation binds the request the retire page showed: one sent from a page "
         "loaded before that request, or after it was withdrawn, is refused "
-        "`retirement_request_changed`, so two admins who press *Request retirement* at "
+        "`retirement_request_changed`, naming who withdrew it, when and why, as a second "
+        "withdrawal of the same request is (`tests/catalog/test_retire_at_once.py`), so "
+        "two admins who press *Request retirement* at "
         "the same moment do not retire the version):\n\n"
         + risks_sheet()
         + "\nA run pinned to a retired version is denied `capability_retired` at "

@@ -866,8 +866,8 @@ def capability_decide(
             if confirms and not pending:
                 raise Refusal(
                     "retirement_request_changed",
-                    "the retirement request you were confirming was withdrawn: read the "
-                    "retire page again",
+                    f"the retirement request you were confirming was withdrawn"
+                    f"{_withdrawn_by(row)}: read the retire page again",
                 )
             if row.retire_requested_by_id is None:
                 return _retirement_request(row, user=user, reason=reason, details=details)
@@ -921,6 +921,22 @@ def _retirement_request(
     return row
 
 
+def _withdrawn_by(row: CapabilityVersion) -> str:
+    """Who withdrew the retirement request of ``row``, when and why (" by user:x at … UTC
+    (reason)") when its latest retirement decision (a request, a withdrawal, the
+    retirement) is a withdrawal: who took away the request a page showed; '' otherwise."""
+    last = (
+        row.decisions.filter(action__in=("retire_requested", "retire_withdrawn", "retire"))
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    if last is None or last.action != "retire_withdrawn":
+        return ""
+    return f" by {last.reviewer_ref} at {last.created_at:%Y-%m-%d %H:%M:%S} UTC" + (
+        f" ({last.reason})" if last.reason else ""
+    )
+
+
 def capability_retire_withdraw(*, version_id: int, user: Any, reason: str) -> CapabilityVersion:
     """Withdraw a pending two-person retirement request (the requester or any catalog
     admin); record ``retire_withdrawn`` with who asked, when, and who withdrew it.
@@ -932,9 +948,12 @@ def capability_retire_withdraw(*, version_id: int, user: Any, reason: str) -> Ca
     with transaction.atomic():
         row = _locked(version_id)
         if row.retire_requested_by_id is None or row.lifecycle == Lifecycle.RETIRED:
+            withdrawn = _withdrawn_by(row) if row.lifecycle != Lifecycle.RETIRED else ""
             raise Refusal(
                 "no_retirement_request",
-                f"no retirement of {row.ref} is waiting for confirmation; nothing to withdraw",
+                f"no retirement of {row.ref} is waiting for confirmation"
+                + (f"; the last request was withdrawn{withdrawn}" if withdrawn else "")
+                + "; nothing to withdraw",
             )
         details = {
             "requested_by": reviewer_ref(row.retire_requested_by),

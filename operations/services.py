@@ -310,8 +310,15 @@ def operation_move(*, operation_id: Any, tenant: str, action: str, by_ref: str) 
     with transaction.atomic():
         operation = Operation.objects.select_for_update().get(pk=operation_id, tenant=tenant)
         if operation.status not in allowed:
+            # Who moved it there (another operator at the same moment, say), when.
+            last = operation.events.order_by("-at", "-id").first()
+            by = (
+                f" ({last.type} by {last.by} at {last.at:%Y-%m-%d %H:%M:%S} UTC)"
+                if last is not None and last.type in ("paused", "resumed", "cancelled")
+                else ""
+            )
             raise OperationInputError(
-                "action", f"the operation is {operation.status}: cannot {action}"
+                "action", f"the operation is {operation.status}{by}: cannot {action}"
             )
         operation.status = target
         fields = ["status"]

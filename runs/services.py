@@ -29,7 +29,7 @@ from runs.domain.events import RunConfig
 from runs.domain.states import Actor, EventType, State, is_terminal
 from runs.domain.task import CONTRACT_VERSION, POLICY_VERSION
 from runs.engine.inputs import pinned_ref
-from runs.models import EffectAttempt, Evidence, Run, RunStartKey
+from runs.models import EffectAttempt, Event, Evidence, Run, RunStartKey
 from runs.policies import vocabularies
 
 DEFAULT_OBJECTIVE = (
@@ -444,6 +444,22 @@ def run_cancel(
     return CancelResult(False, Run.objects.get(pk=run_id), "", "busy")
 
 
+def cancelled_by(run_id: Any) -> str:
+    """Who cancelled ``run_id``, when and why ("user:lead at 2026-12-07 01:30:00 UTC
+    (customer withdrew)"), read from its ``run.cancelled`` event; '' for a run never
+    cancelled. What a later attempt to decide, answer or cancel it is told."""
+    cancel = (
+        Event.objects.filter(run_id=run_id, type=EventType.RUN_CANCELLED.value)
+        .values("payload", "occurred_at")
+        .first()
+    )
+    if cancel is None:
+        return ""
+    at = clock.parse(cancel["occurred_at"]).strftime("%Y-%m-%d %H:%M:%S")
+    why = cancel["payload"].get("reason", "")
+    return f"{cancel['payload'].get('by', '?')} at {at} UTC" + (f" ({why})" if why else "")
+
+
 def _cancel_once(
     *, run_id: str, by_ref: str, reason: str, actor: Actor, expected_revision: int | None
 ) -> CancelResult | None:
@@ -584,12 +600,23 @@ def run_cancel_many(
     return out
 
 
-def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reason: str) -> Run:
+def run_budget_change(
+    *,
+    run_id: str,
+    by_ref: str,
+    budget: str,
+    limit: int,
+    reason: str,
+    shown_limit: int | None = None,
+) -> Run:
     """Record an operator's budget.changed decision (never below what is already used).
 
     Raise RunInputError on bad input (nothing written) and, with ``field`` ``run``, when the
     run has ended: the authority then recorded the request as ``transition.rejected``
-    (a late change is recorded as rejected, as a late cancellation is).
+    (a late change is recorded as rejected, as a late cancellation is). ``shown_limit`` is
+    the budget's limit the operator's page showed (the run page's form sends it; None binds
+    nothing): when the limit is another now (a colleague's change, the same form sent
+    twice), nothing is written and the refusal (``field`` ``run``) names who set it.
     """
     reason = clean_reason(reason, what="a budget change")
     if budget not in {b.value for b in Budget}:
@@ -600,6 +627,9 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
     def attempt() -> Run | None:
         run = Run.objects.get(pk=run_id)
         # An ended run's refusal is the authority's to record (transition.rejected).
+        current = int(run.budget_limits.get(budget, 0))
+        if shown_limit is not None and current != shown_limit and not is_terminal(run.state):
+            raise RunInputError("run", _budget_moved(run, budget, current, shown_limit, by_ref))
         if not is_terminal(run.state) and limit < run.counters.get(budget, 0):
             raise RunInputError("limit", f"{budget} already used {run.counters[budget]}")
         result = authority.append(
@@ -635,6 +665,30 @@ def run_budget_change(*, run_id: str, by_ref: str, budget: str, limit: int, reas
     if isinstance(outcome, Run):
         return outcome
     raise RunInputError("run", "the run kept changing; nothing was recorded, try again")
+
+
+def _budget_moved(run: Run, budget: str, current: int, shown: int, by_ref: str) -> str:
+    """The refusal of a budget change decided on a page that showed ``shown``: the limit
+    is ``current`` now, set by whom, when and why (its latest ``budget.changed``)."""
+    last = (
+        Event.objects.filter(
+            run_id=run.pk, type=EventType.BUDGET_CHANGED.value, payload__limits__has_key=budget
+        )
+        .order_by("-sequence")
+        .values("payload", "occurred_at")
+        .first()
+    )
+    by = ""
+    if last is not None:
+        who = str(last["payload"].get("by", "?"))
+        who = f"you ({who})" if who == by_ref else who
+        at = clock.parse(last["occurred_at"]).strftime("%Y-%m-%d %H:%M:%S")
+        why = last["payload"].get("reason", "")
+        by = f", set by {who} at {at} UTC" + (f" ({why})" if why else "")
+    return (
+        f"the {budget} limit is {current} now{by}; your page showed {shown}. Nothing was "
+        "recorded: reload the run to decide on the limit it has now"
+    )
 
 
 def run_follow_up(

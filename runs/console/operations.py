@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kernel import clock
 from runs import outbox, services
-from runs.domain.states import State, is_terminal
+from runs.domain.states import EventType, State, is_terminal
 from runs.engine import effects as effect_steps
-from runs.models import EffectAttempt, Run
+from runs.models import EffectAttempt, Event, Run
 
 BULK_CANCEL_LIMIT = 100
 
@@ -26,6 +27,8 @@ class BulkCancelRow:
     qualification: str
     refusal: str
     state: str
+    # For a run someone cancelled first: who, when and why (services.cancelled_by).
+    note: str = ""
 
 
 def run_cancel_many(
@@ -55,6 +58,7 @@ def run_cancel_many(
             rows.append(BulkCancelRow(run_id, False, "", "not_found", ""))
             continue
         result = services.run_cancel(run_id=run_id, by_ref=by_ref, reason=reason)
+        first = "" if result.applied else services.cancelled_by(run_id)
         rows.append(
             BulkCancelRow(
                 run_id,
@@ -62,6 +66,7 @@ def run_cancel_many(
                 result.qualification if result.applied else "",
                 result.refusal,
                 result.run.state,
+                f"already cancelled by {first}" if first else "",
             )
         )
     return rows
@@ -89,6 +94,31 @@ def _valid_uuids(values: Iterable[str]) -> list[str]:
     return out
 
 
+def _resolved_by(attempt: EffectAttempt) -> str:
+    """The refusal of a reconciliation of an attempt already resolved: its outcome, and,
+    when a reconciliation resolved it, who recorded it and when; nothing is recorded."""
+    event = (
+        Event.objects.filter(
+            run_id=attempt.run_id,
+            type=EventType.EFFECT_RECONCILED.value,
+            refs__attempt=attempt.pk,
+        )
+        .order_by("-sequence")
+        .values("payload", "occurred_at")
+        .first()
+    )
+    if event is None:
+        return f"already resolved: {attempt.status}; nothing was recorded"
+    by = str(event["payload"].get("by", "?"))
+    who = "harness (the sweeper)" if by == "harness" else by
+    at = clock.parse(event["occurred_at"]).strftime("%Y-%m-%d %H:%M:%S")
+    return (
+        f"already reconciled by {who} at {at} UTC: {attempt.status}"
+        + (f" ({attempt.detail})" if attempt.detail else "")
+        + "; nothing was recorded"
+    )
+
+
 @dataclass(frozen=True)
 class ReconcileOutcome:
     attempt: EffectAttempt
@@ -108,8 +138,14 @@ def effect_attempt_reconcile(*, attempt_id: str, tenant: str, by_ref: str) -> Re
     run = attempt.run
     if is_terminal(run.state):
         if not attempt.unresolved:
-            return ReconcileOutcome(attempt, "refused", f"already resolved: {attempt.status}")
-        resolved = effect_steps.obligation_reconcile(attempt_id=attempt.pk, by_ref=by_ref)
+            return ReconcileOutcome(attempt, "refused", _resolved_by(attempt))
+        resolved, recorded = effect_steps.obligation_reconcile_recorded(
+            attempt_id=attempt.pk, by_ref=by_ref
+        )
+        if not recorded and not resolved.unresolved:
+            # Someone else recorded it between this read and this record (a colleague, the
+            # sweeper): say who, not that this request reconciled it.
+            return ReconcileOutcome(resolved, "refused", _resolved_by(resolved))
         return ReconcileOutcome(resolved, "reconciled", resolved.detail or resolved.status)
     if run.state == State.RECOVERING.value:
         outbox.rearm(str(run.pk))

@@ -234,6 +234,8 @@ def _detail_context(request: AuthedHtmxRequest, run: Any, **extra: Any) -> dict[
         "kinds": run_selectors.TIMELINE_KINDS,
         "diagram": diagram.state_diagram_svg(run.state, title=diagram.state_description(run.state)),
         "budgets": [b.value for b in Budget],
+        # Each budget's limit as this page shows it: the form sends them back (shown_*).
+        "budget_shown": [(b.value, int(run.budget_limits.get(b.value, 0))) for b in Budget],
         "budget_limit_max": services.BUDGET_LIMIT_MAX,
         # One key per rendered follow-up form: submitted twice, it starts one run.
         "follow_up_key": uuid.uuid4().hex,
@@ -290,6 +292,15 @@ def runs_cancel(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
             "Try again in a few seconds.",
             back=back,
         )
+    cancelled = services.cancelled_by(run.pk) if not result.applied else ""
+    if cancelled:
+        # Another cancellation came first (a colleague's, a bulk cancel): say whose.
+        return conflict(
+            request,
+            f"The run was already cancelled by {cancelled}; your cancellation was not "
+            "recorded (the attempt is on the run's record as rejected).",
+            back=back,
+        )
     if not result.applied:
         return conflict(
             request,
@@ -336,13 +347,20 @@ def runs_budget(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     # and a limit longer than the ceiling's digits is refused before it is converted.
     plain = raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 12
     limit = int(raw_limit) if plain else -1
+    budget = request.POST.get("budget", "")
+    # The limit the page showed for that budget (its form carries each one): a change
+    # decided on a limit that moved since (a colleague's, this form sent twice) is refused.
+    raw_shown = request.POST.get(f"shown_{budget}", "") if budget.isidentifier() else ""
+    plain_shown = raw_shown.isascii() and raw_shown.isdigit() and len(raw_shown) <= 12
+    shown = int(raw_shown) if plain_shown else None
     try:
         services.run_budget_change(
             run_id=str(run.pk),
             by_ref=principal_ref_of(request.user),
-            budget=request.POST.get("budget", ""),
+            budget=budget,
             limit=limit,
             reason=request.POST.get("reason", ""),
+            shown_limit=shown,
         )
     except services.RunInputError as exc:
         if exc.field == "run":

@@ -16,7 +16,7 @@ from django.db import OperationalError, connection, transaction
 from approvals import services as approvals
 from capabilities import ports, registry, reserve_part
 from capabilities.base import CallOutcome, ErrorCode, Invocation
-from fieldops import sql
+from fieldops import points, sql
 from fieldops.db import lock_wait_failed
 from kernel import clock
 from runs import authority, evidence, rows
@@ -468,10 +468,19 @@ def obligation_reconcile(*, attempt_id: str, by_ref: str = "harness") -> EffectA
     of the key in progress) or a ledger still unavailable records nothing new; the sweeper
     asks again.
     """
+    return obligation_reconcile_recorded(attempt_id=attempt_id, by_ref=by_ref)[0]
+
+
+def obligation_reconcile_recorded(
+    *, attempt_id: str, by_ref: str = "harness"
+) -> tuple[EffectAttempt, bool]:
+    """``obligation_reconcile``, and whether this call recorded the outcome (False when
+    the ledger proved nothing new, or someone else recorded it meanwhile: a colleague,
+    the sweeper)."""
     attempt = EffectAttempt.objects.select_related("run").get(pk=attempt_id)
     run = attempt.run
     if not is_terminal(run.state) or AttemptStatus(attempt.status) not in effects.RECONCILABLE:
-        return attempt
+        return attempt, False
     world = ports.for_run(run.namespace, str(run.pk), run.fault_plan)
     found = reserve_part.reconcile(
         key=attempt.idempotency_key,
@@ -481,8 +490,10 @@ def obligation_reconcile(*, attempt_id: str, by_ref: str = "harness") -> EffectA
     )
     resolution = effects.resolve_reconciliation(found.outcome)
     if resolution is None or resolution.status.value == attempt.status:
-        return attempt
-    obligation_record(
+        return attempt, False
+    # A drill point between the ledger's answer and its record (two operators at once).
+    points.reach("effects.before_obligation_record", str(run.pk))
+    recorded = obligation_record(
         attempt=attempt,
         resolution=resolution,
         effect=found.effect,
@@ -490,7 +501,7 @@ def obligation_reconcile(*, attempt_id: str, by_ref: str = "harness") -> EffectA
         by_ref=by_ref,
     )
     attempt.refresh_from_db()
-    return attempt
+    return attempt, recorded
 
 
 def _intent_for_attempt(attempt: EffectAttempt) -> dict[str, Any]:

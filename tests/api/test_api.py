@@ -177,6 +177,10 @@ def test_an_operator_starts_reads_and_cancels_a_run(world, operator, approver):
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "CANCELLED"
     again = call("POST", f"/runs/{run_id}/cancel", auth, {"reason": "again"})
     assert again.status_code == 409
+    # Whoever cancelled first is named (two clients cancelling at once hear the same).
+    told = again.json()["message"]
+    assert told.startswith("The run was already cancelled by user:operator at "), told
+    assert "(not needed)" in told and "was not recorded" in told
     # An approver without the operator role may read the run but not start or cancel one.
     assert call("POST", "/runs", bearer(approver), {}).status_code == 403
     bad = call("POST", "/runs", auth, {"equipment_id": "nope"})

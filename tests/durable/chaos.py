@@ -37,8 +37,11 @@ from tests.durable.conftest import Cluster
 
 START_FORM = {"scenario": "reservation", "equipment_id": "EQ-17", "location_id": "LOC-N1"}
 SEEN_HASH = re.compile(r'name="seen_hash" value="([0-9a-f]{64})"')
-# The 409 page of a refused cancel names the state the run was in (runs/console/runs_views.py).
-CANCEL_REFUSED_IN = re.compile(r"The run is ([A-Z_]+) and cannot be cancelled now")
+# The 409 page of a refused cancel names the state the run was in, or who cancelled it
+# first (runs/console/runs_views.py).
+CANCEL_REFUSED_IN = re.compile(
+    r"The run (?:is ([A-Z_]+) and cannot be cancelled now|was already cancelled by)"
+)
 
 
 def children_of(pid: int) -> list[int]:
@@ -379,7 +382,7 @@ class Desk:
         response = self.operator.post(f"/runs/{run_id}/cancel/", {"reason": "chaos: operator"})
         refused_in = CANCEL_REFUSED_IN.search(response.body) if response.status == 409 else None
         # A refused cancel is counted with the state it met (mostly a run that had ended).
-        action = f"cancel ({refused_in.group(1)})" if refused_in else "cancel"
+        action = f"cancel ({refused_in.group(1) or 'CANCELLED'})" if refused_in else "cancel"
         self._note(action, response.status, run_id)
 
 

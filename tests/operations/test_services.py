@@ -111,7 +111,10 @@ def test_pause_stops_before_the_next_item_and_resume_finishes_each_item_once(wor
     )
     assert services.operation_advance(operation_id=operation.pk) == Status.PAUSED
     assert OperationItem.objects.filter(operation=operation, result=ItemResult.PENDING).count() == 4
-    with pytest.raises(services.OperationInputError, match="paused: cannot pause"):
+    with pytest.raises(
+        services.OperationInputError,
+        match=r"is paused \(paused by user:\w+ at [0-9: -]+ UTC\): cannot pause",
+    ):
         services.operation_move(
             operation_id=operation.pk, tenant="north", action="pause", by_ref="x"
         )

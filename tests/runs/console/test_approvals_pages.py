@@ -183,7 +183,10 @@ def test_a_used_approval_is_refused(as_approver: Client, waiting_run: Run) -> No
     assert _decide(as_approver, checkpoint).status_code == 302
     again = _decide(as_approver, checkpoint)
     assert again.status_code == 409
-    assert "already decided" in again.content.decode()
+    # It names the decision that used it: here the same approver's own, from before.
+    assert "This checkpoint was already approved by you (user:approver) at " in (
+        again.content.decode()
+    )
     assert Decision.objects.count() == 1
 
 
