@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -41,3 +42,29 @@ def test_an_approver_reading_a_run_is_offered_no_link_into_recovery(
     link = operator_page.locator('main a[href^="/recovery/"]').first
     link.click()
     expect(operator_page.get_by_role("heading", name="Ledger records")).to_be_visible()
+
+
+def test_a_search_that_is_not_a_run_id_offers_no_action_on_its_selection(
+    live_server: Any, new_page: Any, completed: Run
+) -> None:
+    """A search for "pump-7" (not hexadecimal) says a run id is hexadecimal, yet the list
+    still offered "export CSV", "export JSON" and "Cancel every run matching this
+    filter…", each ending on the 400 page ("…or a prefix).."). The list offers none of
+    them until the search is a run id, and the 400 page ends its sentence once."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.get_by_label("Run id").fill("pump-7")
+    page.get_by_label("Run id").press("Enter")
+    expect(page).to_have_url(re.compile(r"q=pump-7"))
+    table = page.locator("#run-table")
+    expect(table.get_by_role("alert")).to_have_text(
+        "A run id is hexadecimal (a full id or a prefix)."
+    )
+    expect(table.get_by_role("link", name="export CSV")).to_have_count(0)
+    expect(table.get_by_role("link", name="export JSON")).to_have_count(0)
+    expect(page.locator("#cancel-by-filter")).to_have_count(0)
+    page.goto(f"{live_server.url}/operations/cancel/?q=pump-7")
+    expect(page.get_by_role("alert")).to_contain_text(
+        "A run id is hexadecimal (a full id or a prefix)."
+    )
+    expect(page.get_by_role("alert")).not_to_contain_text("prefix)..")
