@@ -50,6 +50,25 @@ document.addEventListener("htmx:afterRequest", function () {
   });
 });
 
+// A read the user asked for (a filter form's Apply, a timeline page or kind link: an
+// hx-get sent by a form or a link) marks the region it will replace busy until the answer
+// arrives: on a slow server the click is seen to be taken (fieldops.css dims the region
+// after a short delay, so a quick answer does not flicker). Polls are left out. The
+// region is usually replaced by the answer; a refused or failed request unmarks it.
+document.addEventListener("htmx:beforeRequest", function (event) {
+  const elt = event.detail.elt;
+  const target = event.detail.target;
+  if (!(elt instanceof Element) || !elt.matches("form[hx-get], a[hx-get]") || !target) return;
+  target.setAttribute("aria-busy", "true");
+  target.setAttribute("data-loading", "");
+});
+document.addEventListener("htmx:afterRequest", function (event) {
+  const target = event.detail.target;
+  if (!target || !target.hasAttribute("data-loading")) return;
+  target.removeAttribute("aria-busy");
+  target.removeAttribute("data-loading");
+});
+
 // A block that scrolls (pre.json: overflow auto, max-height; a .table-scroll box around a
 // table wider than a phone) is a tab stop, so a keyboard user can reach it and scroll it
 // with the arrow keys; one that fits needs no tab stop. Measured again when a <details>

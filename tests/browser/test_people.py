@@ -1,5 +1,5 @@
-"""The console used the way people use it: a page offers no link its reader's roles refuse
-(a click that ends on the 403 page) and no action on a selection it refused."""
+"""The console used the way people use it: a slow answer is seen to be on its way, and a
+page offers no link its reader's roles refuse (a click that ends on the 403 page)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,55 @@ def completed(operator: Any, approver: Any) -> Run:
     approve(run, approver)
     assert run.state == "COMPLETED"
     return run
+
+
+def test_a_filter_whose_answer_is_slow_marks_the_list_busy_until_it_arrives(
+    live_server: Any, new_page: Any, completed: Run
+) -> None:
+    """Apply on a slow server changed nothing on the page until the answer came: no sign
+    the click was taken, so people clicked again or left. The list it will replace is
+    marked busy (dimmed, aria-busy) while the request is out, and no longer after."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    table = page.locator("#run-table")
+    expect(table).to_contain_text(completed.short_id)
+    held: list[Any] = []
+    page.route(re.compile(r"/\?.*state=COMPLETED"), lambda route: held.append(route))
+    page.get_by_label("State").select_option("COMPLETED")
+    page.get_by_role("button", name="Apply").click()
+    for _ in range(50):
+        if held:
+            break
+        page.wait_for_timeout(100)
+    assert held, "the filter request was never sent"
+    expect(table).to_have_attribute("aria-busy", "true")
+    page.wait_for_timeout(600)  # past the short delay that keeps a quick answer from flickering
+    assert float(table.evaluate("el => getComputedStyle(el).opacity")) < 1
+    held[0].continue_()
+    expect(page).to_have_url(re.compile(r"state=COMPLETED"))
+    expect(table).not_to_have_attribute("aria-busy", "true")
+    expect(table).to_contain_text(completed.short_id)
+    assert float(table.evaluate("el => getComputedStyle(el).opacity")) == 1
+
+
+def test_a_timeline_page_whose_answer_is_slow_marks_the_timeline_busy(
+    live_server: Any, new_page: Any, completed: Run
+) -> None:
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{completed.pk}/")
+    held: list[Any] = []
+    page.route(re.compile(r"kind=transitions"), lambda route: held.append(route))
+    page.locator("#timeline-kind-transitions").click()
+    for _ in range(50):
+        if held:
+            break
+        page.wait_for_timeout(100)
+    assert held, "the timeline request was never sent"
+    expect(page.locator("#run-live")).to_have_attribute("aria-busy", "true")
+    held[0].continue_()
+    expect(page).to_have_url(re.compile(r"kind=transitions"))
+    expect(page.locator("#run-live")).not_to_have_attribute("aria-busy", "true")
 
 
 def test_an_approver_reading_a_run_is_offered_no_link_into_recovery(
