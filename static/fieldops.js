@@ -261,12 +261,14 @@ document.addEventListener("htmx:afterSettle", function () {
   scrollBefore.clear();
 });
 
-// A request sent by a form (a fault-lab Run, a filter) that the server refuses (a stale
-// CSRF token after signing in elsewhere: the 403 page; a 400, 404, 409 or 500 page) is not
-// swapped by htmx, so the page showed nothing at all. Say what the server's page says, in
-// one alert at the top of the content with a link to reload, as text only (nothing of
-// the answer is inserted as HTML). Focus stays on the control (see restoreFocus); polls
-// are left out: the next poll tries again. The next request a form sends clears it.
+// A request a person sent (a form: a fault-lab Run, a filter; a timeline link) that the
+// server refuses (a stale CSRF token after signing in elsewhere: the 403 page; a 400, 404,
+// 409 or 500 page) is not swapped by htmx, and one that gets no answer at all (the
+// connection dropped, the server restarting) ends with nothing to swap: the page showed
+// nothing at all. Say what the server's page says, or that no answer came, in one alert
+// at the top of the content with a link to reload, as text only (nothing of the answer is
+// inserted as HTML). Focus stays on the control (see restoreFocus); polls are left out:
+// the next poll tries again. The next request a person sends clears it.
 function refusalText(xhr) {
   const doc = new DOMParser().parseFromString(xhr.responseText || "", "text/html");
   const card = doc.querySelector("main [role=alert]") || doc.querySelector("main");
@@ -277,20 +279,18 @@ function refusalText(xhr) {
   const title = heading ? heading.textContent.trim() : "HTTP " + xhr.status;
   return [title].concat(lines.filter(Boolean));
 }
-function sentByForm(event) {
+const NO_ANSWER = [
+  "No answer from the server",
+  "The request could not reach the server or its answer was lost (the connection dropped or the server is restarting).",
+  "Reload this page to see what is recorded before you send it again.",
+];
+function sentByPerson(event) {
   const elt = event.detail.elt;
-  return elt instanceof Element && elt.closest("form") !== null;
+  return elt instanceof Element && (elt.closest("form") !== null || elt.matches("a[hx-get]"));
 }
-document.addEventListener("htmx:beforeRequest", function (event) {
-  if (!sentByForm(event)) return;
-  const old = document.getElementById("request-refused");
-  if (old) old.remove();
-});
-document.addEventListener("htmx:responseError", function (event) {
-  if (!sentByForm(event)) return;
+function showRefusal(lines) {
   const main = document.getElementById("main");
   if (!main) return;
-  const lines = refusalText(event.detail.xhr);
   const box = document.createElement("div");
   box.id = "request-refused";
   box.className = "card conflict";
@@ -311,6 +311,17 @@ document.addEventListener("htmx:responseError", function (event) {
   const old = document.getElementById("request-refused");
   if (old) old.remove();
   main.insertBefore(box, main.firstChild);
+}
+document.addEventListener("htmx:beforeRequest", function (event) {
+  if (!sentByPerson(event)) return;
+  const old = document.getElementById("request-refused");
+  if (old) old.remove();
+});
+document.addEventListener("htmx:responseError", function (event) {
+  if (sentByPerson(event)) showRefusal(refusalText(event.detail.xhr));
+});
+document.addEventListener("htmx:sendError", function (event) {
+  if (sentByPerson(event)) showRefusal(NO_ANSWER);
 });
 
 // A filter form that htmx applies pushes its URL (runs, approvals, catalog, routing): each

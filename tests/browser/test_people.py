@@ -1,5 +1,6 @@
-"""The console used the way people use it: a slow answer is seen to be on its way, and a
-page offers no link its reader's roles refuse (a click that ends on the 403 page)."""
+"""The console used the way people use it: a slow answer is seen to be on its way, one
+that never comes or is refused is said, a page offers no link its reader's roles refuse
+(a click that ends on the 403 page) and no action on a selection it refused."""
 
 from __future__ import annotations
 
@@ -91,6 +92,56 @@ def test_an_approver_reading_a_run_is_offered_no_link_into_recovery(
     link = operator_page.locator('main a[href^="/recovery/"]').first
     link.click()
     expect(operator_page.get_by_role("heading", name="Ledger records")).to_be_visible()
+
+
+def test_a_filter_that_cannot_reach_the_server_says_so_instead_of_nothing(
+    live_server: Any, new_page: Any, completed: Run
+) -> None:
+    """The connection drops (a laptop off the VPN, the server restarting) and Apply is
+    pressed: htmx gets no answer at all, and the page did nothing, the list still under
+    the old filter as if it had been applied. It says the server was not reached."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.route(
+        re.compile(r"/\?.*state=COMPLETED"), lambda route: route.abort("internetdisconnected")
+    )
+    page.get_by_label("State").select_option("COMPLETED")
+    page.get_by_role("button", name="Apply").click()
+    refusal = page.locator("#request-refused")
+    expect(refusal).to_be_visible()
+    expect(refusal).to_have_attribute("role", "alert")
+    expect(refusal).to_contain_text("No answer from the server")
+    expect(refusal.get_by_role("link", name="Reload this page")).to_be_visible()
+    expect(page.locator("#run-table")).not_to_have_attribute("aria-busy", "true")
+    expect(page.get_by_role("button", name="Apply")).to_be_focused()
+    page.unroute(re.compile(r"/\?.*state=COMPLETED"))
+    page.get_by_role("button", name="Apply").click()  # sent again, answered: the alert goes
+    expect(page).to_have_url(re.compile(r"state=COMPLETED"))
+    expect(refusal).to_have_count(0)
+
+
+def test_a_timeline_link_refused_by_the_server_says_so_instead_of_nothing(
+    live_server: Any, new_page: Any, completed: Run
+) -> None:
+    """A timeline link (not in a form) whose answer is an error page: htmx swaps no error,
+    and the click did nothing visible. It says what the server's page says."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{completed.pk}/")
+    page.route(
+        re.compile(r"kind=transitions"),
+        lambda route: route.fulfill(
+            status=500,
+            content_type="text/html",
+            body="<main><section role=alert><h1>500 · Something failed on our side</h1>"
+            "<p>The request did not complete.</p></section></main>",
+        ),
+    )
+    page.locator("#timeline-kind-transitions").click()
+    refusal = page.locator("#request-refused")
+    expect(refusal).to_be_visible()
+    expect(refusal).to_contain_text("500 · Something failed on our side")
+    expect(page.locator("#run-live")).not_to_have_attribute("aria-busy", "true")
 
 
 def test_a_search_that_is_not_a_run_id_offers_no_action_on_its_selection(
