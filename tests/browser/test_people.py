@@ -168,3 +168,41 @@ def test_a_search_that_is_not_a_run_id_offers_no_action_on_its_selection(
         "A run id is hexadecimal (a full id or a prefix)."
     )
     expect(page.get_by_role("alert")).not_to_contain_text("prefix)..")
+
+
+def test_the_second_catalog_admin_finds_a_requested_retirement_from_the_catalog(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    """A risky retirement needs a second catalog admin, but only the version's own pages
+    said one was requested: the catalog list, where the second admin starts, showed the
+    row as any admitted version. The row says so and leads to the retire page."""
+    from catalog.models import CapabilityVersion
+    from tests.conftest import make_user
+
+    make_user("catalog-reviewer", "north", "catalog-admin")
+    row = CapabilityVersion.objects.get(capability_id="reserve_part", version="1.0.0")
+    first = new_page()
+    login(first, live_server.url, "catalog-admin")
+    first.goto(f"{live_server.url}/catalog/versions/{row.pk}/retire/")
+    first.get_by_label("Reason").fill("the supplier withdrew the part service")
+    first.locator("#retire-ack").check()
+    first.get_by_role("button", name="Request retirement").click()
+    expect(first.locator("#retire-own-request")).to_be_visible()
+
+    second = new_page()
+    login(second, live_server.url, "catalog-reviewer")
+    second.goto(f"{live_server.url}/catalog/")
+    requested = second.locator("#catalog-table").get_by_role(
+        "link", name="retirement requested (confirm or withdraw)"
+    )
+    expect(requested).to_have_count(1)
+    requested.click()
+    expect(second).to_have_url(f"{live_server.url}/catalog/versions/{row.pk}/retire/")
+    second.get_by_label("Reason", exact=True).fill("agreed: no runs depend on it")
+    second.locator("#retire-ack").check()
+    second.get_by_role("button", name="Confirm retirement").click()
+    expect(second.locator("#retire-pending")).to_have_count(0)
+    second.goto(f"{live_server.url}/catalog/")
+    expect(second.locator("#catalog-table").get_by_text("retirement requested")).to_have_count(0)
+    row.refresh_from_db()
+    assert row.lifecycle == "RETIRED"
