@@ -324,6 +324,40 @@ document.addEventListener("htmx:sendError", function (event) {
   if (sentByPerson(event)) showRefusal(NO_ANSWER);
 });
 
+// A region that refreshes itself (hx-trigger "every Ns": the run page, the approvals
+// queue, an operation's progress) whose refresh gets no answer or an error page kept
+// showing what it last had, as if current, while the run may have moved on. One status
+// line at the top of the content says the live updates are paused and since when; the
+// next answered refresh removes it (htmx keeps polling after a failure).
+function sentByPoll(event) {
+  const elt = event.detail.elt;
+  return elt instanceof Element && /\bevery\b/.test(elt.getAttribute("hx-trigger") || "");
+}
+function livePaused() {
+  if (document.getElementById("live-paused")) return;
+  const main = document.getElementById("main");
+  if (!main) return;
+  const note = document.createElement("p");
+  note.id = "live-paused";
+  note.className = "card conflict";
+  note.setAttribute("role", "status");
+  const since = new Date().toISOString().slice(11, 19);
+  note.textContent = "Live updates paused since " + since + " UTC: the server did not " +
+    "answer the refresh, so this page shows what it had then. Trying again; reload to check now.";
+  main.insertBefore(note, main.firstChild);
+}
+document.addEventListener("htmx:sendError", function (event) {
+  if (sentByPoll(event)) livePaused();
+});
+document.addEventListener("htmx:responseError", function (event) {
+  if (sentByPoll(event)) livePaused();
+});
+document.addEventListener("htmx:afterRequest", function (event) {
+  if (!sentByPoll(event) || !event.detail.successful) return;
+  const note = document.getElementById("live-paused");
+  if (note) note.remove();
+});
+
 // A filter form that htmx applies pushes its URL (runs, approvals, catalog, routing): each
 // filter is a history entry, and back or forward restores htmx's copy of that entry's page.
 // The copy is HTML, which carries a form control's value as first rendered, not as chosen

@@ -206,3 +206,26 @@ def test_the_second_catalog_admin_finds_a_requested_retirement_from_the_catalog(
     expect(second.locator("#catalog-table").get_by_text("retirement requested")).to_have_count(0)
     row.refresh_from_db()
     assert row.lifecycle == "RETIRED"
+
+
+def test_a_run_page_that_loses_the_server_says_its_live_updates_stopped(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """The run page refreshes itself every 2 s. With the server gone (a restart, the
+    connection dropped) every refresh failed in silence: the page kept showing the state
+    it had, as if current, while the run may have moved on. It says the live updates are
+    paused and since when; the next answered refresh takes that back."""
+    waiting = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/runs/{waiting.pk}/")
+    expect(page.locator("#run-live")).to_have_attribute("data-state", "WAITING_HUMAN")
+    polls = re.compile(r"since=")
+    page.route(polls, lambda route: route.abort("connectionrefused"))
+    paused = page.locator("#live-paused")
+    expect(paused).to_be_visible(timeout=8_000)
+    expect(paused).to_have_attribute("role", "status")
+    expect(paused).to_contain_text("Live updates paused")
+    expect(paused).to_contain_text(re.compile(r"since \d\d:\d\d:\d\d UTC"))
+    page.unroute(polls)
+    expect(paused).to_have_count(0, timeout=8_000)
