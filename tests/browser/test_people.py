@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from runs import services
 from runs.models import Run
 from tests.browser_support import login
 from tests.helpers import approve, make_run
@@ -229,3 +230,50 @@ def test_a_run_page_that_loses_the_server_says_its_live_updates_stopped(
     expect(paused).to_contain_text(re.compile(r"since \d\d:\d\d:\d\d UTC"))
     page.unroute(polls)
     expect(paused).to_have_count(0, timeout=8_000)
+
+
+# The elements whose content runs out of their box (what widens the page), for the message.
+OVERFLOWING = r"""() => [...document.querySelectorAll("main *")]
+  .filter(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1
+    && getComputedStyle(e).overflowX === "visible")
+  .map(e => `${e.tagName}#${e.id}.${e.className}`)"""
+
+# A reason as people paste it: one long unbroken string (a ticket URL, a log line).
+PASTED = "https://tickets.example.invalid/browse/FIELD-4711?focus=" + "a1b2c3d4" * 60
+
+
+@pytest.mark.parametrize("width", [375, 1280])
+def test_a_long_unbroken_reason_wraps_instead_of_widening_the_page(
+    live_server: Any, browser: Any, operator: Any, approver: Any, width: int
+) -> None:
+    """An approval reason of one unbroken string (a pasted URL) widened the checkpoint
+    page by thousands of pixels, on a desktop too: the page scrolled sideways to read a
+    line. Reasons wrap inside their card, as the cancel reason of a closed checkpoint does."""
+    from approvals.models import Checkpoint
+
+    approved = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    checkpoint = Checkpoint.objects.get(pk=approved.waiting_checkpoint)
+    approve(approved, approver, reason=PASTED)
+    cancelled = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    closed = Checkpoint.objects.get(pk=cancelled.waiting_checkpoint)
+    services.run_cancel(run_id=str(cancelled.pk), by_ref="user:operator", reason=PASTED[:500])
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    try:
+        page = context.new_page()
+        login(page, live_server.url, "approver")
+        for address in (
+            f"/approvals/{checkpoint.pk}/",
+            f"/approvals/{closed.pk}/",
+            "/approvals/history/",
+            f"/runs/{approved.pk}/",
+            f"/runs/{cancelled.pk}/",
+        ):
+            page.goto(f"{live_server.url}{address}")
+            expect(page.get_by_role("heading", level=1)).to_be_visible()
+            sideways = page.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            wide = page.evaluate(OVERFLOWING)
+            assert sideways == 0, (address, sideways, wide)
+    finally:
+        context.close()
