@@ -277,3 +277,23 @@ def test_a_long_unbroken_reason_wraps_instead_of_widening_the_page(
             assert sideways == 0, (address, sideways, wide)
     finally:
         context.close()
+
+
+def test_a_history_search_that_is_not_a_run_id_does_not_say_it_found_nothing(
+    live_server: Any, new_page: Any, completed: Run
+) -> None:
+    """The decision history refused "pump-7" (a run id is hexadecimal) and then said "No
+    decision on a run starting pump-7" and "No refused decision on a run starting
+    pump-7", as if it had searched. It says only why the search was refused."""
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/history/")
+    expect(page.get_by_role("cell", name="looks right")).to_be_visible()
+    search = page.get_by_role("search", name="Find decisions by run").get_by_label("Run id")
+    search.fill("pump-7")
+    search.press("Enter")
+    expect(page.locator("#h-q-error")).to_have_text(
+        "A run id is hexadecimal (a full id or a prefix)."
+    )
+    expect(page.get_by_text("run starting pump-7")).to_have_count(0)
+    expect(page.get_by_role("heading", name="Decisions")).to_have_count(0)
