@@ -136,7 +136,7 @@ def _preview_context(
 def _selection_refused(flow: Flow, exc: services.OperationInputError) -> HttpResponse:
     """The 400 page for a selection the flow cannot preview (nothing was started)."""
     return bad_request_page(
-        f"{capfirst(str(exc))}.",
+        f"{capfirst(str(exc)).rstrip('.')}.",
         hint="The selection comes from the page that links here: choose it there again.",
         back=reverse(flow.back),
         back_label=flow.back_label,

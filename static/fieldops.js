@@ -50,6 +50,25 @@ document.addEventListener("htmx:afterRequest", function () {
   });
 });
 
+// A read the user asked for (a filter form's Apply, a timeline page or kind link: an
+// hx-get sent by a form or a link) marks the region it will replace busy until the answer
+// arrives: on a slow server the click is seen to be taken (fieldops.css dims the region
+// after a short delay, so a quick answer does not flicker). Polls are left out. The
+// region is usually replaced by the answer; a refused or failed request unmarks it.
+document.addEventListener("htmx:beforeRequest", function (event) {
+  const elt = event.detail.elt;
+  const target = event.detail.target;
+  if (!(elt instanceof Element) || !elt.matches("form[hx-get], a[hx-get]") || !target) return;
+  target.setAttribute("aria-busy", "true");
+  target.setAttribute("data-loading", "");
+});
+document.addEventListener("htmx:afterRequest", function (event) {
+  const target = event.detail.target;
+  if (!target || !target.hasAttribute("data-loading")) return;
+  target.removeAttribute("aria-busy");
+  target.removeAttribute("data-loading");
+});
+
 // A block that scrolls (pre.json: overflow auto, max-height; a .table-scroll box around a
 // table wider than a phone) is a tab stop, so a keyboard user can reach it and scroll it
 // with the arrow keys; one that fits needs no tab stop. Measured again when a <details>
@@ -242,12 +261,14 @@ document.addEventListener("htmx:afterSettle", function () {
   scrollBefore.clear();
 });
 
-// A request sent by a form (a fault-lab Run, a filter) that the server refuses (a stale
-// CSRF token after signing in elsewhere: the 403 page; a 400, 404, 409 or 500 page) is not
-// swapped by htmx, so the page showed nothing at all. Say what the server's page says, in
-// one alert at the top of the content with a link to reload, as text only (nothing of
-// the answer is inserted as HTML). Focus stays on the control (see restoreFocus); polls
-// are left out: the next poll tries again. The next request a form sends clears it.
+// A request a person sent (a form: a fault-lab Run, a filter; a timeline link) that the
+// server refuses (a stale CSRF token after signing in elsewhere: the 403 page; a 400, 404,
+// 409 or 500 page) is not swapped by htmx, and one that gets no answer at all (the
+// connection dropped, the server restarting) ends with nothing to swap: the page showed
+// nothing at all. Say what the server's page says, or that no answer came, in one alert
+// at the top of the content with a link to reload, as text only (nothing of the answer is
+// inserted as HTML). Focus stays on the control (see restoreFocus); polls are left out:
+// the next poll tries again. The next request a person sends clears it.
 function refusalText(xhr) {
   const doc = new DOMParser().parseFromString(xhr.responseText || "", "text/html");
   const card = doc.querySelector("main [role=alert]") || doc.querySelector("main");
@@ -258,20 +279,18 @@ function refusalText(xhr) {
   const title = heading ? heading.textContent.trim() : "HTTP " + xhr.status;
   return [title].concat(lines.filter(Boolean));
 }
-function sentByForm(event) {
+const NO_ANSWER = [
+  "No answer from the server",
+  "The request could not reach the server or its answer was lost (the connection dropped or the server is restarting).",
+  "Reload this page to see what is recorded before you send it again.",
+];
+function sentByPerson(event) {
   const elt = event.detail.elt;
-  return elt instanceof Element && elt.closest("form") !== null;
+  return elt instanceof Element && (elt.closest("form") !== null || elt.matches("a[hx-get]"));
 }
-document.addEventListener("htmx:beforeRequest", function (event) {
-  if (!sentByForm(event)) return;
-  const old = document.getElementById("request-refused");
-  if (old) old.remove();
-});
-document.addEventListener("htmx:responseError", function (event) {
-  if (!sentByForm(event)) return;
+function showRefusal(lines) {
   const main = document.getElementById("main");
   if (!main) return;
-  const lines = refusalText(event.detail.xhr);
   const box = document.createElement("div");
   box.id = "request-refused";
   box.className = "card conflict";
@@ -292,6 +311,51 @@ document.addEventListener("htmx:responseError", function (event) {
   const old = document.getElementById("request-refused");
   if (old) old.remove();
   main.insertBefore(box, main.firstChild);
+}
+document.addEventListener("htmx:beforeRequest", function (event) {
+  if (!sentByPerson(event)) return;
+  const old = document.getElementById("request-refused");
+  if (old) old.remove();
+});
+document.addEventListener("htmx:responseError", function (event) {
+  if (sentByPerson(event)) showRefusal(refusalText(event.detail.xhr));
+});
+document.addEventListener("htmx:sendError", function (event) {
+  if (sentByPerson(event)) showRefusal(NO_ANSWER);
+});
+
+// A region that refreshes itself (hx-trigger "every Ns": the run page, the approvals
+// queue, an operation's progress) whose refresh gets no answer or an error page kept
+// showing what it last had, as if current, while the run may have moved on. One status
+// line at the top of the content says the live updates are paused and since when; the
+// next answered refresh removes it (htmx keeps polling after a failure).
+function sentByPoll(event) {
+  const elt = event.detail.elt;
+  return elt instanceof Element && /\bevery\b/.test(elt.getAttribute("hx-trigger") || "");
+}
+function livePaused() {
+  if (document.getElementById("live-paused")) return;
+  const main = document.getElementById("main");
+  if (!main) return;
+  const note = document.createElement("p");
+  note.id = "live-paused";
+  note.className = "card conflict";
+  note.setAttribute("role", "status");
+  const since = new Date().toISOString().slice(11, 19);
+  note.textContent = "Live updates paused since " + since + " UTC: the server did not " +
+    "answer the refresh, so this page shows what it had then. Trying again; reload to check now.";
+  main.insertBefore(note, main.firstChild);
+}
+document.addEventListener("htmx:sendError", function (event) {
+  if (sentByPoll(event)) livePaused();
+});
+document.addEventListener("htmx:responseError", function (event) {
+  if (sentByPoll(event)) livePaused();
+});
+document.addEventListener("htmx:afterRequest", function (event) {
+  if (!sentByPoll(event) || !event.detail.successful) return;
+  const note = document.getElementById("live-paused");
+  if (note) note.remove();
 });
 
 // A filter form that htmx applies pushes its URL (runs, approvals, catalog, routing): each
