@@ -358,6 +358,38 @@ document.addEventListener("htmx:afterRequest", function (event) {
   if (note) note.remove();
 });
 
+// A part a page loads once after itself (hx-trigger "load": the runs list's per-state
+// counts) kept its placeholder ("Counting per state…") for good when that request got no
+// answer or an error page, as if the answer were still coming. The placeholder says the
+// part could not be loaded and offers the reload; the rest of the page stays usable.
+function sentOnLoad(event) {
+  const elt = event.detail.elt;
+  return elt instanceof Element && /^\s*load\s*$/.test(elt.getAttribute("hx-trigger") || "");
+}
+function notLoaded(event, why) {
+  const elt = event.detail.elt;
+  if (event.detail.target !== elt) {
+    showRefusal(why);
+    return;
+  }
+  elt.removeAttribute("hx-trigger");
+  elt.textContent = "";
+  const note = document.createElement("span");
+  note.className = "error";
+  note.textContent = "This part could not be loaded (" + why[0] + "). ";
+  const reload = document.createElement("a");
+  reload.href = window.location.href;
+  reload.textContent = "Reload";
+  elt.appendChild(note);
+  elt.appendChild(reload);
+}
+document.addEventListener("htmx:sendError", function (event) {
+  if (sentOnLoad(event)) notLoaded(event, NO_ANSWER);
+});
+document.addEventListener("htmx:responseError", function (event) {
+  if (sentOnLoad(event)) notLoaded(event, refusalText(event.detail.xhr));
+});
+
 // A filter form that htmx applies pushes its URL (runs, approvals, catalog, routing): each
 // filter is a history entry, and back or forward restores htmx's copy of that entry's page.
 // The copy is HTML, which carries a form control's value as first rendered, not as chosen

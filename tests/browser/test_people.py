@@ -297,3 +297,29 @@ def test_a_history_search_that_is_not_a_run_id_does_not_say_it_found_nothing(
     )
     expect(page.get_by_text("run starting pump-7")).to_have_count(0)
     expect(page.get_by_role("heading", name="Decisions")).to_have_count(0)
+
+
+@pytest.mark.parametrize("failure", ["no_answer", "error_page"])
+def test_state_counts_that_cannot_load_say_so_instead_of_counting_forever(
+    live_server: Any, new_page: Any, completed: Run, failure: str
+) -> None:
+    """The runs list loads its per-state counts after the page; when that request got no
+    answer or an error page, "Counting per state…" stayed on the page for good, as if the
+    count were still coming. The placeholder now says the counts could not be loaded and
+    how to try again; the list itself stays usable."""
+    page = new_page()
+    counts = re.compile(r"/operations/counts/")
+
+    def fail(route: Any) -> None:
+        if failure == "no_answer":
+            route.abort("connectionrefused")
+        else:
+            route.fulfill(status=503, content_type="text/html", body="<main><h1>Busy</h1></main>")
+
+    page.route(counts, fail)
+    login(page, live_server.url, "operator")
+    placeholder = page.locator("#state-counts")
+    expect(placeholder).to_contain_text("could not be loaded")
+    expect(placeholder).not_to_contain_text("Counting per state")
+    expect(placeholder.get_by_role("link", name="Reload")).to_be_visible()
+    expect(page.locator("#run-table")).to_contain_text(completed.short_id)
