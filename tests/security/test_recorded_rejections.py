@@ -213,6 +213,52 @@ def test_a_decision_without_a_csrf_token_is_refused_and_records_nothing(sworld: 
     rec.added()
 
 
+# -- clarification answers -------------------------------------------------------------
+@pytest.mark.parametrize("principal", ["approver", "lead"])
+def test_an_answer_by_someone_other_than_the_requester_is_refused_and_recorded(
+    sworld: World, principal: str
+) -> None:
+    """The page says the refusal was recorded: it must be (in the refusal log only: the
+    person had no standing, so the run's history does not grow)."""
+    checkpoint = sworld.checkpoint("clarification")
+    client = _client(sworld, principal)
+    rec = Recorder(str(checkpoint.run_id))
+    response = client.post(reverse("approvals-answer", args=[checkpoint.pk]), {"answer": "LOC-N1"})
+    assert response.status_code == 403
+    assert "requested the run" in _page(response)
+    rec.added(refusals={"not_requester": 1})
+
+
+def test_an_empty_answer_is_refused_and_recorded_as_the_page_says(sworld: World) -> None:
+    checkpoint = sworld.checkpoint("clarification")
+    client = _client(sworld, "operator")
+    rec = Recorder(str(checkpoint.run_id))
+    response = client.post(reverse("approvals-answer", args=[checkpoint.pk]), {"answer": "  "})
+    assert response.status_code == 400
+    assert "answer is required" in _page(response)
+    rec.added(refusals={"answer_required": 1}, events={"decision.refused/answer_required": 1})
+
+
+def test_a_decision_sent_to_the_other_kind_of_checkpoint_is_recorded_as_the_page_says(
+    sworld: World,
+) -> None:
+    """An approval sent to a question, and an answer sent to an approval: refused, and the
+    page says "recorded" beside the code, so the refusal log has them (not the timeline:
+    anyone of the tenant may send them)."""
+    question = sworld.checkpoint("clarification")
+    approval = sworld.checkpoint("approval")
+    approver, operator = _client(sworld, "approver"), _client(sworld, "operator")
+    rec = Recorder(None)
+    approved = _decide(approver, question.pk, seen_hash="0" * 64)
+    answered = operator.post(reverse("approvals-answer", args=[approval.pk]), {"answer": "x"})
+    assert approved.status_code == answered.status_code == 400
+    assert "answer it instead of approving" in _page(approved)
+    assert "approve or decline it instead of answering" in _page(answered)
+    for response in (approved, answered):
+        assert ", recorded)" in _page(response)
+    rec.added(refusals={"not_an_approval": 1, "not_a_question": 1})
+
+
 # -- decisions over the JSON API -------------------------------------------------------
 def _api_decide(world: World, principal: str, checkpoint_id: str, seen_hash: str) -> Any:
     _, secret = token_create(user=world.users[principal], name="rejections")
