@@ -404,3 +404,22 @@ def test_the_recorder_sees_a_change_it_was_not_told_of(sworld: World) -> None:
     with pytest.raises(AssertionError):
         rec.added(events={"run.cancelled/cancelled_no_dispatch": 1})
     assert _counts()["runs.Event"] > 0
+
+
+def test_a_delivery_id_reused_for_other_content_is_refused_not_taken_for_a_duplicate(
+    sworld: World,
+) -> None:
+    """A sender that reuses a delivery id for another callback must not be told its callback
+    arrived (200 duplicate): it was dropped. It is a 409 that says so, recorded once."""
+    run = sworld.run("external")
+    body = _callback_body(run)
+    assert _callback(body).status_code == 202
+    for changed in ({"payload": {"window": "14:00"}}, {"correlation_id": "co-other"}):
+        rec = Recorder(str(run.pk))
+        again = _callback({**body, **changed})
+        assert again.status_code == 409, again.content
+        assert again.json()["outcome"] == "delivery_id_reused"
+        assert "different" in again.json()["detail"]
+        rec.added(events={"duplicate.deduplicated/delivery_id_reused": 1})
+    # The same content again is still the plain duplicate.
+    assert _callback(body).json()["outcome"] == "duplicate"
