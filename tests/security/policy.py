@@ -6,9 +6,10 @@ the request the right principal would send, so a refusal can only come from the 
 rules. ``tests/security/test_authorization.py`` fails when a route has no row here, so a
 new route cannot slip in unreviewed.
 
-Principals (``tests.security.world.PRINCIPALS``): anonymous, approver, operator, catalog
-admin (tenant north) and an outsider of tenant south who holds every role. North runs are
-requested by ``operator``.
+Principals (``tests.security.world.PRINCIPALS``): anonymous; approver, operator, catalog
+admin and lead (operator + approver) of each tenant; and an outsider of tenant south who
+holds every role. North runs are requested by ``operator``, south ones by
+``operator_south``.
 """
 
 from __future__ import annotations
