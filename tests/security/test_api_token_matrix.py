@@ -167,7 +167,7 @@ def expectation(name: str, method: str, bearer: str, target: Target) -> frozense
         return frozenset({400, 401, 403, 404, 405})
     if method != rule.method:
         # A wrong method: 405, whoever asks (the method is routed before the token). The
-        # API's reads are GET only: HEAD is a 405 that names GET (kept as found).
+        # API's reads are GET only: HEAD is a 405 that names GET (docs/security.md).
         return frozenset({405})
     if bearer not in GOOD:
         return frozenset({401})
