@@ -135,6 +135,10 @@ REFUSALS: Mapping[str, str] = {
     "input_too_large": f"A reason or an answer may be at most {MAX_REASON_CHARS} characters "
     f"and each requested change at most {MAX_CHANGE_VALUE_CHARS}; nothing was decided.",
     "not_an_approval": "This checkpoint asks a question; answer it instead of approving.",
+    "not_a_question": "This checkpoint asks for an approval; approve or decline it instead "
+    "of answering.",
+    "not_requester": "Only the person who requested the run can answer it.",
+    "answer_required": "An answer is required.",
     "invalid_requested_change": "The requested change names a field that is not part of "
     "the proposal.",
     # The text names the location and the run's own (location_out_of_scope_message).
@@ -147,9 +151,13 @@ REFUSALS: Mapping[str, str] = {
     "Try again in a few seconds.",
 }
 
-# Refusals of someone without standing to decide (403): recorded in the refusal log but
-# never written into the run's history, which an outsider must not be able to grow.
-AUTHORITY_REFUSALS: frozenset[str] = frozenset({"not_an_approver", "self_approval", "not_eligible"})
+# Refusals of someone without standing to decide (403), and of a decision sent to the
+# other kind of checkpoint (which anyone of the tenant may send): recorded in the refusal
+# log but never written into the run's history, which an outsider must not be able to grow.
+AUTHORITY_REFUSALS: frozenset[str] = frozenset(
+    {"not_an_approver", "self_approval", "not_eligible", "not_requester"}
+)
+WRONG_KIND_REFUSALS: frozenset[str] = frozenset({"not_an_approval", "not_a_question"})
 # Refusals of a decision that came too late for the checkpoint: late_approval.rejected.
 LATE_REFUSALS: frozenset[str] = frozenset(
     {"checkpoint_expired", "run_not_waiting", "run_cancelled", "already_decided", "quorum_complete"}
@@ -163,6 +171,8 @@ INPUT_REFUSALS: frozenset[str] = frozenset(
         "invalid_requested_change",
         "location_out_of_scope",
         "not_an_approval",
+        "not_a_question",
+        "answer_required",
     }
 )
 

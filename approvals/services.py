@@ -163,6 +163,12 @@ class DecisionResult:
     # True when an approval was counted towards a quorum that still needs more.
     counted: bool = False
 
+    @property
+    def refusal_logged(self) -> bool:
+        """Whether the refusal is in the refusal log (every one but ``busy``: nothing could
+        be written then)."""
+        return bool(self.refusal) and self.refusal != "busy"
+
     @classmethod
     def refused(cls, code: str, checkpoint: Checkpoint | None, message: str = "") -> DecisionResult:
         return cls(False, code, message or domain.REFUSALS.get(code, code), checkpoint)
@@ -262,7 +268,7 @@ def _refuse(
         EventType.LATE_APPROVAL_REJECTED
         if code in domain.LATE_REFUSALS
         else None
-        if code in domain.AUTHORITY_REFUSALS or code == "busy"
+        if code in domain.AUTHORITY_REFUSALS | domain.WRONG_KIND_REFUSALS or code == "busy"
         else EventType.DECISION_REFUSED
     )
     if control is not None:
@@ -325,7 +331,7 @@ def approval_decide(
     def attempt() -> DecisionResult | None:
         checkpoint = rows.checkpoint_with_run(checkpoint_id)
         if checkpoint.kind != Checkpoint.Kind.APPROVAL:
-            return DecisionResult.refused("not_an_approval", checkpoint)
+            return _refuse(checkpoint, user, "not_an_approval", seen_hash)
         run = checkpoint.run
         # Votes are recorded only below a quorum of two or more: a checkpoint of quorum 1
         # is granted (and closed) by its first approval, so it never has one to read.
@@ -491,19 +497,14 @@ def clarification_answer(
         checkpoint = Checkpoint.objects.select_related("run").get(pk=checkpoint_id)
         run = checkpoint.run
         if checkpoint.kind != Checkpoint.Kind.CLARIFICATION:
-            return DecisionResult.refused("not_an_approval", checkpoint)
+            return _refuse(checkpoint, user, "not_a_question", "")
         if principal_ref_of(user) != run.principal_ref:
-            return DecisionResult(
-                False,
-                "not_requester",
-                "Only the person who requested the run can answer it.",
-                checkpoint,
-            )
+            return _refuse(checkpoint, user, "not_requester", "")
         if repeated_field is not None:
             told = domain.repeated_field_message(repeated_field, what="the answer form")
             return _refuse(checkpoint, user, "repeated_field", "", told)
         if not answer:
-            return DecisionResult(False, "answer_required", "An answer is required.", checkpoint)
+            return _refuse(checkpoint, user, "answer_required", "")
         if len(answer) > domain.MAX_ANSWER_CHARS:
             told = domain.answer_too_large_message(answer)
             return _refuse(checkpoint, user, "input_too_large", "", told)

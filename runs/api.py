@@ -39,6 +39,7 @@ TIMESTAMP_HEADER = "X-FieldOps-Timestamp"
 CALLBACK_STATUS = {
     "accepted": 202,
     "duplicate": 200,
+    "delivery_id_reused": 409,
     "orphaned": 404,
     "old_epoch": 409,
     "post_terminal": 409,

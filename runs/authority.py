@@ -182,6 +182,11 @@ def snapshot_of(run: Run, *, config: RunConfig | None = None) -> RunSnapshot:
 
 
 def elapsed_ms(run: Run, *, now: dt.datetime | None = None) -> int:
+    """The run's elapsed time for its next event: the time since it was created, or, once
+    it has ended, the time of its end (its final counters: a late event recorded as
+    rejected afterwards adds nothing to them)."""
+    if is_terminal(run.state):
+        return int(run.counters.get("elapsed_ms", 0))
     return max(0, int(((now or clock.now()) - run.created_at).total_seconds() * 1000))
 
 

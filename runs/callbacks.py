@@ -24,6 +24,7 @@ OUTCOMES = (
     "orphaned",
     "old_epoch",
     "duplicate",
+    "delivery_id_reused",
     "post_terminal",
     "wrong_state",
     "unexpected_type",
@@ -54,14 +55,24 @@ def callback_receive(
     payload_digest = digest(dict(payload))
     prior = CallbackReceipt.objects.filter(delivery_id=delivery_id).first()
     if prior is not None:
+        # The same delivery again is a duplicate; the id reused for another callback (other
+        # content or record) is not: that callback was dropped, and its sender must know.
+        same = (prior.payload_digest, prior.correlation_id) == (payload_digest, correlation_id)
         if prior.run_id:
             authority.append_control(
                 run_id=str(prior.run_id),
                 type=EventType.DUPLICATE_DEDUPLICATED,
                 actor=Actor.HARNESS,
-                reason_code="duplicate_callback",
-                refs={"correlation": correlation_id},
+                reason_code="duplicate_callback" if same else "delivery_id_reused",
+                refs={"correlation": prior.correlation_id},
                 payload={"delivery_id": delivery_id, "first_outcome": prior.outcome},
+            )
+        if not same:
+            return CallbackOutcome(
+                "delivery_id_reused",
+                str(prior.run_id or ""),
+                "this delivery_id was used before for a different callback; nothing of this "
+                "one was recorded: send it with its own delivery_id",
             )
         return CallbackOutcome("duplicate", str(prior.run_id or ""), prior.outcome)
     correlation = Correlation.objects.select_related("run").filter(pk=correlation_id).first()

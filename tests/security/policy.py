@@ -6,9 +6,10 @@ the request the right principal would send, so a refusal can only come from the 
 rules. ``tests/security/test_authorization.py`` fails when a route has no row here, so a
 new route cannot slip in unreviewed.
 
-Principals (``tests.security.world.PRINCIPALS``): anonymous, approver, operator, catalog
-admin (tenant north) and an outsider of tenant south who holds every role. North runs are
-requested by ``operator``.
+Principals (``tests.security.world.PRINCIPALS``): anonymous; approver, operator, catalog
+admin and lead (operator + approver) of each tenant; and an outsider of tenant south who
+holds every role. North runs are requested by ``operator``, south ones by
+``operator_south``.
 """
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ class Rule:
     body: Body | None = None  # a valid body for the unsafe methods
     variants: tuple[Variant, ...] = (PAGE,)
     # Status a signed-in principal gets where ``may`` says no, per object kind (default 403).
-    # 400: the object cannot take this action at all, whoever asks (nothing is recorded).
+    # 400: the object cannot take this action at all, whoever asks (recorded in the refusal
+    # log only: approvals.domain.WRONG_KIND_REFUSALS).
     denied: Mapping[str, int] = field(default_factory=dict)
     fresh_client: bool = False  # the route changes the session itself (login, logout)
     unserved: frozenset[int] = frozenset()  # statuses of unserved methods, if not 405
@@ -338,7 +340,7 @@ POLICY: Mapping[str, Rule] = {
         {"POST": requester_of_clarifications},
         objects="checkpoint",
         body=_const({"answer": "LOC-N1"}),
-        denied={"approval": 400},  # not_an_approval: an approval is decided, not answered
+        denied={"approval": 400},  # not_a_question: an approval is decided, not answered
     ),
     # -- catalog (shared by every tenant; its roles are deployment-wide) -----------------
     "catalog-index": Rule(

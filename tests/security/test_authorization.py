@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from django.db import transaction
 
+from approvals.domain import WRONG_KIND_REFUSALS
 from approvals.models import DecisionRefusal
 from approvals.views import FORBIDDEN_REFUSALS
 from tests.security.policy import (
@@ -162,7 +163,7 @@ def test_authorization_matrix(sworld: World, name: str) -> None:
                     DecisionRefusal.objects.order_by("pk")[refusals:].values_list("code", flat=True)
                 )
                 # A refused decision is recorded (by design); nothing else may change.
-                if new_refusals - FORBIDDEN_REFUSALS:
+                if new_refusals - FORBIDDEN_REFUSALS - WRONG_KIND_REFUSALS:
                     problems.append(f"{where}: recorded refusal(s) {sorted(new_refusals)}")
                 diff = [
                     t

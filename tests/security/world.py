@@ -25,9 +25,21 @@ from runs.models import EffectAttempt, Evidence, Run
 from tests.conftest import make_user
 from tests.helpers import approve, decline, make_run
 
-# Principals of the authorization matrix. ``outsider`` belongs to the other tenant and
-# holds every role, so a refusal of a north object can only come from tenancy.
-PRINCIPALS = ("anonymous", "approver", "operator", "catalog_admin", "outsider")
+# Principals of the authorization matrix: every role, and the operator who also approves,
+# in each tenant. ``outsider`` belongs to the other tenant and holds every role, so a
+# refusal of a north object can only come from tenancy.
+PRINCIPALS = (
+    "anonymous",
+    "approver",
+    "operator",
+    "catalog_admin",
+    "lead",
+    "outsider",
+    "approver_south",
+    "operator_south",
+    "catalog_admin_south",
+    "lead_south",
+)
 USERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     # key: (username, tenant, roles)
     "approver": ("approver", "north", ("approver",)),
@@ -37,6 +49,9 @@ USERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "lead": ("lead", "north", ("operator", "approver")),
     "outsider": ("outsider", "south", ("approver", "operator", "catalog-admin")),
     "operator_south": ("operator-south", "south", ("operator",)),
+    "approver_south": ("approver-south", "south", ("approver",)),
+    "catalog_admin_south": ("catalog-admin-south", "south", ("catalog-admin",)),
+    "lead_south": ("lead-south", "south", ("operator", "approver")),
 }
 LEDGER_OUTAGE = [
     {"point": "after_commit_before_response", "capability": "reserve_part", "on_call": 1},
