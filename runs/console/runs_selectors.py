@@ -126,9 +126,10 @@ FILTER_KEYS: tuple[str, ...] = tuple(f.name for f in fields(RunFilters))
 @dataclass(frozen=True)
 class RunPage:
     runs: list[Run]
-    next_cursor: str
+    next_cursor: str  # the page of older runs after this one ("" when none)
     filters: RunFilters
     search_error: str = ""
+    prev_cursor: str = ""  # the page of newer runs before this one ("" on the first page)
 
 
 def encode_position(created_at: dt.datetime, pk: Any) -> str:
@@ -183,6 +184,17 @@ def keyset_after(created: dt.datetime, pk: Any, *, by: tuple[str, str] = ("creat
     )
 
 
+def keyset_before(
+    created: dt.datetime, pk: Any, *, by: tuple[str, str] = ("created_at", "pk")
+) -> Q:
+    """The condition for rows before (created, pk) in (-created_at, -id) order (newer):
+    ``keyset_after``'s mirror, read in ascending order from the same index backwards."""
+    at, key = by
+    return Q(**{f"{at}__gte": created}) & (
+        Q(**{f"{at}__gt": created}) | Q(**{at: created, f"{key}__gt": pk})
+    )
+
+
 def older_than(qs: QuerySet[Any], created: dt.datetime, pk: Any) -> QuerySet[Any]:
     """The rows of ``qs`` after (created, pk) in (-created_at, -id) order (``keyset_after``)."""
     return qs.filter(keyset_after(created, pk))
@@ -195,14 +207,19 @@ USE_ORDER = ("capability_uses__run_created_at", "capability_uses__run_id")
 
 
 def runs_matching(
-    *, tenant: str, filters: RunFilters, after: tuple[dt.datetime, Any] | None = None
+    *,
+    tenant: str,
+    filters: RunFilters,
+    after: tuple[dt.datetime, Any] | None = None,
+    newer: bool = False,
 ) -> QuerySet[Run] | None:
     """The tenant's runs the list's ``filters`` select (unordered); None for an id search
     that is not hexadecimal. The list pages it; bulk operations and exports walk all of it.
 
     ``after``: a keyset position (see ``run_list_for_tenant``), only with a capability
-    filter, whose use it seeks in. A use is joined once, by one ``filter`` with all its
-    conditions: Django joins a reverse relation again for each ``filter`` call.
+    filter, whose use it seeks in: the runs older than it, or newer with ``newer``. A use
+    is joined once, by one ``filter`` with all its conditions: Django joins a reverse
+    relation again for each ``filter`` call.
     """
     qs = Run.objects.filter(tenant=tenant)
     if filters.state:
@@ -217,7 +234,7 @@ def runs_matching(
             capability_uses__tenant=tenant, capability_uses__capability_id=filters.capability
         )
         if after is not None:
-            called &= keyset_after(*after, by=USE_ORDER)
+            called &= (keyset_before if newer else keyset_after)(*after, by=USE_ORDER)
         qs = qs.filter(called)
     qs = in_world(qs, filters.world)
     if filters.age:
@@ -253,23 +270,34 @@ def _id_search(qs: QuerySet[Run], text: str, *, live: bool) -> QuerySet[Run] | N
 
 
 def run_list_for_tenant(
-    *, tenant: str, filters: RunFilters, cursor: str = "", page_size: int = PAGE_SIZE
+    *,
+    tenant: str,
+    filters: RunFilters,
+    cursor: str = "",
+    before: str = "",
+    page_size: int = PAGE_SIZE,
 ) -> RunPage:
-    """Return one page of the tenant's runs, newest first, after ``cursor``.
+    """Return one page of the tenant's runs, newest first: the page after ``cursor`` (older
+    runs), or the page before ``before`` (newer runs: "Newer" on a later page).
 
     One query: filters map onto the (tenant, <field>, -created_at, -id) indexes and the
-    page is a keyset seek, so the cost does not grow with the number of runs.
+    page is a keyset seek (a page before its position reads the same index backwards and
+    is put in list order here), so the cost does not grow with the number of runs.
     """
-    position = decode_cursor(cursor) if cursor else None
+    newer = bool(before) and not cursor
+    position = decode_cursor(before if newer else cursor) if (before or cursor) else None
+    newer = newer and position is not None
     by_use = bool(filters.capability)
-    qs = runs_matching(tenant=tenant, filters=filters, after=position if by_use else None)
+    qs = runs_matching(
+        tenant=tenant, filters=filters, after=position if by_use else None, newer=newer
+    )
     if qs is None:
         return RunPage([], "", filters, ID_SEARCH_ERROR)
     if position is not None and not by_use:
-        qs = older_than(qs, *position)
+        qs = qs.filter((keyset_before if newer else keyset_after)(*position))
     order = USE_ORDER if by_use else ("created_at", "pk")
     rows = list(
-        qs.order_by(*(f"-{column}" for column in order)).only(
+        qs.order_by(*(column if newer else f"-{column}" for column in order)).only(
             "id",
             "scenario",
             "namespace",
@@ -286,8 +314,17 @@ def run_list_for_tenant(
             "budget_limits",
         )[: page_size + 1]
     )
-    next_cursor = encode_cursor(rows[page_size - 1]) if len(rows) > page_size else ""
-    return RunPage(rows[:page_size], next_cursor, filters)
+    more = len(rows) > page_size
+    shown = rows[:page_size]
+    if newer:
+        # Read oldest first from the position: the page is the newest ``page_size`` of
+        # them, in list order; the position's own run (and those after it) are older.
+        shown.reverse()
+        older = encode_cursor(shown[-1]) if shown else ""
+        return RunPage(shown, older, filters, prev_cursor=encode_cursor(shown[0]) if more else "")
+    next_cursor = encode_cursor(shown[-1]) if more else ""
+    prev_cursor = encode_cursor(shown[0]) if position is not None and shown else ""
+    return RunPage(shown, next_cursor, filters, prev_cursor=prev_cursor)
 
 
 def run_filter_choices() -> dict[str, Any]:

@@ -67,14 +67,17 @@ class StartRunForm(forms.Form):
 def _list_context(request: AuthedHtmxRequest, tenant: str, **extra: Any) -> dict[str, Any]:
     filters = run_selectors.RunFilters.from_query(request.GET)
     page = run_selectors.run_list_for_tenant(
-        tenant=tenant, filters=filters, cursor=request.GET.get("after", "")
+        tenant=tenant,
+        filters=filters,
+        cursor=request.GET.get("after", ""),
+        before=request.GET.get("before", ""),
     )
     query = filters.as_query()
     return {
         "page": page,
         "filters": filters,
         "filter_query": urlencode(query),
-        "is_first_page": not request.GET.get("after"),
+        "is_first_page": not (request.GET.get("after") or request.GET.get("before")),
         "choices": run_selectors.run_filter_choices(),
         "start_form": extra.pop("start_form", None) or StartRunForm(tenant=tenant),
         **extra,

@@ -116,6 +116,15 @@ def test_keyset_pages_under_the_filter_cover_every_run_once(world: None) -> None
     assert len(seen) == len(set(seen)) and set(seen) == made
 
 
+def test_keyset_pages_under_the_filter_read_backward_in_the_same_order(world: None) -> None:
+    from tests.runs.console.test_runs_pages import _walk_back
+
+    made = {str(make_run(namespace="live").pk) for _ in range(5)}
+    filters = selectors.RunFilters.from_query({"capability": "read_equipment"})
+    forward, backward = _walk_back(filters, page_size=2)
+    assert backward == forward and set(forward) == made and len(forward) == 5
+
+
 def test_bulk_cancel_and_exports_select_what_the_filter_lists(
     as_operator: Client, completed: Run
 ) -> None:

@@ -81,3 +81,26 @@ def test_a_three_digit_search_seeks_the_id_prefix_index(run: Run, q: str) -> Non
     filters = selectors.RunFilters.from_query({"q": q})
     plan = plan_of(lambda: selectors.run_list_for_tenant(tenant="north", filters=filters))
     assert "run_tenant_live_id_prefix" in plan
+
+
+@pytest.mark.parametrize(
+    "query", [{}, {"state": "WAITING_HUMAN"}, {"capability": "read_equipment"}]
+)
+def test_a_newer_page_reads_the_lists_index_backwards_without_sorting(
+    run: Run, query: dict[str, str]
+) -> None:
+    """ "Newer" reads the runs before a position oldest first from the index the list's
+    own pages read: a seek, never a sort of every run newer than the position."""
+    filters = selectors.RunFilters.from_query(query)
+    position = selectors.encode_cursor(run)
+    newer = plan_of(
+        lambda: selectors.run_list_for_tenant(tenant="north", filters=filters, before=position)
+    )
+    older = plan_of(
+        lambda: selectors.run_list_for_tenant(tenant="north", filters=filters, cursor=position)
+    )
+    if connection.vendor == "postgresql":
+        assert "Sort" not in newer, newer
+        assert "Index" in newer and "Index" in older
+    else:
+        assert "TEMP B-TREE" not in newer, newer

@@ -129,6 +129,54 @@ def test_keyset_pages_cover_every_run_exactly_once(world: None) -> None:
     assert set(seen) == made
 
 
+def _walk_back(filters: Any, page_size: int) -> tuple[list[str], list[str]]:
+    """The runs in list order read forward page by page, then the same read backward
+    from the last page with each page's ``prev_cursor``."""
+    pages: list[list[str]] = []
+    page = run_selectors.run_list_for_tenant(tenant="north", filters=filters, page_size=page_size)
+    assert page.prev_cursor == ""  # the first page has nothing newer
+    pages.append([str(r.pk) for r in page.runs])
+    while page.next_cursor:
+        page = run_selectors.run_list_for_tenant(
+            tenant="north", filters=filters, cursor=page.next_cursor, page_size=page_size
+        )
+        pages.append([str(r.pk) for r in page.runs])
+    back: list[list[str]] = [pages[-1]]
+    while page.prev_cursor:
+        page = run_selectors.run_list_for_tenant(
+            tenant="north", filters=filters, before=page.prev_cursor, page_size=page_size
+        )
+        back.insert(0, [str(r.pk) for r in page.runs])
+        assert page.next_cursor, "a page reached going back has older runs after it"
+    forward = [pk for p in pages for pk in p]
+    return forward, [pk for p in back for pk in p]
+
+
+def test_keyset_pages_read_backward_give_the_same_runs_in_the_same_order(world: None) -> None:
+    """The list paged only forward ("Older", then "Newest" back to the start): someone on
+    page 5 who wanted page 4 started again from page 1. Each page after the first links
+    its newer neighbour; reading back from the last page gives every run once, in order."""
+    made = {str(r.pk) for r in _bulk_runs(7)}
+    forward, backward = _walk_back(run_selectors.RunFilters(), page_size=3)
+    assert backward == forward and set(forward) == made and len(forward) == 7
+
+
+def test_the_list_links_the_newer_page_and_it_is_the_page_before(
+    as_operator: Client, world: None
+) -> None:
+    _bulk_runs(run_selectors.PAGE_SIZE * 2 + 2)
+    first = as_operator.get(reverse("runs-list"))
+    assert "before=" not in first.content.decode()
+    second = as_operator.get(reverse("runs-list"), {"after": first.context["page"].next_cursor})
+    third = as_operator.get(reverse("runs-list"), {"after": second.context["page"].next_cursor})
+    prev = third.context["page"].prev_cursor
+    assert f"before={prev}" in third.content.decode() and 'rel="prev"' in third.content.decode()
+    back = as_operator.get(reverse("runs-list"), {"before": prev})
+    assert [r.pk for r in back.context["page"].runs] == [r.pk for r in second.context["page"].runs]
+    assert "« Newest" in back.content.decode()
+    assert f"after={back.context['page'].next_cursor}" in back.content.decode()
+
+
 def test_the_list_links_the_next_page_with_its_cursor(as_operator: Client, world: None) -> None:
     _bulk_runs(run_selectors.PAGE_SIZE + 2)
     first = as_operator.get(reverse("runs-list"))
