@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from django.db import connection
+
 from approvals import services as approvals
 from approvals.models import Checkpoint
+from fieldops import points
 from kernel import clock
 from operations.models import Kind, Operation
 from runs import services
@@ -131,3 +137,42 @@ def manage_refused(*argv: str, **env: str) -> str:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 or "usage:" in done.stderr, done.stderr  # usage + one error line
     return lines[-1]
+
+
+def at_once(point: str, posts: list[Callable[[], Any]]) -> list[Any]:
+    """Run ``posts`` at once, each in a thread on its own database connection, and return
+    their answers in order. Each waits at the drill point ``point`` (its first pass) until
+    all of them have reached it: every one has read what it decides on before any writes
+    (several people acting at the same moment; PostgreSQL tests only)."""
+    barrier = threading.Barrier(len(posts), timeout=10)
+    passed: set[int] = set()
+    lock = threading.Lock()
+
+    def hold(reached: str, _key: str) -> None:
+        if reached != point:
+            return
+        with lock:
+            first = threading.get_ident() not in passed
+            passed.add(threading.get_ident())
+        if first:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()
+
+    answers: list[Any] = [None] * len(posts)
+
+    def go(i: int) -> None:
+        try:
+            answers[i] = posts[i]()
+        finally:
+            connection.close()
+
+    previous = points.install(hold)
+    try:
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(len(posts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        points.install(previous)
+    return answers

@@ -4,7 +4,6 @@ what was decided, by whom, not only that the checkpoint "was already decided".""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -19,45 +18,8 @@ from approvals.models import Checkpoint, Decision, DecisionRefusal
 from fieldops import points
 from runs.models import Event
 from tests.conftest import make_user
-from tests.helpers import make_run
+from tests.helpers import at_once, make_run
 from tests.runs.console.conftest import checkpoint_of, client_for
-
-
-def _at_once(point: str, posts: list[Callable[[], Any]]) -> list[Any]:
-    """Run ``posts`` in threads on their own connections; each waits at ``point`` (its
-    first pass) until all of them have read what they decide on."""
-    barrier = threading.Barrier(len(posts), timeout=10)
-    passed: set[int] = set()
-    lock = threading.Lock()
-
-    def hold(reached: str, _key: str) -> None:
-        if reached != point:
-            return
-        with lock:
-            first = threading.get_ident() not in passed
-            passed.add(threading.get_ident())
-        if first:
-            with contextlib.suppress(threading.BrokenBarrierError):
-                barrier.wait()
-
-    answers: list[Any] = [None] * len(posts)
-
-    def go(i: int) -> None:
-        try:
-            answers[i] = posts[i]()
-        finally:
-            connection.close()
-
-    previous = points.install(hold)
-    try:
-        threads = [threading.Thread(target=go, args=(i,)) for i in range(len(posts))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        points.install(previous)
-    return answers
 
 
 def _post(client: Client, cp: Checkpoint, verdict: str, reason: str) -> Callable[[], Any]:
@@ -75,7 +37,7 @@ def test_approve_and_decline_at_once_tell_the_later_one_who_decided_what(
     run = make_run(principal="user:operator", advance=True)
     cp = checkpoint_of(run)
     approve, decline = client_for(approver), client_for(other)
-    answers = _at_once(
+    answers = at_once(
         "approvals.before_decision_append",
         [
             _post(approve, cp, "approve", "stock confirmed"),
@@ -105,7 +67,7 @@ def test_the_same_approver_in_two_tabs_is_told_it_was_their_own_decision(
     first = client_for(approver)
     second = Client()
     second.cookies = first.cookies  # the same browser session, another tab
-    answers = _at_once(
+    answers = at_once(
         "approvals.before_decision_append",
         [_post(first, cp, "approve", "tab one"), _post(second, cp, "approve", "tab two")],
     )
@@ -139,7 +101,7 @@ def test_a_question_answered_in_two_tabs_at_once_says_which_answer_was_recorded(
     first = client_for(operator)
     second = Client()
     second.cookies = first.cookies
-    answers = _at_once(
+    answers = at_once(
         "approvals.before_answer_append",
         [_answer(first, cp, "LOC-N1"), _answer(second, cp, "LOC-N2")],
     )

@@ -3,13 +3,10 @@ the same hash, any decline declines, and a race for the last slot counts exactly
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import uuid
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
@@ -18,11 +15,10 @@ from hypothesis import strategies as st
 from access.roles import APPROVER
 from approvals import services
 from approvals.models import ApprovalPolicy, ApprovalVote, Checkpoint, Decision, DecisionRefusal
-from fieldops import points
 from runs.engine import runner
 from runs.models import EffectAttempt, Event, Run
 from tests.conftest import make_user
-from tests.helpers import make_run, types
+from tests.helpers import at_once, make_run, types
 
 
 def _policy(**kw: Any) -> ApprovalPolicy:
@@ -199,39 +195,11 @@ def test_racing_approvals_fill_the_quorum_exactly_once(world, quorum, given_befo
     contenders = people[given_before:]
     if twice:  # the same person also races against themself
         contenders = [*contenders, contenders[0]]
-    barrier = threading.Barrier(len(contenders), timeout=10)
-    first_pass: set[int] = set()
-    lock = threading.Lock()
-
-    def hold(point: str, run_id: str) -> None:
-        # Every contender has read the checkpoint before any of them appends.
-        if point != "approvals.before_decision_append":
-            return
-        with lock:
-            me = threading.get_ident()
-            first = me not in first_pass
-            first_pass.add(me)
-        if first:
-            with contextlib.suppress(threading.BrokenBarrierError):
-                barrier.wait()
-
-    results: list[Any] = [None] * len(contenders)
-
-    def decide(i: int) -> None:
-        try:
-            results[i] = _approve(cp, contenders[i])
-        finally:
-            connection.close()
-
-    previous = points.install(hold)
-    try:
-        threads = [threading.Thread(target=decide, args=(i,)) for i in range(len(contenders))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        points.install(previous)
+    # Every contender has read the checkpoint before any of them appends.
+    results = at_once(
+        "approvals.before_decision_append",
+        [lambda person=person: _approve(cp, person) for person in contenders],
+    )
     needed = quorum - given_before
     recorded = [r for r in results if r.recorded]
     refused = sorted(r.refusal for r in results if not r.recorded)

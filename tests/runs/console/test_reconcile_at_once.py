@@ -5,20 +5,17 @@ their own reconciliation was made."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from typing import Any
 
 import pytest
 from django.contrib.messages import get_messages
-from django.db import connection
 from django.urls import reverse
 
-from fieldops import points
 from runs.domain.states import EventType
 from runs.engine import effects as effect_steps
 from runs.models import EffectAttempt, Event
 from tests.conftest import make_user
+from tests.helpers import at_once
 from tests.operations.test_reconcile_incident import outage_run
 from tests.runs.console.conftest import client_for
 
@@ -30,34 +27,17 @@ def test_two_operators_reconciling_one_effect_at_once(world: None, operator: Any
     attempt = EffectAttempt.objects.get(run=run, status="UNRESOLVED")
     other = make_user("operator-2", "north", "operator")
     people = {"operator": client_for(operator), "operator-2": client_for(other)}
-    barrier = threading.Barrier(2, timeout=10)
-    passed: set[int] = set()
-
-    def hold(point: str, _key: str) -> None:  # both have read the ledger's answer
-        if point == "effects.before_obligation_record" and threading.get_ident() not in passed:
-            passed.add(threading.get_ident())
-            with contextlib.suppress(threading.BrokenBarrierError):
-                barrier.wait()
-
-    answers: dict[str, Any] = {}
-
-    def reconcile(name: str) -> None:
-        try:
-            answers[name] = people[name].post(
+    names = list(people)
+    posted = at_once(  # both have read the ledger's answer before either records it
+        "effects.before_obligation_record",
+        [
+            lambda name=name: people[name].post(
                 reverse("recovery-reconcile"), {"attempt_id": attempt.pk}
             )
-        finally:
-            connection.close()
-
-    previous = points.install(hold)
-    try:
-        threads = [threading.Thread(target=reconcile, args=(name,)) for name in people]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        points.install(previous)
+            for name in names
+        ],
+    )
+    answers = dict(zip(names, posted, strict=True))
     (event,) = Event.objects.filter(run=run, type=EventType.EFFECT_RECONCILED)
     winner = event.payload["by"].removeprefix("user:")
     late = "operator-2" if winner == "operator" else "operator"
