@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from kernel.principals import PRINCIPAL_REF_MAX
 
@@ -227,7 +228,8 @@ class Discovery(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     requested_ref = models.CharField(max_length=PRINCIPAL_REF_MAX)
-    started_at = models.DateTimeField(auto_now_add=True)
+    # When the discovery was asked for (its record is written when it ends: see finished_at).
+    started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(
         max_length=8, choices=DiscoveryOutcome.choices, default=DiscoveryOutcome.RUNNING

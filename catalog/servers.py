@@ -19,6 +19,7 @@ Registration rules:
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import shlex
@@ -197,6 +198,7 @@ def _failed(
     fetched: mcp_client.Fetched | None = None,
     secret: str = "",
     seconds: float = 0.0,
+    started_at: dt.datetime | None = None,
 ) -> Discovery:
     def clean(text: str, limit: int) -> str:
         # The server's own words (its error, its stderr) are untrusted: storable, redacted.
@@ -210,6 +212,7 @@ def _failed(
         trigger=trigger,
         requested_by=user,
         requested_ref=reviewer_ref(user) if user is not None else f"system:{trigger}",
+        started_at=started_at or timezone.now(),
         finished_at=timezone.now(),
         outcome=DiscoveryOutcome.FAILED,
         code=code,
@@ -244,13 +247,20 @@ def tool_server_discover(
         raise Refusal("unknown_server", "no such tool server")
     limits = limits or limits_from_settings()
     secret = ""
-    started = time.monotonic()
+    began, started = timezone.now(), time.monotonic()
     try:
         target = _target(server)
         secret = target.headers.get("Authorization", "").removeprefix("Bearer ")
         fetched = mcp_client.fetch_tools(target, limits)
     except Refusal as exc:
-        return _failed(server, user=user, trigger=trigger, code=exc.code, message=exc.message)
+        return _failed(
+            server,
+            user=user,
+            trigger=trigger,
+            code=exc.code,
+            message=exc.message,
+            started_at=began,
+        )
     except mcp_client.DiscoveryFailed as exc:
         # A failure says how long it took (a timeout waited out the whole deadline).
         return _failed(
@@ -263,6 +273,7 @@ def tool_server_discover(
             stderr=exc.stderr,
             secret=secret,
             seconds=time.monotonic() - started,
+            started_at=began,
         )
     try:
         listing = discovery.parse_tools(fetched.tools, schema_check=schemas.meta_problem)
@@ -295,6 +306,7 @@ def tool_server_discover(
                 stage="checking the definitions",
                 fetched=fetched,
                 summary={"refused_errors": exc.errors},
+                started_at=began,
             )
     identity = {**fetched.identity, "target": server.target_label[:300]}
     with transaction.atomic():
@@ -306,6 +318,7 @@ def tool_server_discover(
             trigger=trigger,
             requested_by=user,
             requested_ref=reviewer_ref(user) if user is not None else f"system:{trigger}",
+            started_at=began,
             outcome=DiscoveryOutcome.OK,
             identity=identity,
             pages=fetched.pages,
