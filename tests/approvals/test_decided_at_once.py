@@ -4,8 +4,9 @@ what was decided, by whom, not only that the checkpoint "was already decided".""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,10 +17,27 @@ from django.urls import reverse
 from access.roles import APPROVER
 from approvals.models import Checkpoint, Decision, DecisionRefusal
 from fieldops import points
+from kernel import clock
 from runs.models import Event
 from tests.conftest import make_user
 from tests.helpers import at_once, make_run
 from tests.runs.console.conftest import checkpoint_of, client_for
+
+
+@contextlib.contextmanager
+def _expiring_at(point: str, cp: Checkpoint) -> Iterator[None]:
+    """The checkpoint's expiry passes when a request reaches the drill point ``point``:
+    after it read the checkpoint live, before it writes (the moment it expires)."""
+
+    def expire_now(reached: str, _key: str) -> None:
+        if reached == point and clock.now() < cp.expires_at:
+            clock.advance((cp.expires_at - clock.now()).total_seconds() + 0.001)
+
+    previous = points.install(expire_now)
+    try:
+        yield
+    finally:
+        points.install(previous)
 
 
 def _post(client: Client, cp: Checkpoint, verdict: str, reason: str) -> Callable[[], Any]:
@@ -162,23 +180,14 @@ def test_an_approval_whose_checkpoint_expires_while_it_is_recorded_is_refused(
     """The approval read the checkpoint live, and its expiry passed before the decision
     was written (the moment it expires): it is refused as expired and recorded once as
     late_approval.rejected, never written after the expiry as if in time."""
-    from kernel import clock
-
     run = make_run(principal="user:operator", advance=True)
     cp = checkpoint_of(run)
 
-    def expire_now(point: str, _key: str) -> None:
-        if point == "approvals.before_decision_append" and clock.now() < cp.expires_at:
-            clock.advance((cp.expires_at - clock.now()).total_seconds() + 0.001)
-
-    previous = points.install(expire_now)
-    try:
+    with _expiring_at("approvals.before_decision_append", cp):
         response = client_for(approver).post(
             reverse("approvals-decide", args=[cp.pk]),
             {"verdict": "approve", "seen_hash": cp.proposal_hash, "reason": "just in time"},
         )
-    finally:
-        points.install(previous)
     told = response.content.decode()
     assert response.status_code == 409, told
     assert "This checkpoint expired at" in told, told
@@ -191,21 +200,12 @@ def test_an_approval_whose_checkpoint_expires_while_it_is_recorded_is_refused(
 def test_an_answer_whose_question_expires_while_it_is_recorded_is_refused(
     world: None, operator: Any
 ) -> None:
-    from kernel import clock
-
     cp = _question(operator)
 
-    def expire_now(point: str, _key: str) -> None:
-        if point == "approvals.before_answer_append" and clock.now() < cp.expires_at:
-            clock.advance((cp.expires_at - clock.now()).total_seconds() + 0.001)
-
-    previous = points.install(expire_now)
-    try:
+    with _expiring_at("approvals.before_answer_append", cp):
         response = client_for(operator).post(
             reverse("approvals-answer", args=[cp.pk]), {"answer": "LOC-N1"}
         )
-    finally:
-        points.install(previous)
     told = response.content.decode()
     assert response.status_code == 409, told
     assert "This checkpoint expired at" in told, told
