@@ -16,7 +16,7 @@ from typing import Any
 
 from runs.policies.base import PolicyOutput
 
-VERSION = "policy-double@1.0.0"
+VERSION = "policy-double@1.1.0"
 
 Context = Mapping[str, Any]
 
@@ -311,12 +311,80 @@ def s_denied_scope(ctx: Context) -> Step:
     return Call("check_inventory", {"part_id": "A17", "location_id": "LOC-N2"})
 
 
+_WORDS = re.compile(r"[0-9a-z]+")
+# Words of an answer that say nothing about which depot ("the van, please").
+_FILLER = frozenset(
+    {"a", "an", "and", "any", "at", "from", "i", "in", "is", "it", "of", "one", "or", "our"}
+    | {"please", "should", "supply", "the", "to", "use", "we"}
+)
+QUESTION = "Which depot should supply the part?"
+ASKS = 2  # a requester is asked at most this often before the run gives up
+
+
+def depots_named(answer: str) -> tuple[str, ...]:
+    """The depots (location ids, in the world's order) that ``answer`` names: by id
+    ("LOC-N2", "loc n2"); else by a depot's whole name ("North service van 2"); else every
+    depot whose name has all the answer's words that are not filler ("the van": LOC-N2;
+    "north": two of them). No word, or words no name has, name none."""
+    from sim.world.fixtures import LOCATIONS
+
+    words = _WORDS.findall(answer.casefold())
+    text = " ".join(words)
+    by_id = tuple(loc for loc in LOCATIONS if re.search(_id_pattern(loc), text))
+    if by_id:
+        return by_id
+    names = {loc: _WORDS.findall(place["name"].casefold()) for loc, place in LOCATIONS.items()}
+    by_name = tuple(loc for loc, name in names.items() if f" {' '.join(name)} " in f" {text} ")
+    if by_name:
+        return by_name
+    content = [word for word in words if word not in _FILLER]
+    if not content:
+        return ()
+    return tuple(loc for loc, name in names.items() if all(word in name for word in content))
+
+
+def _id_pattern(location: str) -> str:
+    """``LOC-N2`` as the answer's words may spell it: ``loc n2`` or ``locn2``."""
+    return rf"\b{' ?'.join(_WORDS.findall(location.casefold()))}\b"
+
+
+def _depots_to_offer(ctx: Context, named: tuple[str, ...]) -> str:
+    """The depots a question asked again offers: the two or more an answer named, else the
+    depots of the request's own tenant (the one its location belongs to)."""
+    from sim.world.fixtures import LOCATIONS
+
+    if not named:
+        home = LOCATIONS.get(str(request(ctx).get("location_id", "LOC-N1")), {}).get("tenant")
+        named = tuple(loc for loc, place in LOCATIONS.items() if place["tenant"] == home)
+    offered = [f"{LOCATIONS[loc]['name']} ({loc})" for loc in named]
+    return ", ".join(offered[:-1]) + f" or {offered[-1]}" if len(offered) > 1 else offered[0]
+
+
 def s_clarify(ctx: Context) -> Step:
-    answer = latest(ctx, "answer")
-    if answer is None:
-        return Call("ask_user", {"question": "Which depot should supply the part?"})
-    text = str(answer["data"].get("answer", "")).strip().upper()
-    return reservation_step(ctx, location=text if text.startswith("LOC-") else None)
+    """Ask which depot; reserve from the one the answer names. An answer naming none or
+    several is asked again with the depots to choose from; after ``ASKS`` of them the run
+    says no capability applies (a guess would reserve where nobody asked)."""
+    answers = [
+        obs
+        for obs in ctx.get("observations", [])
+        if obs.get("capability") == "answer" and obs.get("ok")
+    ]
+    if not answers:
+        return Call("ask_user", {"question": QUESTION})
+    said = str(answers[-1]["data"].get("answer", "")).strip()
+    named = depots_named(said)
+    if len(named) == 1:
+        return reservation_step(ctx, location=named[0])
+    if len(answers) < ASKS:
+        heard = "names more than one depot" if named else "names no depot I know"
+        return Call(
+            "ask_user",
+            {"question": f"That answer {heard}. {QUESTION[:-1]}: {_depots_to_offer(ctx, named)}?"},
+        )
+    return Call(
+        "no_applicable_tool",
+        {"reason": f"the requester's answers named no single depot (last: {said[:120]!r})"},
+    )
 
 
 def s_wait_external(ctx: Context) -> Step:

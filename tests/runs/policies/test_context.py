@@ -145,5 +145,5 @@ def test_each_decision_stores_its_projection_raw_output_and_versions_under_one_h
             assert raw["provider"] == event.payload["provider"] == vocabulary
             assert raw["model"] == event.payload["model"] == "double:reservation"
             assert raw["adapter_version"] == run.model_adapter_version
-            assert raw["policy_version"] == "policy-double@1.0.0"
+            assert raw["policy_version"] == "policy-double@1.1.0"
             assert raw["raw"]  # the verbatim provider-shaped output
