@@ -18,9 +18,14 @@ from api.models import ApiToken
 from kernel import clock
 
 
-def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+def _context(
+    request: HttpRequest, page: selectors.TokenPage | None = None, **extra: Any
+) -> dict[str, Any]:
+    if page is None:
+        page = selectors.token_page_for_user(user=request.user, now=clock.now())
     return {
-        "tokens": selectors.token_list_for_user(user=request.user, now=clock.now()),
+        "tokens": page.rows,
+        "page": page,
         "limit": token_services.MAX_ACTIVE_TOKENS,
         "lifetimes": token_services.LIFETIME_DAYS,
         "form": {"name": "", "lifetime_days": str(token_services.DEFAULT_LIFETIME_DAYS)},
@@ -35,7 +40,16 @@ def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
 @login_required
 def tokens(request: HttpRequest) -> HttpResponse:
     require_role(request.user, *ROLES)
-    return render(request, "api/tokens.html", _context(request))
+    older = request.GET.get("older") or None
+    try:
+        page = selectors.token_page_for_user(user=request.user, now=clock.now(), older=older)
+    except selectors.NoSuchPage:
+        error = (
+            "That page of tokens does not exist: its link names no expired or revoked token "
+            "of yours. Here are your newest tokens."
+        )
+        return render(request, "api/tokens.html", _context(request, error=error), status=400)
+    return render(request, "api/tokens.html", _context(request, page))
 
 
 @never_cache  # the 201 page holds the secret: no browser or proxy may keep a copy
