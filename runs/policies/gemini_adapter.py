@@ -8,9 +8,12 @@ for a tool call: a candidate that calls a function finishes ``STOP`` like an ans
 item does in the Responses API. In the order checked:
 
 - limits (depth, values, bytes) before anything else is read -> ``output_limit_exceeded``
-- an error body ``{"error": {"code", "status", "message", "details"}}`` ->
-  ``provider_error:<class>`` (by its ``ErrorInfo`` reason, its canonical ``status``, then
-  its HTTP ``code``: ``provider_errors.from_google_error``)
+- an error body ``{"error": {"code", "status", "message", "details"}}``, alone or as the one
+  element of a list (a failed stream; google-genai unwraps it too) -> ``provider_error:<class>``
+  (by its ``ErrorInfo`` reason, its canonical ``status``, then its HTTP ``code``:
+  ``provider_errors.from_google_error``)
+- any other JSON array (a whole streamGenerateContent body, a list of chunks) ->
+  ``unknown_shape``, saying so
 - ``promptFeedback.blockReason`` (the prompt was blocked, no candidate) ->
   ``model_refusal`` with the block reason as its category
 - no ``candidates`` member -> ``unknown_shape``; an empty list -> ``empty_output``; more
@@ -98,6 +101,23 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
     limit = limits.check(raw)
     if limit is not None:
         return Reading(parsing.rejected(limit))
+    if (
+        isinstance(raw, list)
+        and len(raw) == 1
+        and isinstance(raw[0], Mapping)
+        and "error" in raw[0]
+    ):
+        # An error sent as a one-element list (a failed stream): google-genai's APIError
+        # unwraps the same list (google/genai/errors.py).
+        raw = raw[0]
+    if isinstance(raw, list):
+        return Reading(
+            parsing.invalid(
+                Reject.UNKNOWN_SHAPE,
+                "output is a JSON array, not one generateContent response (a"
+                " streamGenerateContent body is a list of chunks: record one response)",
+            )
+        )
     if not isinstance(raw, Mapping):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a JSON object"))
     if "error" in raw:

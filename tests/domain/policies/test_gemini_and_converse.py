@@ -140,6 +140,17 @@ def test_a_google_error_body_is_classified_by_reason_then_status_then_code(error
     assert reasons(proposal) == [f"provider_error:{expected}"]
 
 
+def test_a_failed_vertex_stream_error_list_is_a_provider_error_and_other_lists_say_what_they_are():
+    body = [
+        {"error": {"code": 429, "message": "Resource exhausted.", "status": "RESOURCE_EXHAUSTED"}}
+    ]
+    assert reasons(gemini_adapter.parse(body, KINDS)) == ["provider_error:rate_limited"]
+    chunks = [gemini_adapter.render_text("Hel"), gemini_adapter.render_text("lo")]
+    proposal = gemini_adapter.parse(chunks, KINDS)
+    assert reasons(proposal) == ["unknown_shape"]
+    assert "streamGenerateContent" in proposal.detail  # type: ignore[union-attr]
+
+
 # -- Bedrock Converse ----------------------------------------------------------------------
 def test_converse_reasoning_is_commentary_and_redacted_reasoning_is_not_kept_as_text():
     reading = bedrock_adapter.read(load("bedrock-converse", "recorded_reasoning_then_text"), KINDS)
