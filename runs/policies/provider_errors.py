@@ -62,6 +62,56 @@ _BODY_CLASSES: Mapping[str, str] = {
 }
 
 
+# Google's canonical error codes (google.rpc.Code), the ``status`` of a Gemini error body
+# {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": ...}}.
+_GOOGLE_STATUSES: Mapping[str, str] = {
+    "RESOURCE_EXHAUSTED": RATE_LIMITED,
+    "UNAUTHENTICATED": AUTH_REJECTED,
+    "PERMISSION_DENIED": AUTH_REJECTED,
+    "INVALID_ARGUMENT": CLIENT_ERROR,
+    "FAILED_PRECONDITION": CLIENT_ERROR,
+    "NOT_FOUND": CLIENT_ERROR,
+    "OUT_OF_RANGE": CLIENT_ERROR,
+    "ALREADY_EXISTS": CLIENT_ERROR,
+    "ABORTED": SERVER_ERROR,
+    "INTERNAL": SERVER_ERROR,
+    "UNKNOWN": SERVER_ERROR,
+    "DATA_LOSS": SERVER_ERROR,
+    "UNIMPLEMENTED": CLIENT_ERROR,
+    "UNAVAILABLE": OVERLOADED,
+    "DEADLINE_EXCEEDED": TIMEOUT,
+}
+# ``google.rpc.ErrorInfo`` reasons more specific than the status: Gemini answers an invalid
+# or expired API key with 400 INVALID_ARGUMENT and one of these in ``details``.
+_GOOGLE_REASONS: Mapping[str, str] = {
+    "API_KEY_INVALID": AUTH_REJECTED,
+    "API_KEY_EXPIRED": AUTH_REJECTED,
+    "API_KEY_SERVICE_BLOCKED": AUTH_REJECTED,
+    "RATE_LIMIT_EXCEEDED": RATE_LIMITED,
+}
+# AWS error codes of Bedrock Runtime (the ``x-amzn-ErrorType`` / botocore ``Error.Code``).
+_AWS_CODES: Mapping[str, str] = {
+    "ThrottlingException": RATE_LIMITED,
+    "ServiceQuotaExceededException": RATE_LIMITED,
+    "TooManyRequestsException": RATE_LIMITED,
+    "AccessDeniedException": AUTH_REJECTED,
+    "UnrecognizedClientException": AUTH_REJECTED,
+    "ExpiredTokenException": AUTH_REJECTED,
+    "InvalidSignatureException": AUTH_REJECTED,
+    "UnauthorizedException": AUTH_REJECTED,
+    "MissingAuthenticationTokenException": AUTH_REJECTED,
+    "ValidationException": CLIENT_ERROR,
+    "ResourceNotFoundException": CLIENT_ERROR,
+    "ConflictException": CLIENT_ERROR,
+    "InternalServerException": SERVER_ERROR,
+    "ModelErrorException": SERVER_ERROR,
+    "ModelStreamErrorException": SERVER_ERROR,
+    "ServiceUnavailableException": OVERLOADED,
+    "ModelNotReadyException": OVERLOADED,
+    "ModelTimeoutException": TIMEOUT,
+}
+
+
 def reason(error_class: str) -> str:
     """Return the InvalidProposal reason code of a provider error class."""
     return PREFIX + (error_class if error_class in CLASSES else UNCLASSIFIED)
@@ -101,4 +151,41 @@ def from_body(error: Any) -> str:
     if isinstance(code, int) and not isinstance(code, bool):
         # OpenRouter's bodies name the HTTP status as an integer ``code``.
         return from_status(code)
+    return UNCLASSIFIED
+
+
+def from_google_error(error: Any) -> str:
+    """Classify a Google API error body (the value of its ``error`` member).
+
+    An ``ErrorInfo`` reason in ``details`` is looked at first (an invalid key is a 400
+    INVALID_ARGUMENT), then the canonical ``status``, then the HTTP ``code``.
+    """
+    if not isinstance(error, Mapping):
+        return UNCLASSIFIED
+    details = error.get("details")
+    for detail in details if isinstance(details, list) else []:
+        found = detail.get("reason") if isinstance(detail, Mapping) else None
+        if isinstance(found, str) and found in _GOOGLE_REASONS:
+            return _GOOGLE_REASONS[found]
+    status = error.get("status")
+    if isinstance(status, str) and status in _GOOGLE_STATUSES:
+        return _GOOGLE_STATUSES[status]
+    code = error.get("code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return from_status(code)
+    return UNCLASSIFIED
+
+
+def from_aws_error(code: Any, status: Any = None) -> str:
+    """Classify an AWS error by its code (``ThrottlingException``...), else its HTTP status.
+
+    The code may carry the protocol's decorations (``aws.protocols#ValidationException``,
+    ``ValidationException:http://internal.amazon.com/...``); they are dropped.
+    """
+    if isinstance(code, str):
+        name = code.rsplit("#", 1)[-1].split(":", 1)[0].strip()
+        if name in _AWS_CODES:
+            return _AWS_CODES[name]
+    if isinstance(status, int) and not isinstance(status, bool):
+        return from_status(status)
     return UNCLASSIFIED

@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from runs.domain.proposals import Proposal
-from runs.policies import anthropic_adapter, openai_adapter, openai_responses_adapter
+from runs.policies import (
+    anthropic_adapter,
+    bedrock_adapter,
+    gemini_adapter,
+    openai_adapter,
+    openai_responses_adapter,
+)
 from runs.policies.parsing import Reading, Stop
 
 RenderedCall = tuple[str, Mapping[str, Any], str]
@@ -57,6 +63,22 @@ VOCABULARIES: dict[str, Vocabulary] = {
         anthropic_adapter.render_text,
         anthropic_adapter.render_message,
     ),
+    "gemini": Vocabulary(
+        "gemini",
+        gemini_adapter.VERSION,
+        gemini_adapter.read,
+        gemini_adapter.render_call,
+        gemini_adapter.render_text,
+        gemini_adapter.render_message,
+    ),
+    "bedrock-converse": Vocabulary(
+        "bedrock-converse",
+        bedrock_adapter.VERSION,
+        bedrock_adapter.read,
+        bedrock_adapter.render_call,
+        bedrock_adapter.render_text,
+        bedrock_adapter.render_message,
+    ),
 }
 
 
@@ -75,6 +97,8 @@ ADAPTERS: dict[str, Vocabulary] = {
     **_earlier(VOCABULARIES["openai"], openai_adapter.EARLIER),
     **_earlier(VOCABULARIES["openai-responses"], openai_responses_adapter.EARLIER),
     **_earlier(VOCABULARIES["anthropic"], anthropic_adapter.EARLIER),
+    **_earlier(VOCABULARIES["gemini"], gemini_adapter.EARLIER),
+    **_earlier(VOCABULARIES["bedrock-converse"], bedrock_adapter.EARLIER),
 }
 
 

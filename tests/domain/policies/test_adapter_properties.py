@@ -32,7 +32,13 @@ from runs.domain.proposals import (
     from_dict,
     to_dict,
 )
-from runs.policies import anthropic_adapter, openai_adapter, openai_responses_adapter
+from runs.policies import (
+    anthropic_adapter,
+    bedrock_adapter,
+    gemini_adapter,
+    openai_adapter,
+    openai_responses_adapter,
+)
 from runs.policies.parsing import Reading, Reject
 
 KINDS = {cid: c.kind.value for cid, c in ALL_CONTRACTS.items()}
@@ -41,6 +47,8 @@ UNGUARDED = {
     "openai": openai_adapter._read,
     "openai-responses": openai_responses_adapter._read,
     "anthropic": anthropic_adapter._read,
+    "gemini": gemini_adapter._read,
+    "bedrock-converse": bedrock_adapter._read,
 }
 # The earlier versions still installed (for runs recorded under them) are held to it too.
 EARLIER_UNGUARDED = [
@@ -62,7 +70,7 @@ UNION = (
 )
 KNOWN_CODES = {r.value for r in Reject}
 
-# Words the three vocabularies give meaning to, so random objects often look like outputs.
+# Words the vocabularies give meaning to, so random objects often look like outputs.
 KEYS = [
     "choices", "message", "content", "tool_calls", "function", "arguments", "name", "type",
     "role", "finish_reason", "refusal", "function_call", "reasoning_content", "error", "code",
@@ -71,6 +79,13 @@ KEYS = [
     "namespace", "object", "id", "content_filters", "content_filter_results",
     "prompt_filter_results", "blocked", "filtered", "source_type", "executed_tools", "done",
     "done_reason", "environment",
+    "candidates", "parts", "functionCall", "args", "thought", "thoughtSignature",
+    "finishReason", "finishMessage", "promptFeedback", "blockReason", "safetyRatings",
+    "willContinue", "partialArgs", "executableCode", "toolCall", "inlineData",
+    "stopReason", "toolUse", "toolUseId", "reasoningContent", "reasoningText",
+    "redactedContent", "toolResult", "citationsContent", "Error", "Code",
+    "ResponseMetadata", "HTTPStatusCode", "$metadata", "httpStatusCode", "__type",
+    "Message", "details", "@type",
 ]  # fmt: skip
 WORDS = [
     "assistant", "user", "function", "tool_calls", "stop", "length", "content_filter",
@@ -83,6 +98,10 @@ WORDS = [
     '{"final": {"artifact": {}, "claimed_evidence_refs": []}, "final": 1}', "in_progress",
     "cancelled", "requires_action", "violence", "search", "load", "unload",
     "shell_call", "shell_call_output", "container_auto", "local",
+    "model", "STOP", "MAX_TOKENS", "SAFETY", "MALFORMED_FUNCTION_CALL", "MODEL_ARMOR",
+    "RESOURCE_EXHAUSTED", "INVALID_ARGUMENT", "API_KEY_INVALID", "guardrail_intervened",
+    "content_filtered", "malformed_tool_use", "server_tool_use", "ThrottlingException",
+    "ValidationException",
 ]  # fmt: skip
 
 scalars = st.one_of(
@@ -211,14 +230,23 @@ def test_any_nesting_depth_is_a_typed_rejection_never_a_recursion_error(depth, a
         "openai": openai_adapter.render_call("check_inventory", {}, "c"),
         "openai-responses": openai_responses_adapter.render_call("check_inventory", {}, "c"),
         "anthropic": anthropic_adapter.render_call("check_inventory", {}, "c"),
+        "gemini": gemini_adapter.render_call("check_inventory", {}, "c"),
+        "bedrock-converse": bedrock_adapter.render_call("check_inventory", {}, "c"),
     }
     outputs["openai"]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = (
         args if as_text else json.dumps(1)
     )
     outputs["openai-responses"]["output"][0]["arguments"] = args if as_text else "{}"
     outputs["anthropic"]["content"][0]["input"] = {"deep": nested(depth)}
+    outputs["gemini"]["candidates"][0]["content"]["parts"][0]["functionCall"]["args"] = {
+        "deep": nested(depth)
+    }
+    outputs["bedrock-converse"]["output"]["message"]["content"][0]["toolUse"]["input"] = {
+        "deep": nested(depth)
+    }
+    decoded = ("anthropic", "gemini", "bedrock-converse")
     for vocabulary, raw in outputs.items():
-        if not as_text and vocabulary != "anthropic":
+        if not as_text and vocabulary not in decoded:
             raw = {"wrapper": nested(depth)}
         reading = UNGUARDED[vocabulary](raw, KINDS)
         check(reading)

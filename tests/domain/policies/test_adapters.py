@@ -31,6 +31,8 @@ from runs.domain.proposals import (
 )
 from runs.policies import (
     anthropic_adapter,
+    bedrock_adapter,
+    gemini_adapter,
     limits,
     openai_adapter,
     openai_responses_adapter,
@@ -95,6 +97,19 @@ def recorded_choice_text(vocabulary: str, name: str) -> str:
     """The message text of a recorded Chat Completions response (an answer is stripped)."""
     raw = json.loads((FIXTURES / vocabulary / f"{name}.json").read_text())
     return str(raw["choices"][0]["message"]["content"]).strip()
+
+
+def recorded_gemini_text(name: str) -> str:
+    """The answer text (not the thoughts) of a recorded generateContent response."""
+    raw = json.loads((FIXTURES / "gemini" / f"{name}.json").read_text())
+    parts = raw["candidates"][0]["content"]["parts"]
+    return "".join(p["text"] for p in parts if "text" in p and not p.get("thought")).strip()
+
+
+def recorded_converse_text(name: str) -> str:
+    """The text blocks of a recorded Converse response (an answer is stripped)."""
+    raw = json.loads((FIXTURES / "bedrock-converse" / f"{name}.json").read_text())
+    return "".join(b["text"] for b in raw["output"]["message"]["content"] if "text" in b).strip()
 
 
 # fixture -> the proposal it must parse to, or the rejection class it must get.
@@ -330,6 +345,125 @@ EXPECTED: dict[str, dict[str, Any]] = {
         # The tool search tool ran at the provider before the client's own call.
         "recorded_tool_search_then_call": Reject.PROVIDER_EXECUTED_TOOL,
     },
+    "gemini": {
+        "function_call_read_equipment": READ,
+        "function_call_search_manual": SEARCH,
+        "function_call_propose_reservation": PROPOSE,
+        "function_call_reserve_part": RESERVE,
+        "function_call_ask_user": ASK,
+        "function_call_wait_for_event": WAIT,
+        "function_call_no_applicable_tool": ABSTAIN,
+        "unknown_tool_lookup_stock": LOOKUP,
+        "thought_then_function_call": READ,
+        # Gemini finishes a call STOP like an answer: text before the one call is a preamble.
+        "preamble_one_call": CHECK,
+        "text_after_function_call": Reject.MIXED_OUTPUT,
+        "final_json": FINAL,
+        "final_text": FINAL_TEXT,
+        "final_malformed": Reject.MALFORMED_FINAL,
+        "final_json_duplicate_keys": Reject.MALFORMED_FINAL,
+        "parallel_two_effects": Reject.TWO_EFFECT_CALLS,
+        "parallel_two_reads": Reject.MULTIPLE_TOOL_CALLS,
+        "multiple_candidates": Reject.MULTIPLE_CHOICES,
+        "handoff": Reject.HANDOFF,
+        "args_not_object": Reject.MALFORMED_ARGUMENTS,
+        "control_extra_field": Reject.MALFORMED_ARGUMENTS,
+        "function_call_without_name": Reject.MALFORMED_TOOL_CALL,
+        "malformed_function_call": Reject.MALFORMED_TOOL_CALL,
+        "unexpected_tool_call": Reject.MALFORMED_TOOL_CALL,
+        "recitation": Reject.REFUSAL,
+        "stop_without_parts": Reject.EMPTY_OUTPUT,
+        "unknown_finish_reason": Reject.UNKNOWN_SHAPE,
+        "unknown_shape_anthropic_message": Reject.UNKNOWN_SHAPE,
+        "function_response_part": Reject.UNKNOWN_SHAPE,
+        "code_execution_parts": Reject.PROVIDER_EXECUTED_TOOL,
+        "error_unauthenticated": "provider_error:auth_rejected",
+        "error_overloaded": "provider_error:overloaded",
+        "error_internal": "provider_error:server_error",
+        # Recorded (see gemini/sources.toml).
+        "recorded_function_call_thought_signature": unknown("get_capital", {"country": "France"}),
+        "recorded_function_call_empty_args": unknown("bar", {}),
+        # Vertex AI leaves out the args of a call without parameters.
+        "recorded_vertex_call_without_args": unknown("read_theme", {}),
+        "recorded_vertex_call_still_streaming": Reject.TRUNCATED,
+        "recorded_parallel_function_calls": Reject.TWO_EFFECT_CALLS,
+        "recorded_thought_then_text": FinalCandidate(
+            {"text": recorded_gemini_text("recorded_thought_then_text")[: parsing.MAX_FINAL_TEXT]}
+        ),
+        "recorded_text_answer": FinalCandidate({"text": "Hello! How can I help you today?"}),
+        "recorded_max_tokens": Reject.TRUNCATED,
+        "recorded_max_tokens_thinking_no_parts": Reject.TRUNCATED,
+        "recorded_safety_blocked": Reject.REFUSAL,
+        "recorded_prompt_blocked_prohibited_content": Reject.REFUSAL,
+        "recorded_vertex_model_armor_prompt_block": Reject.REFUSAL,
+        "recorded_vertex_model_armor_finish": Reject.REFUSAL,
+        "recorded_file_search_tool_call_response": Reject.PROVIDER_EXECUTED_TOOL,
+        "recorded_image_part": Reject.UNKNOWN_SHAPE,
+        "recorded_error_invalid_argument": "provider_error:client_error",
+        "recorded_error_quota_retry_info": "provider_error:rate_limited",
+    },
+    "bedrock-converse": {
+        "tool_use_read_equipment": READ,
+        "tool_use_search_manual": SEARCH,
+        "tool_use_propose_reservation": PROPOSE,
+        "tool_use_reserve_part": RESERVE,
+        "tool_use_ask_user": ASK,
+        "tool_use_wait_for_event": WAIT,
+        "tool_use_no_applicable_tool": ABSTAIN,
+        "unknown_tool_lookup_stock": LOOKUP,
+        "reasoning_then_tool_use": READ,
+        # stopReason tool_use: the text is a preamble (commentary), the call proposes.
+        "preamble_one_call": CHECK,
+        "final_answer_with_tool_use": Reject.MIXED_OUTPUT,
+        "final_json": FINAL,
+        "final_text": FINAL_TEXT,
+        "citations_content_answer": FINAL_TEXT,
+        "final_malformed": Reject.MALFORMED_FINAL,
+        "final_json_duplicate_keys": Reject.MALFORMED_FINAL,
+        "parallel_two_effects": Reject.TWO_EFFECT_CALLS,
+        "parallel_two_reads": Reject.MULTIPLE_TOOL_CALLS,
+        "handoff": Reject.HANDOFF,
+        "input_not_object": Reject.MALFORMED_ARGUMENTS,
+        "tool_use_without_input": Reject.MALFORMED_ARGUMENTS,
+        "control_extra_field": Reject.MALFORMED_ARGUMENTS,
+        "tool_use_without_name": Reject.MALFORMED_TOOL_CALL,
+        "malformed_tool_use": Reject.MALFORMED_TOOL_CALL,
+        "guardrail_intervened": Reject.REFUSAL,
+        "content_filtered": Reject.REFUSAL,
+        "model_context_window_exceeded": Reject.TRUNCATED,
+        "tool_use_stop_without_call": Reject.TRUNCATED,
+        "empty_content": Reject.EMPTY_OUTPUT,
+        "malformed_model_output": Reject.UNKNOWN_SHAPE,
+        "unknown_stop_reason": Reject.UNKNOWN_SHAPE,
+        "unknown_shape_gemini_response": Reject.UNKNOWN_SHAPE,
+        "image_block": Reject.UNKNOWN_SHAPE,
+        "error_throttling_boto3": "provider_error:rate_limited",
+        "error_access_denied_js_sdk": "provider_error:auth_rejected",
+        "error_model_timeout_aws_json": "provider_error:timeout",
+        # Recorded (see bedrock-converse/sources.toml).
+        "recorded_nova_thinking_preamble_call": unknown("get_capital", {"country": "France"}),
+        "recorded_claude_reasoning_preamble_call": unknown("get_user_country", {}),
+        "recorded_kimi_reasoning_call": unknown("get_temperature", {"city": "London"}),
+        "recorded_preamble_parallel_calls": Reject.TWO_EFFECT_CALLS,
+        "recorded_reasoning_then_text": FinalCandidate(
+            {"text": recorded_converse_text("recorded_reasoning_then_text")}
+        ),
+        "recorded_redacted_reasoning_then_text": FinalCandidate(
+            {"text": recorded_converse_text("recorded_redacted_reasoning_then_text")}
+        ),
+        "recorded_deepseek_text_then_reasoning": FinalCandidate(
+            {"text": recorded_converse_text("recorded_deepseek_text_then_reasoning")}
+        ),
+        "recorded_guardrail_no_action": FinalCandidate(
+            {"text": recorded_converse_text("recorded_guardrail_no_action")}
+        ),
+        # Only reasoning, no answer: nothing to propose.
+        "recorded_qwen_reasoning_only": Reject.EMPTY_OUTPUT,
+        "recorded_max_tokens": Reject.TRUNCATED,
+        "recorded_nova_code_interpreter": Reject.PROVIDER_EXECUTED_TOOL,
+        # The bare HTTP body of a 400: its class was in a header.
+        "recorded_error_invalid_model": "provider_error:unclassified",
+    },
 }
 
 # Rejection classes a provider's API cannot produce (so no fixture can record them), and
@@ -340,6 +474,8 @@ NOT_PRODUCIBLE = {
     "openai": set(),
     "openai-responses": {Reject.MULTIPLE_CHOICES},  # one response per request
     "anthropic": {Reject.MULTIPLE_CHOICES},  # the Messages API returns one message
+    "gemini": set(),  # candidateCount > 1 gives several candidates
+    "bedrock-converse": {Reject.MULTIPLE_CHOICES},  # Converse returns one message
 }
 GENERATED_ONLY = {Reject.LIMIT_EXCEEDED, Reject.ADAPTER_ERROR}
 # Given by the runner's boundary after any adapter (test_hostile_model_output.py).
@@ -359,6 +495,25 @@ RECORDED_CASES = {
         "length truncation": "recorded_openrouter_claude_length",
         "Gemini compatible quirk": "recorded_gemini_compat_call_without_id",
         "Mistral compatible quirk": "recorded_mistral_call_without_type",
+    },
+    "gemini": {
+        "function call": "recorded_function_call_thought_signature",
+        "call without args": "recorded_vertex_call_without_args",
+        "thought + text": "recorded_thought_then_text",
+        "parallel calls": "recorded_parallel_function_calls",
+        "SAFETY finish": "recorded_safety_blocked",
+        "prompt blocked": "recorded_prompt_blocked_prohibited_content",
+        "MAX_TOKENS": "recorded_max_tokens",
+        "error body": "recorded_error_quota_retry_info",
+    },
+    "bedrock-converse": {
+        "preamble + one call": "recorded_nova_thinking_preamble_call",
+        "reasoning + preamble + call": "recorded_claude_reasoning_preamble_call",
+        "preamble + parallel calls": "recorded_preamble_parallel_calls",
+        "reasoning + text": "recorded_reasoning_then_text",
+        "max_tokens": "recorded_max_tokens",
+        "server tool use": "recorded_nova_code_interpreter",
+        "error body": "recorded_error_invalid_model",
     },
     "openai-responses": {
         "function call": "recorded_function_call",
@@ -445,6 +600,9 @@ def test_every_rejection_class_has_a_fixture(vocabulary):
             "recorded_reasoning_commentary_function_call",
             "I'll check the capital",
         ),
+        ("gemini", "preamble_one_call", "I'll check the inventory for part A17"),
+        ("bedrock-converse", "recorded_nova_thinking_preamble_call", "<thinking> To determine"),
+        ("bedrock-converse", "recorded_claude_reasoning_preamble_call", "I'll need to check what"),
     ],
 )
 def test_text_before_one_call_in_a_turn_stopped_for_tool_use_is_commentary(vocabulary, name, text):
@@ -461,13 +619,15 @@ def test_text_before_one_call_in_a_turn_stopped_for_tool_use_is_commentary(vocab
         ("openai", "final_answer_with_tool_call"),
         ("anthropic", "final_answer_with_tool_use"),
         ("openai-responses", "final_answer_with_function_call"),
+        ("gemini", "text_after_function_call"),
+        ("bedrock-converse", "final_answer_with_tool_use"),
     ],
 )
 def test_a_final_answer_with_a_call_stays_invalid(vocabulary, name):
     proposal = READ_ADAPTER[vocabulary](load(vocabulary, name), KINDS).proposal
     assert isinstance(proposal, InvalidProposal)
     assert [r.code for r in proposal.reasons] == ["mixed_output"]
-    assert proposal.reasons[0].provider_stop in ("stop", "end_turn", "completed")
+    assert proposal.reasons[0].provider_stop in ("stop", "end_turn", "completed", "STOP")
 
 
 def test_a_bare_message_without_a_finish_reason_is_not_a_preamble():
@@ -631,11 +791,16 @@ def nested(depth: int) -> Any:
 @pytest.mark.parametrize("vocabulary", sorted(EXPECTED))
 @pytest.mark.parametrize("depth", [400, 5000])
 def test_deeply_nested_arguments_are_a_typed_limit_rejection(vocabulary, depth):
-    # As decoded arguments (Anthropic input) and as argument text (the OpenAI APIs).
+    # As decoded arguments (Anthropic input, Gemini args, Converse input) and as argument
+    # text (the OpenAI APIs).
     args = nested(depth)
     raw = vocabularies.get(vocabulary).call("check_inventory", {"part_id": "A17"}, "c")
     if vocabulary == "anthropic":
         raw["content"][0]["input"] = args
+    elif vocabulary == "gemini":
+        raw["candidates"][0]["content"]["parts"][0]["functionCall"]["args"] = {"deep": args}
+    elif vocabulary == "bedrock-converse":
+        raw["output"]["message"]["content"][0]["toolUse"]["input"] = {"deep": args}
     elif vocabulary == "openai":
         fn = raw["choices"][0]["message"]["tool_calls"][0]["function"]
         fn["arguments"] = '{"a": ' * depth + "1" + "}" * depth
@@ -808,10 +973,12 @@ def _local(proposal: Any) -> Any:
 
 def test_each_vocabulary_is_registered_with_its_own_adapter_version():
     versions = {v.adapter_version for v in vocabularies.VOCABULARIES.values()}
-    assert len(versions) == len(vocabularies.VOCABULARIES) == 3
+    assert len(versions) == len(vocabularies.VOCABULARIES) == 5
     assert vocabularies.get("openai-responses").adapter_version == openai_responses_adapter.VERSION
+    assert vocabularies.get("gemini").adapter_version == gemini_adapter.VERSION
+    assert vocabularies.get("bedrock-converse").adapter_version == bedrock_adapter.VERSION
     with pytest.raises(ValueError, match="unknown provider vocabulary"):
-        vocabularies.get("gemini")
+        vocabularies.get("cohere")
 
 
 # -- recorded shapes found in other public recordings ------------------------------------

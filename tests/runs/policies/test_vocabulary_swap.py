@@ -1,6 +1,6 @@
 """Swapping the provider vocabulary changes the raw output, never the local proposals or
-the disposition: the same scenario spoken in Chat Completions, Responses and Anthropic
-Messages terms is the same run.
+the disposition: the same scenario spoken in Chat Completions, Responses, Anthropic
+Messages, Gemini generateContent and Bedrock Converse terms is the same run.
 """
 
 from __future__ import annotations
@@ -15,15 +15,23 @@ from approvals import services as approvals
 from approvals.models import Checkpoint
 from runs.engine import runner
 from runs.models import Event, Evidence, Run
-from runs.policies import anthropic_adapter, openai_adapter, openai_responses_adapter
+from runs.policies import (
+    anthropic_adapter,
+    bedrock_adapter,
+    gemini_adapter,
+    openai_adapter,
+    openai_responses_adapter,
+)
 from tests.helpers import approve, make_run
 
 REF = re.compile(r"\b(?:ev|rq)-[0-9a-f]{20}\b")
-VOCABULARIES = ("openai", "openai-responses", "anthropic")
+VOCABULARIES = ("openai", "openai-responses", "anthropic", "gemini", "bedrock-converse")
 ADAPTERS = {
     "openai": openai_adapter.VERSION,
     "openai-responses": openai_responses_adapter.VERSION,
     "anthropic": anthropic_adapter.VERSION,
+    "gemini": gemini_adapter.VERSION,
+    "bedrock-converse": bedrock_adapter.VERSION,
 }
 
 
@@ -35,6 +43,10 @@ def shape(raw: dict[str, Any]) -> str:
         return "openai-responses"
     if raw.get("type") == "message" and isinstance(raw.get("content"), list):
         return "anthropic"
+    if isinstance(raw.get("candidates"), list):
+        return "gemini"
+    if isinstance(raw.get("output"), dict) and "stopReason" in raw:
+        return "bedrock-converse"
     return "unknown"
 
 
@@ -171,7 +183,7 @@ def test_a_run_cannot_be_created_in_an_unknown_vocabulary(world):
     from runs.services import RunInputError
 
     with pytest.raises(RunInputError) as info:
-        make_run(vocabulary="gemini", advance=False)
+        make_run(vocabulary="cohere", advance=False)
     assert info.value.field == "vocabulary"
 
 

@@ -1,0 +1,359 @@
+"""Adapter for Google Gemini ``generateContent`` output (a ``GenerateContentResponse``
+whose ``candidates[].content.parts[]`` hold ``text``, ``functionCall`` and ``thought``
+parts) into exactly one local proposal, or a typed rejection naming every reason.
+
+The Gemini API (and Vertex AI's, which answers in the same shape) has no finish reason
+for a tool call: a candidate that calls a function finishes ``STOP`` like an answer. The
+``functionCall`` part is what says the turn stopped for tool use, as a ``function_call``
+item does in the Responses API. In the order checked:
+
+- limits (depth, values, bytes) before anything else is read -> ``output_limit_exceeded``
+- an error body ``{"error": {"code", "status", "message", "details"}}``, alone or as the one
+  element of a list (a failed stream; google-genai unwraps it too) -> ``provider_error:<class>``
+  (by its ``ErrorInfo`` reason, its canonical ``status``, then its HTTP ``code``:
+  ``provider_errors.from_google_error``)
+- any other JSON array (a whole streamGenerateContent body, a list of chunks) ->
+  ``unknown_shape``, saying so
+- ``promptFeedback.blockReason`` (the prompt was blocked, no candidate) ->
+  ``model_refusal`` with the block reason as its category
+- no ``candidates`` member -> ``unknown_shape``; an empty list -> ``empty_output``; more
+  than one candidate (``candidateCount`` > 1) -> ``multiple_choices``
+- ``executableCode`` / ``codeExecutionResult`` parts (code execution) and ``toolCall`` /
+  ``toolResponse`` parts (Gemini 3's server-side tools: file search, maps...): the
+  provider ran a tool outside validation -> ``provider_executed_tool``
+- a ``finishReason`` the API does not document (``FinishReason`` in google-genai, plus
+  Vertex's ``MODEL_ARMOR``) -> ``unknown_shape``; none stated is read like ``STOP``
+- ``SAFETY``, ``RECITATION``, ``LANGUAGE``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``,
+  ``SPII``, ``MODEL_ARMOR`` and the ``IMAGE_*`` filters -> ``model_refusal`` (category:
+  the finish reason; explanation: ``finishMessage``, else the safety ratings that
+  blocked); ``MAX_TOKENS``, ``TOO_MANY_TOOL_CALLS``, ``OTHER``, ``NO_IMAGE``,
+  ``FINISH_REASON_UNSPECIFIED`` -> ``truncated_output``; ``MALFORMED_FUNCTION_CALL`` and
+  ``UNEXPECTED_TOOL_CALL`` -> ``malformed_tool_call`` (with ``finishMessage``)
+- ``thought: true`` parts are declared reasoning: commentary evidence, never parsed; a
+  ``thoughtSignature`` is the provider's opaque token and is ignored
+- every other part (``inlineData``, ``fileData``, ``functionResponse``, a part with two
+  kinds of data...) -> ``unknown_shape`` (each one named)
+- then text and calls go through ``parsing.decide``. Text *before* the first
+  ``functionCall`` part is a preamble (commentary); text after a call is an answer beside
+  the call -> ``mixed_output``. A ``functionCall`` without ``args`` is a call with no
+  arguments (the API omits an empty ``args``, recorded from Vertex AI); ``args`` that are
+  not an object -> ``malformed_arguments``; a call still streaming (``willContinue`` or
+  ``partialArgs``) -> ``truncated_output``.
+
+Versions: ``VERSION`` reads new runs; ``EARLIER`` keeps each earlier version's mapping
+unchanged, for the runs recorded under it (none yet).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from runs.domain.proposals import Proposal
+from runs.policies import limits, parsing, provider_errors
+from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
+
+VERSION = "gemini-function-calling-adapter@1.0.0"
+PROVIDER = "gemini"
+
+# google-genai ``types.FinishReason`` (google/genai/types.py), and Vertex AI's MODEL_ARMOR
+# (recorded: a Model Armor response template that blocked the answer).
+REFUSING_FINISHES = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "LANGUAGE",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "MODEL_ARMOR",
+    }
+)
+TRUNCATING_FINISHES = frozenset(
+    {
+        "MAX_TOKENS",
+        "TOO_MANY_TOOL_CALLS",
+        "OTHER",
+        "IMAGE_OTHER",
+        "NO_IMAGE",
+        "FINISH_REASON_UNSPECIFIED",
+    }
+)
+MALFORMED_CALL_FINISHES = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
+FINISH_REASONS = frozenset(
+    {"STOP", *REFUSING_FINISHES, *TRUNCATING_FINISHES, *MALFORMED_CALL_FINISHES}
+)
+PROVIDER_EXECUTED_PARTS = frozenset(
+    {"executableCode", "codeExecutionResult", "toolCall", "toolResponse"}
+)
+# Keys of a part that describe it rather than carry its data.
+PART_METADATA = frozenset(
+    {"thought", "thoughtSignature", "partMetadata", "videoMetadata", "mediaResolution"}
+)
+
+
+def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
+    """Return what ``raw`` (one generateContent response) proposes; never raises."""
+    limit = limits.check(raw)
+    if limit is not None:
+        return Reading(parsing.rejected(limit))
+    if (
+        isinstance(raw, list)
+        and len(raw) == 1
+        and isinstance(raw[0], Mapping)
+        and "error" in raw[0]
+    ):
+        # An error sent as a one-element list (a failed stream): google-genai's APIError
+        # unwraps the same list (google/genai/errors.py).
+        raw = raw[0]
+    if isinstance(raw, list):
+        return Reading(
+            parsing.invalid(
+                Reject.UNKNOWN_SHAPE,
+                "output is a JSON array, not one generateContent response (a"
+                " streamGenerateContent body is a list of chunks: record one response)",
+            )
+        )
+    if not isinstance(raw, Mapping):
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a JSON object"))
+    if "error" in raw:
+        error = raw["error"]
+        detail = str(error.get("message", ""))[:300] if isinstance(error, Mapping) else ""
+        return Reading(parsing.provider_error(provider_errors.from_google_error(error), detail))
+    blocked = _prompt_block(raw.get("promptFeedback"))
+    if blocked is not None:
+        return Reading(parsing.rejected(blocked))
+    candidates = raw.get("candidates")
+    if not isinstance(candidates, list):
+        return Reading(
+            parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not a generateContent response")
+        )
+    if not candidates:
+        return Reading(parsing.invalid(Reject.EMPTY_OUTPUT, "the response has no candidate"))
+    if len(candidates) > 1:
+        return Reading(
+            parsing.invalid(
+                Reject.MULTIPLE_CHOICES, f"{len(candidates)} candidates in one response"
+            )
+        )
+    candidate = candidates[0]
+    if not isinstance(candidate, Mapping):
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "the candidate is not an object"))
+    content = candidate.get("content", {})
+    content = {} if content is None else content
+    if not isinstance(content, Mapping) or content.get("role", "model") != "model":
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "content is not the model's"))
+    parts = content.get("parts", [])
+    if not isinstance(parts, list):
+        return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "parts is not a list"))
+    kinds_seen = [_kind(p) for p in parts]
+    reasoning = _reasoning(parts)
+    stated = candidate.get("finishReason")
+    finish = stated if isinstance(stated, str) else ""
+    executed = sorted({k for k in kinds_seen if k in PROVIDER_EXECUTED_PARTS})
+    if executed:
+        r = parsing.reason(Reject.PROVIDER_EXECUTED_TOOL, ", ".join(executed), provider_stop=finish)
+        return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(parts)))
+    if stated is not None and finish not in FINISH_REASONS:
+        r = parsing.reason(
+            Reject.UNKNOWN_SHAPE,
+            f"unknown finishReason {json.dumps(stated, default=str)[:60]}",
+            provider_stop=finish,
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(parts)))
+    message = candidate.get("finishMessage")
+    message = message if isinstance(message, str) else ""
+    if finish in REFUSING_FINISHES:
+        return Reading(_refusal(finish, message, candidate), reasoning)
+    if finish in TRUNCATING_FINISHES:
+        r = parsing.reason(
+            Reject.TRUNCATED, message or f"finishReason {finish}", provider_stop=finish
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(parts)))
+    if finish in MALFORMED_CALL_FINISHES:
+        r = parsing.reason(
+            Reject.MALFORMED_TOOL_CALL, message or f"finishReason {finish}", provider_stop=finish
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(parts)))
+    preamble: list[str] = []
+    answer: list[str] = []
+    calls: list[ToolCall] = []
+    problems = []
+    for index, (part, kind) in enumerate(zip(parts, kinds_seen, strict=True)):
+        if kind == "thought":
+            continue
+        if kind == "text":
+            (answer if calls else preamble).append(part["text"])
+        elif kind == "functionCall":
+            calls.append(_call(part["functionCall"]))
+        else:
+            problems.append(parsing.reason(Reject.UNKNOWN_SHAPE, f"part {index}: {kind}"[:100]))
+    after_call = "".join(answer).strip()
+    if calls and not after_call:
+        # Text before the call, nothing after it: a turn that stopped for the call.
+        text, stop = "".join(preamble), Stop.TOOL_USE
+    else:
+        text = "".join(preamble) + "".join(answer)
+        stop = Stop.ANSWER if finish == "STOP" else Stop.UNKNOWN
+        if calls:
+            # An answer written after the call: the model did not stop for it.
+            stop = Stop.ANSWER
+    turn = Turn(
+        text=text,
+        calls=calls,
+        stop=stop,
+        commentary=reasoning,
+        problems=problems,
+        provider_stop=finish,
+    )
+    return parsing.decide(turn, kinds, strict_final=True)
+
+
+read = parsing.guarded(_read)
+EARLIER: dict[str, Any] = {}
+
+
+def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
+    """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
+    return read(raw, kinds).proposal
+
+
+def _prompt_block(feedback: Any) -> Any:
+    """``model_refusal`` for a prompt the provider blocked, or None."""
+    if not isinstance(feedback, Mapping) or feedback.get("blockReason") in (None, ""):
+        return None
+    why = feedback.get("blockReason")
+    why_text = why[:100] if isinstance(why, str) else json.dumps(why, default=str)[:100]
+    message = feedback.get("blockReasonMessage")
+    message = message if isinstance(message, str) else ""
+    return parsing.reason(
+        Reject.REFUSAL,
+        message or f"the provider blocked the prompt ({why_text})",
+        category=why_text,
+        explanation=message[:1000],
+        provider_stop=f"blockReason:{why_text}",
+    )
+
+
+def _refusal(finish: str, message: str, candidate: Mapping[str, Any]) -> Proposal:
+    """``model_refusal`` for a candidate a provider filter stopped."""
+    ratings = candidate.get("safetyRatings")
+    blocked = sorted(
+        str(r.get("category"))[:60]
+        for r in (ratings if isinstance(ratings, list) else [])
+        if isinstance(r, Mapping) and r.get("blocked") is True
+    )
+    explanation = message or ", ".join(blocked)
+    detail = message or f"the provider stopped the candidate ({finish})"
+    if blocked and not message:
+        detail += f": {', '.join(blocked)} blocked"
+    return parsing.rejected(
+        parsing.reason(
+            Reject.REFUSAL,
+            detail,
+            category=finish,
+            explanation=explanation[:1000],
+            provider_stop=finish,
+        )
+    )
+
+
+def _kind(part: Any) -> str:
+    """``text``, ``thought``, ``functionCall``, another data key, or a description."""
+    if not isinstance(part, Mapping):
+        return "not an object"
+    data = sorted(k for k in part if k not in PART_METADATA)
+    if part.get("thought") is True and data == ["text"] and isinstance(part["text"], str):
+        return "thought"
+    if data == ["text"] and not isinstance(part["text"], str):
+        return "text that is not a string"
+    if len(data) == 1:
+        return str(data[0])[:60]
+    if not data:
+        # Only a signature (or nothing): carries no output of its own.
+        return "thought" if "thoughtSignature" in part else "empty part"
+    return "+".join(str(k)[:30] for k in data[:3])
+
+
+def _reasoning(parts: Sequence[Any]) -> str:
+    return "\n\n".join(
+        p["text"].strip()
+        for p in parts
+        if isinstance(p, Mapping)
+        and p.get("thought") is True
+        and isinstance(p.get("text"), str)
+        and p["text"].strip()
+    )
+
+
+def _joined(*texts: str) -> str:
+    return "\n\n".join(t.strip() for t in texts if t and t.strip())
+
+
+def _joined_text(parts: Sequence[Any]) -> str:
+    return " ".join(p["text"] for p in parts if _kind(p) == "text")
+
+
+def _call(call: Any) -> ToolCall:
+    if not isinstance(call, Mapping):
+        return ToolCall(
+            None, problem=Reject.MALFORMED_TOOL_CALL, detail="functionCall is not an object"
+        )
+    name = call.get("name")
+    if call.get("willContinue") is True or "partialArgs" in call:
+        return ToolCall(
+            name,
+            problem=Reject.TRUNCATED,
+            detail="the call is still streaming (willContinue / partialArgs)",
+        )
+    if "args" not in call or call["args"] is None:
+        # The API leaves out an empty ``args``: a call of a function without parameters.
+        return ToolCall(name, {})
+    arguments = call["args"]
+    if not isinstance(arguments, Mapping):
+        return ToolCall(
+            name, problem=Reject.MALFORMED_ARGUMENTS, detail="args is not a JSON object"
+        )
+    return ToolCall(name, dict(arguments))
+
+
+# -- rendering (the policy double speaks this vocabulary) ------------------------------------
+def render_message(
+    text: str,
+    calls: Sequence[tuple[str, Mapping[str, Any], str]],
+    stop: Stop = Stop.UNKNOWN,
+) -> dict[str, Any]:
+    """Render one generateContent response with a text part and ``functionCall`` parts.
+
+    Gemini states no tool-use finish: text before the calls is a preamble. With ``stop``
+    an answer (``Stop.ANSWER``) and calls, the text is written after them (the shape
+    adapters must reject as mixed output).
+    """
+    call_parts: list[dict[str, Any]] = [
+        {"functionCall": {"id": call_id, "name": name, "args": dict(args)}}
+        for name, args, call_id in calls
+    ]
+    text_parts = [{"text": text}] if text else []
+    if calls and stop is Stop.ANSWER:
+        parts = [*call_parts, *text_parts]
+    else:
+        parts = [*text_parts, *call_parts]
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
+        "modelVersion": "fieldops-double",
+        "responseId": f"resp_{calls[0][2] if calls else 'text'}",
+    }
+
+
+def render_call(name: str, args: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+    return render_message("", [(name, args, call_id)])
+
+
+def render_text(text: str) -> dict[str, Any]:
+    return render_message(text, [])
