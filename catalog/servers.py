@@ -223,7 +223,6 @@ def _clean_env(env_text: str) -> dict[str, str]:
         raise Refusal("env_invalid", f"at most {MAX_ENV} environment entries ({len(lines)} given)")
     for number, line in lines:
         name, equals, ref = (part.strip() for part in line.partition("="))
-        shown = name[:64] if ENV_NAME.match(name[:64]) else "the name"
         if not equals:
             raise Refusal(
                 "env_invalid",
@@ -233,7 +232,7 @@ def _clean_env(env_text: str) -> dict[str, str]:
         if not ENV_NAME.match(name):
             raise Refusal(
                 "env_invalid",
-                f"line {number}: {shown} is not an environment variable name (a letter or _, "
+                f"line {number}: {name[:64]!r} is not an environment variable name (a letter or _, "
                 "then letters, digits and _, 64 at most)",
             )
         upper = name.upper()
