@@ -1164,6 +1164,29 @@ def test_a_key_the_server_repeats_is_stored_nowhere(catalog_admin, monkeypatch, 
     assert key not in out + everything_stored()
 
 
+def test_an_http_server_that_serves_its_own_bearer_token_is_refused_whole(
+    catalog_admin, changing_server, monkeypatch
+):
+    """The same rule for an HTTP server's credential: instructions that quote the token
+    would be stored with every sighting; the answer is refused, nothing stored."""
+    token = "tok-" + os.urandom(12).hex()
+    changing_server.set(token=token, instructions=f"Authenticated with {token}.")
+    monkeypatch.setenv("FIELDOPS_MCP_TOKEN_ECHO", token)
+    script = server_script("changing")
+    with serving(sys.executable, script, str(changing_server.path), "--http") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin,
+            name="parts-echo",
+            transport="http",
+            url=f"{base}/mcp",
+            credential_ref="env:FIELDOPS_MCP_TOKEN_ECHO",
+        )
+        run = discover(server)
+    assert run.code == "secret_echoed", run.message
+    assert "holds its credential" in run.message
+    assert not ToolSighting.objects.exists() and token not in everything_stored()
+
+
 @pytest.mark.parametrize(
     ("env_text", "code", "said"),
     [
