@@ -101,7 +101,8 @@ def _try_legacy_after(status: int) -> bool:
 
 @dataclass(frozen=True)
 class Target:
-    """Where the server is. ``headers`` carry a resolved credential: never stored."""
+    """Where the server is. ``headers`` carry a resolved credential, ``env`` the resolved
+    values of a stdio server's environment entries: never stored, shown or logged."""
 
     transport: str  # "stdio" | "http"
     command: str = ""
@@ -109,6 +110,7 @@ class Target:
     url: str = ""
     cwd: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def label(self) -> str:
@@ -435,7 +437,7 @@ class _BoundedBody(httpx2.AsyncByteStream):
 def _transport(target: Target, errlog: _StderrTail, wire: _Wire) -> Any:
     if target.transport == "stdio":
         params = StdioServerParameters(
-            command=target.command, args=list(target.args), cwd=target.cwd
+            command=target.command, args=list(target.args), cwd=target.cwd, env=dict(target.env)
         )
         return _bounded_stdio(params, errlog.file, wire)
     if wire.kind == LEGACY_SSE:
@@ -920,11 +922,15 @@ async def _attempt(target: Target, limits: Limits, wire: _Wire, deadline: float)
             ):
                 # A server that exits at once often misses a variable (an API key) that
                 # FieldOps' environment may hold: the child is never given it.
+                given = (
+                    f" and its environment entries {', '.join(target.env)}" if target.env else ""
+                )
                 failure.message = failure.message.removesuffix("; nothing was stored") + (
-                    f"; it was started with only {_INHERITED} of FieldOps' environment "
-                    "(no other variable, such as an API key, is passed on: one it needs must "
-                    "be set by the registered command itself, e.g. a wrapper that reads it; "
-                    "never in the arguments, which are stored and shown)"
+                    f"; it was started with only {_INHERITED} of FieldOps' environment{given} "
+                    "(no other variable, such as an API key, is passed on: register the server "
+                    "with an environment entry for a variable it needs, e.g. "
+                    "API_KEY=env:FIELDOPS_MCP_ENV_API_KEY, the variable of this process that "
+                    "holds it; never in the arguments, which are stored and shown)"
                     + ("; see its last stderr output" if failure.stderr else "")
                     + "; nothing was stored"
                 )

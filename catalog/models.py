@@ -178,8 +178,10 @@ class Transport(models.TextChoices):
 class ToolServer(models.Model):
     """A registered MCP tool server the catalog discovers from.
 
-    ``credential_ref`` names where the HTTP credential lives (``env:NAME``); the credential
-    itself is read at connect time and never stored, logged or put in a decision.
+    ``credential_ref`` names where the HTTP credential lives (``env:NAME``); ``env`` maps
+    each environment variable a stdio server is started with to the reference of where
+    its value lives (``{"BRAVE_API_KEY": "env:FIELDOPS_MCP_ENV_BRAVE"}``). Values are read
+    when the server is reached and never stored, logged or put in a decision.
     """
 
     name = models.SlugField(max_length=64, unique=True)
@@ -188,6 +190,7 @@ class ToolServer(models.Model):
     args = models.JSONField(default=list, blank=True)
     url = models.CharField(max_length=500, blank=True, default="")
     credential_ref = models.CharField(max_length=80, blank=True, default="")
+    env = models.JSONField(default=dict, blank=True)
     # Scheduled re-discovery (beat) visits this server.
     scheduled = models.BooleanField(default=True)
     created_by = models.ForeignKey(

@@ -14,7 +14,13 @@ Registration rules:
 - an HTTP server is a plain ``http(s)`` URL without user info; its credential is a
   *reference* (``env:FIELDOPS_MCP_TOKEN_<NAME>``: only variables with that prefix, so no
   other secret of the process can be sent), resolved at connect time and never stored,
-  shown or logged.
+  shown or logged;
+- a stdio server gets no variable of this process's environment beyond the SDK's minimal
+  set, except the *environment entries* it is registered with: ``NAME=env:FIELDOPS_MCP_ENV_<X>``
+  (or ``env:FIELDOPS_MCP_TOKEN_<X>``), each a reference read when the server is started and
+  never stored, shown or logged; names are POSIX names, and none that would let the value
+  steer the loader, an interpreter, a launcher or the server's TLS (``LD_PRELOAD``,
+  ``PYTHONPATH``, ``NODE_OPTIONS``, ``PATH`` ...).
 """
 
 from __future__ import annotations
@@ -47,6 +53,92 @@ CREDENTIAL_PREFIX = "FIELDOPS_MCP_TOKEN_"
 CREDENTIAL_REF = re.compile(r"^env:FIELDOPS_MCP_TOKEN_[A-Z0-9_]{1,48}$")
 MAX_ARGS = 40
 MAX_ARG = 500
+# Environment entries of a stdio server: NAME=env:FIELDOPS_MCP_ENV_<X>, one a line.
+ENV_PREFIX = "FIELDOPS_MCP_ENV_"
+ENV_REF = re.compile(r"^env:(FIELDOPS_MCP_ENV_|FIELDOPS_MCP_TOKEN_)[A-Z0-9_]{1,48}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+MAX_ENV = 16
+MAX_ENV_TEXT = 2000
+# Names a value could steer the child with, whatever the value is: the dynamic loader, an
+# interpreter or launcher's start-up (code run before the server's own), where programs
+# are found, the shell's start-up, TLS trust and proxies (where the key is sent), and the
+# variables the SDK already sets from this host (HOME, PATH ...). Compared in upper case.
+ENV_FORBIDDEN = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "LOGNAME",
+        "SHELL",
+        "TERM",
+        "USER",
+        "IFS",
+        "ENV",
+        "BASH_ENV",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PS4",
+        "CDPATH",
+        "TMPDIR",
+        "GCONV_PATH",
+        "GETCONF_DIR",
+        "GLIBC_TUNABLES",
+        "HOSTALIASES",
+        "LOCPATH",
+        "NLSPATH",
+        "RESOLV_HOST_CONF",
+        "CLASSPATH",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "PERL5LIB",
+        "PERL5OPT",
+        "PERLLIB",
+        "PERL5DB",
+        "RUBYOPT",
+        "RUBYLIB",
+        "GEM_HOME",
+        "GEM_PATH",
+        "BUNDLE_GEMFILE",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "FTP_PROXY",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "XDG_CACHE_HOME",
+        "EDITOR",
+        "VISUAL",
+        "PAGER",
+    }
+)
+ENV_FORBIDDEN_PREFIXES = (
+    "LD_",  # LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT ...
+    "DYLD_",
+    "MALLOC_",
+    "PYTHON",  # PYTHONPATH, PYTHONSTARTUP, PYTHONHOME, PYTHONINSPECT ...
+    "NODE_",  # NODE_OPTIONS, NODE_PATH, NODE_EXTRA_CA_CERTS, NODE_TLS_REJECT_UNAUTHORIZED
+    "NPM_CONFIG_",  # npx reads npm_config_node_options, npm_config_registry ...
+    "YARN_",
+    "BUN_",
+    "DENO_",
+    "COREPACK_",
+    "UV_",  # uvx: UV_INDEX_URL, UV_PYTHON ...
+    "PIP_",
+    "PIPX_",
+    "VIRTUAL_ENV",
+    "CONDA",
+    "GIT_",  # GIT_SSH_COMMAND, GIT_CONFIG_* (mcp-server-git runs git)
+    "SSH_",
+    "GNUPG",
+    "LC_",
+    "LANG",
+    "FIELDOPS_",  # this process's own settings are not the child's to have
+)
 TRIGGERS = ("manual", "schedule", "command")
 
 
@@ -113,6 +205,74 @@ def _clean_credential_ref(ref: str) -> str:
     return ref
 
 
+def _clean_env(env_text: str) -> dict[str, str]:
+    """``NAME=env:FIELDOPS_MCP_ENV_<X>`` lines (blank lines skipped) as {NAME: reference}.
+
+    A refusal names the line and the name, never what follows ``=`` when it is not a
+    reference (it may be the secret itself, pasted)."""
+    entries: dict[str, str] = {}
+    if len(env_text or "") > MAX_ENV_TEXT:
+        raise Refusal(
+            "env_invalid",
+            f"the environment entries are {len(env_text)} characters long, over the "
+            f"{MAX_ENV_TEXT} allowed",
+        )
+    lines = [line.strip() for line in (env_text or "").splitlines()]
+    lines = [(number, line) for number, line in enumerate(lines, 1) if line]
+    if len(lines) > MAX_ENV:
+        raise Refusal("env_invalid", f"at most {MAX_ENV} environment entries ({len(lines)} given)")
+    for number, line in lines:
+        name, equals, ref = (part.strip() for part in line.partition("="))
+        if not equals:
+            raise Refusal(
+                "env_invalid",
+                f"line {number} is not NAME=env:{ENV_PREFIX}<X> (one entry a line; the value "
+                "is never given here, only the variable of this process that holds it)",
+            )
+        if not ENV_NAME.match(name):
+            raise Refusal(
+                "env_invalid",
+                f"line {number}: {name[:64]!r} is not an environment variable name (a letter or _, "
+                "then letters, digits and _, 64 at most)",
+            )
+        upper = name.upper()
+        if upper in ENV_FORBIDDEN or upper.startswith(ENV_FORBIDDEN_PREFIXES):
+            raise Refusal(
+                "env_name_forbidden",
+                f"line {number}: {name} may not be set for a server: it would let the value "
+                "steer the loader, an interpreter or launcher, where programs are found, TLS "
+                "or a proxy, or it is set from this host already; the server's own variables "
+                "(an API key, a URL) are what entries are for",
+            )
+        if name in entries:
+            raise Refusal("env_invalid", f"line {number}: {name} is given twice")
+        if not ENV_REF.match(ref):
+            raise Refusal(
+                "env_ref_invalid",
+                f"line {number}: the value of {name} must be a reference such as "
+                f"env:{ENV_PREFIX}{upper[:40]} (an environment variable of this process whose "
+                f"name starts with {ENV_PREFIX} or {CREDENTIAL_PREFIX}), never the value "
+                "itself; what was typed after = is not repeated here and was not kept",
+            )
+        entries[name] = ref
+    return entries
+
+
+def env_text(entries: dict[str, str]) -> str:
+    """The registration form's text of ``entries``, one ``NAME=reference`` a line."""
+    return "\n".join(f"{name}={ref}" for name, ref in entries.items())
+
+
+def env_text_as_kept(text: str) -> str:
+    """What a refused form shows again of the entries typed: each line whose value is not a
+    reference loses its value (it may be the secret itself, pasted by mistake)."""
+    kept = []
+    for line in (text or "").splitlines():
+        name, equals, ref = line.partition("=")
+        kept.append(line if not equals or ENV_REF.match(ref.strip()) else f"{name}=")
+    return "\n".join(kept)
+
+
 def tool_server_register(
     *,
     user: Any,
@@ -122,6 +282,7 @@ def tool_server_register(
     args_text: str = "",
     url: str = "",
     credential_ref: str = "",
+    env_text: str = "",
     scheduled: bool = True,
 ) -> ToolServer:
     """Register a tool server; raise Refusal with a clear reason (nothing stored)."""
@@ -136,10 +297,18 @@ def tool_server_register(
         if credential_ref:
             raise Refusal(
                 "credential_ref_stdio",
-                "a stdio server gets no credential from the catalog; configure it on the host",
+                "a stdio server gets no bearer credential: give the variable it reads as an "
+                f"environment entry instead (e.g. API_KEY=env:{ENV_PREFIX}API_KEY)",
             )
+        fields["env"] = _clean_env(env_text)
     elif transport == Transport.HTTP:
         fields.update(url=_clean_url(url), credential_ref=_clean_credential_ref(credential_ref))
+        if (env_text or "").strip():
+            raise Refusal(
+                "env_http",
+                "environment entries are for stdio servers, which this host starts; an HTTP "
+                "server's credential is its credential reference",
+            )
     else:
         raise Refusal("bad_transport", "choose stdio or HTTP")
     try:
@@ -169,7 +338,11 @@ def _target(server: ToolServer) -> mcp_client.Target:
     if server.transport == Transport.STDIO:
         # Re-checked at every run: a command removed from the allow-list stops running.
         command = _executable(_clean_command(server.command))
-        return mcp_client.Target("stdio", command=command, args=tuple(server.args))
+        # Checked again at every run too: a rule tightened since registration applies.
+        entries = _clean_env(env_text(server.env or {}))
+        return mcp_client.Target(
+            "stdio", command=command, args=tuple(server.args), env=_resolved(entries)
+        )
     headers: dict[str, str] = {}
     if server.credential_ref:
         variable = server.credential_ref.removeprefix("env:")
@@ -185,6 +358,52 @@ def _target(server: ToolServer) -> mcp_client.Target:
     return mcp_client.Target("http", url=server.url, headers=headers)
 
 
+def _resolved(entries: dict[str, str]) -> dict[str, str]:
+    """The values of a stdio server's environment entries, read now from this process's
+    environment; a reference naming no set variable is ``credential_missing`` (the message
+    names the reference, never a value)."""
+    values: dict[str, str] = {}
+    for name, ref in entries.items():
+        value = os.environ.get(ref.removeprefix("env:"), "")
+        if not value:
+            raise mcp_client.DiscoveryFailed(
+                "credential_missing",
+                f"the environment entry {name}={ref} names no variable set in this process's "
+                f"environment: set {ref.removeprefix('env:')} where FieldOps runs (the web "
+                "process and the worker) and discover again; the server was not started",
+                stage="resolving the server's environment",
+            )
+        values[name] = value
+    return values
+
+
+def target_secrets(target: mcp_client.Target) -> dict[str, str]:
+    """Every value a target carries that must never be stored, by what it is: its bearer
+    credential and the values of its environment entries. Longest first: a value inside
+    another is redacted with it."""
+    found = {
+        f"the value of its environment entry {name}": value for name, value in target.env.items()
+    }
+    bearer = target.headers.get("Authorization", "").removeprefix("Bearer ")
+    if bearer:
+        found["its credential"] = bearer
+    return dict(sorted(found.items(), key=lambda item: len(item[1]), reverse=True))
+
+
+# A value this short is looked for in a server's answer no more: it would be found by chance.
+ECHO_MIN = 8
+
+
+def _echoed(data: Any, value: str) -> bool:
+    if isinstance(data, str):
+        return value in data
+    if isinstance(data, dict):
+        return any(_echoed(k, value) or _echoed(v, value) for k, v in data.items())
+    if isinstance(data, list | tuple):
+        return any(_echoed(item, value) for item in data)
+    return False
+
+
 def _failed(
     server: ToolServer,
     *,
@@ -196,14 +415,14 @@ def _failed(
     stderr: str = "",
     summary: dict[str, Any] | None = None,
     fetched: mcp_client.Fetched | None = None,
-    secret: str = "",
+    secrets: tuple[str, ...] = (),
     seconds: float = 0.0,
     started_at: dt.datetime | None = None,
 ) -> Discovery:
     def clean(text: str, limit: int) -> str:
         # The server's own words (its error, its stderr) are untrusted: storable, redacted.
         text = redact(discovery.storable_text(text))
-        if secret:
+        for secret in secrets:
             text = text.replace(secret, "[redacted]")
         return text[:limit]
 
@@ -246,11 +465,11 @@ def tool_server_discover(
     if server is None:
         raise Refusal("unknown_server", "no such tool server")
     limits = limits or limits_from_settings()
-    secret = ""
+    secrets: dict[str, str] = {}
     began, started = timezone.now(), time.monotonic()
     try:
         target = _target(server)
-        secret = target.headers.get("Authorization", "").removeprefix("Bearer ")
+        secrets = target_secrets(target)
         fetched = mcp_client.fetch_tools(target, limits)
     except Refusal as exc:
         return _failed(
@@ -271,10 +490,28 @@ def tool_server_discover(
             message=exc.message,
             stage=exc.stage,
             stderr=exc.stderr,
-            secret=secret,
+            secrets=tuple(secrets.values()),
             seconds=time.monotonic() - started,
             started_at=began,
         )
+    for what, value in secrets.items():
+        if len(value) >= ECHO_MIN and _echoed([fetched.identity, fetched.tools], value):
+            # Definitions are stored verbatim (their digest names them): a secret in one
+            # cannot be cut out, so nothing of this answer is stored.
+            return _failed(
+                server,
+                user=user,
+                trigger=trigger,
+                code="secret_echoed",
+                message=(
+                    f"the server's answer (its identity or a tool definition) holds {what}, "
+                    "which is never stored: nothing of it was stored; a server that writes "
+                    "its key into what it serves cannot be discovered"
+                ),
+                stage="checking the answer",
+                seconds=fetched.seconds,
+                started_at=began,
+            )
     try:
         listing = discovery.parse_tools(fetched.tools, schema_check=schemas.meta_problem)
     except discovery.ImportRefused as exc:

@@ -59,6 +59,10 @@ REFUSAL_FIELDS: Mapping[str, Mapping[str, str]] = {
         "credential_in_url": "url",
         "credential_ref_invalid": "credential_ref",
         "credential_ref_stdio": "credential_ref",
+        "env_invalid": "env",
+        "env_name_forbidden": "env",
+        "env_ref_invalid": "env",
+        "env_http": "env",
     },
     "admit": {
         "reason_required": "reason",
@@ -96,7 +100,7 @@ REFUSAL_FIELDS: Mapping[str, Mapping[str, str]] = {
         "reason_bidi_control": "reason",
     },
 }
-SERVER_INPUTS = frozenset({"name", "transport", "command", "args", "url", "credential_ref"})
+SERVER_INPUTS = frozenset({"name", "transport", "command", "args", "url", "credential_ref", "env"})
 ADMIT_INPUTS = frozenset({"task_transition", "alternatives", "decision", "expiry", "reason"})
 MAX_UPLOAD_BYTES = discovery.MAX_BYTES
 # The whole import request: the list, the server name and the multipart framing.
@@ -260,6 +264,7 @@ def catalog_servers(request: AuthedHtmxRequest) -> HttpResponse:
     context: dict[str, Any] = {
         "servers": selectors.tool_servers(),
         "allowed_commands": servers.allowed_commands(),
+        "max_env": servers.MAX_ENV,
         "form": {"transport": "stdio"},
     }
     if request.method in ("GET", "HEAD"):
@@ -267,7 +272,7 @@ def catalog_servers(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, CATALOG_ADMIN)
     form = {
         key: request.POST.get(key, "")
-        for key in ("name", "transport", "command", "args", "url", "credential_ref")
+        for key in ("name", "transport", "command", "args", "url", "credential_ref", "env")
     }
     form["scheduled"] = request.POST.get("scheduled", "") == "on"
     try:
@@ -279,12 +284,15 @@ def catalog_servers(request: AuthedHtmxRequest) -> HttpResponse:
             args_text=form["args"],
             url=form["url"],
             credential_ref=form["credential_ref"],
+            env_text=form["env"],
             scheduled=bool(form["scheduled"]),
         )
     except Refusal as exc:
         refusal = _refusal_context(
             exc, form="server", fields=REFUSAL_FIELDS["server"], shown=SERVER_INPUTS
         )
+        # An entry whose value is not a reference may be the secret itself: not shown again.
+        form["env"] = servers.env_text_as_kept(str(form["env"]))
         context.update({**refusal, "form": form})
         return render(request, "catalog/servers.html", context, status=400)
     messages.success(request, f"Tool server {server.name} registered. Discover it now.")

@@ -3,7 +3,10 @@ error reports.
 
 Every configured secret is registered here: SECRET_KEY, the callback signing key, the model
 API key, the ops token of /healthz, the database password and the password in the Celery
-broker URL. ``assert_clean``
+broker URL; and the values of this process's environment variables that MCP tool servers'
+credential references and environment entries may name (``FIELDOPS_MCP_TOKEN_*``,
+``FIELDOPS_MCP_ENV_*``), read afresh at each call (they are read so at connect time).
+``assert_clean``
 refuses to store text that contains one; ``redact`` removes them from anything shown or
 logged (the JSON log formatter applies it to every line); ``RedactingExceptionReporter``
 removes them from Django's error reports (the DEBUG page and the mail to ADMINS), which
@@ -14,6 +17,7 @@ built). Session cookies are cleansed from those reports by Django itself.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from html import escape
 from typing import Any
@@ -32,6 +36,8 @@ _SETTINGS = (
 )
 _URL_SETTINGS = ("CELERY_BROKER_URL",)
 _MIN_LEN = 8
+# Environment variables only a tool server's reference may name (catalog/servers.py).
+_ENV_PREFIXES = ("FIELDOPS_MCP_TOKEN_", "FIELDOPS_MCP_ENV_")
 REDACTED = "[redacted]"
 
 
@@ -57,7 +63,12 @@ def secret_values() -> list[str]:
     global _values
     if _values is None:
         _values = _read_secret_values()
-    return _values
+    referenced = [
+        value
+        for name, value in os.environ.items()
+        if name.startswith(_ENV_PREFIXES) and len(value) >= _MIN_LEN
+    ]
+    return [*_values, *referenced] if referenced else _values
 
 
 @receiver(setting_changed)

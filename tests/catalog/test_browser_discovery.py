@@ -101,3 +101,59 @@ def test_register_discover_see_untrusted_hints_rediscover_after_a_change_see_the
     changed = ToolDrift.objects.get(kind="changed")
     assert changed.paused == [first.ref]
     assert changed.after is not None and changed.after.lifecycle == Lifecycle.DISCOVERED
+
+
+def test_a_server_that_needs_a_key_is_registered_with_the_keyboard_alone(
+    live_server: Any,
+    browser: Any,
+    catalog_admin: Any,
+    stdio_commands: list[str],
+    csp_violations: list[str],
+    monkeypatch: Any,
+) -> None:
+    """Keyboard only: the environment entries field is reached with Tab, a hostile name is
+    refused beside it (the focus returns there, the message is its description), the fixed
+    entry registers the server, and Discover now lists the tools of a server that exits
+    without its key (``mcp_servers/keyed.py``); the key is on no page."""
+    from playwright.sync_api import expect
+
+    from tests.catalog.conftest import server_script
+
+    key = "keyboard-test-key-5e1d2c3b"
+    monkeypatch.setenv("FIELDOPS_MCP_ENV_EXAMPLE", key)
+    base = live_server.url
+    admin = signed_in(browser, base, "catalog-admin", csp_violations)
+    admin.goto(f"{base}/catalog/servers/")
+    admin.locator("#s-name").focus()
+    admin.keyboard.type("keyed")
+    admin.keyboard.press("Tab")  # the transport's radio group (stdio is checked)
+    expect(admin.locator("#t-stdio")).to_be_focused()
+    admin.keyboard.press("Tab")
+    expect(admin.locator("#s-command")).to_be_focused()
+    admin.keyboard.type(sys.executable)
+    admin.keyboard.press("Tab")
+    admin.keyboard.type(server_script("keyed"))
+    admin.keyboard.press("Tab")
+    expect(admin.locator("#s-env")).to_be_focused()
+    admin.keyboard.type("LD_PRELOAD=env:FIELDOPS_MCP_ENV_EXAMPLE")
+    admin.locator("#server-form button[type=submit]").focus()
+    admin.keyboard.press("Enter")
+    env = admin.locator("#s-env")
+    expect(env).to_be_focused()
+    expect(env).to_have_attribute("aria-invalid", "true")
+    expect(env).to_have_accessible_description(re.compile(r"Refused \(env_name_forbidden\)"))
+    shot(admin, "server-env-refused")
+    admin.keyboard.press("Control+A")
+    admin.keyboard.type("EXAMPLE_API_KEY=env:FIELDOPS_MCP_ENV_EXAMPLE")
+    admin.locator("#server-form button[type=submit]").focus()
+    admin.keyboard.press("Enter")
+    expect(admin.get_by_role("heading", name=re.compile("Tool server keyed"))).to_be_visible()
+    expect(admin.locator(".page-head")).to_contain_text(
+        "EXAMPLE_API_KEY=env:FIELDOPS_MCP_ENV_EXAMPLE"
+    )
+    admin.get_by_role("button", name="Discover now").focus()
+    admin.keyboard.press("Enter")
+    expect(admin.locator("#discovery-result")).to_contain_text("1 new", timeout=30_000)
+    for url in ("/catalog/servers/", "/catalog/"):
+        admin.goto(f"{base}{url}")
+        assert key not in admin.content()

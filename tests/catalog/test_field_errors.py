@@ -88,6 +88,7 @@ def assert_at_the_top(html: str, code: str) -> None:
 
 # -- register a tool server ----------------------------------------------------------------
 HTTP = {"name": "tools", "transport": "http", "credential_ref": "env:FIELDOPS_MCP_TOKEN_T"}
+STDIO = {"name": "keyed", "transport": "stdio", "command": "mcp-server-time"}
 
 
 @pytest.mark.parametrize(
@@ -117,6 +118,16 @@ HTTP = {"name": "tools", "transport": "http", "credential_ref": "env:FIELDOPS_MC
             "bad_name",
         ),
         ({"name": "t", "transport": "carrier-pigeon"}, "t-stdio", "bad_transport"),
+        ({**STDIO, "env": "LD_PRELOAD=env:FIELDOPS_MCP_ENV_X"}, "s-env", "env_name_forbidden"),
+        ({**STDIO, "env": "NODE_OPTIONS=env:FIELDOPS_MCP_ENV_X"}, "s-env", "env_name_forbidden"),
+        ({**STDIO, "env": "PYTHONPATH=env:FIELDOPS_MCP_ENV_X"}, "s-env", "env_name_forbidden"),
+        ({**STDIO, "env": "MY-KEY=env:FIELDOPS_MCP_ENV_X"}, "s-env", "env_invalid"),
+        ({**STDIO, "env": "API_KEY=env:SECRET_KEY"}, "s-env", "env_ref_invalid"),
+        (
+            {**HTTP, "url": "https://tools.example.invalid/mcp", "env": "K=env:FIELDOPS_MCP_ENV_K"},
+            "s-env",
+            "env_http",
+        ),
     ],
 )
 def test_a_refused_registration_marks_the_field_at_fault(
@@ -139,6 +150,25 @@ def test_a_bad_url_is_shown_by_the_url_and_everything_typed_is_kept(catalog_admi
     assert page.by_id["s-url"]["value"] == "ftp://files.example.invalid/mcp"
     assert page.by_id["s-cred"]["value"] == "env:FIELDOPS_MCP_TOKEN_T"
     assert "checked" in page.by_id["s-scheduled"]
+
+
+def test_a_value_pasted_for_an_environment_entry_is_refused_and_not_shown_again(
+    catalog_admin, settings
+):
+    """An admin who pastes the key itself (API_KEY=sk-...) is told to give a reference; the
+    page does not repeat the value, the other entries typed are kept."""
+    settings.FIELDOPS_MCP_STDIO_COMMANDS = ["mcp-server-time"]
+    typed = "REGION=env:FIELDOPS_MCP_ENV_REGION\nAPI_KEY=sk-live-pasted-4242424242"
+    response = client_for(catalog_admin).post(
+        reverse("catalog-servers"), {**STDIO, "env": typed, "scheduled": "on"}
+    )
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert_beside(Page(html), "s-env", "Refused (env_ref_invalid)", "line 2")
+    assert "sk-live-pasted-4242424242" not in html
+    assert ">REGION=env:FIELDOPS_MCP_ENV_REGION\nAPI_KEY=</textarea>" in html
+    assert Page(html).by_id["s-command"]["value"] == "mcp-server-time"
+    assert not ToolServer.objects.exists()
 
 
 def test_a_taken_name_is_shown_by_the_name(catalog_admin, settings):

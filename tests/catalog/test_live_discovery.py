@@ -10,6 +10,7 @@ and stores nothing half-way.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -1060,6 +1061,191 @@ def test_a_server_that_exits_wanting_a_variable_says_why_and_what_it_was_given(
     client.force_login(catalog_admin)
     page = client.get(reverse("catalog-discovery", args=[run.pk])).content.decode()
     assert "<details open><summary>The server's last stderr output" in page, page
+
+
+# -- a stdio server's environment entries (its API key, by reference) ------------------
+KEY_ENTRY = "EXAMPLE_API_KEY=env:FIELDOPS_MCP_ENV_EXAMPLE"
+
+
+def everything_stored() -> str:
+    return json.dumps(
+        [
+            list(model.objects.values())
+            for model in (Discovery, ToolServer, ToolSighting, LifecycleDecision, CapabilityVersion)
+        ],
+        default=str,
+        ensure_ascii=False,
+    )
+
+
+def test_a_stdio_server_that_needs_a_key_gets_it_from_an_environment_entry(
+    catalog_admin, monkeypatch
+):
+    """Such a server (server-brave-search, -slack, -gitlab ...) exits at once without its
+    key. Registered with an entry naming where the key lives, it is started with the value
+    read then, and with no other variable of FieldOps' environment; the value is stored
+    nowhere."""
+    monkeypatch.delenv("FIELDOPS_MCP_ENV_EXAMPLE", raising=False)
+    monkeypatch.setenv("FIELDOPS_MCP_ENV_OTHER", "another-servers-key-0001")  # not passed on
+    key = "brave-like-key-7f3a9c21"
+    server = register(
+        catalog_admin, "keyed", sys.executable, server_script("keyed"), env_text=KEY_ENTRY
+    )
+    assert server.env == {"EXAMPLE_API_KEY": "env:FIELDOPS_MCP_ENV_EXAMPLE"}
+    before = stored()
+    missing = discover(server)
+    assert missing.code == "credential_missing", missing.message
+    assert "EXAMPLE_API_KEY=env:FIELDOPS_MCP_ENV_EXAMPLE names no variable set" in missing.message
+    assert "the server was not started" in missing.message and stored() == before
+    monkeypatch.setenv("FIELDOPS_MCP_ENV_EXAMPLE", key)
+    run = discover(server)
+    assert run.ok, (run.message, run.stderr)
+    assert set(candidates(server)) == {"search_parts"}
+    said = dict(part.split(": ", 1) for part in run.identity["instructions"].split("; "))
+    assert said["key sha256"] == hashlib.sha256(key.encode()).hexdigest()  # the right value
+    given = set(said["variables"].split(","))
+    assert "EXAMPLE_API_KEY" in given
+    assert not {name for name in given if name.startswith("FIELDOPS_")}, given
+    assert given <= {
+        "EXAMPLE_API_KEY",
+        "LC_CTYPE",
+        *mcp_client.sdk_stdio.DEFAULT_INHERITED_ENV_VARS,
+    }
+    assert key not in everything_stored()
+    # The pages show the entry (the reference), never the value.
+    client = Client()
+    client.force_login(catalog_admin)
+    for url in (
+        reverse("catalog-servers"),
+        reverse("catalog-server", args=[server.pk]),
+        reverse("catalog-discovery", args=[run.pk]),
+        reverse("catalog-discovery", args=[missing.pk]),
+    ):
+        page = client.get(url).content.decode()
+        assert key not in page, url
+    assert "EXAMPLE_API_KEY=env:FIELDOPS_MCP_ENV_EXAMPLE" in page  # the failure says which
+
+
+def test_a_key_the_server_repeats_is_stored_nowhere(catalog_admin, monkeypatch, capsys):
+    """A server that quotes its key on stderr when it fails, or in what it serves: the
+    failure's message and stderr are redacted; an answer holding the key is refused whole
+    (definitions are stored verbatim); the command prints no value either."""
+    key = "gitlab-like-key-0c9d4e5f"
+    monkeypatch.setenv("FIELDOPS_MCP_ENV_EXAMPLE", key)
+    refused = register(
+        catalog_admin,
+        "keyed-refused",
+        sys.executable,
+        f"{server_script('keyed')} refused",
+        env_text=KEY_ENTRY,
+    )
+    echoing = register(
+        catalog_admin,
+        "keyed-echo",
+        sys.executable,
+        f"{server_script('keyed')} echo",
+        env_text=KEY_ENTRY,
+    )
+    for name in ("keyed-refused", "keyed-echo"):
+        with pytest.raises(CommandError):
+            call_command("catalog_discover", name, "--timeout", "20")
+    out = capsys.readouterr().out
+    assert "stderr: Error: the API refused the key [redacted] (401)" in out, out
+    assert "environment entries EXAMPLE_API_KEY" in out
+    failed = Discovery.objects.get(server=refused)
+    assert failed.code == "connection_closed" and "[redacted]" in failed.stderr
+    echoed = Discovery.objects.get(server=echoing)
+    assert echoed.code == "secret_echoed", echoed.message
+    assert "the value of its environment entry EXAMPLE_API_KEY" in echoed.message
+    assert (
+        not ToolSighting.objects.exists()
+        and not CapabilityVersion.objects.filter(source="discovered").exists()
+    )
+    assert key not in out + everything_stored()
+
+
+def test_an_http_server_that_serves_its_own_bearer_token_is_refused_whole(
+    catalog_admin, changing_server, monkeypatch
+):
+    """The same rule for an HTTP server's credential: instructions that quote the token
+    would be stored with every sighting; the answer is refused, nothing stored."""
+    token = "tok-" + os.urandom(12).hex()
+    changing_server.set(token=token, instructions=f"Authenticated with {token}.")
+    monkeypatch.setenv("FIELDOPS_MCP_TOKEN_ECHO", token)
+    script = server_script("changing")
+    with serving(sys.executable, script, str(changing_server.path), "--http") as base:
+        server = servers.tool_server_register(
+            user=catalog_admin,
+            name="parts-echo",
+            transport="http",
+            url=f"{base}/mcp",
+            credential_ref="env:FIELDOPS_MCP_TOKEN_ECHO",
+        )
+        run = discover(server)
+    assert run.code == "secret_echoed", run.message
+    assert "holds its credential" in run.message
+    assert not ToolSighting.objects.exists() and token not in everything_stored()
+
+
+@pytest.mark.parametrize(
+    ("env_text", "code", "said"),
+    [
+        ("LD_PRELOAD=env:FIELDOPS_MCP_ENV_X", "env_name_forbidden", "LD_PRELOAD may not be set"),
+        ("ld_audit=env:FIELDOPS_MCP_ENV_X", "env_name_forbidden", "ld_audit may not be set"),
+        ("PYTHONPATH=env:FIELDOPS_MCP_ENV_X", "env_name_forbidden", ""),
+        ("PYTHONSTARTUP=env:FIELDOPS_MCP_ENV_X", "env_name_forbidden", ""),
+        ("NODE_OPTIONS=env:FIELDOPS_MCP_ENV_X", "env_name_forbidden", ""),
+        ("npm_config_node_options=env:FIELDOPS_MCP_ENV_X", "env_name_forbidden", ""),
+        ("PATH=env:FIELDOPS_MCP_ENV_X", "env_name_forbidden", ""),
+        ("GIT_SSH_COMMAND=env:FIELDOPS_MCP_ENV_X", "env_name_forbidden", ""),
+        ("BASH_ENV=env:FIELDOPS_MCP_ENV_X", "env_name_forbidden", ""),
+        ("HTTPS_PROXY=env:FIELDOPS_MCP_ENV_X", "env_name_forbidden", ""),
+        ("SSL_CERT_FILE=env:FIELDOPS_MCP_ENV_X", "env_name_forbidden", ""),
+        ("1KEY=env:FIELDOPS_MCP_ENV_X", "env_invalid", "not an environment variable name"),
+        ("MY-KEY=env:FIELDOPS_MCP_ENV_X", "env_invalid", "not an environment variable name"),
+        ("A KEY=env:FIELDOPS_MCP_ENV_X", "env_invalid", "not an environment variable name"),
+        ("KEY\x00=env:FIELDOPS_MCP_ENV_X", "env_invalid", ""),
+        ("env:FIELDOPS_MCP_ENV_X", "env_invalid", "line 1 is not NAME=env:"),
+        ("A=env:FIELDOPS_MCP_ENV_X\nA=env:FIELDOPS_MCP_ENV_Y", "env_invalid", "given twice"),
+        (
+            "\n".join(f"K{i}=env:FIELDOPS_MCP_ENV_K{i}" for i in range(17)),
+            "env_invalid",
+            "at most 16",
+        ),
+        ("API_KEY=sk-live-51Hq8pasted", "env_ref_invalid", "never the value itself"),
+        ("API_KEY=env:SECRET_KEY", "env_ref_invalid", "FIELDOPS_MCP_ENV_"),
+        ("API_KEY=env:DATABASE_URL", "env_ref_invalid", ""),
+        ("API_KEY=env:FIELDOPS_MCP_ENV_", "env_ref_invalid", ""),
+        ("API_KEY=$FIELDOPS_MCP_ENV_X", "env_ref_invalid", ""),
+    ],
+)
+def test_hostile_or_malformed_environment_entries_are_refused(catalog_admin, env_text, code, said):
+    with pytest.raises(Refusal) as info:
+        register(catalog_admin, "keyed", sys.executable, server_script("keyed"), env_text=env_text)
+    assert info.value.code == code, info.value.message
+    assert said in info.value.message
+    assert "sk-live-51Hq8pasted" not in info.value.message  # a pasted value is not repeated
+    assert not ToolServer.objects.exists()
+
+
+def test_entries_are_for_stdio_servers_and_a_token_reference_may_be_named(catalog_admin):
+    with pytest.raises(Refusal) as info:
+        servers.tool_server_register(
+            user=catalog_admin,
+            name="remote",
+            transport="http",
+            url="https://tools.example.invalid/mcp",
+            env_text=KEY_ENTRY,
+        )
+    assert info.value.code == "env_http"
+    server = register(
+        catalog_admin,
+        "keyed",
+        sys.executable,
+        server_script("keyed"),
+        env_text="\n  GITHUB_PERSONAL_ACCESS_TOKEN = env:FIELDOPS_MCP_TOKEN_GITHUB \n\n",
+    )
+    assert server.env == {"GITHUB_PERSONAL_ACCESS_TOKEN": "env:FIELDOPS_MCP_TOKEN_GITHUB"}
 
 
 def test_nul_characters_from_a_server_are_shown_not_a_crash(catalog_admin, changing_server):

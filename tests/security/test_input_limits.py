@@ -9,6 +9,7 @@ from pathlib import Path
 
 from api import tokens
 from approvals import domain as approvals
+from catalog import servers
 from catalog import services as catalog
 from catalog.domain import lifecycle
 from operations import saved_views
@@ -35,6 +36,7 @@ LIMITS: dict[tuple[str, str], int] = {
     ("catalog/contract.html", "gate-reason"): catalog.MAX_REASON,
     ("catalog/contract.html", "tenant-gate-reason"): catalog.MAX_REASON,
     ("catalog/retire.html", "retire-reason"): catalog.MAX_REASON,
+    ("catalog/servers.html", "s-env"): servers.MAX_ENV_TEXT,
     ("catalog/retire.html", "withdraw-reason"): catalog.MAX_REASON,
     ("approvals/detail.html", "decision-reason"): approvals.MAX_REASON_CHARS,
     ("approvals/detail.html", "answer"): approvals.MAX_ANSWER_CHARS,

@@ -4,21 +4,27 @@ them anywhere they could leak to.
 Secrets: the database password (the connection really reconnects with it: PostgreSQL on
 127.0.0.1 trusts local connections, so a canary password still connects), SECRET_KEY
 (it signs the session cookies), the callback signing key, the model API key, the Celery
-broker password, and the session cookie value of every signed-in client.
+broker password, the session cookie value of every signed-in client, and the API key a
+stdio MCP tool server is started with (an environment entry's referenced variable,
+``FIELDOPS_MCP_ENV_*``).
 
 Scenarios: the world of the other security tests built with the canaries in place, fault
 lab fixtures through ``sim.faultlab`` (all of them on PostgreSQL, a representative set on
 SQLite), real sign-ins, a run started and approved through the console, signed callbacks,
 model-client runs against a fake server on 127.0.0.1 (one whose error bodies echo the key,
-one that answers garbage), the same console flow with Celery execution on an in-memory
-broker, every GET route rendered for every role, and error reports: 400/403/404/405/409
-pages, a CSRF refusal and forced 500s with DEBUG False, plus the technical report Django
-would mail to ADMINS or show with DEBUG on.
+one that answers garbage), stdio tool servers registered and discovered through the console
+and ``catalog_discover`` (one that lists its tools with the key, one that quotes the key on
+stderr as it fails, one that writes it into a tool it serves, one whose reference is unset,
+and a registration with the key pasted in place of its reference), the same console flow
+with Celery execution on an in-memory broker, every GET route rendered for every role, and
+error reports: 400/403/404/405/409 pages, a CSRF refusal and forced 500s with DEBUG False,
+plus the technical report Django would mail to ADMINS or show with DEBUG on.
 
 Searched: every table (events and evidence in every column; the session table only for
 the other secrets, since it holds session keys by design), captured logs (every record as
 the JSON formatter writes it, with its extra fields), Celery messages as published and as
-they sit on the broker, every rendered page and every error report.
+they sit on the broker, every rendered page, every error report and the output of the
+management commands run.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -402,6 +409,87 @@ def celery_flow(collected: Collected, settings: Any) -> None:
     collected.messages.extend(("published", p) for p in published)
 
 
+MCP_KEY_ENTRY = "EXAMPLE_API_KEY=env:FIELDOPS_MCP_ENV_CANARY"
+
+
+def stdio_server_keys(
+    collected: Collected, canaries: Canaries, settings: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    """Stdio tool servers that need an API key, registered with an environment entry and
+    discovered through the console and the command (``tests/catalog/mcp_servers/keyed.py``)."""
+    from django.core.management import CommandError, call_command
+
+    from catalog.models import Discovery, ToolServer
+
+    key = f"canary-mcp-env-key-{uuid.uuid4().hex[:12]}"
+    canaries.add("FIELDOPS_MCP_ENV_CANARY", key)
+    monkeypatch.setenv("FIELDOPS_MCP_ENV_CANARY", key)
+    monkeypatch.delenv("FIELDOPS_MCP_ENV_ABSENT", raising=False)
+    settings.FIELDOPS_MCP_STDIO_COMMANDS = [sys.executable]
+    script = str(Path(__file__).resolve().parents[1] / "catalog" / "mcp_servers" / "keyed.py")
+    admin = login(USERS["catalog_admin"][0])
+    pasted = admin.post(
+        reverse("catalog-servers"),
+        {
+            "name": "keyed-pasted",
+            "transport": "stdio",
+            "command": sys.executable,
+            "args": script,
+            "env": f"EXAMPLE_API_KEY={key}",
+            "csrfmiddlewaretoken": token(admin),
+        },
+    )
+    collected.page("tool server registration with the key pasted", pasted)
+    assert pasted.status_code == 400 and b"env_ref_invalid" in pasted.content
+    for name, args, entry in (
+        ("keyed", script, MCP_KEY_ENTRY),
+        ("keyed-refused", f"{script} refused", MCP_KEY_ENTRY),
+        ("keyed-echo", f"{script} echo", MCP_KEY_ENTRY),
+        ("keyed-unset", script, "EXAMPLE_API_KEY=env:FIELDOPS_MCP_ENV_ABSENT"),
+    ):
+        registered = admin.post(
+            reverse("catalog-servers"),
+            {
+                "name": name,
+                "transport": "stdio",
+                "command": sys.executable,
+                "args": args,
+                "env": entry,
+                "scheduled": "on",
+                "csrfmiddlewaretoken": token(admin),
+            },
+        )
+        assert registered.status_code == 302, registered.content[:2000]
+        server = ToolServer.objects.get(name=name)
+        collected.page(f"tool server {name}", admin.get(registered["Location"]))
+        ran = admin.post(
+            reverse("catalog-server-discover", args=[server.pk]),
+            {"csrfmiddlewaretoken": token(admin)},
+        )
+        collected.page(f"discover {name}", ran)
+        collected.page(f"discovery of {name}", admin.get(ran["Location"]))
+        collected.page(f"tool server {name} after", admin.get(registered["Location"]))
+    outcomes = dict(
+        Discovery.objects.filter(server__name__startswith="keyed").values_list(
+            "server__name", "code"
+        )
+    )
+    assert outcomes == {
+        "keyed": "",
+        "keyed-refused": "connection_closed",
+        "keyed-echo": "secret_echoed",
+        "keyed-unset": "credential_missing",
+    }, outcomes
+    capsys.readouterr()
+    with pytest.raises(CommandError):
+        call_command("catalog_discover", "--all", "--timeout", "20")
+    printed = capsys.readouterr()
+    assert "the API refused the key [redacted]" in printed.out, printed.out
+    collected.reports.append(("catalog_discover --all output", printed.out + printed.err))
+    collected.page("tool servers", admin.get(reverse("catalog-servers")))
+    collected.page("catalog", admin.get(reverse("catalog-index")))
+
+
 def crawl_pages(collected: Collected, world: World) -> None:
     clients = {"anonymous": Client()}
     for key in ("approver", "operator", "catalog_admin", "lead", "outsider"):
@@ -556,7 +644,12 @@ def database_text() -> list[tuple[str, str]]:
 
 
 def test_no_secret_reaches_records_logs_messages_pages_or_error_reports(
-    canaries: Canaries, logs: LogCapture, settings: Any, monkeypatch: Any, caplog: Any
+    canaries: Canaries,
+    logs: LogCapture,
+    settings: Any,
+    monkeypatch: Any,
+    caplog: Any,
+    capsys: Any,
 ) -> None:
     collected = Collected()
     world = build_world()
@@ -574,6 +667,7 @@ def test_no_secret_reaches_records_logs_messages_pages_or_error_reports(
     signed_callbacks(collected)
     model_runs(collected, settings)
     celery_flow(collected, settings)
+    stdio_server_keys(collected, canaries, settings, monkeypatch, capsys)
     crawl_pages(collected, world)
     error_reports(collected, world, monkeypatch, settings)
     # Every signed-in client of this test had a real session cookie: they are secrets too.

@@ -39,6 +39,24 @@ def test_every_configured_secret_is_registered(settings):
     assert secrets.redact(f"x{settings.SECRET_KEY}y") == "x[redacted]y"
 
 
+def test_the_values_tool_server_references_may_name_are_secrets_too(monkeypatch):
+    """A stdio server's environment entries and an HTTP server's credential reference name
+    variables of these prefixes: their values are read at each use, so one set after start
+    (or changed) is redacted all the same; other variables are not taken for secrets."""
+    monkeypatch.setenv("FIELDOPS_MCP_ENV_BRAVE", "brave-key-value-1234")
+    monkeypatch.setenv("FIELDOPS_MCP_TOKEN_TOOLS", "tools-token-value-1234")
+    monkeypatch.setenv("FIELDOPS_MCP_ENV_SHORT", "short")
+    monkeypatch.setenv("EXAMPLE_PLAIN_SETTING", "plain-setting-value-1234")
+    values = secrets.secret_values()
+    assert {"brave-key-value-1234", "tools-token-value-1234"} <= set(values)
+    assert "short" not in values and "plain-setting-value-1234" not in values
+    assert secrets.redact("the key brave-key-value-1234 was refused") == (
+        "the key [redacted] was refused"
+    )
+    with pytest.raises(secrets.SecretLeak):
+        secrets.assert_clean("token tools-token-value-1234", where="a test")
+
+
 def test_a_log_line_never_carries_a_configured_secret(settings):
     settings.FIELDOPS_CALLBACK_KEY = "callback-key-in-a-message"
     try:
