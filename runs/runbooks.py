@@ -30,6 +30,9 @@ class Runbook:
     summary: str
     steps: tuple[Step, ...]
     fixtures: tuple[str, ...] = ()
+    # What on a run's record shows it is in this runbook's incident: the event types and
+    # reason codes its events carry (the run page links the runbook when one is there).
+    signs: tuple[str, ...] = ()
 
     @property
     def blocks(self) -> tuple[str, ...]:
@@ -56,6 +59,14 @@ _GATE = Step(
     "already allowed but not yet sending is not sent; other tenants, reads and proposals "
     "continue, and attempts already sending keep their reconciliation obligation. The "
     "deployment gate (every tenant) is a catalog admin's, on the contract page.",
+    data=("effect_gates",),
+    actions=("gate",),
+)
+_REOPEN = Step(
+    "Open the effect gate again",
+    "Once the ledger answers and the step above lists no unresolved attempt, open your "
+    "tenant's gate of the version you closed (Open gate, with a reason): your tenant's new "
+    "reservations are allowed again. While an obligation is still unresolved, leave it closed.",
     data=("effect_gates",),
     actions=("gate",),
 )
@@ -111,6 +122,7 @@ RUNBOOKS: tuple[Runbook, ...] = (
             _REPLAY,
         ),
         ("repeated_effect", "ambiguous_effect", "same_key_different_intent"),
+        signs=("reconciliation.conflict", "SAME_KEY_DIFFERENT_INTENT"),
     ),
     Runbook(
         "ambiguous-effect",
@@ -137,6 +149,7 @@ RUNBOOKS: tuple[Runbook, ...] = (
             _REPLAY,
         ),
         ("ambiguous_effect", "cancel_after_effect_dispatch", "ledger_outage"),
+        signs=("effect.ambiguous", "cancelled_effect_unknown"),
     ),
     Runbook(
         "malformed-success",
@@ -162,6 +175,7 @@ RUNBOOKS: tuple[Runbook, ...] = (
             _REPLAY,
         ),
         ("malformed_result", "cross_tenant_result"),
+        signs=("MALFORMED_RESULT",),
     ),
     Runbook(
         "stale-availability",
@@ -185,6 +199,7 @@ RUNBOOKS: tuple[Runbook, ...] = (
             _REPLAY,
         ),
         ("stale_read", "stale_at_dispatch"),
+        signs=("evidence_stale", "STALE"),
     ),
     Runbook(
         "repeated-denial",
@@ -221,6 +236,7 @@ RUNBOOKS: tuple[Runbook, ...] = (
             "tenant_gate_closed",
             "unavailable_tool_loop",
         ),
+        signs=("repeated_denial", "retry_budget_exhausted"),
     ),
     Runbook(
         "ledger-outage",
@@ -242,9 +258,11 @@ RUNBOOKS: tuple[Runbook, ...] = (
                 data=("unresolved_attempts",),
                 actions=("reconcile",),
             ),
+            _REOPEN,
             _REPLAY,
         ),
         ("ledger_outage", "ambiguous_effect"),
+        signs=("ledger_unavailable",),
     ),
     Runbook(
         "tool-definition-drift",
@@ -311,3 +329,12 @@ def register_fixture(info: FixtureInfo) -> None:
 
 def fixture_info(name: str) -> FixtureInfo:
     return _FIXTURES.get(name, FixtureInfo(name))
+
+
+def runbooks_with_signs(signs: set[str]) -> tuple[Runbook, ...]:
+    """The runbooks of the incidents these event types and reason codes show."""
+    return tuple(book for book in RUNBOOKS if signs.intersection(book.signs))
+
+
+# Every event type and reason code some runbook looks for on a run's record.
+ALL_SIGNS: frozenset[str] = frozenset(sign for book in RUNBOOKS for sign in book.signs)

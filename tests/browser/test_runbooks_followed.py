@@ -1,0 +1,95 @@
+"""An operator follows the incident runbooks in Chromium, step by step, as written.
+
+Each test injects a failure from the fault lab page (the way an outside tester does), opens
+the runbook the console links from the run it produced, and carries out every step with the
+control the step names: after each, the page and the authoritative records (attempts, run
+events, gates) must be what the runbook says.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from catalog.models import CapabilityVersion
+from catalog.services import tenant_gate_open
+from runs.models import EffectAttempt, Event, Run
+from tests.browser_support import login
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _inject(page: Any, base: str, fixture: str) -> Run:
+    """Run one fault fixture from the fault lab page; the run it produced."""
+    page.goto(f"{base}/faultlab/")
+    row = page.locator(f"#fx-{fixture}")
+    row.get_by_role("button", name=f"Run fixture {fixture}").click()
+    expect(row).to_contain_text("PASS")
+    link = row.locator(f"#fx-open-{fixture}")
+    run = Run.objects.get(pk__startswith=link.inner_text())
+    link.click()
+    page.wait_for_url(re.compile(rf"/runs/{run.pk}/"))
+    return run
+
+
+def _admitted_reserve_part() -> CapabilityVersion:
+    return CapabilityVersion.objects.get(capability_id="reserve_part", lifecycle="ADMITTED")
+
+
+def test_the_ledger_outage_runbook_followed_step_by_step(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    base = live_server.url
+    page = new_page()
+    login(page, base, "operator")
+    run = _inject(page, base, "ledger_outage")
+    attempt = EffectAttempt.objects.get(run=run)
+    assert attempt.status == "UNRESOLVED"
+
+    # The run links the runbook of its incident.
+    page.get_by_role("link", name="Runbook: Ledger outage").click()
+    page.wait_for_url(f"{base}/runbooks/ledger-outage/")
+
+    # Step 1: the run is among those that could not reconcile.
+    expect(page.locator("#step-1")).to_contain_text(run.short_id)
+
+    # Step 2: close the tenant's effect gate of the affected version, with a reason.
+    version = _admitted_reserve_part()
+    step = page.locator("#step-2")
+    step.get_by_role(
+        "textbox", name=f"Reason to close the gate for reserve_part v{version.version}"
+    ).fill("ledger outage: stop new reservations")
+    step.get_by_role("button", name=f"Close gate for reserve_part v{version.version}").click()
+    expect(page.locator(".messages")).to_contain_text("is closed: new dispatch stopped")
+    assert not tenant_gate_open(version, "north")
+
+    # Step 3: reconcile the obligation; the operator stays on the runbook, at this step.
+    page.locator("#step-3").get_by_role(
+        "button", name=f"Reconcile with ledger: attempt {attempt.pk}"
+    ).click()
+    page.wait_for_url(re.compile(r"/runbooks/ledger-outage/"))
+    expect(page.locator(".messages")).to_contain_text(f"{attempt.pk}: reconciled")
+    expect(page.locator("#step-3")).not_to_contain_text(attempt.pk)
+    attempt.refresh_from_db()
+    assert attempt.status == "CONFIRMED"
+    assert Event.objects.filter(run=run, type="effect.reconciled").count() == 1
+
+    # Step 4: with no obligation left, the gate is opened again (the runbook says so).
+    step = page.locator("#step-4")
+    expect(step.get_by_role("heading", level=2)).to_have_text(re.compile("Open the effect gate"))
+    step.get_by_role(
+        "textbox", name=f"Reason to open the gate for reserve_part v{version.version}"
+    ).fill("ledger answers again; obligations reconciled")
+    step.get_by_role("button", name=f"Open gate for reserve_part v{version.version}").click()
+    expect(page.locator(".messages")).to_contain_text("is open: new dispatch allowed")
+    assert tenant_gate_open(version, "north")
+
+    # Last step: the fault lab, where the fixture's latest result is the one just run.
+    last = page.locator("ol.steps > li").last
+    expect(last).to_contain_text("ledger_outage")
+    expect(last).to_contain_text("PASS")
+    last.get_by_role("link", name="Open the fault lab").click()
+    page.wait_for_url(f"{base}/faultlab/")
