@@ -89,7 +89,9 @@ _RECONCILE = Step(
     "Enumerate keys and their authoritative outcomes",
     "Reconcile every unknown attempt against the ledger by its key. Never retry blindly "
     "and never mint a second key: a match records the original effect once, proven absence "
-    "allows full revalidation, a conflict escalates.",
+    "allows full revalidation, a conflict escalates. A conflict is final: it stays listed as "
+    "an integrity failure with no reconcile button, and reconciling cannot settle it (next "
+    "step).",
     data=("unresolved_attempts",),
     actions=("reconcile",),
 )
@@ -116,7 +118,10 @@ RUNBOOKS: tuple[Runbook, ...] = (
             Step(
                 "Freeze blind retry; authorize compensation separately",
                 "No compensation exists in v1: a release needs its own contract and authority. "
-                "Identify whether selection, validation, retry, service or evidence failed.",
+                "Identify whether selection, validation, retry, service or evidence failed. "
+                "For a conflict (the ledger holds the key with another intent), never overwrite "
+                "the ledger or reinterpret the key: open its run, compare the intent it "
+                "approved with the ledger record (its key's lookup) and keep the run escalated.",
                 data=("unresolved_attempts",),
             ),
             _REPLAY,
@@ -134,8 +139,9 @@ RUNBOOKS: tuple[Runbook, ...] = (
             Step(
                 "Find the runs with unknown effects",
                 "A run in RECOVERING reconciles when a worker takes it; an ended run keeps the "
-                "obligation and the sweeper reconciles it by the same key (a conflict waits "
-                "for you). Reconcile here to settle one now.",
+                "obligation and the sweeper reconciles it by the same key. Reconcile here to "
+                "settle one now. A conflict is final (an integrity failure, not an unknown): "
+                "follow the repeated reservation attempts runbook for it.",
                 data=("unresolved_attempts",),
                 actions=("reconcile",),
             ),
