@@ -114,6 +114,14 @@ def step_url(request: AuthedHtmxRequest, block: str) -> str:
     return f"{reverse('runbooks-detail', args=[book.slug])}#step-{number}"
 
 
+def step_back(request: AuthedHtmxRequest, block: str) -> dict[str, str] | None:
+    """``step_url`` with the runbook's title, for a page that leads back to it."""
+    url = step_url(request, block)
+    if not url:
+        return None
+    return {"url": url, "title": BY_SLUG[request.POST.get("runbook", "")].title}
+
+
 def _step(request: AuthedHtmxRequest) -> int:
     """The step number a runbook form was sent from (0 when none or not a number)."""
     step = request.POST.get("step", "")

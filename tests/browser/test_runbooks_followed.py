@@ -93,3 +93,60 @@ def test_the_ledger_outage_runbook_followed_step_by_step(
     expect(last).to_contain_text("PASS")
     last.get_by_role("link", name="Open the fault lab").click()
     page.wait_for_url(f"{base}/faultlab/")
+
+
+def test_the_repeated_reservation_runbook_followed_step_by_step(
+    live_server: Any, new_page: Any, operator: Any, approver: Any, settings: Any
+) -> None:
+    from runs.domain import effects
+    from tests.operations.test_batch_cancel import sending
+
+    # Built step by step (no commit hands the run to an executor meanwhile): its worker
+    # died past the send gate, so the effect may exist and the run still owns the attempt.
+    settings.FIELDOPS_EXECUTION = "deferred"
+    run = sending(approver=approver)
+    settings.FIELDOPS_EXECUTION = "inprocess"
+    attempt = EffectAttempt.objects.get(run=run)
+    base = live_server.url
+    page = new_page()
+    login(page, base, "operator")
+    page.goto(f"{base}/runbooks/repeated-reservation-attempts/")
+
+    # Step 1: stop new effect dispatch.
+    version = _admitted_reserve_part()
+    step = page.locator("#step-1")
+    step.get_by_role(
+        "textbox", name=f"Reason to close the gate for reserve_part v{version.version}"
+    ).fill("repeated reservation attempts")
+    step.get_by_role("button", name=f"Close gate for reserve_part v{version.version}").click()
+    expect(page.locator(".messages")).to_contain_text("is closed: new dispatch stopped")
+    assert not tenant_gate_open(version, "north")
+
+    # Step 2: the intent is classified by its key, with the ledger's answer beside it.
+    row = page.locator("#step-2 tr").filter(has_text=run.short_id)
+    expect(row).to_contain_text("ambiguous")
+
+    # Step 3: cancel the run that still owns the attempt; the result leads back here.
+    step = page.locator("#step-3")
+    expect(step.get_by_role("checkbox", name=re.compile(run.short_id))).to_be_checked()
+    step.get_by_label("Reason (recorded on every cancelled run)").fill(
+        "repeated reservation attempts: stop the owner"
+    )
+    step.get_by_role("button", name="Cancel selected runs").click()
+    expect(page.locator("main table")).to_contain_text("cancelled_effect_unknown")
+    page.get_by_role("link", name="Back to the runbook: Repeated reservation attempts").click()
+    page.wait_for_url(re.compile(r"/runbooks/repeated-reservation-attempts/#step-3$"))
+    expect(page.locator("#step-3")).to_contain_text("No active run holds an effect attempt.")
+    run.refresh_from_db()
+    assert run.state == "CANCELLED"
+
+    # Step 4: the unknown attempt the cancelled run keeps is reconciled by its key, here.
+    page.locator("#step-4").get_by_role(
+        "button", name=f"Reconcile with ledger: attempt {attempt.pk}"
+    ).click()
+    page.wait_for_url(re.compile(r"/runbooks/repeated-reservation-attempts/#step-4$"))
+    expect(page.locator(".messages")).to_contain_text(f"{attempt.pk}: reconciled")
+    expect(page.locator("#step-4")).not_to_contain_text(attempt.pk)
+    attempt.refresh_from_db()
+    assert attempt.status not in effects.UNRESOLVED
+    assert Event.objects.filter(run=run, type="effect.reconciled").count() == 1
