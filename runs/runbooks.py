@@ -198,8 +198,12 @@ RUNBOOKS: tuple[Runbook, ...] = (
             ),
             Step(
                 "Approvals waiting on evidence that is already stale",
-                "Approving these will be refused at dispatch; decline with a requested change "
-                "or let the run re-read inventory.",
+                "An approver of your tenant decides these, not an operator: ask one (the "
+                "approvals queue) to decline with a requested change. An approval is refused "
+                "at dispatch (evidence_stale); the run then re-reads inventory and asks again "
+                "with a new proposal. Left undecided, the checkpoint expires and the run "
+                "escalates (checkpoint_expired). An operator may cancel the run from its page "
+                "if the reservation is no longer wanted.",
                 data=("stale_checkpoints",),
             ),
             _REPLAY,
