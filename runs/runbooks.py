@@ -161,9 +161,11 @@ RUNBOOKS: tuple[Runbook, ...] = (
         "malformed-success",
         "Malformed success",
         "The service answered success without a commit time or semantic key.",
-        "The adapter refuses the response and quarantines it; run state stays unresolved "
-        "until an operator finds the effect by a controlled ledger query. Fix the contract "
-        "drift and any early completion claim; prompt changes fix neither.",
+        "The adapter refuses the response and quarantines it; the run does not trust it: it "
+        "goes to RECOVERING and finds the effect by a controlled ledger query by the same key "
+        "(reconciliation.matched records the original effect once). Only when that query "
+        "cannot answer does an attempt stay unresolved for you. Fix the contract drift and "
+        "any early completion claim; prompt changes fix neither.",
         (
             Step(
                 "See the refused responses",
@@ -173,7 +175,9 @@ RUNBOOKS: tuple[Runbook, ...] = (
             ),
             Step(
                 "Resolve the effect by a controlled query",
-                "Reconcile the attempt against the ledger instead of trusting the response.",
+                "The run has already asked the ledger by the attempt's key (its timeline shows "
+                "reconciliation.matched); an attempt is listed here only when the ledger could "
+                "not answer: reconcile it against the ledger, never trust the response.",
                 data=("unresolved_attempts",),
                 actions=("reconcile", "lookup"),
             ),
