@@ -139,9 +139,11 @@ RUNBOOKS: tuple[Runbook, ...] = (
             Step(
                 "Find the runs with unknown effects",
                 "A run in RECOVERING reconciles when a worker takes it; an ended run keeps the "
-                "obligation and the sweeper reconciles it by the same key. Reconcile here to "
-                "settle one now. A conflict is final (an integrity failure, not an unknown): "
-                "follow the repeated reservation attempts runbook for it.",
+                "obligation and the sweeper reconciles it by the same key. To settle one now: "
+                "Re-drive reconciliation hands a run still in RECOVERING to a worker again; "
+                "Reconcile with ledger settles an ended run's attempt by its key. A conflict "
+                "is final (an integrity failure, not an unknown): follow the repeated "
+                "reservation attempts runbook for it.",
                 data=("unresolved_attempts",),
                 actions=("reconcile",),
             ),

@@ -18,6 +18,10 @@ from catalog.models import CapabilityVersion
 from catalog.services import tenant_gate_open
 from runs.models import EffectAttempt, Event, Run
 from tests.browser_support import login
+from tests.durable import conftest as durable
+
+# Real Celery worker processes on the test's own Redis database and queue.
+cluster = durable.cluster
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -150,3 +154,74 @@ def test_the_repeated_reservation_runbook_followed_step_by_step(
     attempt.refresh_from_db()
     assert attempt.status not in effects.UNRESOLVED
     assert Event.objects.filter(run=run, type="effect.reconciled").count() == 1
+
+
+@pytest.mark.celery
+@pytest.mark.postgres
+def test_the_ambiguous_effect_runbook_re_drives_a_stuck_recovery_to_a_real_worker(
+    live_server: Any, new_page: Any, operator: Any, approver: Any, cluster: Any, settings: Any
+) -> None:
+    """A run in RECOVERING whose worker died after reading the ledger: the runbook's first
+    step names the control it shows (Re-drive reconciliation), and a real Celery worker then
+    reconciles the run by the same key, as the step says."""
+    import time
+
+    from fieldops import points
+    from runs.engine import runner
+    from tests.helpers import approve, make_run
+
+    settings.FIELDOPS_EXECUTION = "deferred"  # built step by step, nothing handed over
+    run = make_run(
+        namespace="live",
+        fault_plan=[
+            {"point": "after_commit_before_response", "capability": "reserve_part", "on_call": 1}
+        ],
+    )
+    approve(run, approver, advance=False)
+
+    def die(name: str, run_id: str) -> None:
+        if name == "after_reconciliation_read" and run_id == str(run.pk):
+            raise points.WorkerKilled(name)
+
+    previous = points.install(die)
+    try:
+        with pytest.raises(points.WorkerKilled):
+            runner.advance(str(run.pk), worker="test")
+    finally:
+        points.install(previous)
+    run.refresh_from_db()
+    attempt = EffectAttempt.objects.get(run=run)
+    assert (run.state, attempt.status) == ("RECOVERING", "AMBIGUOUS")
+    settings.FIELDOPS_EXECUTION = "celery"
+    cluster.start_worker()
+    time.sleep(cluster.lease_seconds + 0.5)  # the dead worker's lease has run out
+
+    base = live_server.url
+    page = new_page()
+    login(page, base, "operator")
+    page.goto(f"{base}/runs/{run.pk}/")
+    page.get_by_role("link", name="Runbook: Ambiguous effect").click()
+    page.wait_for_url(f"{base}/runbooks/ambiguous-effect/")
+
+    # Step 1 names the control the row shows for a run still in RECOVERING.
+    step = page.locator("#step-1")
+    expect(step.locator("p").first).to_contain_text("Re-drive reconciliation")
+    step.get_by_role("button", name=f"Re-drive reconciliation: attempt {attempt.pk}").click()
+    page.wait_for_url(re.compile(r"/runbooks/ambiguous-effect/#step-1$"))
+    expect(page.locator(".messages")).to_contain_text(f"{attempt.pk}: redriven")
+
+    # The worker takes the run and reconciles by the same key: one effect, recorded once.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.is_terminal:
+            break
+        time.sleep(0.3)
+    attempt.refresh_from_db()
+    assert (run.state, attempt.status) == ("COMPLETED", "CONFIRMED")
+    assert Event.objects.filter(run=run, type="reconciliation.matched").count() == 1
+    page.reload()
+    expect(page.locator("#step-1")).not_to_contain_text(attempt.pk)
+    row = page.locator("#step-2 tr").filter(has_text=run.short_id)
+    expect(row).to_contain_text("confirmed")
+    expect(row).to_contain_text(attempt.effect_id)
