@@ -101,12 +101,14 @@ def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     return redirect(back)
 
 
-def step_url(request: AuthedHtmxRequest, block: str) -> str:
-    """The runbook step a console action was posted from (hidden ``runbook`` and ``step``),
-    when that runbook shows ``block`` at that step: its answer goes back there. "" when it
-    came from no runbook, or from one that shows no such step."""
-    book = BY_SLUG.get(request.POST.get("runbook", ""))
-    number = _step(request)
+def step_url(request: AuthedHtmxRequest, block: str, *, source: Any = None) -> str:
+    """The runbook step a console action was posted from (hidden ``runbook`` and ``step``,
+    or in ``source``: a GET's query), when that runbook shows ``block`` at that step: its
+    answer goes back there. "" when it came from no runbook, or from one that shows no
+    such step."""
+    source = request.POST if source is None else source
+    book = BY_SLUG.get(source.get("runbook", ""))
+    number = _step_of(source)
     if book is None:
         return ""
     if not 1 <= number <= len(book.steps) or block not in book.steps[number - 1].data:
@@ -114,18 +116,25 @@ def step_url(request: AuthedHtmxRequest, block: str) -> str:
     return f"{reverse('runbooks-detail', args=[book.slug])}#step-{number}"
 
 
-def step_back(request: AuthedHtmxRequest, block: str) -> dict[str, str] | None:
+def step_back(
+    request: AuthedHtmxRequest, block: str, *, source: Any = None
+) -> dict[str, str] | None:
     """``step_url`` with the runbook's title, for a page that leads back to it."""
-    url = step_url(request, block)
+    source = request.POST if source is None else source
+    url = step_url(request, block, source=source)
     if not url:
         return None
-    return {"url": url, "title": BY_SLUG[request.POST.get("runbook", "")].title}
+    return {"url": url, "title": BY_SLUG[source.get("runbook", "")].title}
+
+
+def _step_of(source: Any) -> int:
+    """The step number a runbook form or link was sent from (0 when none or not a number)."""
+    step = source.get("step", "")
+    return int(step) if step.isascii() and step.isdigit() and len(step) < 4 else 0
 
 
 def _step(request: AuthedHtmxRequest) -> int:
-    """The step number a runbook form was sent from (0 when none or not a number)."""
-    step = request.POST.get("step", "")
-    return int(step) if step.isascii() and step.isdigit() and len(step) < 4 else 0
+    return _step_of(request.POST)
 
 
 def cancel_refused(request: AuthedHtmxRequest, exc: RunInputError) -> HttpResponse | None:
