@@ -91,7 +91,8 @@ _RECONCILE = Step(
     "and never mint a second key: a match records the original effect once, proven absence "
     "allows full revalidation, a conflict escalates. A conflict is final: it stays listed as "
     "an integrity failure with no reconcile button, and reconciling cannot settle it (next "
-    "step).",
+    "step). An attempt of a run still active is refused (its owner reconciles it): cancel "
+    "that run at the step above first.",
     data=("unresolved_attempts",),
     actions=("reconcile",),
 )

@@ -168,5 +168,9 @@ def effect_attempt_reconcile(*, attempt_id: str, tenant: str, by_ref: str) -> Re
             attempt, "redriven", f"run re-driven; now {run.state}, attempt {attempt.status}"
         )
     return ReconcileOutcome(
-        attempt, "refused", f"the run is {run.state}: its owner reconciles this attempt"
+        attempt,
+        "refused",
+        f"the run is {run.state}: its owner reconciles this attempt (the worker running it). "
+        "To take it from its owner, cancel the run first (its page, or a runbook's owning "
+        "runs step); the attempt it keeps can then be reconciled here. Nothing was recorded",
     )

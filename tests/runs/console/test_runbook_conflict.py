@@ -3,6 +3,8 @@ it is final instead of claiming to reconcile it, and records nothing."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -44,3 +46,29 @@ def test_reconciling_a_conflict_is_refused_as_final_and_records_nothing(
     assert Event.objects.filter(run=run).count() == events
     attempt.refresh_from_db()
     assert attempt.status == "CONFLICT"
+
+
+def test_reconciling_an_active_runs_attempt_from_the_runbook_says_to_cancel_it_first(
+    as_operator: Client, approver: Any, settings: Any
+) -> None:
+    """Step 4 of 'Repeated reservation attempts' before step 3: refused, and the refusal and
+    the step say what to do (cancel the owner first), back on that step."""
+    from tests.operations.test_batch_cancel import sending
+
+    settings.FIELDOPS_EXECUTION = "deferred"
+    run = sending(approver=approver)  # active, its worker died past the send gate
+    attempt = EffectAttempt.objects.get(run=run)
+    runbook = reverse("runbooks-detail", args=["repeated-reservation-attempts"])
+    step = as_operator.get(runbook).content.decode().split('id="step-4"')[1]
+    assert "cancel that run at the step above first" in step.split('id="step-5"')[0]
+
+    response = as_operator.post(
+        reverse("recovery-reconcile"),
+        {"attempt_id": attempt.pk, "runbook": "repeated-reservation-attempts", "step": "4"},
+    )
+    assert response.status_code == 409
+    text = response.content.decode()
+    assert "cancel the run first" in text and "Nothing was recorded" in text
+    assert f'href="{runbook}#step-4"' in text
+    attempt.refresh_from_db()
+    assert attempt.status == "SENDING"
