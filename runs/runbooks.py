@@ -64,11 +64,10 @@ _GATE = Step(
 )
 _REOPEN = Step(
     "Open the effect gate again",
-    "Once the ledger answers and the step above lists no unresolved attempt, open your "
-    "tenant's gate of the version you closed (Open gate, with a reason): your tenant's new "
-    "reservations are allowed again. While an obligation is still unresolved, leave it closed.",
-    data=("effect_gates",),
-    actions=("gate",),
+    "Once the ledger answers and the step above lists no unresolved attempt, go back to the "
+    "gate step: the row of the version you closed now shows Open gate; press it with a "
+    "reason, and your tenant's new reservations are allowed again. While an obligation is "
+    "still unresolved, leave it closed.",
 )
 _CLASSIFY = Step(
     "List in-flight intents and classify each",

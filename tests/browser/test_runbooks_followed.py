@@ -81,9 +81,12 @@ def test_the_ledger_outage_runbook_followed_step_by_step(
     assert attempt.status == "CONFIRMED"
     assert Event.objects.filter(run=run, type="effect.reconciled").count() == 1
 
-    # Step 4: with no obligation left, the gate is opened again (the runbook says so).
-    step = page.locator("#step-4")
-    expect(step.get_by_role("heading", level=2)).to_have_text(re.compile("Open the effect gate"))
+    # Step 4: with no obligation left, the gate is opened again (the runbook says so), with
+    # the row of the gate step that closed it.
+    expect(page.locator("#step-4").get_by_role("heading", level=2)).to_have_text(
+        re.compile("Open the effect gate again")
+    )
+    step = page.locator("#step-2")
     step.get_by_role(
         "textbox", name=f"Reason to open the gate for reserve_part v{version.version}"
     ).fill("ledger answers again; obligations reconciled")
