@@ -129,6 +129,7 @@ def _preview_context(
         "submit": flow.submit,
         "action": reverse(flow.start_url),
         "back": back,
+        "back_label": "Back",
         **extra,
     }
 
@@ -143,11 +144,30 @@ def _selection_refused(flow: Flow, exc: services.OperationInputError) -> HttpRes
     )
 
 
+def _from_runbook(request: AuthedHtmxRequest, flow: Flow, source: Any) -> dict[str, Any]:
+    """For a flow a runbook's gate step links (the incident): its Back leads to that step,
+    and the start form carries it on (a refused start comes back with the same Back)."""
+    from runs.console import runbooks_views
+
+    origin = (
+        runbooks_views.step_back(request, "effect_gates", source=source)
+        if flow.back == "runbooks"
+        else None
+    )
+    if origin is None:
+        return {}
+    return {
+        "back": origin["url"],
+        "back_label": f"Back to the runbook: {origin['title']}",
+        "origin": {"runbook": source.get("runbook"), "step": source.get("step")},
+    }
+
+
 def _preview(request: AuthedHtmxRequest, flow: Flow) -> HttpResponse:
     tenant = _operator_tenant(request)
     query = {k: request.GET.get(k, "") for k in flow.keys}
     try:
-        context = _preview_context(flow, tenant, query)
+        context = _preview_context(flow, tenant, query, **_from_runbook(request, flow, request.GET))
     except services.OperationInputError as exc:
         return _selection_refused(flow, exc)
     return render(request, "operations/preview.html", context)
@@ -174,6 +194,7 @@ def _start(request: AuthedHtmxRequest, flow: Flow, start: Callable[..., Operatio
                 error=str(exc),
                 error_field=exc.field,
                 reason=request.POST.get("reason", ""),
+                **_from_runbook(request, flow, request.POST),
             )
         except services.OperationInputError:
             return _selection_refused(flow, exc)

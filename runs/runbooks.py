@@ -30,6 +30,9 @@ class Runbook:
     summary: str
     steps: tuple[Step, ...]
     fixtures: tuple[str, ...] = ()
+    # What on a run's record shows it is in this runbook's incident: the event types and
+    # reason codes its events carry (the run page links the runbook when one is there).
+    signs: tuple[str, ...] = ()
 
     @property
     def blocks(self) -> tuple[str, ...]:
@@ -59,6 +62,13 @@ _GATE = Step(
     data=("effect_gates",),
     actions=("gate",),
 )
+_REOPEN = Step(
+    "Open the effect gate again",
+    "Once the ledger answers and the step above lists no unresolved attempt, go back to the "
+    "gate step: the row of the version you closed now shows Open gate; press it with a "
+    "reason, and your tenant's new reservations are allowed again. While an obligation is "
+    "still unresolved, leave it closed.",
+)
 _CLASSIFY = Step(
     "List in-flight intents and classify each",
     "Use effect identity, not tool-call count: one intent is one idempotency key, however "
@@ -78,7 +88,10 @@ _RECONCILE = Step(
     "Enumerate keys and their authoritative outcomes",
     "Reconcile every unknown attempt against the ledger by its key. Never retry blindly "
     "and never mint a second key: a match records the original effect once, proven absence "
-    "allows full revalidation, a conflict escalates.",
+    "allows full revalidation, a conflict escalates. A conflict is final: it stays listed as "
+    "an integrity failure with no reconcile button, and reconciling cannot settle it (next "
+    "step). An attempt of a run still active is refused (its owner reconciles it): cancel "
+    "that run at the step above first.",
     data=("unresolved_attempts",),
     actions=("reconcile",),
 )
@@ -105,12 +118,16 @@ RUNBOOKS: tuple[Runbook, ...] = (
             Step(
                 "Freeze blind retry; authorize compensation separately",
                 "No compensation exists in v1: a release needs its own contract and authority. "
-                "Identify whether selection, validation, retry, service or evidence failed.",
+                "Identify whether selection, validation, retry, service or evidence failed. "
+                "For a conflict (the ledger holds the key with another intent), never overwrite "
+                "the ledger or reinterpret the key: open its run, compare the intent it "
+                "approved with the ledger record (its key's lookup) and keep the run escalated.",
                 data=("unresolved_attempts",),
             ),
             _REPLAY,
         ),
         ("repeated_effect", "ambiguous_effect", "same_key_different_intent"),
+        signs=("reconciliation.conflict", "SAME_KEY_DIFFERENT_INTENT"),
     ),
     Runbook(
         "ambiguous-effect",
@@ -122,8 +139,11 @@ RUNBOOKS: tuple[Runbook, ...] = (
             Step(
                 "Find the runs with unknown effects",
                 "A run in RECOVERING reconciles when a worker takes it; an ended run keeps the "
-                "obligation and the sweeper reconciles it by the same key (a conflict waits "
-                "for you). Reconcile here to settle one now.",
+                "obligation and the sweeper reconciles it by the same key. To settle one now: "
+                "Re-drive reconciliation hands a run still in RECOVERING to a worker again; "
+                "Reconcile with ledger settles an ended run's attempt by its key. A conflict "
+                "is final (an integrity failure, not an unknown): follow the repeated "
+                "reservation attempts runbook for it.",
                 data=("unresolved_attempts",),
                 actions=("reconcile",),
             ),
@@ -137,14 +157,17 @@ RUNBOOKS: tuple[Runbook, ...] = (
             _REPLAY,
         ),
         ("ambiguous_effect", "cancel_after_effect_dispatch", "ledger_outage"),
+        signs=("effect.ambiguous", "cancelled_effect_unknown"),
     ),
     Runbook(
         "malformed-success",
         "Malformed success",
         "The service answered success without a commit time or semantic key.",
-        "The adapter refuses the response and quarantines it; run state stays unresolved "
-        "until an operator finds the effect by a controlled ledger query. Fix the contract "
-        "drift and any early completion claim; prompt changes fix neither.",
+        "The adapter refuses the response and quarantines it; the run does not trust it: it "
+        "goes to RECOVERING and finds the effect by a controlled ledger query by the same key "
+        "(reconciliation.matched records the original effect once). Only when that query "
+        "cannot answer does an attempt stay unresolved for you. Fix the contract drift and "
+        "any early completion claim; prompt changes fix neither.",
         (
             Step(
                 "See the refused responses",
@@ -154,7 +177,9 @@ RUNBOOKS: tuple[Runbook, ...] = (
             ),
             Step(
                 "Resolve the effect by a controlled query",
-                "Reconcile the attempt against the ledger instead of trusting the response.",
+                "The run has already asked the ledger by the attempt's key (its timeline shows "
+                "reconciliation.matched); an attempt is listed here only when the ledger could "
+                "not answer: reconcile it against the ledger, never trust the response.",
                 data=("unresolved_attempts",),
                 actions=("reconcile", "lookup"),
             ),
@@ -162,6 +187,7 @@ RUNBOOKS: tuple[Runbook, ...] = (
             _REPLAY,
         ),
         ("malformed_result", "cross_tenant_result"),
+        signs=("MALFORMED_RESULT",),
     ),
     Runbook(
         "stale-availability",
@@ -178,13 +204,18 @@ RUNBOOKS: tuple[Runbook, ...] = (
             ),
             Step(
                 "Approvals waiting on evidence that is already stale",
-                "Approving these will be refused at dispatch; decline with a requested change "
-                "or let the run re-read inventory.",
+                "An approver of your tenant decides these, not an operator: ask one (the "
+                "approvals queue) to decline with a requested change. An approval is refused "
+                "at dispatch (evidence_stale); the run then re-reads inventory and asks again "
+                "with a new proposal. Left undecided, the checkpoint expires and the run "
+                "escalates (checkpoint_expired). An operator may cancel the run from its page "
+                "if the reservation is no longer wanted.",
                 data=("stale_checkpoints",),
             ),
             _REPLAY,
         ),
         ("stale_read", "stale_at_dispatch"),
+        signs=("evidence_stale", "STALE"),
     ),
     Runbook(
         "repeated-denial",
@@ -221,6 +252,7 @@ RUNBOOKS: tuple[Runbook, ...] = (
             "tenant_gate_closed",
             "unavailable_tool_loop",
         ),
+        signs=("repeated_denial", "retry_budget_exhausted"),
     ),
     Runbook(
         "ledger-outage",
@@ -242,9 +274,11 @@ RUNBOOKS: tuple[Runbook, ...] = (
                 data=("unresolved_attempts",),
                 actions=("reconcile",),
             ),
+            _REOPEN,
             _REPLAY,
         ),
         ("ledger_outage", "ambiguous_effect"),
+        signs=("ledger_unavailable",),
     ),
     Runbook(
         "tool-definition-drift",
@@ -311,3 +345,12 @@ def register_fixture(info: FixtureInfo) -> None:
 
 def fixture_info(name: str) -> FixtureInfo:
     return _FIXTURES.get(name, FixtureInfo(name))
+
+
+def runbooks_with_signs(signs: set[str]) -> tuple[Runbook, ...]:
+    """The runbooks of the incidents these event types and reason codes show."""
+    return tuple(book for book in RUNBOOKS if signs.intersection(book.signs))
+
+
+# Every event type and reason code some runbook looks for on a run's record.
+ALL_SIGNS: frozenset[str] = frozenset(sign for book in RUNBOOKS for sign in book.signs)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kernel import clock
 from runs import outbox, services
+from runs.domain.effects import AttemptStatus
 from runs.domain.states import EventType, State, is_terminal
 from runs.engine import effects as effect_steps
 from runs.models import EffectAttempt, Event, Run
@@ -119,6 +120,14 @@ def _resolved_by(attempt: EffectAttempt) -> str:
     )
 
 
+CONFLICT_IS_FINAL = (
+    "a conflict is final: the ledger holds this key with another intent (integrity failure). "
+    "Reconciling again cannot change it and no second key is used; the run stays escalated. "
+    "Freeze retries and find what failed (runbook: repeated reservation attempts). "
+    "Nothing was recorded"
+)
+
+
 @dataclass(frozen=True)
 class ReconcileOutcome:
     attempt: EffectAttempt
@@ -136,6 +145,10 @@ def effect_attempt_reconcile(*, attempt_id: str, tenant: str, by_ref: str) -> Re
     """
     attempt = EffectAttempt.objects.select_related("run").get(pk=attempt_id, run__tenant=tenant)
     run = attempt.run
+    if attempt.status == AttemptStatus.CONFLICT.value:
+        # Final: the ledger already answered. Reading it again proves nothing new, and
+        # saying "reconciled" here would claim an action that did not happen.
+        return ReconcileOutcome(attempt, "refused", CONFLICT_IS_FINAL)
     if is_terminal(run.state):
         if not attempt.unresolved:
             return ReconcileOutcome(attempt, "refused", _resolved_by(attempt))
@@ -155,5 +168,9 @@ def effect_attempt_reconcile(*, attempt_id: str, tenant: str, by_ref: str) -> Re
             attempt, "redriven", f"run re-driven; now {run.state}, attempt {attempt.status}"
         )
     return ReconcileOutcome(
-        attempt, "refused", f"the run is {run.state}: its owner reconciles this attempt"
+        attempt,
+        "refused",
+        f"the run is {run.state}: its owner reconciles this attempt (the worker running it). "
+        "To take it from its owner, cancel the run first (its page, or a runbook's owning "
+        "runs step); the attempt it keeps can then be reconciled here. Nothing was recorded",
     )

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST, require_safe
 from access.roles import OPERATOR, principal_ref_of, require_role
 from fieldops.http import AuthedHtmxRequest
 from runs.authority import IntegrityConflict
-from runs.console import operations, recovery_selectors, runbook_selectors
+from runs.console import operations, recovery_selectors, runbook_selectors, runbooks_views
 from runs.console.filters import AGES
 from runs.console.http import conflict, request_tenant
 from runs.models import EffectAttempt
@@ -49,6 +49,7 @@ def recovery(request: AuthedHtmxRequest) -> HttpResponse:
 def recovery_reconcile(request: AuthedHtmxRequest) -> HttpResponse:
     require_role(request.user, OPERATOR)
     tenant = request_tenant(request)
+    on_runbook = runbooks_views.step_url(request, "unresolved_attempts")
     try:
         outcome = operations.effect_attempt_reconcile(
             attempt_id=request.POST.get("attempt_id", ""),
@@ -58,10 +59,12 @@ def recovery_reconcile(request: AuthedHtmxRequest) -> HttpResponse:
     except EffectAttempt.DoesNotExist as exc:
         raise Http404("No such attempt") from exc
     except IntegrityConflict as exc:
-        return conflict(request, str(exc), back=reverse("recovery"))
+        return conflict(request, str(exc), back=on_runbook or reverse("recovery"))
     attempt = outcome.attempt
     text = f"{attempt.pk}: {outcome.action} — {attempt.status}. {outcome.detail}"
     if outcome.action == "refused":
-        return conflict(request, text, back=reverse("recovery"))
+        return conflict(request, text, back=on_runbook or reverse("recovery"))
     messages.success(request, text)
-    return redirect(f"{reverse('recovery')}?q={attempt.idempotency_key}")
+    # Back on the runbook step it was sent from (the operator follows the next step there),
+    # or else the ledger lookup of its key.
+    return redirect(on_runbook or f"{reverse('recovery')}?q={attempt.idempotency_key}")

@@ -66,7 +66,7 @@ def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
     book = BY_SLUG.get(slug)
     if book is None:
         raise Http404("No such runbook")
-    back = reverse("runbooks-detail", args=[slug])
+    back = step_url(request, "effect_gates") or reverse("runbooks-detail", args=[slug])
     # An operator's gate is their own tenant's (issue 16); the deployment gate is a
     # catalog admin's decision on the contract page.
     tenant = request_tenant(request)
@@ -99,6 +99,42 @@ def runbooks_gate(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
         request, f"Effect gate of {capability_id}@{version} for tenant {tenant} is {state}."
     )
     return redirect(back)
+
+
+def step_url(request: AuthedHtmxRequest, block: str, *, source: Any = None) -> str:
+    """The runbook step a console action was posted from (hidden ``runbook`` and ``step``,
+    or in ``source``: a GET's query), when that runbook shows ``block`` at that step: its
+    answer goes back there. "" when it came from no runbook, or from one that shows no
+    such step."""
+    source = request.POST if source is None else source
+    book = BY_SLUG.get(source.get("runbook", ""))
+    number = _step_of(source)
+    if book is None:
+        return ""
+    if not 1 <= number <= len(book.steps) or block not in book.steps[number - 1].data:
+        return reverse("runbooks-detail", args=[book.slug]) if block in book.blocks else ""
+    return f"{reverse('runbooks-detail', args=[book.slug])}#step-{number}"
+
+
+def step_back(
+    request: AuthedHtmxRequest, block: str, *, source: Any = None
+) -> dict[str, str] | None:
+    """``step_url`` with the runbook's title, for a page that leads back to it."""
+    source = request.POST if source is None else source
+    url = step_url(request, block, source=source)
+    if not url:
+        return None
+    return {"url": url, "title": BY_SLUG[source.get("runbook", "")].title}
+
+
+def _step_of(source: Any) -> int:
+    """The step number a runbook form or link was sent from (0 when none or not a number)."""
+    step = source.get("step", "")
+    return int(step) if step.isascii() and step.isdigit() and len(step) < 4 else 0
+
+
+def _step(request: AuthedHtmxRequest) -> int:
+    return _step_of(request.POST)
 
 
 def cancel_refused(request: AuthedHtmxRequest, exc: RunInputError) -> HttpResponse | None:
@@ -134,6 +170,10 @@ def _gate_refused(
     # not list has its refusal at the top).
     shown = {row.ref for row in data.get("effect_gates") or ()}
     about_reason = exc.code in REFUSAL_FIELDS["gate"] and ref in shown
+    # The step whose row was sent (a runbook may show the gates at two steps: close, open
+    # again); a post that names none answers at the first step that shows them.
+    gate_steps = [n for n, s in enumerate(book.steps, 1) if "effect_gates" in s.data]
+    step = _step(request) if _step(request) in gate_steps else (gate_steps or [0])[0]
     return _runbook_page(
         request,
         book,
@@ -141,5 +181,5 @@ def _gate_refused(
         status=status,
         refusal=exc,
         refusal_at=ref if about_reason else "",
-        gate_form={"ref": ref, "reason": request.POST.get("reason", "")},
+        gate_form={"ref": ref, "reason": request.POST.get("reason", ""), "step": step},
     )

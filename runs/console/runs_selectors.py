@@ -16,6 +16,7 @@ from django.db.models import Q, QuerySet
 from approvals.models import Checkpoint
 from capabilities.registry import CAPABILITIES
 from kernel import clock
+from runs import runbooks as runbook_data
 from runs.console import jsonstream
 from runs.console.filters import (
     AGES,
@@ -44,6 +45,7 @@ from runs.models import (
 )
 from runs.policies import MODEL_SCENARIO, scenario_names
 from runs.policies import registry as policy_registry
+from runs.runbooks import Runbook
 from runs.terminal import FollowUpTaken, effect_account_with, follow_up_taken
 
 PAGE_SIZE = 50
@@ -610,6 +612,8 @@ class RunDetail:
     follow_up: tuple[str, ...] = ()
     # The follow-up of it that rules out another one (still running, or it reserved).
     follow_up_taken: FollowUpTaken | None = None
+    # The incident runbooks its record shows it is part of (ledger outage, ...).
+    runbooks: tuple[Runbook, ...] = ()
 
 
 def run_detail(run: Run) -> RunDetail:
@@ -651,7 +655,21 @@ def run_detail(run: Run) -> RunDetail:
         if account is not None
         else (),
         follow_up_taken=taken,
+        runbooks=run_runbooks(run),
     )
+
+
+def run_runbooks(run: Run) -> tuple[Runbook, ...]:
+    """The runbooks whose incident the run's events show (one query; it reads the distinct
+    signs among the run's events, not every event)."""
+    signs = runbook_data.ALL_SIGNS
+    found = (
+        Event.objects.filter(run=run)
+        .filter(Q(type__in=signs) | Q(reason_code__in=signs))
+        .values_list("type", "reason_code")
+        .distinct()
+    )
+    return runbook_data.runbooks_with_signs({value for pair in found for value in pair})
 
 
 def run_evidence(*, run: Run, evidence_id: str) -> Evidence | None:

@@ -180,6 +180,8 @@ def runs_bulk_cancel(request: AuthedHtmxRequest) -> HttpResponse:
     kept[token] = {
         "rows": [dataclasses.asdict(row) for row in rows],
         "reason": request.POST.get("reason", "").strip(),
+        # Sent from a runbook's step: the result page leads back there (its next step).
+        "runbook": runbooks_views.step_back(request, "owning_runs"),
     }
     request.session[BULK_RESULTS_KEY] = kept
     return redirect(f"{reverse('runs-bulk-cancel-result')}?{urlencode({'r': token})}")
