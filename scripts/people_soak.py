@@ -23,7 +23,10 @@ is approved and every clarification answered until --settle seconds pass with th
 healthy, and it reports (JSON): requests, errors and p95 latency per route; every 5xx; every
 answer slower than --slow seconds; every page that contradicts the database (a run row or
 run page whose state is not the state of the event at the revision it shows, a pending
-checkpoint listed or offered for decision after it was closed); runs still not ended;
+checkpoint listed or offered for decision after it was closed, a per-state count of an
+ended state outside the database's counts before and after the request, a refused racing
+approver told a winner other than the recorded decision, a bulk cancel shown applied to a
+run that did not end CANCELLED); runs still not ended;
 ledger reservations not bound to exactly one approved checkpoint; deadlock and lock-timeout
 lines in the logs of gunicorn and the workers.
 
@@ -867,7 +870,9 @@ def main() -> int:  # one soak, read top to bottom
                 v = local.choice(todo)
                 page = who.get(f"/catalog/{v}/")
                 form = dict(HIDDEN.findall(page.text)) if page is not None else {}
-                if f"/catalog/versions/{versions[v]}/admit/" in (
+                if form.get("lifecycle") == "ADMITTED":
+                    admitted.append(v)  # admitted before (an earlier soak, the other admin)
+                elif f"/catalog/versions/{versions[v]}/admit/" in (
                     page.text if page is not None else ""
                 ):
                     # both admins press Admit on the same version now and then
