@@ -105,7 +105,9 @@ def route_of(method: str, path: str, hx: bool) -> str:
     tag = ""
     if "since=" in query:
         tag = " live"
-    elif "kind=" in query or "before=" in query or "after=" in query:
+    elif (
+        "before=" in query or "after=" in query or (bare.startswith("/runs/") and "kind=" in query)
+    ):
         tag = " page"
     elif query:
         tag = " filtered"
