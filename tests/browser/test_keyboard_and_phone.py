@@ -1,0 +1,98 @@
+"""The console driven as outside testers drive it: with the keyboard only (Tab, Shift+Tab,
+Enter, Space, Escape, arrow keys) and at a phone's width (375 x 740). Each test names one
+thing such a person met and that was fixed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from operations import saved_views
+from runs.models import Run
+from tests.browser_support import login
+from tests.helpers import make_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PHONE = {"width": 375, "height": 740}
+
+
+def tab_to(page: Any, control: Any, most: int = 80) -> None:
+    """Press Tab until ``control`` has the focus, as a keyboard user reaches it."""
+    for _ in range(most):
+        page.keyboard.press("Tab")
+        if has_focus(control):
+            return
+    pytest.fail(f"Tab never reached {control}")
+
+
+def has_focus(control: Any) -> bool:
+    return bool(control.evaluate("el => el === document.activeElement"))
+
+
+@pytest.fixture
+def waiting(operator: Any) -> Run:
+    return make_run(principal="user:operator", requested_by=operator, namespace="live")
+
+
+def test_escape_closes_the_saved_views_menu_and_gives_the_focus_back_to_its_summary(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """The saved-views menu in the top bar opened with Enter stayed open on Escape, and the
+    keyboard user inside it had no way back but Tab through every view."""
+    saved_views.saved_view_create(
+        tenant="north", by_ref="user:operator", page="runs", name="waiting", query={}
+    )
+    page = new_page()
+    login(page, live_server.url, "operator")
+    menu = page.locator("details.saved-views")
+    summary = menu.locator("summary")
+    tab_to(page, summary)
+    page.keyboard.press("Enter")
+    expect(menu).to_have_attribute("open", "")
+    page.keyboard.press("Tab")
+    assert has_focus(menu.get_by_role("link", name="Runs: waiting"))
+    page.keyboard.press("Escape")
+    expect(menu).not_to_have_attribute("open", "")
+    assert has_focus(summary)
+    assert page.url == f"{live_server.url}/"  # nothing was opened
+    # Escape on the summary of an open menu closes it too.
+    page.keyboard.press("Enter")
+    expect(menu).to_have_attribute("open", "")
+    page.keyboard.press("Escape")
+    expect(menu).not_to_have_attribute("open", "")
+    assert has_focus(summary)
+
+
+def test_escape_closes_the_disclosure_the_focus_is_in_and_leaves_what_was_typed(
+    live_server: Any, new_page: Any, waiting: Run
+) -> None:
+    """Every <details> of the console closes on Escape from inside it, the focus on its
+    summary: "Start a run" on the runs list (what was chosen stays for when it is opened
+    again) and a run's component set on the run page."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    start = page.locator("#start-run")
+    tab_to(page, start.locator("summary"))
+    page.keyboard.press("Enter")
+    location = start.get_by_label("Location")
+    tab_to(page, location)
+    page.keyboard.press("ArrowDown")
+    chosen = location.input_value()
+    assert chosen != location.locator("option").first.get_attribute("value")
+    page.keyboard.press("Escape")
+    expect(start).not_to_have_attribute("open", "")
+    assert has_focus(start.locator("summary"))
+    page.keyboard.press("Space")
+    expect(location).to_have_value(chosen)
+
+    page.goto(f"{live_server.url}/runs/{waiting.pk}/")
+    components = page.locator("#run-components")
+    tab_to(page, components.locator("summary"))
+    page.keyboard.press("Enter")
+    expect(components).to_have_attribute("open", "")
+    page.keyboard.press("Escape")
+    expect(components).not_to_have_attribute("open", "")
+    assert has_focus(components.locator("summary"))
