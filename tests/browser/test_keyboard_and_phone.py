@@ -96,3 +96,53 @@ def test_escape_closes_the_disclosure_the_focus_is_in_and_leaves_what_was_typed(
     page.keyboard.press("Escape")
     expect(components).not_to_have_attribute("open", "")
     assert has_focus(components.locator("summary"))
+
+
+def page_width(page: Any) -> int:
+    return int(page.evaluate("document.documentElement.scrollWidth"))
+
+
+def phone_page(new_page: Any, live_server: Any, username: str) -> Any:
+    page = new_page()
+    page.set_viewport_size(PHONE)
+    login(page, live_server.url, username)
+    return page
+
+
+def test_a_long_saved_view_name_keeps_the_open_menu_inside_a_phone_screen(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """A view named with underscores and no space (as filters are often named) widened the
+    open saved-views menu, and with it the whole page, past the phone's right edge."""
+    name = "north_site_waiting_human_reserve_part_older_than_one_hour"
+    saved_views.saved_view_create(
+        tenant="north", by_ref="user:operator", page="runs", name=name, query={}
+    )
+    page = phone_page(new_page, live_server, "operator")
+    summary = page.locator("details.saved-views summary")
+    tab_to(page, summary)
+    page.keyboard.press("Enter")
+    link = page.get_by_role("link", name=f"Runs: {name}")
+    expect(link).to_be_visible()
+    assert page_width(page) <= PHONE["width"]
+    assert link.evaluate("el => el.getBoundingClientRect().right") <= PHONE["width"]
+
+
+def test_the_bulk_cancel_result_fits_a_phone_its_table_scrolling_in_its_box(
+    live_server: Any, new_page: Any, waiting: Run
+) -> None:
+    """The per-run result of "Cancel selected runs" was a bare table: on a phone the page
+    itself scrolled sideways, the top bar and the text a half-empty strip beside it."""
+    page = phone_page(new_page, live_server, "operator")
+    tab_to(page, page.get_by_label(f"Select run {waiting.short_id}"))
+    page.keyboard.press("Space")
+    tab_to(page, page.get_by_label("Reason (recorded on every cancelled run)"))
+    page.keyboard.type("duplicate of an older request")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/runs/cancel/result/**")
+    table = page.locator("main table")
+    expect(table).to_contain_text("applied")
+    assert page_width(page) <= PHONE["width"]
+    assert table.evaluate("t => getComputedStyle(t.parentElement).overflowX") == "auto"
+    # The box that scrolls is reached by the keyboard (fieldops.js marks it a tab stop).
+    expect(table.locator("..")).to_have_attribute("tabindex", "0")
