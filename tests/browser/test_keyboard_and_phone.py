@@ -4,6 +4,7 @@ thing such a person met and that was fixed."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -146,3 +147,45 @@ def test_the_bulk_cancel_result_fits_a_phone_its_table_scrolling_in_its_box(
     assert table.evaluate("t => getComputedStyle(t.parentElement).overflowX") == "auto"
     # The box that scrolls is reached by the keyboard (fieldops.js marks it a tab stop).
     expect(table.locator("..")).to_have_attribute("tabindex", "0")
+
+
+def press_and_load(page: Any, key: str) -> None:
+    """Press ``key`` on what has the focus and wait for the page it sends the browser to."""
+    with page.expect_navigation():
+        page.keyboard.press(key)
+    page.wait_for_load_state()
+
+
+def test_after_creating_a_token_the_keyboard_starts_at_the_token_shown_once(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """The page with the new secret ("copy it now; it is not shown again") put the focus
+    back at the top of the page: nothing said a token was made, and a keyboard user had
+    to Tab through the top bar to find it. It starts at the new token's heading now."""
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/api/tokens/")
+    tab_to(page, page.get_by_label("Name (what integration uses it)"))
+    page.keyboard.type("nightly export")
+    press_and_load(page, "Enter")
+    heading = page.get_by_role("heading", name="New token “nightly export”")
+    expect(heading).to_be_visible()
+    assert has_focus(heading)
+
+
+def test_a_revoked_token_is_said_by_name_after_the_page_reloads(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """Revoke sent the user back to the same list without a word: a screen-reader or
+    keyboard user at the top of the page again did not know whether anything happened."""
+    from api.tokens import token_create
+
+    token_create(user=operator, name="old importer")
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/api/tokens/")
+    tab_to(page, page.get_by_role("button", name="Revoke old importer"))
+    press_and_load(page, "Enter")
+    said = re.compile(r"Token “old importer” \(fo_\w+_…\) revoked: the API refuses it")
+    expect(page.locator("main .messages")).to_have_text(said)
+    expect(page.locator("#live-announcer")).to_have_text(said)
