@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from operations import saved_views
 from runs.models import Run
 from tests.browser_support import login
-from tests.helpers import make_run
+from tests.helpers import bulk_cancel_in_progress, make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -189,3 +189,24 @@ def test_a_revoked_token_is_said_by_name_after_the_page_reloads(
     said = re.compile(r"Token “old importer” \(fo_\w+_…\) revoked: the API refuses it")
     expect(page.locator("main .messages")).to_have_text(said)
     expect(page.locator("#live-announcer")).to_have_text(said)
+
+
+def test_pausing_an_operation_from_the_keyboard_says_it_was_paused(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """The "Pause the operation" button (and Resume, Cancel) came back to the same page without a
+    word: only a badge changed, which someone at the top of the page did not hear."""
+    operation = bulk_cancel_in_progress(reason="wrong filter", total=3)
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/operations/{operation.pk}/")
+    tab_to(page, page.get_by_role("button", name="Pause the operation"))
+    press_and_load(page, "Enter")
+    said = f"Operation {operation.short_id} paused"
+    expect(page.locator("main .messages")).to_contain_text(said)
+    expect(page.locator("#live-announcer")).to_contain_text(said)
+    tab_to(page, page.get_by_role("button", name="Resume the operation"))
+    press_and_load(page, "Enter")
+    expect(page.locator("#live-announcer")).to_contain_text(
+        f"Operation {operation.short_id} resumed"
+    )
