@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from operations import saved_views
 from runs.models import Run
 from tests.browser_support import login
+from tests.conftest import make_user
 from tests.helpers import bulk_cancel_in_progress, make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -210,3 +211,24 @@ def test_pausing_an_operation_from_the_keyboard_says_it_was_paused(
     expect(page.locator("#live-announcer")).to_contain_text(
         f"Operation {operation.short_id} resumed"
     )
+
+
+def test_the_top_bar_keeps_api_tokens_and_log_out_apart_on_a_phone(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    """With a longer user name, "API tokens" broke over two lines on a phone and its second
+    half sat a space away from "Log out", both underlined: it read as one link "tokens Log
+    out", two targets a finger could not tell apart. Each stays whole, and the two are
+    kept apart (WCAG 2.5.8: 24 px between the centres of small targets)."""
+    make_user("catalog-reviewer", "north", "catalog-admin")
+    page = phone_page(new_page, live_server, "catalog-reviewer")
+    tokens = page.locator(".whoami").get_by_role("link", name="API tokens")
+    log_out = page.locator(".whoami").get_by_role("button", name="Log out")
+    for control in (tokens, log_out):
+        assert control.evaluate("el => el.getClientRects().length") == 1
+    a, b = tokens.bounding_box(), log_out.bounding_box()
+    assert a is not None and b is not None
+    same_line = abs(a["y"] - b["y"]) < a["height"]
+    if same_line:
+        assert b["x"] - (a["x"] + a["width"]) >= 8
+    assert page_width(page) <= PHONE["width"]
