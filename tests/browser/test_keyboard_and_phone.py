@@ -232,3 +232,28 @@ def test_the_top_bar_keeps_api_tokens_and_log_out_apart_on_a_phone(
     if same_line:
         assert b["x"] - (a["x"] + a["width"]) >= 8
     assert page_width(page) <= PHONE["width"]
+
+
+def test_who_saved_a_view_deletes_it_from_the_saved_views_menu(
+    live_server: Any, new_page: Any, operator: Any, approver: Any
+) -> None:
+    """A saved view could be deleted by who saved it (POST saved-views-delete), but no page
+    offered it: a view saved by mistake stayed in every colleague's menu for good. The
+    menu offers Delete beside one's own views only."""
+    for by, name in (("user:operator", "mine"), ("user:approver", "theirs")):
+        saved_views.saved_view_create(
+            tenant="north", by_ref=by, page="runs", name=name, query={"state": "FAILED"}
+        )
+    page = new_page()
+    login(page, live_server.url, "operator")
+    menu = page.locator("details.saved-views")
+    tab_to(page, menu.locator("summary"))
+    page.keyboard.press("Enter")
+    expect(menu.get_by_role("button", name="Delete view Runs: theirs")).to_have_count(0)
+    delete = menu.get_by_role("button", name="Delete view Runs: mine")
+    tab_to(page, delete)
+    press_and_load(page, "Enter")
+    expect(page.locator("main .messages")).to_have_text("View “mine” deleted.")
+    expect(page.locator("#live-announcer")).to_have_text("View “mine” deleted.")
+    page.locator("details.saved-views summary").click()
+    expect(page.locator("details.saved-views li")).to_have_text(["Runs: theirs"])
