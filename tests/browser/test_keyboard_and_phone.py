@@ -257,3 +257,30 @@ def test_who_saved_a_view_deletes_it_from_the_saved_views_menu(
     expect(page.locator("#live-announcer")).to_have_text("View “mine” deleted.")
     page.locator("details.saved-views summary").click()
     expect(page.locator("details.saved-views li")).to_have_text(["Runs: theirs"])
+
+
+def test_arrowing_through_a_catalog_filter_applies_only_the_choice_it_stops_on(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    """The catalog filter applies itself when a choice changes, and a closed <select>
+    changes with every arrow key: a keyboard user going down three options sent a request,
+    an announcement and a history entry for each option passed over, so Back went through
+    filters they never chose. Choices made in a row apply once, the one they stop on."""
+    page = new_page()
+    login(page, live_server.url, "catalog-admin")
+    page.goto(f"{live_server.url}/catalog/")
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if "/catalog/?" in r.url else None)
+    before = page.evaluate("history.length")
+    lifecycle = page.get_by_label("Lifecycle", exact=True)
+    tab_to(page, lifecycle)
+    for _ in range(3):
+        page.keyboard.press("ArrowDown")
+    stopped_on = lifecycle.input_value()
+    page.wait_for_url(f"**lifecycle={stopped_on}**")
+    expect(page.locator("#catalog-table")).not_to_have_attribute("aria-busy", "true")
+    assert len(sent) == 1, sent
+    assert page.evaluate("history.length") == before + 1
+    assert has_focus(lifecycle)
+    page.go_back()
+    page.wait_for_url(f"{live_server.url}/catalog/")
