@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -101,7 +102,13 @@ def tokens_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def tokens_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     try:
-        token_services.token_revoke(user=request.user, token_id=token_id)
+        row = token_services.token_revoke(user=request.user, token_id=token_id)
     except ApiToken.DoesNotExist:
         raise Http404("No such token") from None
+    # Said on the list the user comes back to (and by its live region, fieldops.js): the
+    # list alone changed one badge, and someone at the top of the page heard nothing.
+    messages.success(
+        request,
+        f"Token “{row.name}” (fo_{row.prefix}_…) revoked: the API refuses it from now on.",
+    )
     return redirect("api-tokens")

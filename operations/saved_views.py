@@ -101,4 +101,10 @@ def navigation(request: Any) -> dict[str, Any]:
     tenant = tenant_of(user) if user is not None else None
     if not tenant:
         return {"saved_views": []}
-    return {"saved_views": saved_views_for(tenant=tenant)}
+    from access.roles import principal_ref_of
+
+    # Who saved a view deletes it (views.saved_views_delete): the menu offers them that.
+    return {
+        "saved_views": saved_views_for(tenant=tenant),
+        "saved_views_by": principal_ref_of(user),
+    }

@@ -296,6 +296,16 @@ def operations_detail(request: AuthedHtmxRequest, operation_id: UUID) -> HttpRes
     return render(request, "operations/detail.html", context)
 
 
+MOVED = {
+    "pause": "paused: it stops before its next batch; items already processed keep their results.",
+    "resume": "resumed: it goes on with the items not yet processed.",
+    "cancel": (
+        "cancelled: it stops before its next batch and cannot be resumed; "
+        "items already processed keep their results."
+    ),
+}
+
+
 @require_POST
 @login_required
 def operations_move(request: AuthedHtmxRequest, operation_id: UUID, action: str) -> HttpResponse:
@@ -309,6 +319,9 @@ def operations_move(request: AuthedHtmxRequest, operation_id: UUID, action: str)
         )
     except services.OperationInputError as exc:
         return conflict(request, str(exc), back=reverse("operations-detail", args=[operation.pk]))
+    # Said on the page the operator comes back to (and by its live region, fieldops.js):
+    # only the status badge changed, which someone at the top of the page did not hear.
+    messages.success(request, f"Operation {operation.short_id} {MOVED[action]}")
     return redirect("operations-detail", operation.pk)
 
 

@@ -440,3 +440,19 @@ function actionsFollowUrl() {
 }
 document.addEventListener("htmx:pushedIntoHistory", actionsFollowUrl);
 document.addEventListener("htmx:historyRestore", actionsFollowUrl);
+
+// A disclosure (<details>: the saved-views menu in the top bar, "Start a run", a run's
+// component set, every "show more" of the console) closes on Escape when the focus is
+// inside it, summary included, and the focus goes back to its summary: a keyboard user
+// who opened one had no way out but Tab through everything in it. The innermost open one
+// closes; what was typed or chosen in it stays for when it is opened again.
+document.addEventListener("keydown", function (event) {
+  if (event.key !== "Escape" || event.defaultPrevented) return;
+  const active = document.activeElement;
+  const open = active instanceof Element ? active.closest("details[open]") : null;
+  const summary = open && open.querySelector(":scope > summary");
+  if (!summary) return;
+  open.open = false;
+  summary.focus();
+  event.preventDefault();
+});
