@@ -8,10 +8,17 @@ happened, and that nothing was stored when the input was refused.
 from __future__ import annotations
 
 import json
+import re
+from io import StringIO
 
+import pytest
+from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.urls import reverse
 
+from access.roles import roles_of, tenant_of
 from catalog.models import CapabilityVersion, ToolListImport
 from tests.catalog.conftest import client_for, tool, tool_list
 
@@ -74,3 +81,50 @@ def test_a_tool_list_parsed_twice_reads_the_same(catalog_admin):
     text = json.dumps({"tools": [tool("lookup_same")]})
     assert _import(catalog_admin, tool_list=text).status_code == 302
     assert CapabilityVersion.objects.filter(capability_id="lookup_same").count() == 1
+
+
+# -- manage.py set_user: names that pass for another person's ---------------------------------
+def _set_user(monkeypatch, *argv):
+    monkeypatch.setenv("FIELDOPS_USER_PASSWORD", "a-long-enough-operator-password")
+    out = StringIO()
+    call_command("set_user", *argv, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        # Fullwidth letters: sign-in reads the name NFKC-normalised, so this account could
+        # never sign in (its name reads as "lead"), yet the audit trail showed it as
+        # user:lead in fullwidth letters.
+        ("\uff4c\uff45\uff41\uff44", "signs in as 'lead' (sign-in normalises the name)"),
+        # A Cyrillic "\u0435" in a Latin name: it and user:lead look the same.
+        ("l\u0435ad", "mixes letters of the scripts CYRILLIC, LATIN"),
+        ("Lead", "differs from the existing user 'lead' only in case"),
+    ],
+)
+@pytest.mark.django_db
+def test_set_user_refuses_a_new_name_that_passes_for_another_and_writes_nothing(
+    monkeypatch, name, message
+):
+    _set_user(monkeypatch, "lead", "--tenant", "north", "--role", "operator")
+    with pytest.raises(CommandError, match=re.escape(message)):
+        _set_user(monkeypatch, name, "--tenant", "south", "--role", "approver")
+    users = get_user_model().objects.all()
+    assert [(u.username, tenant_of(u), roles_of(u)) for u in users] == [
+        ("lead", "north", {"operator"})
+    ]
+
+
+@pytest.mark.django_db
+def test_set_user_still_creates_names_in_one_script_and_updates_existing_ones(monkeypatch):
+    assert "created jürgen" in _set_user(
+        monkeypatch, "jürgen", "--tenant", "north", "--role", "operator"
+    )
+    assert "created дана" in _set_user(
+        monkeypatch, "дана", "--tenant", "north", "--role", "operator"
+    )
+    # An account made before the rule (here: straight in the database) stays manageable.
+    get_user_model().objects.create_user("Jürgen", password="x-long-enough-password-1")
+    out = _set_user(monkeypatch, "Jürgen", "--tenant", "south", "--role", "approver")
+    assert "updated Jürgen: tenant south, roles approver" in out
