@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel.canonical import digest
-from kernel.text import bidi_control_refusal, field_name_shown
+from kernel.text import bidi_control_refusal, field_name_shown, shows_nothing
 
 CANONICALIZATION_VERSION = "reservation-canonical@1"
 _QUANTITY = re.compile(r"^[1-9][0-9]{0,3}$")
@@ -249,7 +249,7 @@ def decision_refusal(attempt: DecisionAttempt) -> str | None:
         return "already_approved"
     if a.seen_hash != a.checkpoint_hash:
         return "proposal_changed" if a.seen_hash in a.other_proposal_hashes else "hash_mismatch"
-    if not a.reason.strip():
+    if shows_nothing(a.reason):
         return "reason_required"
     if a.requested_change and not a.approve:
         return requested_change_problems(a.requested_change, a.allowed_locations)

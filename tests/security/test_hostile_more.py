@@ -19,8 +19,18 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from access.roles import roles_of, tenant_of
-from catalog.models import CapabilityVersion, ToolListImport
+from api.models import ApiToken
+from approvals.models import Checkpoint, Decision, DecisionRefusal
+from catalog import services as catalog
+from catalog.domain.lifecycle import Refusal
+from catalog.models import CapabilityVersion, LifecycleDecision, ToolListImport
+from operations import services as ops
+from operations.models import Operation, SavedView
+from runs import services as runs
+from runs.models import Event
+from tests.api.test_api import bearer, call
 from tests.catalog.conftest import client_for, tool, tool_list
+from tests.helpers import make_run, types
 
 
 # -- the catalog's tool-list import ----------------------------------------------------------
@@ -128,3 +138,138 @@ def test_set_user_still_creates_names_in_one_script_and_updates_existing_ones(mo
     get_user_model().objects.create_user("Jürgen", password="x-long-enough-password-1")
     out = _set_user(monkeypatch, "Jürgen", "--tenant", "south", "--role", "approver")
     assert "updated Jürgen: tenant south, roles approver" in out
+
+
+# -- required text made of characters that show nothing --------------------------------------
+# A required reason of one U+200B ZERO WIDTH SPACE passed every "needs a reason" check
+# (str.strip() keeps it): a run was cancelled over real HTTP, and the audit trail showed an
+# empty reason. The same for an operation's reason, a catalog decision's, an approval's, a
+# clarification's answer, a saved view's or a token's name (a Hangul filler is printable).
+INVISIBLE = ["\u200b", "\u2060\ufeff", "\u00ad", "\u3164", " \u200c\u200d "]
+
+
+@pytest.fixture
+def waiting_run(world, operator):
+    run = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    assert run.state == "WAITING_HUMAN"
+    return run
+
+
+@pytest.mark.parametrize("blank", INVISIBLE)
+def test_a_cancellation_whose_reason_shows_nothing_is_refused_and_changes_nothing(
+    operator, waiting_run, blank
+):
+    before = types(waiting_run)
+    response = client_for(operator).post(
+        reverse("runs-cancel", args=[waiting_run.pk]), {"reason": blank}
+    )
+    assert response.status_code == 400
+    assert "a cancellation needs a reason; it holds only characters that show nothing" in (
+        response.content.decode()
+    )
+    api = call("POST", f"/runs/{waiting_run.pk}/cancel", bearer(operator), {"reason": blank})
+    assert api.status_code == 400 and api.json()["code"] == "invalid_reason"
+    bulk_page = client_for(operator).post(
+        reverse("runs-bulk-cancel"), {"run": [str(waiting_run.pk)], "reason": blank}
+    )
+    assert bulk_page.status_code == 400
+    with pytest.raises(runs.RunInputError, match="needs a reason"):
+        runs.run_budget_change(
+            run_id=str(waiting_run.pk),
+            by_ref="user:operator",
+            budget="actions",
+            limit=20,
+            reason=blank,
+        )
+    waiting_run.refresh_from_db()
+    assert waiting_run.state == "WAITING_HUMAN" and types(waiting_run) == before
+
+
+def test_the_refusal_names_the_invisible_character_and_empty_stays_as_it_was(operator):
+    with pytest.raises(runs.RunInputError) as named:
+        runs.clean_reason("\u200b", what="a cancellation")
+    assert str(named.value) == (
+        "a cancellation needs a reason; it holds only characters that show nothing, "
+        "such as U+200B ZERO WIDTH SPACE"
+    )
+    with pytest.raises(runs.RunInputError) as empty:
+        runs.clean_reason("  ", what="a cancellation")
+    assert str(empty.value) == "a cancellation needs a reason"
+    # Text with something to read keeps its invisible characters (recorded as written).
+    assert runs.clean_reason("ok\u200b", what="a cancellation") == "ok\u200b"
+    assert runs.clean_reason("\u05e9\u05dc\u05d5\u05dd", what="x") == "\u05e9\u05dc\u05d5\u05dd"
+
+
+def test_an_operation_view_name_or_token_name_that_shows_nothing_is_refused(operator):
+    make_run(advance=False)
+    with pytest.raises(ops.OperationInputError, match="an operation needs a reason; it holds"):
+        ops.operation_start_cancel(
+            tenant="north",
+            by_ref="user:operator",
+            query={"world": "faultlab"},
+            reason="\u200b",
+            confirm=1,
+        )
+    assert not Operation.objects.exists()
+    response = client_for(operator).post(
+        reverse("saved-views-create"),
+        {"page": "runs", "name": "\u3164\u3164", "query": "world=faultlab"},
+    )
+    assert response.status_code == 400
+    assert "U+3164 HANGUL FILLER" in response.content.decode()
+    assert not SavedView.objects.exists()
+    token = client_for(operator).post(
+        reverse("api-tokens-create"), {"name": "\u3164", "lifetime_days": "30"}
+    )
+    assert token.status_code == 400
+    assert "A token needs a name" in token.content.decode()
+    assert not ApiToken.objects.exists()
+
+
+def test_a_catalog_decision_whose_reason_shows_nothing_changes_nothing(catalog_admin):
+    target = CapabilityVersion.objects.get(capability_id="reserve_part", version="1.0.0")
+    before = LifecycleDecision.objects.count()
+    with pytest.raises(Refusal) as refused:
+        catalog.capability_decide(
+            version_id=target.pk, user=catalog_admin, action="deprecate", reason="\u200b"
+        )
+    assert refused.value.code == "reason_required"
+    assert "U+200B ZERO WIDTH SPACE" in refused.value.message
+    page = client_for(catalog_admin).post(
+        reverse("catalog-gate", args=[target.pk]), {"open": "0", "reason": "\u2060"}
+    )
+    assert page.status_code == 400
+    target.refresh_from_db()
+    assert target.lifecycle == "ADMITTED" and target.effect_gate_open
+    assert LifecycleDecision.objects.count() == before
+
+
+def test_a_decision_or_answer_that_shows_nothing_is_refused_and_recorded(
+    approver, operator, waiting_run
+):
+    waiting_run.refresh_from_db()
+    checkpoint = Checkpoint.objects.get(pk=waiting_run.waiting_checkpoint)
+    before = Event.objects.filter(run=waiting_run).count()
+    form = {"verdict": "approve", "seen_hash": checkpoint.proposal_hash, "reason": "\u200b"}
+    response = client_for(approver).post(reverse("approvals-decide", args=[checkpoint.pk]), form)
+    assert response.status_code == 400
+    api = call("POST", f"/checkpoints/{checkpoint.pk}/decision", bearer(approver), form)
+    assert api.status_code == 400 and api.json()["code"] == "reason_required"
+    added = Event.objects.filter(run=waiting_run, sequence__gt=before)
+    assert [(e.type, e.reason_code) for e in added] == [("decision.refused", "reason_required")] * 2
+    assert not Decision.objects.exists()
+    waiting_run.refresh_from_db()
+    assert waiting_run.state == "WAITING_HUMAN"
+    question = make_run("clarify", principal="user:operator", requested_by=operator)
+    question.refresh_from_db()
+    asked = Checkpoint.objects.get(pk=question.waiting_checkpoint)
+    answer = client_for(operator).post(
+        reverse("approvals-answer", args=[asked.pk]), {"answer": "\u200b\u200b"}
+    )
+    assert answer.status_code == 400
+    assert list(DecisionRefusal.objects.values_list("code", flat=True)) == [
+        "reason_required",
+        "reason_required",
+        "answer_required",
+    ]
+    assert "clarification.answered" not in types(question)
