@@ -273,3 +273,26 @@ def test_a_decision_or_answer_that_shows_nothing_is_refused_and_recorded(
         "answer_required",
     ]
     assert "clarification.answered" not in types(question)
+
+
+def test_an_admission_whose_answers_show_nothing_is_incomplete():
+    from catalog.domain import lifecycle
+
+    answers = {
+        "contract": {},
+        "local_ref": "search_manual@1.1.0",
+        "reviewer": "user:a",
+        "task_transition": "NEED_INVENTORY -> HAVE_INVENTORY_EVIDENCE",
+        "alternatives": ["keep 1.0.0"],
+        "decision": "ADMIT_BOUNDED",
+        "expiry": "when the manual's index changes",
+    }
+    for blank, field in (
+        ({"alternatives": ["\u200b", "\u2060\u2060"]}, "alternatives"),
+        ({"expiry": "\u200b" * 12}, "expiry"),
+    ):
+        with pytest.raises(Refusal) as refused:
+            lifecycle.admission_record(**{**answers, **blank})
+        assert (refused.value.code, refused.value.field) == ("admission_incomplete", field)
+    kept = lifecycle.admission_record(**{**answers, "alternatives": ["keep 1.0.0", "\u200b"]})
+    assert kept.alternatives == ("keep 1.0.0",)
