@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 from django.urls import reverse
 
 from access.roles import roles_of, tenant_of
@@ -27,9 +28,10 @@ from catalog.models import CapabilityVersion, LifecycleDecision, ToolListImport
 from operations import services as ops
 from operations.models import Operation, SavedView
 from runs import services as runs
-from runs.models import Event
+from runs.models import CallbackReceipt, Event
 from tests.api.test_api import bearer, call
 from tests.catalog.conftest import client_for, tool, tool_list
+from tests.durable.test_callbacks_http import post
 from tests.helpers import make_run, types
 
 
@@ -296,3 +298,24 @@ def test_an_admission_whose_answers_show_nothing_is_incomplete():
         assert (refused.value.code, refused.value.field) == ("admission_incomplete", field)
     kept = lifecycle.admission_record(**{**answers, "alternatives": ["keep 1.0.0", "\u200b"]})
     assert kept.alternatives == ("keep 1.0.0",)
+
+
+# -- the signed callback: why its JSON was refused ------------------------------------------
+@pytest.mark.parametrize(
+    ("raw", "told"),
+    [
+        # Was "body is not valid JSON" for each: the sender could not tell an integer over
+        # Python's digit limit (valid JSON) from a typo.
+        ('{"payload": {"x": ' + "1" * 5000 + "}}", "a number has more than 4300 digits"),
+        ('{"payload": {"x": NaN}}', "NaN is not JSON"),
+        ('{"payload": {"x": 1,}}', "Expecting property name enclosed in double quotes at line 1"),
+        ("[" * 30000 + "]" * 30000, "body nests objects or arrays too deeply"),
+    ],
+)
+@pytest.mark.django_db
+def test_a_signed_callback_whose_json_is_refused_says_why_and_records_nothing(raw, told):
+    response = post(Client(), None, raw=raw.encode())
+    assert response.status_code == 400
+    assert response.json()["error"] == "malformed_json"
+    assert told in response.json()["message"]
+    assert not CallbackReceipt.objects.exists()
