@@ -7,8 +7,10 @@ happened, and that nothing was stored when the input was refused.
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
+import threading
 from io import StringIO
 
 import pytest
@@ -21,7 +23,15 @@ from django.urls import reverse
 
 from access.roles import roles_of, tenant_of
 from api.models import ApiToken
-from approvals.models import Checkpoint, Decision, DecisionRefusal
+from approvals import notify
+from approvals.models import (
+    Checkpoint,
+    Decision,
+    DecisionRefusal,
+    Delivery,
+    DeliveryAttempt,
+    WebhookEndpoint,
+)
 from catalog import services as catalog
 from catalog.domain.lifecycle import Refusal
 from catalog.models import CapabilityVersion, LifecycleDecision, ToolListImport
@@ -319,3 +329,64 @@ def test_a_signed_callback_whose_json_is_refused_says_why_and_records_nothing(ra
     assert response.json()["error"] == "malformed_json"
     assert told in response.json()["message"]
     assert not CallbackReceipt.objects.exists()
+
+
+# -- approval webhooks: an endpoint's redirect is not followed -------------------------------
+class _Hits(http.server.BaseHTTPRequestHandler):
+    """Answers every request with ``status`` (and ``location``), recording each one."""
+
+    hits: list[tuple[str, str]]
+    status = 200
+    location = ""
+
+    def _answer(self) -> None:
+        self.hits.append((self.command, self.path))
+        self.send_response(self.status)
+        if self.location:
+            self.send_header("Location", self.location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def servers():
+    started = []
+
+    def start(**attrs):
+        handler = type("Hits", (_Hits,), {"hits": [], **attrs})
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        started.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}", handler
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_webhook_endpoint_that_redirects_is_not_followed_and_the_log_says_so(
+    world, operator, servers, status
+):
+    # urllib followed the redirect (a 302 to a POST became a GET, with the signature
+    # headers) to wherever it pointed: an endpoint could make this server request an
+    # internal address (http://169.254.169.254/...) and read its status in the log.
+    inside, inner = servers()
+    hook, outer = servers(status=status, location=f"{inside}/latest/meta-data/")
+    WebhookEndpoint.objects.create(tenant="north", name="hook", url=f"{hook}/h", secret="s3cret")
+    make_run(principal="user:operator", requested_by=operator, namespace="live")
+    assert notify.deliveries_send_due() == 1
+    assert outer.hits == [("POST", "/h")]
+    assert inner.hits == []
+    (attempt,) = DeliveryAttempt.objects.all()
+    assert not attempt.ok and attempt.status_code == status
+    assert f"HTTP {status} redirect to '{inside}/latest/meta-data/': not followed" in (
+        attempt.error
+    )
+    assert Delivery.objects.get().status == "PENDING"  # retried later, never delivered there
