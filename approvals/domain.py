@@ -332,11 +332,29 @@ def requested_change_problems(
     """The refusal of a requested change: a field that is not the proposal's, or a location
     outside ``allowed_locations`` (the run could never reserve there: SPEC §2 step 7)."""
     unknown = sorted(set(change) - set(CHANGEABLE_FIELDS))
-    if unknown:
+    if unknown or requested_quantity_problem(change):
         return "invalid_requested_change"
     if "location_id" in change and str(change["location_id"]) not in allowed_locations:
         return "location_out_of_scope"
     return None
+
+
+def requested_quantity_problem(change: Mapping[str, Any]) -> str:
+    """Why the quantity a decline asks for is none a proposal may have ("" when it asks for
+    none or for one): a next proposal is validated anyway, but the record of the decision
+    kept 10**30, -5 or "many" as what the approver asked for."""
+    asked = change.get("quantity")
+    if asked is None or (isinstance(asked, str) and not asked.strip()):
+        return ""
+    try:
+        canonical_quantity(asked)
+    except ProposalError:
+        shown = repr(asked) if len(str(asked)) <= 20 else f"a number of {len(str(asked))} digits"
+        return (
+            f"The requested quantity {shown} is not one a proposal may have (a whole number "
+            f"from 1 to {MAX_QUANTITY}); nothing was decided."
+        )
+    return ""
 
 
 def location_out_of_scope_message(location: Any, allowed_locations: Sequence[str]) -> str:

@@ -374,6 +374,8 @@ def approval_decide(
                 told = domain.too_large_message(reason=reason, seen_hash=seen_hash, change=change)
             elif refusal == "bidi_control":
                 told = domain.bidi_control_message(reason)
+            elif refusal == "invalid_requested_change" and change:
+                told = domain.requested_quantity_problem(change)
             elif refusal == "location_out_of_scope":
                 told = domain.location_out_of_scope_message(
                     change["location_id"], delegated_locations(run.scope)

@@ -390,3 +390,51 @@ def test_a_webhook_endpoint_that_redirects_is_not_followed_and_the_log_says_so(
         attempt.error
     )
     assert Delivery.objects.get().status == "PENDING"  # retried later, never delivered there
+
+
+# -- a decline's requested quantity ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("asked", "shown"),
+    [(10**30, "a number of 31 digits"), (-5, "-5"), (0, "0"), ("many", "'many'"), (51, "51")],
+)
+def test_a_decline_asking_for_a_quantity_no_proposal_may_have_is_refused_and_recorded(
+    approver, waiting_run, asked, shown
+):
+    # Declined and recorded with requested_change {"quantity": 10**30} over the API (the
+    # next proposal would be validated, but the record kept it as what was asked for).
+    waiting_run.refresh_from_db()
+    checkpoint = Checkpoint.objects.get(pk=waiting_run.waiting_checkpoint)
+    body = {
+        "verdict": "decline",
+        "seen_hash": checkpoint.proposal_hash,
+        "reason": "fewer",
+        "requested_change": {"quantity": asked},
+    }
+    api = call("POST", f"/checkpoints/{checkpoint.pk}/decision", bearer(approver), body)
+    assert api.status_code == 400 and api.json()["code"] == "invalid_requested_change"
+    assert (
+        f"The requested quantity {shown} is not one a proposal may have" in (api.json()["message"])
+    )
+    assert not Decision.objects.exists()
+    assert list(DecisionRefusal.objects.values_list("code", flat=True)) == [
+        "invalid_requested_change"
+    ]
+    checkpoint.refresh_from_db()
+    assert checkpoint.status == "PENDING"
+
+
+def test_a_console_decline_asking_for_many_is_refused_and_a_quantity_is_kept(approver, waiting_run):
+    waiting_run.refresh_from_db()
+    checkpoint = Checkpoint.objects.get(pk=waiting_run.waiting_checkpoint)
+    form = {
+        "verdict": "decline",
+        "seen_hash": checkpoint.proposal_hash,
+        "reason": "fewer",
+        "change_quantity": "many",
+    }
+    url = reverse("approvals-decide", args=[checkpoint.pk])
+    refused = client_for(approver).post(url, form)
+    assert refused.status_code == 400
+    assert "The requested quantity &#x27;many&#x27; is not one" in refused.content.decode()
+    assert client_for(approver).post(url, {**form, "change_quantity": "2"}).status_code == 302
+    assert Decision.objects.get().requested_change == {"quantity": "2"}
