@@ -23,6 +23,7 @@ from django.db.models import Q
 
 from api.models import ApiToken
 from kernel import clock
+from kernel.text import nothing_shown_note, shows_nothing
 
 PREFIX = "fo_"
 MAX_ACTIVE_TOKENS = 10
@@ -94,8 +95,9 @@ def lifetime_from_form(values: Sequence[str]) -> int:
 def token_name_clean(name: str) -> str:
     """The name stripped; raise TokenError for a missing, over-long or unprintable one."""
     name = (name or "").strip()
-    if not name:
-        raise TokenError("A token needs a name (what integration uses it).", "name")
+    if shows_nothing(name):
+        note = nothing_shown_note(name)
+        raise TokenError(f"A token needs a name (what integration uses it){note}.", "name")
     if len(name) > NAME_MAX:
         raise TokenError(
             f"A token name may be at most {NAME_MAX} characters and this one has {len(name)}; "

@@ -361,7 +361,8 @@ class DecisionIn(BodyIn):
         description="Decline only: proposal fields a new proposal should change "
         f"({', '.join(approval_domain.CHANGEABLE_FIELDS)}; each value at most "
         f"{approval_domain.MAX_CHANGE_VALUE_CHARS} characters; a location_id only one of "
-        "the checkpoint's delegated_locations).",
+        "the checkpoint's delegated_locations; a quantity a whole number from 1 to "
+        f"{approval_domain.MAX_QUANTITY}).",
     )
 
 

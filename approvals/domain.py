@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel.canonical import digest
-from kernel.text import bidi_control_refusal, field_name_shown
+from kernel.text import bidi_control_refusal, field_name_shown, shows_nothing
 
 CANONICALIZATION_VERSION = "reservation-canonical@1"
 _QUANTITY = re.compile(r"^[1-9][0-9]{0,3}$")
@@ -249,7 +249,7 @@ def decision_refusal(attempt: DecisionAttempt) -> str | None:
         return "already_approved"
     if a.seen_hash != a.checkpoint_hash:
         return "proposal_changed" if a.seen_hash in a.other_proposal_hashes else "hash_mismatch"
-    if not a.reason.strip():
+    if shows_nothing(a.reason):
         return "reason_required"
     if a.requested_change and not a.approve:
         return requested_change_problems(a.requested_change, a.allowed_locations)
@@ -332,11 +332,29 @@ def requested_change_problems(
     """The refusal of a requested change: a field that is not the proposal's, or a location
     outside ``allowed_locations`` (the run could never reserve there: SPEC §2 step 7)."""
     unknown = sorted(set(change) - set(CHANGEABLE_FIELDS))
-    if unknown:
+    if unknown or requested_quantity_problem(change):
         return "invalid_requested_change"
     if "location_id" in change and str(change["location_id"]) not in allowed_locations:
         return "location_out_of_scope"
     return None
+
+
+def requested_quantity_problem(change: Mapping[str, Any]) -> str:
+    """Why the quantity a decline asks for is none a proposal may have ("" when it asks for
+    none or for one): a next proposal is validated anyway, but the record of the decision
+    kept 10**30, -5 or "many" as what the approver asked for."""
+    asked = change.get("quantity")
+    if asked is None or (isinstance(asked, str) and not asked.strip()):
+        return ""
+    try:
+        canonical_quantity(asked)
+    except ProposalError:
+        shown = repr(asked) if len(str(asked)) <= 20 else f"a number of {len(str(asked))} digits"
+        return (
+            f"The requested quantity {shown} is not one a proposal may have (a whole number "
+            f"from 1 to {MAX_QUANTITY}); nothing was decided."
+        )
+    return ""
 
 
 def location_out_of_scope_message(location: Any, allowed_locations: Sequence[str]) -> str:

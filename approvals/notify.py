@@ -256,6 +256,19 @@ def webhook_body(delivery: Delivery) -> bytes:
     return json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A webhook is delivered to the address configured, never where its answer points:
+    urllib followed a 301/302/303 as a GET (with the signature headers) to any http, https
+    or ftp address, so an endpoint could make this server request an internal address and
+    learn its status from the delivery log."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def _send_webhook(delivery: Delivery) -> tuple[bool, int | None, str]:
     endpoint = delivery.endpoint
     if endpoint is None or not endpoint.active:
@@ -278,11 +291,21 @@ def _send_webhook(delivery: Delivery) -> tuple[bool, int | None, str]:
     )
     try:
         # The scheme is checked above (http or https only).
-        with urllib.request.urlopen(  # noqa: S310  # nosec B310
+        with _OPENER.open(  # nosec B310
             request, timeout=settings.FIELDOPS_WEBHOOK_TIMEOUT_SECONDS
         ) as response:
             code = response.status
     except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:
+            where = str(exc.headers.get("Location", ""))[:200]
+            return (
+                False,
+                exc.code,
+                (
+                    f"HTTP {exc.code} redirect to {where!r}: not followed; configure the "
+                    "endpoint's final address"
+                ),
+            )
         return False, exc.code, f"HTTP {exc.code}"
     except (urllib.error.URLError, OSError) as exc:
         return False, None, str(getattr(exc, "reason", exc))[:300]

@@ -22,7 +22,7 @@ from capabilities import evidence as ev
 from capabilities.reserve_part import CONTRACT as RESERVE_CONTRACT
 from fieldops import points, sql, telemetry
 from kernel import clock, retry
-from kernel.text import bidi_control_refusal
+from kernel.text import bidi_control_refusal, shows_nothing
 from runs import authority, evidence
 from runs import services as run_services
 from runs.domain.states import Actor, EventType, State
@@ -374,6 +374,8 @@ def approval_decide(
                 told = domain.too_large_message(reason=reason, seen_hash=seen_hash, change=change)
             elif refusal == "bidi_control":
                 told = domain.bidi_control_message(reason)
+            elif refusal == "invalid_requested_change" and change:
+                told = domain.requested_quantity_problem(change)
             elif refusal == "location_out_of_scope":
                 told = domain.location_out_of_scope_message(
                     change["location_id"], delegated_locations(run.scope)
@@ -503,7 +505,7 @@ def clarification_answer(
         if repeated_field is not None:
             told = domain.repeated_field_message(repeated_field, what="the answer form")
             return _refuse(checkpoint, user, "repeated_field", "", told)
-        if not answer:
+        if shows_nothing(answer):
             return _refuse(checkpoint, user, "answer_required", "")
         if len(answer) > domain.MAX_ANSWER_CHARS:
             told = domain.answer_too_large_message(answer)

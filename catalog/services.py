@@ -39,7 +39,7 @@ from catalog.models import (
     ToolServer,
     ToolSighting,
 )
-from kernel.text import bidi_control_refusal
+from kernel.text import bidi_control_refusal, nothing_shown_note, shows_nothing
 from runs import pins
 
 SYSTEM_REVIEWER = "system:reviewed-source"
@@ -137,8 +137,8 @@ def _reason(reason: str, *, required: str = "every lifecycle decision needs a re
     """The reason as it is recorded (runs of white space as one space); raise Refusal when it
     is empty (saying ``required``) or longer than MAX_REASON (nothing is written then)."""
     reason = " ".join((reason or "").split())
-    if not reason:
-        raise Refusal("reason_required", required)
+    if shows_nothing(reason):
+        raise Refusal("reason_required", required + nothing_shown_note(reason))
     return _fitting(reason)
 
 

@@ -222,7 +222,9 @@ def catalog_import(request: AuthedHtmxRequest) -> HttpResponse:
             )
         raw = upload.read(MAX_UPLOAD_BYTES + 1)
         try:
-            text = raw.decode("utf-8")
+            # A leading byte order mark is no part of the list (editors on Windows save
+            # UTF-8 with one); without "-sig" the parser refused it in its own words.
+            text = raw.decode("utf-8-sig")
         except UnicodeDecodeError:
             return _import_refused(request, context, server, "", ["the file is not UTF-8 text"])
         source = f"file {upload.name}"[:200]

@@ -26,6 +26,35 @@ def bidi_control_refusal(text: str, *, what: str = "a reason") -> str | None:
     return None
 
 
+# Letters that render as nothing (Hangul fillers, the blank Braille pattern): a text of
+# them looks empty although no category says so.
+BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+# White space, format characters (U+200B ZERO WIDTH SPACE, U+2060 WORD JOINER, U+FEFF,
+# the soft hyphen), controls and marks with nothing to sit on.
+_SHOWS_NOTHING = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Mn", "Me"})
+
+
+def shows_nothing(text: str) -> bool:
+    """Whether ``text`` shows a reader nothing: empty, or only white space, invisible
+    characters and blank letters. A required reason or answer made of them ("\u200b") is
+    as empty as "" to whoever reads the record, so it is refused as missing."""
+    return all(
+        char.isspace() or char in BLANK_LETTERS or unicodedata.category(char) in _SHOWS_NOTHING
+        for char in text
+    )
+
+
+def nothing_shown_note(text: str) -> str:
+    """What a refusal of a missing reason adds when something was sent that shows nothing
+    ("; it holds only characters that show nothing, such as U+200B ZERO WIDTH SPACE"), or
+    "" when nothing (or only white space) was sent."""
+    hidden = next((c for c in text if not c.isspace()), None)
+    if hidden is None:
+        return ""
+    name = unicodedata.name(hidden, "INVISIBLE CHARACTER")
+    return f"; it holds only characters that show nothing, such as U+{ord(hidden):04X} {name}"
+
+
 FIELD_NAME_SHOWN_CHARS = 60
 
 

@@ -12,7 +12,7 @@ from django.utils.http import urlencode
 
 from kernel import clock
 from kernel.canonical import unstorable
-from kernel.text import bidi_control_refusal
+from kernel.text import bidi_control_refusal, nothing_shown_note, shows_nothing
 from operations.models import SavedView
 from operations.services import OperationInputError
 from runs.console import runs_selectors
@@ -36,8 +36,11 @@ def saved_view_create(
     if page not in PAGES:
         raise OperationInputError("page", f"views of {page[:20]!r} cannot be saved")
     name = (name or "").strip()
-    if not name:
-        raise OperationInputError("name", f"a view needs a name of 1 to {NAME_MAX} characters")
+    if shows_nothing(name):
+        raise OperationInputError(
+            "name",
+            f"a view needs a name of 1 to {NAME_MAX} characters{nothing_shown_note(name)}",
+        )
     if len(name) > NAME_MAX:
         raise OperationInputError(
             "name",

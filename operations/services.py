@@ -32,7 +32,7 @@ from django.db.models import Count, Q
 from fieldops import points
 from fieldops.db import lock_wait_failed
 from kernel import clock
-from kernel.text import bidi_control_refusal
+from kernel.text import bidi_control_refusal, nothing_shown_note, shows_nothing
 from operations.models import (
     REASON_MAX,
     ItemResult,
@@ -127,8 +127,10 @@ def _clean_reason(reason: str) -> str:
     when it is empty, longer than REASON_MAX (never cut: nothing is written then) or holds
     a bidirectional control character (``kernel.text``)."""
     reason = (reason or "").strip()
-    if not reason:
-        raise OperationInputError("reason", "an operation needs a reason")
+    if shows_nothing(reason):
+        raise OperationInputError(
+            "reason", f"an operation needs a reason{nothing_shown_note(reason)}"
+        )
     if len(reason) > REASON_MAX:
         raise OperationInputError(
             "reason",

@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 import math
+import sys
 import time
 from typing import Any
 
@@ -75,6 +76,10 @@ def _authenticated(request: HttpRequest, body: bytes) -> JsonResponse | None:
     if not hmac.compare_digest(signature, sign(body, timestamp)):
         return _error(401, "bad_signature", "signature does not match")
     return None
+
+
+def _too_many_digits() -> str:
+    return f"a number has more than {sys.get_int_max_str_digits()} digits"
 
 
 def _reject_constant(name: str) -> Any:
@@ -147,8 +152,14 @@ def callback(request: HttpRequest) -> JsonResponse:
         )
     except RepeatedKey as exc:
         return _error(400, "malformed_json", str(exc))
-    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's
-        return _error(400, "malformed_json", "body is not valid JSON")
+    except json.JSONDecodeError as exc:  # where, so the sender can find it
+        where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        return _error(400, "malformed_json", f"body is not valid JSON ({where})")
+    except RecursionError:  # nesting deeper than the parser's
+        return _error(400, "malformed_json", "body nests objects or arrays too deeply")
+    except ValueError as exc:  # NaN/Infinity (their own words) or an over-long integer
+        told = str(exc) if str(exc).endswith("is not JSON") else _too_many_digits()
+        return _error(400, "malformed_json", f"body is not valid JSON ({told})")
     fields = _fields(data)
     if isinstance(fields, str):
         return _error(400, "invalid_callback", fields)

@@ -20,7 +20,7 @@ from fieldops.db import lock_wait_failed
 from fieldops.sql import Statement
 from kernel import clock, retry
 from kernel.canonical import digest
-from kernel.text import bidi_control_refusal
+from kernel.text import bidi_control_refusal, nothing_shown_note, shows_nothing
 from runs import authority, authority_batch, outbox, policies, terminal
 from runs.domain import effects
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
@@ -60,8 +60,8 @@ def clean_reason(reason: str, *, what: str) -> str:
     on ``reason`` when it is empty, longer than REASON_MAX or holds a bidirectional control
     character (``kernel.text``); nothing is written then."""
     reason = (reason or "").replace("\r\n", "\n").strip()
-    if not reason:
-        raise RunInputError("reason", f"{what} needs a reason")
+    if shows_nothing(reason):
+        raise RunInputError("reason", f"{what} needs a reason{nothing_shown_note(reason)}")
     if len(reason) > REASON_MAX:
         raise RunInputError(
             "reason",

@@ -31,13 +31,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel.canonical import digest, storable_text
+from kernel.canonical import RepeatedKey, digest, object_without_repeated_keys, storable_text
 from kernel.text import BIDI_CONTROLS
 
 # A pasted list or an uploaded file (the import page). Sized for real servers: the
@@ -207,8 +208,12 @@ def value_depth(value: Any) -> int:
     return deepest
 
 
+class _Constant(ValueError):
+    """NaN, Infinity or -Infinity: JSON has no such number."""
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed")
+    raise _Constant(f"{name} is not allowed")
 
 
 def _unclean(value: Any, where: str, limit: int = 3) -> list[str]:
@@ -508,10 +513,19 @@ def parse_tool_list(text: str, schema_check: SchemaCheck | None = None) -> ToolL
 
 
 def _json(text: str, what: str) -> Any:
+    """The JSON of ``text``, read as every other JSON from outside is: an object naming a
+    key twice is refused (``{"name": "a", "name": "b"}`` was read as ``b`` by this parser
+    and as ``a`` by others, so a reviewer of the text could see another tool than the one
+    imported), and so is an integer over Python's digit limit, in words."""
     try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+        return json.loads(
+            text, parse_constant=_reject_constant, object_pairs_hook=object_without_repeated_keys
+        )
+    except (json.JSONDecodeError, _Constant, RepeatedKey, RecursionError) as exc:
         raise ImportRefused([f"{what}: {str(exc)[:200]}"]) from None
+    except ValueError:  # the only other one: an integer over Python's digit limit
+        limit = sys.get_int_max_str_digits()
+        raise ImportRefused([f"{what}: a number has more than {limit} digits"]) from None
 
 
 # The first line of a Server-Sent Events stream: a field (``event:``, ``data:``, ``id:``,

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from capabilities.contracts import EffectClass
-from kernel.text import bidi_control_refusal
+from kernel.text import bidi_control_refusal, shows_nothing
 
 
 class State(StrEnum):
@@ -157,7 +157,8 @@ def admission_record(
             "name the task transition served, e.g. NEED_INVENTORY -> HAVE_INVENTORY_EVIDENCE",
             field="task_transition",
         )
-    alternatives = [a.strip() for a in alternatives if a and a.strip()]
+    # A line that shows nothing (blank, or only U+200B and its kind) is no alternative.
+    alternatives = [a.strip() for a in alternatives if a and not shows_nothing(a)]
     if not alternatives:
         raise Refusal(
             "admission_incomplete",
@@ -183,7 +184,7 @@ def admission_record(
             field="decision",
         )
     expiry = " ".join((expiry or "").split())
-    if len(expiry) < 8:
+    if len(expiry) < 8 or shows_nothing(expiry):
         raise Refusal(
             "admission_incomplete",
             "state the expiry or invalidation rule of this admission",

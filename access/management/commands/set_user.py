@@ -12,6 +12,7 @@ from __future__ import annotations
 import getpass
 import os
 import sys
+import unicodedata
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -73,6 +74,8 @@ class Command(BaseCommand):
         if problem:
             raise CommandError(problem)
         exists = user_model.objects.filter(username=username).exists()
+        if not exists and (problem := _new_username_problem(user_model, username)):
+            raise CommandError(problem)
         password = self._password(username) if not exists or options["password"] else None
         ensure_groups()
         with transaction.atomic():
@@ -116,6 +119,39 @@ def _username_problem(user_model: Any, username: str) -> str:
         user_model.username_validator(username)
     except ValidationError as exc:
         return f"username {username[:80]!r}: {' '.join(exc.messages)}"
+    return ""
+
+
+def _new_username_problem(user_model: Any, username: str) -> str:
+    """Why a new account may not have this name: one that passes for another person's in
+    the audit trail (``user:<name>``) or cannot sign in at all. An existing account is
+    updated whatever its name (refusing it would leave it unmanageable)."""
+    signs_in_as = unicodedata.normalize("NFKC", username)
+    if signs_in_as != username:
+        # Sign-in reads the name NFKC-normalised (access/signin.py, Django's UsernameField):
+        # "lead" in fullwidth letters (U+FF4C U+FF45 U+FF41 U+FF44) would sign in as "lead",
+        # so this account could never sign in.
+        return (
+            f"username {username[:80]!r} signs in as {signs_in_as[:80]!r} (sign-in "
+            "normalises the name); give it as that spelling"
+        )
+    scripts = sorted({unicodedata.name(ch, "?").split()[0] for ch in username if ch.isalpha()})
+    if len(scripts) > 1:
+        return (
+            f"username {username[:80]!r} mixes letters of the scripts {', '.join(scripts)}, "
+            "so it can pass for another name (a Cyrillic '\u0435' reads as a Latin 'e'); "
+            "write it in one script"
+        )
+    taken = (
+        user_model.objects.filter(username__iexact=username)
+        .values_list("username", flat=True)
+        .first()
+    )
+    if taken is not None:
+        return (
+            f"username {username[:80]!r} differs from the existing user {taken!r} only in "
+            f"case and would read as the same person; update {taken!r} or choose another name"
+        )
     return ""
 
 
