@@ -23,6 +23,22 @@ STATE_CHOICES = [(s.value, s.value) for s in State]
 # when the query's condition is the index's, term for term; a set's order would vary).
 CONTROL_TYPES = tuple(sorted(e.value for e in CONTROL_EVENTS))
 REJECTED_TYPES = tuple(sorted(e.value for e in REJECTION_EVENTS))
+# The event types and reason codes that show an incident a runbook answers (each runbook's
+# ``signs`` in runs/runbooks.py; a test holds the two equal), sorted. The run page finds
+# its runbooks through the partial index of these few rows (``event_run_runbook_sign``),
+# never by reading the run's whole history.
+RUNBOOK_SIGNS = (
+    "MALFORMED_RESULT",
+    "SAME_KEY_DIFFERENT_INTENT",
+    "STALE",
+    "cancelled_effect_unknown",
+    "effect.ambiguous",
+    "evidence_stale",
+    "ledger_unavailable",
+    "reconciliation.conflict",
+    "repeated_denial",
+    "retry_budget_exhausted",
+)
 # Effect attempts whose outcome is not known yet (the run page counts a run's), sorted.
 UNRESOLVED_STATUSES = tuple(sorted(s.value for s in effects.UNRESOLVED))
 
@@ -225,6 +241,13 @@ class Event(models.Model):
                 fields=["run", "sequence"],
                 name="event_run_rejected",
                 condition=models.Q(type__in=REJECTED_TYPES),
+            ),
+            # The few events that show a runbook's incident (``RUNBOOK_SIGNS``).
+            models.Index(
+                fields=["run", "sequence"],
+                name="event_run_runbook_sign",
+                condition=models.Q(type__in=RUNBOOK_SIGNS)
+                | models.Q(reason_code__in=RUNBOOK_SIGNS),
             ),
             # Reconciliations recorded after a run ended (its effect account counts them).
             models.Index(

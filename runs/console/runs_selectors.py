@@ -36,6 +36,7 @@ from runs.models import (
     CONTROL_TYPES,
     ID_PREFIX_DIGITS,
     REJECTED_TYPES,
+    RUNBOOK_SIGNS,
     EffectAttempt,
     Event,
     Evidence,
@@ -660,9 +661,10 @@ def run_detail(run: Run) -> RunDetail:
 
 
 def run_runbooks(run: Run) -> tuple[Runbook, ...]:
-    """The runbooks whose incident the run's events show (one query; it reads the distinct
-    signs among the run's events, not every event)."""
-    signs = runbook_data.ALL_SIGNS
+    """The runbooks whose incident the run's events show: one query, on the partial index
+    of the events that show one (``event_run_runbook_sign``: its condition, term for term,
+    so both databases plan it), never on the run's whole history."""
+    signs = RUNBOOK_SIGNS
     found = (
         Event.objects.filter(run=run)
         .filter(Q(type__in=signs) | Q(reason_code__in=signs))

@@ -104,3 +104,18 @@ def test_a_newer_page_reads_the_lists_index_backwards_without_sorting(
         assert "Index" in newer and "Index" in older
     else:
         assert "TEMP B-TREE" not in newer, newer
+
+
+def test_the_run_pages_runbook_links_read_a_partial_index_not_the_history(run: Run) -> None:
+    """The run page links the runbooks whose incident its events show. Read from the run's
+    events by type and reason, the query read every event of the run on every page view
+    (a million for a long history, and nearly always to find none); the signs now have a
+    partial index of their own few rows."""
+    assert "event_run_runbook_sign" in plan_of(lambda: selectors.run_runbooks(run))
+
+
+def test_the_runbook_signs_index_holds_every_runbooks_signs() -> None:
+    from runs import runbooks
+    from runs.models import RUNBOOK_SIGNS
+
+    assert set(RUNBOOK_SIGNS) == runbooks.ALL_SIGNS
