@@ -120,9 +120,12 @@ def _preview_context(
     back = reverse(flow.back)
     if flow.back != "runbooks":
         back += "?" + _query_string(hidden)
+    # The runbook step a start form came from rides along with the selection: one dict, so
+    # no field is sent twice (a form that did would be refused).
+    origin = extra.pop("origin", {})
     return {
         "preview": preview,
-        "hidden": hidden,
+        "hidden": {**hidden, **origin},
         "title": flow.title,
         "noun": flow.noun,
         "note": flow.note,
