@@ -77,7 +77,8 @@ def token_page_for_user(*, user: Any, now: dt.datetime, older: str | None = None
     if older is None:
         rows.extend(mine.filter(revoked_at__isnull=True, expires_at__gt=now))
     else:
-        if not older.isdigit() or len(older) > 18:
+        # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+        if not (older.isascii() and older.isdigit()) or len(older) > 18:
             raise NoSuchPage(older)
         cursor = ended.filter(pk=int(older)).values_list("created_at", "pk").first()
         if cursor is None:

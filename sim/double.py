@@ -356,6 +356,7 @@ def _depots_to_offer(ctx: Context, named: tuple[str, ...]) -> str:
     if not named:
         home = LOCATIONS.get(str(request(ctx).get("location_id", "LOC-N1")), {}).get("tenant")
         named = tuple(loc for loc, place in LOCATIONS.items() if place["tenant"] == home)
+        named = named or tuple(LOCATIONS)  # a request naming no known depot: offer them all
     offered = [f"{LOCATIONS[loc]['name']} ({loc})" for loc in named]
     return ", ".join(offered[:-1]) + f" or {offered[-1]}" if len(offered) > 1 else offered[0]
 

@@ -91,7 +91,7 @@ def test_every_page_costs_the_same_queries_however_many_tokens_ended(approver: A
     assert len(deeper) <= len(many) + 1  # the cursor's own row
 
 
-@pytest.mark.parametrize("cursor", ["x", "-1", "1e3", "99999999", "1" * 40, ""])
+@pytest.mark.parametrize("cursor", ["x", "-1", "1e3", "²", "99999999", "1" * 40, ""])
 def test_a_page_link_that_names_no_token_of_yours_says_so(approver: Any, cursor: str) -> None:
     _made(approver, 2, revoke=True)
     page = _console(approver).get(reverse("api-tokens"), {"older": cursor})

@@ -131,3 +131,17 @@ def test_a_second_answer_naming_no_depot_ends_the_run_saying_why(
     assert run.state == "ESCALATED"
     last = _proposals(run)[-1]
     assert last["kind"] == "abstain" and "you choose" in last["reason"]
+
+
+def test_a_question_asked_again_offers_every_depot_when_the_request_names_none_known() -> None:
+    from sim.double import s_clarify
+
+    ctx = {
+        "observations": [
+            {"capability": "request", "ok": True, "data": {"location_id": "LOC-X9"}},
+            {"capability": "answer", "ok": True, "data": {"answer": "whichever"}},
+        ]
+    }
+    again = s_clarify(ctx)
+    question = again.args["question"]  # type: ignore[union-attr]
+    assert "North depot (LOC-N1)" in question and "South depot (LOC-S1)" in question
