@@ -227,15 +227,7 @@ def _joined_text(blocks: Sequence[Any]) -> str:
 
 
 def _call(block: Mapping[str, Any]) -> ToolCall:
-    name = block.get("name")
-    if "input" not in block:
-        return ToolCall(name, problem=Reject.MALFORMED_ARGUMENTS, detail="tool_use without input")
-    arguments = block.get("input")
-    if not isinstance(arguments, Mapping):
-        return ToolCall(
-            name, problem=Reject.MALFORMED_ARGUMENTS, detail="input is not a JSON object"
-        )
-    return ToolCall(name, dict(arguments))
+    return parsing.call_with(block.get("name"), block, "input", what="tool_use")
 
 
 # -- rendering (the policy double speaks this vocabulary) ------------------------------------

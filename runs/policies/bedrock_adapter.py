@@ -256,15 +256,7 @@ def _joined_text(blocks: Sequence[Any]) -> str:
 
 
 def _call(tool_use: Mapping[str, Any]) -> ToolCall:
-    name = tool_use.get("name")
-    if "input" not in tool_use:
-        return ToolCall(name, problem=Reject.MALFORMED_ARGUMENTS, detail="toolUse without input")
-    arguments = tool_use.get("input")
-    if not isinstance(arguments, Mapping):
-        return ToolCall(
-            name, problem=Reject.MALFORMED_ARGUMENTS, detail="input is not a JSON object"
-        )
-    return ToolCall(name, dict(arguments))
+    return parsing.call_with(tool_use.get("name"), tool_use, "input", what="toolUse")
 
 
 # -- rendering (the policy double speaks this vocabulary) ------------------------------------

@@ -310,15 +310,10 @@ def _call(call: Any) -> ToolCall:
             problem=Reject.TRUNCATED,
             detail="the call is still streaming (willContinue / partialArgs)",
         )
-    if "args" not in call or call["args"] is None:
+    if call.get("args") is None:
         # The API leaves out an empty ``args``: a call of a function without parameters.
         return ToolCall(name, {})
-    arguments = call["args"]
-    if not isinstance(arguments, Mapping):
-        return ToolCall(
-            name, problem=Reject.MALFORMED_ARGUMENTS, detail="args is not a JSON object"
-        )
-    return ToolCall(name, dict(arguments))
+    return parsing.call_with(name, call, "args", what="functionCall")
 
 
 # -- rendering (the policy double speaks this vocabulary) ------------------------------------

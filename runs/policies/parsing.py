@@ -103,6 +103,20 @@ class ToolCall:
     limit: RejectionReason | None = None
 
 
+def call_with(name: Any, block: Mapping[str, Any], field: str, *, what: str) -> ToolCall:
+    """The call ``name`` whose arguments are ``block[field]``, a JSON object; a call whose
+    block has no such field, or holds something else there, has malformed arguments
+    (``what``: the block as its vocabulary names it, for the detail)."""
+    if field not in block:
+        return ToolCall(name, problem=Reject.MALFORMED_ARGUMENTS, detail=f"{what} without {field}")
+    arguments = block[field]
+    if not isinstance(arguments, Mapping):
+        return ToolCall(
+            name, problem=Reject.MALFORMED_ARGUMENTS, detail=f"{field} is not a JSON object"
+        )
+    return ToolCall(name, dict(arguments))
+
+
 @dataclass(frozen=True)
 class Turn:
     """One assistant turn as an adapter extracted it from its provider's shape.
