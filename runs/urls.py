@@ -8,6 +8,8 @@ urlpatterns = [
     path("runs/cancel/", runs_views.runs_bulk_cancel, name="runs-bulk-cancel"),
     path("runs/cancel/result/", runs_views.runs_bulk_cancel_result, name="runs-bulk-cancel-result"),
     path("runs/<uuid:run_id>/", runs_views.runs_detail, name="runs-detail"),
+    # After the full id, so only what is not one reaches it: a short id or any prefix.
+    path("runs/<str:short_id>/", runs_views.runs_short, name="runs-short"),
     path("runs/<uuid:run_id>/cancel/", runs_views.runs_cancel, name="runs-cancel"),
     path("runs/<uuid:run_id>/follow-up/", runs_views.runs_follow_up, name="runs-follow-up"),
     path("runs/<uuid:run_id>/budget/", runs_views.runs_budget, name="runs-budget"),

@@ -272,6 +272,21 @@ def _id_search(qs: QuerySet[Run], text: str, *, live: bool) -> QuerySet[Run] | N
     return qs.filter(pk__gte=low, pk__lte=high)
 
 
+def runs_by_short_id(tenant: str, text: str) -> list[uuid.UUID]:
+    """The ids of at most two of ``tenant``'s runs, in any world, whose id starts with the
+    hex digits of ``text`` (a short id as the lists show it, or any prefix; none when it is
+    not hex): one names its run, two say the prefix is shared."""
+    digits = id_digits(text)
+    if digits is None:
+        return []
+    low, high = digits_range(digits)
+    return list(
+        Run.objects.filter(tenant=tenant, pk__gte=low, pk__lte=high)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:2]
+    )
+
+
 def run_list_for_tenant(
     *,
     tenant: str,

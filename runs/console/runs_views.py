@@ -276,6 +276,21 @@ def runs_detail(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     return render(request, "runs/detail.html", _detail_context(request, run))
 
 
+@require_safe
+@login_required
+def runs_short(request: AuthedHtmxRequest, short_id: str) -> HttpResponse:
+    """``/runs/<short id>/``: the short id every list shows (or any prefix of an id) opens
+    its run's page when it names one run of the reader's tenant (in any world), the runs
+    list searched by it when several share it; otherwise the console's 404."""
+    found = run_selectors.runs_by_short_id(request_tenant(request), short_id)
+    if not found:
+        raise Http404("No run of yours has an id starting with this.")
+    if len(found) == 1:
+        return redirect("runs-detail", run_id=found[0])
+    query = urlencode({"q": short_id.replace("-", "").lower(), "world": "all"})
+    return redirect(f"{reverse('runs-list')}?{query}")
+
+
 @require_POST
 @login_required
 def runs_cancel(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:

@@ -248,6 +248,7 @@ POLICY: Mapping[str, Rule] = {
             Variant("kind", {"kind": "effects"}),
         ),
     ),
+    "runs-short": Rule({"GET": signed_in}, objects="short_run"),
     "runs-cancel": Rule(
         {"POST": roles(OPERATOR)}, objects="run", body=_const({"reason": "matrix"})
     ),
@@ -415,6 +416,11 @@ def objects_for(world: World, kind: str) -> list[Obj]:
                 ("completed", "north"),
                 ("south_waiting", "south"),
             )
+        ]
+    if kind == "short_run":  # a run's short id, as the lists show it
+        return [
+            Obj(label, "run", {"short_id": str(world.runs[label]).split("-")[0]}, tenant)
+            for label, tenant in (("waiting", "north"), ("south_waiting", "south"))
         ]
     if kind == "evidence":
         return [
