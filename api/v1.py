@@ -47,6 +47,7 @@ from runs import services as runs
 from runs.console import filters
 from runs.domain.validation import delegated_locations
 from runs.models import Event, Run
+from runs.policies import DEFAULT_SCENARIO
 
 logger = logging.getLogger("fieldops.api")
 
@@ -375,7 +376,7 @@ class DecisionOut(Schema):
 
 
 class RunIn(BodyIn):
-    scenario: str = "reservation"
+    scenario: str = DEFAULT_SCENARIO
     equipment_id: str = "EQ-17"
     location_id: str | None = None
     quantity: JsonInt = 1

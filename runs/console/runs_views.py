@@ -31,6 +31,7 @@ from runs.console import runs_selectors as run_selectors
 from runs.console.http import conflict, request_tenant
 from runs.domain import render as diagram
 from runs.domain.budgets import Budget
+from runs.policies import DEFAULT_SCENARIO
 from runs.policies import registry as policy_registry
 from runs.replay.audit import audit_replay
 
@@ -50,10 +51,15 @@ class StartRunForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["start_key"].initial = uuid.uuid4().hex
         reference = ports.world().reference
+        # The product's own flow first and chosen (the API's default too), then the rest.
+        scenarios = sorted(
+            policy_registry.scenarios().items(),
+            key=lambda item: (item[0] != DEFAULT_SCENARIO, item[0]),
+        )
         self.fields["scenario"].choices = [
-            (name, f"{name} — {s.description}")
-            for name, s in sorted(policy_registry.scenarios().items())
+            (name, f"{name} — {s.description}") for name, s in scenarios
         ]
+        self.fields["scenario"].initial = DEFAULT_SCENARIO
         self.fields["equipment_id"].choices = [
             (k, f"{k} ({v['family']} {v['revision']}, {v['site']})")
             for k, v in reference.equipment.items()

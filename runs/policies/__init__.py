@@ -14,6 +14,9 @@ from runs.policies.base import Policy, PolicyOutput
 from runs.policies.parsing import Reading
 
 MODEL_SCENARIO = model_client.SCENARIO
+# What a run is created with when nobody says: the product's own flow, a reservation that
+# waits for an approval (the console's start form and the API's default).
+DEFAULT_SCENARIO = "reservation"
 
 
 def vocabulary_for(adapter_version: str) -> vocabularies.Vocabulary:

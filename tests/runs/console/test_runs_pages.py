@@ -225,6 +225,17 @@ def test_an_operator_starts_a_run_from_the_console(as_operator: Client, operator
     assert run.tenant == "north" and run.scenario == "reservation"
 
 
+def test_the_start_form_offers_the_reservation_first_and_chosen(as_operator: Client) -> None:
+    """The form's defaults start the product's own flow (a reservation that waits for an
+    approval), as the API's do, not whichever scenario sorts first."""
+    page = as_operator.get(reverse("runs-list")).content.decode()
+    select = re.search(r'<select name="scenario".*?</select>', page, re.S)
+    assert select is not None
+    options = re.findall(r'<option value="([^"]+)"( selected)?', select.group(0))
+    assert options[0] == ("reservation", " selected")
+    assert [name for name, chosen in options if chosen] == ["reservation"]
+
+
 def test_starting_a_run_refuses_other_roles_and_bad_input(
     as_approver: Client, as_operator: Client
 ) -> None:
