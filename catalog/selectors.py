@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from access.roles import tenant_of
 from capabilities import registry
@@ -21,10 +22,12 @@ from capabilities.contracts import (
 )
 from capabilities.rejected import REJECTION_LOG
 from capabilities.reviewed import LOCAL_CONTRACTS, local_contract
+from catalog import servers
 from catalog.domain import diff as diffing
 from catalog.domain import discovery, lifecycle, versions
 from catalog.models import (
     CapabilityVersion,
+    DiscoveryOutcome,
     Lifecycle,
     LifecycleDecision,
     Source,
@@ -477,9 +480,14 @@ def discovery_view(run: Any) -> dict[str, Any]:
     }
     refs |= {ref for pair in summary.get("changed", []) for ref in pair}
     rows = {r.ref: r for r in _versions_by_refs(refs)}
+    running = run.outcome == DiscoveryOutcome.RUNNING
     return {
         "run": run,
         "server": run.server,
+        "running": running and not servers.is_lost(run),
+        "lost": running and servers.is_lost(run),
+        "elapsed_seconds": int((timezone.now() - run.started_at).total_seconds()),
+        "deadline_seconds": int(servers.limits_from_settings().timeout_seconds),
         "summary": summary,
         "rows": rows,
         "created": [rows[r] for r in summary.get("created", []) if r in rows],

@@ -418,6 +418,7 @@ def _failed(
     secrets: tuple[str, ...] = (),
     seconds: float = 0.0,
     started_at: dt.datetime | None = None,
+    pending: Discovery | None = None,
 ) -> Discovery:
     def clean(text: str, limit: int) -> str:
         # The server's own words (its error, its stderr) are untrusted: storable, redacted.
@@ -426,7 +427,8 @@ def _failed(
             text = text.replace(secret, "[redacted]")
         return text[:limit]
 
-    return Discovery.objects.create(
+    return _record(
+        pending,
         server=server,
         trigger=trigger,
         requested_by=user,
@@ -446,18 +448,119 @@ def _failed(
     )
 
 
+def _record(pending: Discovery | None, **fields: Any) -> Discovery:
+    """Write a discovery's outcome: into its running record when one was requested ahead
+    (``discovery_request``), else as a new record."""
+    if pending is None:
+        return Discovery.objects.create(**fields)
+    for name, value in fields.items():
+        setattr(pending, name, value)
+    pending.save()
+    return pending
+
+
+# A running discovery is over within its deadline; one still running this long after it
+# started lost the process that ran it (killed, restarted): it is closed as such.
+LOST_GRACE_SECONDS = 60
+
+
+def lost_after() -> dt.timedelta:
+    return dt.timedelta(seconds=limits_from_settings().timeout_seconds + LOST_GRACE_SECONDS)
+
+
+def is_lost(run: Discovery) -> bool:
+    """Whether ``run`` is still recorded as running though nothing can be running it."""
+    return run.outcome == DiscoveryOutcome.RUNNING and timezone.now() - run.started_at > (
+        lost_after()
+    )
+
+
+def discovery_request(*, server_id: int, user: Any) -> tuple[Discovery, bool]:
+    """Record that ``user`` asked to discover ``server_id`` now (Discover now), for a worker
+    to carry out (``discovery_continue``); return the running record and whether it is new.
+
+    One at a time per server: while a discovery of it still runs, asking again returns that
+    one (a double click, a second admin). A running record older than its deadline lost its
+    process and is closed as failed (``worker_lost``) first. Raise Refusal for an unknown
+    server.
+    """
+    with transaction.atomic():
+        server = ToolServer.objects.select_for_update().filter(pk=server_id).first()
+        if server is None:
+            raise Refusal("unknown_server", "no such tool server")
+        running = Discovery.objects.filter(server=server, outcome=DiscoveryOutcome.RUNNING)
+        running.filter(started_at__lt=timezone.now() - lost_after()).update(
+            outcome=DiscoveryOutcome.FAILED,
+            code="worker_lost",
+            message=(
+                "the process running this discovery stopped before it ended (restarted or "
+                "killed); nothing of it was stored: discover again"
+            ),
+            finished_at=timezone.now(),
+        )
+        live = running.order_by("-started_at").first()
+        if live is not None:
+            return live, False
+        return (
+            Discovery.objects.create(
+                server=server,
+                trigger="manual",
+                requested_by=user,
+                requested_ref=reviewer_ref(user),
+            ),
+            True,
+        )
+
+
+def discovery_not_handed_over(run: Discovery) -> None:
+    """Close ``run`` as failed: the task queue did not take it (nothing was discovered)."""
+    Discovery.objects.filter(pk=run.pk, outcome=DiscoveryOutcome.RUNNING).update(
+        outcome=DiscoveryOutcome.FAILED,
+        code="not_handed_over",
+        message=(
+            "the task queue did not take this discovery (is the broker up?); nothing was "
+            "discovered or stored: try again"
+        ),
+        finished_at=timezone.now(),
+    )
+
+
+def discovery_continue(
+    *, discovery_id: int, limits: mcp_client.Limits | None = None
+) -> Discovery | None:
+    """Carry out the discovery ``discovery_request`` recorded; return its outcome, or None
+    when it is no longer running (done by another delivery, closed as lost, deleted)."""
+    pending = (
+        Discovery.objects.select_related("requested_by")
+        .filter(pk=discovery_id, outcome=DiscoveryOutcome.RUNNING)
+        .first()
+    )
+    if pending is None or is_lost(pending):
+        return None
+    return tool_server_discover(
+        server_id=pending.server_id,
+        user=pending.requested_by,
+        trigger=pending.trigger,
+        limits=limits,
+        pending=pending,
+    )
+
+
 def tool_server_discover(
     *,
     server_id: int,
     user: Any = None,
     trigger: str = "manual",
     limits: mcp_client.Limits | None = None,
+    pending: Discovery | None = None,
 ) -> Discovery:
     """Discover every tool of one registered server now and record the outcome.
 
     Return the Discovery record: ``ok`` with a summary (created, unchanged, changed,
     gone, refused, paused), or ``failed`` with a code and message and nothing else stored.
-    Raise Refusal for an unknown server.
+    ``pending``: the running record an earlier request wrote (``discovery_request``), which
+    the outcome fills in; without one a new record is written. Raise Refusal for an
+    unknown server.
     """
     if trigger not in TRIGGERS:
         raise ValueError(f"unknown trigger {trigger!r}")
@@ -466,7 +569,7 @@ def tool_server_discover(
         raise Refusal("unknown_server", "no such tool server")
     limits = limits or limits_from_settings()
     secrets: dict[str, str] = {}
-    began, started = timezone.now(), time.monotonic()
+    began, started = (pending.started_at if pending else timezone.now()), time.monotonic()
     try:
         target = _target(server)
         secrets = target_secrets(target)
@@ -479,6 +582,7 @@ def tool_server_discover(
             code=exc.code,
             message=exc.message,
             started_at=began,
+            pending=pending,
         )
     except mcp_client.DiscoveryFailed as exc:
         # A failure says how long it took (a timeout waited out the whole deadline).
@@ -493,6 +597,7 @@ def tool_server_discover(
             secrets=tuple(secrets.values()),
             seconds=time.monotonic() - started,
             started_at=began,
+            pending=pending,
         )
     for what, value in secrets.items():
         if len(value) >= ECHO_MIN and _echoed([fetched.identity, fetched.tools], value):
@@ -511,6 +616,7 @@ def tool_server_discover(
                 stage="checking the answer",
                 seconds=fetched.seconds,
                 started_at=began,
+                pending=pending,
             )
     try:
         listing = discovery.parse_tools(fetched.tools, schema_check=schemas.meta_problem)
@@ -544,13 +650,15 @@ def tool_server_discover(
                 fetched=fetched,
                 summary={"refused_errors": exc.errors},
                 started_at=began,
+                pending=pending,
             )
     identity = {**fetched.identity, "target": server.target_label[:300]}
     with transaction.atomic():
         # One recorder per server at a time: a scheduled and a manual discovery of the same
         # server must not both decide what is new.
         ToolServer.objects.select_for_update().filter(pk=server.pk).first()
-        run = Discovery.objects.create(
+        run = _record(
+            pending,
             server=server,
             trigger=trigger,
             requested_by=user,

@@ -36,6 +36,19 @@ def tool_server_discover(server_id: int, trigger: str = "schedule") -> str:
     return f"{run.outcome}: {run.message}"
 
 
+# Acknowledged late but not redelivered when its worker is lost: a server that kills the
+# process discovering it would otherwise kill every worker in turn. The record then stays
+# running until its deadline has passed, and the page and the next request close it.
+@shared_task(name="catalog.tasks.discovery_continue", acks_late=True)
+def discovery_continue(discovery_id: int) -> str:
+    """Carry out one discovery an admin asked for (Discover now)."""
+    if not isinstance(discovery_id, int) or isinstance(discovery_id, bool):
+        log.warning("discovery_continue refused: %r is not a discovery id", str(discovery_id)[:80])
+        return "refused: not a discovery id"
+    run = servers.discovery_continue(discovery_id=discovery_id)
+    return "not running" if run is None else f"{run.outcome}: {run.message}"
+
+
 @shared_task(name="catalog.tasks.catalog_rediscover_all", acks_late=True)
 def catalog_rediscover_all() -> int:
     ids = list(ToolServer.objects.filter(scheduled=True).values_list("pk", flat=True))

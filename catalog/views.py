@@ -24,10 +24,17 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from access.roles import CATALOG_ADMIN, OPERATOR, require_role, tenant_of
-from catalog import selectors, servers, services
+from catalog import executor, selectors, servers, services
 from catalog.domain import discovery
 from catalog.domain.lifecycle import Refusal
-from catalog.models import CapabilityVersion, Discovery, Lifecycle, ToolDrift, ToolServer
+from catalog.models import (
+    CapabilityVersion,
+    Discovery,
+    DiscoveryOutcome,
+    Lifecycle,
+    ToolDrift,
+    ToolServer,
+)
 from fieldops.http import AuthedHtmxRequest
 
 BAD_REQUEST_CODES = frozenset(
@@ -311,11 +318,25 @@ def catalog_server(request: AuthedHtmxRequest, server_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def catalog_server_discover(request: AuthedHtmxRequest, server_id: int) -> HttpResponse:
-    """Discover now: connect, list every page, record; then show the outcome."""
+    """Discover now: record the request, hand it to a worker (production) or carry it out
+    at once (embedded), and open the discovery's page, which follows it to its outcome."""
     require_role(request.user, CATALOG_ADMIN)
     server = get_object_or_404(ToolServer, pk=server_id)
-    run = servers.tool_server_discover(server_id=server.pk, user=request.user, trigger="manual")
-    if run.ok:
+    try:
+        run, new = servers.discovery_request(server_id=server.pk, user=request.user)
+    except Refusal as exc:  # deleted meanwhile
+        raise Http404(exc.message) from exc
+    if not new:
+        messages.info(request, f"A discovery of {server.name} is already running: here it is.")
+        return redirect("catalog-discovery", run.pk)
+    if not executor.hand_over(run):
+        servers.discovery_not_handed_over(run)
+    run.refresh_from_db()
+    if run.outcome == DiscoveryOutcome.RUNNING:
+        messages.info(
+            request, f"Discovering {server.name}: this page shows the outcome when it ends."
+        )
+    elif run.ok:
         messages.success(request, f"Discovered {server.name}: {run.message}")
     else:
         messages.error(request, f"Discovery of {server.name} failed: {run.message}")
@@ -326,6 +347,14 @@ def catalog_server_discover(request: AuthedHtmxRequest, server_id: int) -> HttpR
 @login_required
 def catalog_discovery(request: AuthedHtmxRequest, discovery_id: int) -> HttpResponse:
     run = get_object_or_404(Discovery.objects.select_related("server"), pk=discovery_id)
+    if request.htmx.target == "discovery-progress":
+        # The running page asks every second: the progress while it runs, then a reload
+        # of the whole page, which shows the outcome.
+        if run.outcome == DiscoveryOutcome.RUNNING and not servers.is_lost(run):
+            return render(
+                request, "catalog/discovery.html#discovery-progress", selectors.discovery_view(run)
+            )
+        return HttpResponse(headers={"HX-Refresh": "true"})
     return render(request, "catalog/discovery.html", selectors.discovery_view(run))
 
 

@@ -82,3 +82,41 @@ def test_scheduled_rediscovery_raises_drift_on_the_catalog_page_and_in_the_runbo
     client.force_login(operator)
     runbook = client.get(reverse("runbooks-detail", args=["tool-definition-drift"]))
     assert f'data-drift="{drift.pk}"' in runbook.content.decode()
+
+
+def test_discover_now_runs_on_a_worker_and_its_page_follows_it(
+    cluster, catalog_admin, settings, tmp_path
+):
+    """With Celery the admin's request only records the discovery and hands it over: the
+    worker starts the server and lists it; the page the admin was sent to shows it running,
+    then (its poll answered with a reload) the outcome."""
+    settings.FIELDOPS_MCP_STDIO_COMMANDS = [sys.executable]
+    state = ChangingServer(tmp_path / "state.json")
+    server = servers.tool_server_register(
+        user=catalog_admin,
+        name="parts-now",
+        transport="stdio",
+        command=sys.executable,
+        args_text=f"{server_script('changing')} {state.path}",
+    )
+    client = Client()
+    client.force_login(catalog_admin)
+    response = client.post(reverse("catalog-server-discover", args=[server.pk]))
+    requested = Discovery.objects.get(server=server)
+    assert response["Location"] == reverse("catalog-discovery", args=[requested.pk])
+    assert requested.trigger == "manual" and requested.requested_by == catalog_admin
+    assert "Discovering…" in client.get(response["Location"]).content.decode()
+
+    cluster.start_worker(FIELDOPS_MCP_STDIO_COMMANDS=sys.executable)
+    run = _poll(
+        lambda: Discovery.objects.filter(pk=requested.pk).exclude(outcome="running").first(), 60
+    )
+    assert run.ok, run.message
+    assert Discovery.objects.filter(server=server).count() == 1
+    assert ToolSighting.objects.filter(tool_server=server).exists()
+    ended = client.get(
+        response["Location"], headers={"HX-Request": "true", "HX-Target": "discovery-progress"}
+    )
+    assert ended["HX-Refresh"] == "true"
+    page = client.get(response["Location"]).content.decode()
+    assert "Discovering…" not in page and run.message in page
