@@ -88,7 +88,8 @@ def declares_json(request: HttpRequest) -> bool:
     charset or UTF-8 (JSON is UTF-8, RFC 8259)."""
     media_type = (request.content_type or "").lower()
     kind, _, subtype = media_type.partition("/")
-    if kind != "application" or not (subtype == "json" or subtype.endswith("+json")):
+    suffixed = subtype.endswith("+json") and len(subtype) > len("+json")
+    if kind != "application" or not (subtype == "json" or suffixed):
         return False
     charset = str(request.content_params.get("charset", "utf-8")).lower()
     return charset in ("utf-8", "utf8")

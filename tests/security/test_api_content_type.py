@@ -27,6 +27,7 @@ NOT_JSON = [
     "multipart/form-data; boundary=b",
     "text/json",
     "application/jsonp",
+    "application/+json",  # a suffix with no type before it
     "application/json; charset=latin-1",  # JSON is UTF-8 (RFC 8259)
     "",  # no type at all
 ]
