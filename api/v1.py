@@ -80,6 +80,22 @@ class BodyRefused(ValueError):
     """A request body that is JSON but no input of the API (its message says why)."""
 
 
+class NotJson(ValueError):
+    """A request body whose Content-Type does not declare JSON (answered 415)."""
+
+
+def declares_json(request: HttpRequest) -> bool:
+    """Whether the body is declared JSON: ``application/json`` or a ``+json`` type, with no
+    charset or UTF-8 (JSON is UTF-8, RFC 8259)."""
+    media_type = (request.content_type or "").lower()
+    kind, _, subtype = media_type.partition("/")
+    suffixed = subtype.endswith("+json") and len(subtype) > len("+json")
+    if kind != "application" or not (subtype == "json" or suffixed):
+        return False
+    charset = str(request.content_params.get("charset", "utf-8")).lower()
+    return charset in ("utf-8", "utf8")
+
+
 def _reject_constant(name: str) -> Any:
     raise BodyRefused(f"{name} is not JSON")
 
@@ -93,6 +109,11 @@ class StorableJsonParser(Parser):
     not taken for an empty object (which would start a run with every default)."""
 
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        # A body sent as text/plain or a form was read as JSON: a browser page of another
+        # origin may send those without a preflight, and a client that forgot the header
+        # worked by accident. The type is checked before the body is read.
+        if not declares_json(request):
+            raise NotJson(request.headers.get("Content-Type", ""))
         try:
             data = json.loads(
                 request.body,
@@ -253,6 +274,14 @@ for _lost in db.CONNECTION_LOST:  # the console's 503 page shares the same detec
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     # django-ninja wraps every failure of the parser in "Cannot parse request body".
+    if isinstance(exc.__cause__, NotJson):
+        sent = str(exc.__cause__)
+        how = f"as {sent[:80]!r}" if sent else "with no Content-Type"
+        message = (
+            "The request body must be JSON sent with Content-Type: application/json "
+            f"(this one was sent {how}); nothing was changed."
+        )
+        return _error(request, 415, "unsupported_media_type", message)
     if isinstance(exc.__cause__, BodyRefused):
         message = f"Cannot parse request body: {exc.__cause__}"
         return _error(request, 400, "invalid_request", message)
@@ -304,6 +333,8 @@ ERRORS: dict[int, Any] = {
     404: ErrorOut,
     503: ErrorOut,
 }
+# 415: a route that reads a body refuses one not declared JSON (StorableJsonParser).
+BODY_ERRORS: dict[int, Any] = {**ERRORS, 415: ErrorOut}
 
 
 # -- schemas ----------------------------------------------------------------------------
@@ -512,7 +543,7 @@ def checkpoints_read(request: HttpRequest, checkpoint_id: str) -> Any:
 
 @checkpoints.post(
     "/{checkpoint_id}/decision",
-    response={200: DecisionOut, 409: ErrorOut, **ERRORS},
+    response={200: DecisionOut, 409: ErrorOut, **BODY_ERRORS},
     summary="Approve or decline exactly what you saw",
 )
 def checkpoints_decide(request: HttpRequest, checkpoint_id: str, body: DecisionIn) -> Any:
@@ -570,7 +601,7 @@ runs_router = Router(tags=["runs"])
 
 
 @runs_router.post(
-    "", response={200: RunOut, 201: RunOut, 409: ErrorOut, **ERRORS}, summary="Start a run"
+    "", response={200: RunOut, 201: RunOut, 409: ErrorOut, **BODY_ERRORS}, summary="Start a run"
 )
 def runs_start(request: HttpRequest, body: RunIn) -> Any:
     """Start a run in the live world as yourself (operator role).
@@ -617,7 +648,9 @@ def runs_read(request: HttpRequest, run_id: UUID) -> Any:
 
 
 @runs_router.post(
-    "/{run_id}/cancel", response={200: RunOut, 409: ErrorOut, **ERRORS}, summary="Cancel a run"
+    "/{run_id}/cancel",
+    response={200: RunOut, 409: ErrorOut, **BODY_ERRORS},
+    summary="Cancel a run",
 )
 def runs_cancel(request: HttpRequest, run_id: UUID, body: CancelIn) -> Any:
     """Cancel with a reason (operator role). 409 when the run has ended or is busy."""

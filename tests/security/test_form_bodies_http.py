@@ -167,7 +167,8 @@ def test_every_form_route_refuses_an_undecodable_body_over_http(live_server: Any
 
 
 def test_the_json_api_refuses_a_form_body_in_its_own_shape(live_server: Any) -> None:
-    """The API is CSRF-exempt (bearer tokens); it reads every body as JSON itself."""
+    """The API is CSRF-exempt (bearer tokens); a body not declared JSON is a 415 in the
+    API's error shape (tests/security/test_api_content_type.py), never parsed as a form."""
     from api.tokens import token_create
 
     user = make_user("operator", "north", "operator")
@@ -180,5 +181,5 @@ def test_the_json_api_refuses_a_form_body_in_its_own_shape(live_server: Any) -> 
             body,
             {"Content-Type": content_type, "Authorization": f"Bearer {token}"},
         )
-        assert status == 400, page[:300]
-        assert set(json.loads(page)) == {"code", "message"}
+        assert status == 415, page[:300]
+        assert json.loads(page)["code"] == "unsupported_media_type"

@@ -138,6 +138,33 @@ def test_set_user_refuses_a_new_name_that_passes_for_another_and_writes_nothing(
     ]
 
 
+# Names wholly in another script that read as an existing user's (round three): Cyrillic
+# "\u0440\u043e\u0440\u0440\u0443" is one script (so the mixed-script rule let it pass) and
+# reads as "poppy"; the same for all-Greek and all-Cyrillic capitals, and either way round.
+@pytest.mark.parametrize(
+    ("existing", "name"),
+    [
+        ("poppy", "\u0440\u043e\u0440\u0440\u0443"),  # Cyrillic only
+        ("KEMP", "\u039a\u0395\u039c\u03a1"),  # Greek capitals
+        ("kemp", "\u039a\u0395\u039c\u03a1"),  # ... and any case of the existing name
+        ("TOM", "\u0422\u041e\u041c"),  # Cyrillic capitals
+        ("\u0440\u0430\u0441\u0435", "pace"),  # an existing Cyrillic name, a new Latin one
+        ("bob3", "\u0412\u041e\u0412\u0417"),  # Cyrillic capitals; ZE reads as the digit 3
+    ],
+)
+@pytest.mark.django_db
+def test_set_user_refuses_a_new_name_in_one_script_that_reads_as_an_existing_one(
+    monkeypatch, existing, name
+):
+    _set_user(monkeypatch, existing, "--tenant", "north", "--role", "operator")
+    with pytest.raises(CommandError, match=re.escape(f"reads as the existing user {existing!r}")):
+        _set_user(monkeypatch, name, "--tenant", "south", "--role", "approver")
+    users = get_user_model().objects.all()
+    assert [(u.username, tenant_of(u), roles_of(u)) for u in users] == [
+        (existing, "north", {"operator"})
+    ]
+
+
 @pytest.mark.django_db
 def test_set_user_still_creates_names_in_one_script_and_updates_existing_ones(monkeypatch):
     assert "created jürgen" in _set_user(

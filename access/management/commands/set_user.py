@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_email
 from django.db import transaction
 
+from access.confusables import skeleton
 from access.models import Membership
 from access.roles import ROLES, ensure_groups
 from capabilities import ports
@@ -142,17 +143,22 @@ def _new_username_problem(user_model: Any, username: str) -> str:
             "so it can pass for another name (a Cyrillic '\u0435' reads as a Latin 'e'); "
             "write it in one script"
         )
-    taken = (
-        user_model.objects.filter(username__iexact=username)
-        .values_list("username", flat=True)
-        .first()
-    )
-    if taken is not None:
+    # A name wholly in one other script can still read as an existing one: "poppy" in the
+    # Cyrillic letters er, o, er, er, u (access/confusables.py says which letters count).
+    looks_like = skeleton(username)
+    names = user_model.objects.values_list("username", flat=True).order_by("pk").iterator()
+    taken = next((name for name in names if skeleton(name) == looks_like), None)
+    if taken is None:
+        return ""
+    if taken.lower() == username.lower():
         return (
             f"username {username[:80]!r} differs from the existing user {taken!r} only in "
             f"case and would read as the same person; update {taken!r} or choose another name"
         )
-    return ""
+    return (
+        f"username {username[:80]!r} reads as the existing user {taken!r} (its letters "
+        f"look like theirs) and would pass for the same person; choose another name"
+    )
 
 
 def _tenant_problem(tenant: str) -> str:
