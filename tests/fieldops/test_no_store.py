@@ -23,16 +23,8 @@ def _cache_control(response: Any) -> set[str]:
     return {v.strip().lower() for v in response.get("Cache-Control", "").split(",") if v.strip()}
 
 
-def test_the_middleware_under_test_is_the_production_settings(monkeypatch: Any) -> None:
-    for name, value in {
-        "DJANGO_SECRET_KEY": "k" * 60,
-        "DJANGO_ALLOWED_HOSTS": "x.example",
-        "FIELDOPS_CALLBACK_KEY": "c" * 40,
-        "DATABASE_URL": "postgres://u@127.0.0.1:5432/db",
-        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
-    }.items():
-        monkeypatch.setenv(name, value)
-    production = importlib.import_module("fieldops.settings_production")
+def test_the_middleware_under_test_is_the_production_settings(production_env: None) -> None:
+    production = importlib.reload(importlib.import_module("fieldops.settings_production"))
     assert production.MIDDLEWARE == settings.MIDDLEWARE
     assert "fieldops.middleware.NoStoreWhenSignedInMiddleware" in production.MIDDLEWARE
 
