@@ -14,9 +14,11 @@ console. Another tenant's ids are 404; a missing role is 403; bad input is 400.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -682,3 +684,29 @@ def runs_cancel(request: HttpRequest, run_id: UUID, body: CancelIn) -> Any:
 
 api.add_router("/checkpoints", checkpoints)
 api.add_router("/runs", runs_router)
+
+
+def head_served_as_get(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Wrap one of the API's URL views so HEAD runs its GET operation (RFC 9110 §9.3.2).
+
+    django-ninja matches an operation by method, so HEAD of a read was a 405. The GET
+    operation answers instead, token checks included; the WSGI server (gunicorn, runserver)
+    sends its status and headers without the body. A 405 names HEAD wherever it names GET.
+    The schema still documents GET only."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        head = request.method == "HEAD"
+        if head:
+            request.method = "GET"
+        try:
+            response = view(request, *args, **kwargs)
+        finally:
+            if head:
+                request.method = "HEAD"
+        allowed = [m.strip() for m in response.get("Allow", "").split(",") if m.strip()]
+        if "GET" in allowed and "HEAD" not in allowed:
+            response["Allow"] = ", ".join(sorted([*allowed, "HEAD"]))
+        return response
+
+    return wrapped

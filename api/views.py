@@ -9,7 +9,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
 from access.roles import ROLES, require_role
@@ -36,7 +35,6 @@ def _context(
     }
 
 
-@never_cache  # Back after a create reloads the form: a fresh one-time key, not the spent one
 @require_safe
 @login_required
 def tokens(request: HttpRequest) -> HttpResponse:
@@ -53,7 +51,6 @@ def tokens(request: HttpRequest) -> HttpResponse:
     return render(request, "api/tokens.html", _context(request, page))
 
 
-@never_cache  # the 201 page holds the secret: no browser or proxy may keep a copy
 @require_POST
 @login_required
 def tokens_create(request: HttpRequest) -> HttpResponse:

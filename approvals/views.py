@@ -16,7 +16,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
 from access.objects import checkpoint_readable_by, get_checkpoint_for_user
@@ -234,7 +233,6 @@ def approvals_questions(request: AuthedHtmxRequest) -> HttpResponse:
     return render(request, "approvals/questions.html", context)
 
 
-@never_cache  # Back after a decision reloads the approval: decided, no decision form
 @require_safe
 @login_required
 def approvals_detail(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResponse:

@@ -29,6 +29,13 @@ database is unreachable (for an action, how to check whether it was recorded), w
 Retry-After (``DatabaseUnavailableMiddleware`` for a view's failure, ``server_error`` for
 one in a middleware step such as the session save); the API answers its own JSON 503.
 
+Nothing answered to a signed-in person or to a request that carries credentials (an API
+bearer token, the ops token) is kept by any cache: ``NoStoreWhenSignedInMiddleware`` makes
+every such answer ``no-store, private`` (pages, htmx regions, JSON, exports), so Back after
+Log out or after an action reloads the page instead of showing a run, a proposal or a
+token from the browser's cache, and no shared proxy keeps a copy. Anonymous answers keep
+their own caching.
+
 A load balancer's or an orchestrator's probe reaches the process directly and names it by
 its own address (a pod's IP, ``localhost:8000``), never by a name in ``ALLOWED_HOSTS``:
 ``GET /healthz`` answers such a request its liveness (``ProbeHostMiddleware``) instead of
@@ -64,7 +71,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import render, resolve_url
 from django.template import loader
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
+from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
 from django_htmx.http import HttpResponseClientRedirect
@@ -321,6 +328,38 @@ class VaryOnHtmxMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         patch_vary_headers(response, ("HX-Request", "HX-Target"))
+        return response
+
+
+def _signed_in(request: HttpRequest) -> bool:
+    """Whether ``request`` carries credentials (an ``Authorization`` header) or a session
+    of a signed-in user. Without a session cookie the user is not read (an anonymous
+    visitor's answer then needs no session lookup and gains no ``Vary: Cookie``)."""
+    if "HTTP_AUTHORIZATION" in request.META:
+        return True
+    user = getattr(request, "user", None)  # absent if refused before AuthenticationMiddleware
+    if user is None or settings.SESSION_COOKIE_NAME not in request.COOKIES:
+        return False
+    return bool(user.is_authenticated)
+
+
+class NoStoreWhenSignedInMiddleware:
+    """Mark every answer to a signed-in user or to a request with credentials uncacheable
+    (``Cache-Control: no-store, private`` and the rest of Django's ``never_cache``).
+
+    One place instead of a decorator per view: Back after an action or after Log out
+    reloads the page (the current state, a fresh one-time key, no spent decision form);
+    the token page's secret, a run's export or a proposal stays in no cache. Placed after
+    WhiteNoise (static files keep their caching) and outside the session middleware.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if _signed_in(request):
+            add_never_cache_headers(response)
         return response
 
 

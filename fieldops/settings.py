@@ -169,6 +169,9 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Every console answer varies by the htmx headers (a region or the whole page).
     "fieldops.middleware.VaryOnHtmxMiddleware",
+    # After WhiteNoise (static files keep their caching): no cache keeps an answer to a
+    # signed-in user or to an API token.
+    "fieldops.middleware.NoStoreWhenSignedInMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Before CSRF: a body that cannot be decoded cannot be checked for a token either.

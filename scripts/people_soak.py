@@ -55,12 +55,10 @@ import json
 import os
 import random
 import re
-import signal
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,11 +66,8 @@ from typing import Any
 
 import httpx
 import psycopg
+from drill import BIN, HIDDEN, ROOT, Chaos, Fleet, Session, https_client, log
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = ROOT / ".venv" / "bin"
-CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
-HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)"')
 RUN_HREF = re.compile(r'href="/runs/([0-9a-f-]{36})/"')
 CP_HREF = re.compile(r'id="queue-open-(cp-[0-9a-f]+)"')
 ROW = re.compile(
@@ -89,10 +84,6 @@ SCENARIOS = (
 )
 STATES = ["", "WAITING_HUMAN", "DECIDING", "COMPLETED", "CANCELLED", "FAILED", "EXECUTING"]
 PASSWORD = os.environ.get("SOAK_PASSWORD", "")
-
-
-def log(*parts: object) -> None:
-    print(time.strftime("%H:%M:%S"), *parts, flush=True)
 
 
 def route_of(method: str, path: str, hx: bool) -> str:
@@ -153,27 +144,19 @@ class Person:
     def __init__(self, base: str, name: str, record: Record) -> None:
         self.name = name
         self.record = record
-        port = base.rsplit(":", 1)[1]
-        self.client = httpx.Client(
-            base_url=base,
-            timeout=60,
-            headers={"X-Forwarded-Proto": "https", "Origin": f"https://127.0.0.1:{port}"},
-        )
-        self.cookies: dict[str, str] = {}
-        self.csrf = ""
+        self.client = https_client(base, timeout=60)
+        self.session = Session()
         self.lock = threading.Lock()
 
     def send(
         self, method: str, path: str, data: dict[str, Any] | None = None, hx: bool = False
     ) -> tuple[httpx.Response | None, float, float]:
         """(response, started, ended) as wall-clock times, for the database checks."""
-        headers: dict[str, str] = {}
+        headers = self.session.headers()
         if hx:
             headers["HX-Request"] = "true"
-        if self.cookies:
-            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         if method == "POST":
-            data = {"csrfmiddlewaretoken": self.csrf, **(data or {})}
+            data = {"csrfmiddlewaretoken": self.session.csrf, **(data or {})}
         started = time.time()
         try:
             response: httpx.Response | None = self.client.request(
@@ -182,16 +165,10 @@ class Person:
         except httpx.HTTPError:
             response = None
         ended = time.time()
-        self.client.cookies.clear()  # Secure cookies: kept by hand (the proxy speaks HTTPS)
         body = ""
         if response is not None:
-            for raw in response.headers.get_list("set-cookie"):
-                name, _, rest = raw.partition("=")
-                self.cookies[name.strip()] = rest.split(";", 1)[0]
+            self.session.read(self.client, response)
             body = response.text
-            token = CSRF.search(body)
-            if token:
-                self.csrf = token.group(1)
         self.record.note(
             self.name,
             route_of(method, path, hx),
@@ -219,117 +196,15 @@ class Person:
         raise SystemExit(f"sign-in as {self.name} failed")
 
 
-class Fleet:
-    """gunicorn, the workers and beat, started as the deployment runs them; a supervisor."""
-
-    def __init__(self, args: argparse.Namespace, env: dict[str, str], tmp: Path) -> None:
-        self.args, self.env, self.tmp = args, env, tmp
-        self.workers: list[subprocess.Popen[bytes] | None] = [None] * args.workers
-        self.beat: subprocess.Popen[bytes] | None = None
-        self.web: subprocess.Popen[bytes] | None = None
-        self.lock = threading.Lock()
-        self.everything: list[subprocess.Popen[bytes]] = []
-        self.restarts = 0
-
-    def _spawn(self, argv: list[str], logname: str) -> subprocess.Popen[bytes]:
-        out = open(self.tmp / logname, "ab")  # noqa: SIM115 - kept open for the process
-        p = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=self.env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.everything.append(p)
-        return p
-
-    def start_worker(self, slot: int) -> None:
-        queue = self.env.get("FIELDOPS_QUEUE", "fieldops")
-        self.workers[slot] = self._spawn(
-            [
-                str(BIN / "celery"),
-                "-A",
-                "fieldops",
-                "worker",
-                "-l",
-                "info",
-                "--concurrency",
-                "2",
-                "-Q",
-                queue,
-                "-n",
-                f"soak{slot}-{uuid.uuid4().hex[:4]}@%h",
-            ],
-            f"worker{slot}.log",
-        )
+class SoakFleet(Fleet):
+    name = "soak"
 
     def start(self) -> None:
-        self.web = self._spawn(
-            [
-                str(BIN / "gunicorn"),
-                "fieldops.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{self.args.port}",
-                "--workers",
-                "3",
-                "--access-logfile",
-                str(self.tmp / "access.log"),
-                "--access-logformat",
-                '%(t)s %(p)s "%(r)s" %(s)s %(b)s %(L)s',
-                "--error-logfile",
-                str(self.tmp / "gunicorn.log"),
-            ],
-            "gunicorn.out",
-        )
-        for slot in range(len(self.workers)):
-            self.start_worker(slot)
-        self.beat = self._spawn(
-            [
-                str(BIN / "celery"),
-                "-A",
-                "fieldops",
-                "beat",
-                "-l",
-                "info",
-                "-s",
-                str(self.tmp / "celerybeat-schedule"),
-            ],
-            "beat.log",
-        )
-
-    def children(self) -> dict[int, int]:
-        found = {}
-        for slot, p in enumerate(self.workers):
-            if p is None or p.poll() is not None:
-                continue
-            with contextlib.suppress(FileNotFoundError, ValueError):
-                for c in Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split():
-                    found[int(c)] = slot
-        return found
-
-    def ensure_full(self) -> None:
-        with self.lock:
-            for slot, p in enumerate(self.workers):
-                if p is None or p.poll() is not None:
-                    if p is not None:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.killpg(p.pid, signal.SIGKILL)  # orphaned pool children
-                        self.restarts += 1
-                    self.start_worker(slot)
-
-    def stop(self) -> None:
-        for p in self.everything:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGCONT)
-                os.killpg(p.pid, signal.SIGTERM)
-        time.sleep(5)
-        for p in self.everything:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
+        self.start_web("--access-logformat", '%(t)s %(p)s "%(r)s" %(s)s %(b)s %(L)s')
+        self.start_workers_and_beat()
 
 
-class Chaos(threading.Thread):
+class SoakChaos(Chaos):
     """SIGKILL and SIGSTOP (resumed after a while) worker pool children and parents."""
 
     WEIGHTS = {
@@ -339,70 +214,6 @@ class Chaos(threading.Thread):
         "pause_worker": 10,
         "nothing": 20,
     }
-
-    def __init__(self, fleet: Fleet, rng: random.Random) -> None:
-        super().__init__(daemon=True)
-        self.fleet, self.rng = fleet, rng
-        self.stats: Counter[str] = Counter()
-        self.stopping = threading.Event()
-        self.paused: dict[int, str] = {}
-        self.plock = threading.Lock()
-        self.calm = False
-
-    def run(self) -> None:
-        while not self.stopping.wait(self.rng.uniform(2, 6)):
-            try:
-                self.fleet.ensure_full()
-                if not self.calm:
-                    self.step()
-            except Exception as exc:  # keep going, but say so
-                log("chaos step failed:", repr(exc))
-
-    def step(self) -> None:
-        action = self.rng.choices(list(self.WEIGHTS), weights=list(self.WEIGHTS.values()))[0]
-        children = self.fleet.children()
-        if action == "nothing" or not children:
-            return
-        if action == "kill_child":
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.rng.choice(sorted(children)), signal.SIGKILL)
-        elif action == "kill_parent":
-            p = self.fleet.workers[self.rng.choice(sorted(set(children.values())))]
-            if p is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGKILL)
-        elif action == "pause_child":
-            self._pause(self.rng.choice(sorted(children)), "pid")
-        elif action == "pause_worker":
-            p = self.fleet.workers[self.rng.choice(sorted(set(children.values())))]
-            if p is not None:
-                self._pause(p.pid, "group")
-        self.stats[action] += 1
-
-    def _pause(self, pid: int, kind: str) -> None:
-        with self.plock:
-            if pid in self.paused or len(self.paused) >= 2:
-                return
-            self.paused[pid] = kind
-        with contextlib.suppress(ProcessLookupError):
-            (os.killpg if kind == "group" else os.kill)(pid, signal.SIGSTOP)
-        threading.Timer(self.rng.uniform(3, 40), self._resume, (pid,)).start()
-
-    def _resume(self, pid: int) -> None:
-        with self.plock:
-            kind = self.paused.pop(pid, None)
-        if kind:
-            with contextlib.suppress(ProcessLookupError):
-                (os.killpg if kind == "group" else os.kill)(pid, signal.SIGCONT)
-
-    def stop(self) -> None:
-        self.calm = True
-        with self.plock:
-            pids = list(self.paused.items())
-            self.paused.clear()
-        for pid, kind in pids:
-            with contextlib.suppress(ProcessLookupError):
-                (os.killpg if kind == "group" else os.kill)(pid, signal.SIGCONT)
 
 
 class Checker:
@@ -536,7 +347,7 @@ def main() -> int:  # one soak, read top to bottom
     rng = random.Random(args.seed)
     record = Record(args.slow)
     checker = Checker(admin_url, record)
-    fleet = Fleet(args, env, tmp)
+    fleet = SoakFleet(args, env, tmp)
     fleet.start()
     base = f"http://127.0.0.1:{args.port}"
     for _ in range(60):
@@ -565,7 +376,7 @@ def main() -> int:  # one soak, read top to bottom
     for p in people.values():
         p.login()
     log("signed in:", ", ".join(names))
-    chaos = Chaos(fleet, random.Random(rng.random()))
+    chaos = SoakChaos(fleet, random.Random(rng.random()))
     chaos.start()
     stop = threading.Event()
     rlock = threading.Lock()
@@ -1051,7 +862,7 @@ def main() -> int:  # one soak, read top to bottom
     stop.set()
     for t in actors:
         t.join(timeout=90)
-    chaos.stop()
+    chaos.calm_down()  # the thread goes on as the workers' supervisor
     fleet.ensure_full()
     load_ended = time.time()
     log("load stopped; approving and answering what waits, workers healthy")

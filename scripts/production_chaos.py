@@ -95,18 +95,12 @@ from typing import Any
 
 import httpx
 import psycopg
+from drill import BIN, HIDDEN, ROOT, Chaos, Fleet, Session, https_client, log
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = ROOT / ".venv" / "bin"
-HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)"')
 SEEN_HASH = re.compile(r'name="seen_hash" value="([0-9a-f]{64})"')
 TOKEN = re.compile(r'id="new-token">([^<]+)<')
 ATTEMPT_FORM = re.compile(r'name="attempt_id" value="([^"]+)"')
 START = {"scenario": "reservation", "equipment_id": "EQ-17", "location_id": "LOC-N1"}
-
-
-def log(*parts: object) -> None:
-    print(time.strftime("%H:%M:%S"), *parts, flush=True)
 
 
 class Record:
@@ -139,35 +133,18 @@ class Person:
     def __init__(self, base: str, name: str, password: str, record: Record) -> None:
         self.name = name
         self.record = record
-        self.client = httpx.Client(
-            base_url=base,
-            timeout=30,
-            # Behind the TLS-terminating proxy the production settings expect.
-            headers={
-                "X-Forwarded-Proto": "https",
-                "Origin": "https://127.0.0.1:" + base.rsplit(":", 1)[1],
-            },
-        )
-        self.cookies: dict[str, str] = {}
-        self.csrf = ""
+        self.client = https_client(base, timeout=30)
+        self.session = Session()
         self.token = ""
         self._login(password)
 
     def _send(self, method: str, path: str, **kw: Any) -> httpx.Response | None:
-        headers = kw.pop("headers", {})
-        if self.cookies:
-            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        headers = {**kw.pop("headers", {}), **self.session.headers()}
         try:
             response = self.client.request(method, path, headers=headers, **kw)
         except httpx.HTTPError:
             return None
-        self.client.cookies.clear()  # Secure cookies: kept by hand (the proxy speaks HTTPS)
-        for raw in response.headers.get_list("set-cookie"):
-            name, _, rest = raw.partition("=")
-            self.cookies[name.strip()] = rest.split(";", 1)[0]
-        page_token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.text)
-        if page_token:
-            self.csrf = page_token.group(1)
+        self.session.read(self.client, response)
         return response
 
     def get(self, path: str, action: str = "") -> httpx.Response | None:
@@ -177,9 +154,9 @@ class Person:
         return response
 
     def post(self, path: str, data: dict[str, Any], action: str) -> httpx.Response | None:
-        if not self.csrf:
+        if not self.session.csrf:
             self.get("/login/")
-        response = self._send("POST", path, data={"csrfmiddlewaretoken": self.csrf, **data})
+        response = self._send("POST", path, data={"csrfmiddlewaretoken": self.session.csrf, **data})
         self.record.note(self.name, action, response)
         return response
 
@@ -226,32 +203,17 @@ class Person:
         self.token = match.group(1).strip()
 
 
-class Fleet:
+class ChaosFleet(Fleet):
+    """The drill's fleet with its own Redis; beat and Redis are restarted too, except
+    during an outage the drill causes (``beat_down_until``, ``redis_down_until``)."""
+
+    name = "chaos"
+
     def __init__(self, args: argparse.Namespace, env: dict[str, str], tmp: Path) -> None:
-        self.args = args
-        self.env = env
-        self.tmp = tmp
-        self.workers: list[subprocess.Popen[bytes] | None] = [None] * args.workers
-        self.beat: subprocess.Popen[bytes] | None = None
+        super().__init__(args, env, tmp)
         self.redis: subprocess.Popen[bytes] | None = None
-        self.web: subprocess.Popen[bytes] | None = None
-        self.lock = threading.Lock()
-        self.everything: list[subprocess.Popen[bytes]] = []
         self.beat_down_until = 0.0  # a beat outage (--beat-outage): not restarted before
         self.redis_down_until = 0.0  # a Redis outage (--redis-outage): not restarted before
-
-    def _spawn(self, argv: list[str], logname: str) -> subprocess.Popen[bytes]:
-        out = open(self.tmp / logname, "ab")  # noqa: SIM115 - kept open for the process
-        p = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=self.env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.everything.append(p)
-        return p
 
     def start_redis(self) -> None:
         self.redis = self._spawn(
@@ -270,79 +232,14 @@ class Fleet:
         )
         time.sleep(0.5)
 
-    def start_worker(self, slot: int) -> None:
-        self.workers[slot] = self._spawn(
-            [
-                str(BIN / "celery"),
-                "-A",
-                "fieldops",
-                "worker",
-                "-l",
-                "info",
-                "--concurrency",
-                "2",
-                "-Q",
-                self.env["FIELDOPS_QUEUE"],
-                "-n",
-                f"chaos{slot}-{uuid.uuid4().hex[:4]}@%h",
-            ],
-            f"worker{slot}.log",
-        )
-
-    def start_beat(self) -> None:
-        self.beat = self._spawn(
-            [
-                str(BIN / "celery"),
-                "-A",
-                "fieldops",
-                "beat",
-                "-l",
-                "info",
-                "-s",
-                str(self.tmp / "celerybeat-schedule"),
-            ],
-            "beat.log",
-        )
-
     def start(self) -> None:
         self.start_redis()
-        self.web = self._spawn(
-            [
-                str(BIN / "gunicorn"),
-                "fieldops.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{self.args.port}",
-                "--workers",
-                "3",
-                "--access-logfile",
-                str(self.tmp / "access.log"),
-                "--error-logfile",
-                str(self.tmp / "gunicorn.log"),
-            ],
-            "gunicorn.out",
-        )
-        for slot in range(len(self.workers)):
-            self.start_worker(slot)
-        self.start_beat()
-
-    def children(self) -> dict[int, int]:
-        found = {}
-        for slot, p in enumerate(self.workers):
-            if p is None or p.poll() is not None:
-                continue
-            with contextlib.suppress(FileNotFoundError, ValueError):
-                for c in Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split():
-                    found[int(c)] = slot
-        return found
+        self.start_web()
+        self.start_workers_and_beat()
 
     def ensure_full(self) -> None:
         with self.lock:
-            for slot, p in enumerate(self.workers):
-                if p is None or p.poll() is not None:
-                    if p is not None:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.killpg(p.pid, signal.SIGKILL)  # orphaned pool children
-                    self.start_worker(slot)
+            self.restart_dead_workers()
             beat_dead = self.beat is None or self.beat.poll() is not None
             if beat_dead and time.monotonic() >= self.beat_down_until:
                 self.start_beat()
@@ -350,18 +247,11 @@ class Fleet:
             if redis_dead and time.monotonic() >= self.redis_down_until:
                 self.start_redis()
 
-    def stop(self) -> None:
-        for p in self.everything:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGCONT)
-                os.killpg(p.pid, signal.SIGTERM)
-        time.sleep(5)
-        for p in self.everything:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
 
+class ProductionChaos(Chaos):
+    """The workers' chaos, and beat killed or paused, Redis restarted, the application
+    role's PostgreSQL connections terminated; a pause lasts a little over a lease."""
 
-class Chaos(threading.Thread):
     WEIGHTS = {
         "kill_child": 30,
         "kill_parent": 8,
@@ -372,48 +262,16 @@ class Chaos(threading.Thread):
         "restart_redis": 5,
         "terminate_connections": 8,
     }
+    INTERVAL = (0.4, 1.5)
 
-    def __init__(self, fleet: Fleet, rng: random.Random, admin_url: str, lease: float) -> None:
-        super().__init__(daemon=True)
-        self.fleet, self.rng, self.admin_url, self.lease = fleet, rng, admin_url, lease
-        self.stats: Counter[str] = Counter()
-        self.stopping = threading.Event()
-        self.paused: dict[int, str] = {}
-        self.plock = threading.Lock()
-        self.calm = False
+    def __init__(self, fleet: ChaosFleet, rng: random.Random, admin_url: str, lease: float) -> None:
+        super().__init__(fleet, rng)
+        self.fleet: ChaosFleet = fleet
+        self.admin_url = admin_url
+        self.PAUSE = (lease + 1, lease + 5)
 
-    def run(self) -> None:
-        while not self.stopping.wait(self.rng.uniform(0.4, 1.5)):
-            try:
-                if self.calm:
-                    self.fleet.ensure_full()  # a supervisor only
-                    continue
-                self.step()
-            except Exception as exc:  # keep the chaos going, but say so
-                log("chaos step failed:", repr(exc))
-
-    def step(self) -> None:
-        self.fleet.ensure_full()
-        action = self.rng.choices(list(self.WEIGHTS), weights=list(self.WEIGHTS.values()))[0]
-        children = self.fleet.children()
-        if action in ("kill_child", "pause_child", "kill_parent", "pause_worker") and not children:
-            return
-        if action == "kill_child":
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.rng.choice(sorted(children)), signal.SIGKILL)
-        elif action == "kill_parent":
-            slot = self.rng.choice(sorted(set(children.values())))
-            p = self.fleet.workers[slot]
-            if p is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGKILL)
-        elif action == "pause_child":
-            self._pause(self.rng.choice(sorted(children)), "pid")
-        elif action == "pause_worker":
-            p = self.fleet.workers[self.rng.choice(sorted(set(children.values())))]
-            if p is not None:
-                self._pause(p.pid, "group")
-        elif action == "kill_beat":
+    def act(self, action: str) -> None:
+        if action == "kill_beat":
             if self.fleet.beat is not None and self.fleet.beat.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.fleet.beat.pid, signal.SIGKILL)
@@ -421,7 +279,7 @@ class Chaos(threading.Thread):
                 time.sleep(self.rng.uniform(0.5, 4))
         elif action == "pause_beat":
             if self.fleet.beat is not None and time.monotonic() >= self.fleet.beat_down_until:
-                self._pause(self.fleet.beat.pid, "group")
+                self.pause(self.fleet.beat.pid, "group")
         elif action == "restart_redis":
             if self.fleet.redis is not None:
                 self.fleet.redis.kill()
@@ -435,36 +293,6 @@ class Chaos(threading.Thread):
                     (self.fleet.env["CHAOS_APP_ROLE"],),
                 ).fetchone()
             self.stats["connections_terminated"] += n[0] if n else 0
-        self.stats[action] += 1
-
-    def _pause(self, pid: int, kind: str) -> None:
-        with self.plock:
-            if pid in self.paused or len(self.paused) >= 2:
-                return
-            self.paused[pid] = kind
-        sender = os.killpg if kind == "group" else os.kill
-        with contextlib.suppress(ProcessLookupError):
-            sender(pid, signal.SIGSTOP)
-        threading.Timer(
-            self.rng.uniform(self.lease + 1, self.lease + 5), self._resume, (pid,)
-        ).start()
-
-    def _resume(self, pid: int) -> None:
-        with self.plock:
-            kind = self.paused.pop(pid, None)
-        if kind:
-            with contextlib.suppress(ProcessLookupError):
-                (os.killpg if kind == "group" else os.kill)(pid, signal.SIGCONT)
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join()
-        with self.plock:
-            pids = list(self.paused.items())
-            self.paused.clear()
-        for pid, kind in pids:
-            with contextlib.suppress(ProcessLookupError):
-                (os.killpg if kind == "group" else os.kill)(pid, signal.SIGCONT)
 
 
 def pending_checkpoints(admin_url: str, db_run_ids: set[str]) -> list[tuple[str, str]]:
@@ -579,7 +407,7 @@ def main() -> int:  # one drill, read top to bottom
         "CHAOS_APP_ROLE": psycopg.conninfo.conninfo_to_dict(app_url)["user"],
     }
     log(f"seed {seed}; logs in {tmp}")
-    fleet = Fleet(args, env, tmp)
+    fleet = ChaosFleet(args, env, tmp)
     record = Record()
     fleet.start()
     base = f"http://127.0.0.1:{args.port}"
@@ -599,7 +427,7 @@ def main() -> int:  # one drill, read top to bottom
             ).fetchall()
         )
     reserve_id, search_id = ids["reserve_part 1.0.0"], ids["search_manual 1.0.0"]
-    chaos = Chaos(fleet, rng, admin_url, args.lease)
+    chaos = ProductionChaos(fleet, rng, admin_url, args.lease)
     chaos.calm = args.no_chaos
     stop = threading.Event()
     end_at = time.monotonic() + args.seconds

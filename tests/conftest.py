@@ -58,6 +58,19 @@ def _reset_clock() -> Iterator[None]:
 
 
 @pytest.fixture
+def production_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment ``fieldops.settings_production`` requires, with made-up values."""
+    for name, value in {
+        "DJANGO_SECRET_KEY": "k" * 60,
+        "DJANGO_ALLOWED_HOSTS": "x.example",
+        "FIELDOPS_CALLBACK_KEY": "c" * 40,
+        "DATABASE_URL": "postgres://u@127.0.0.1:5432/db",
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
 def world(db: Any) -> None:
     """The reviewed catalog, the synthetic world (live + faultlab) and system users."""
     from sim.setup import seed

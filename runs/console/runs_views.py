@@ -16,7 +16,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
 from access.objects import get_run_for_user
@@ -92,7 +91,6 @@ def _list_context(request: AuthedHtmxRequest, tenant: str, **extra: Any) -> dict
 
 @require_safe
 @login_required
-@never_cache  # Back after an action reloads the list: current states and a fresh start key
 def runs_list(request: AuthedHtmxRequest) -> HttpResponse:
     tenant = request_tenant(request)
     context = _list_context(request, tenant)
@@ -254,7 +252,6 @@ def _detail_context(request: AuthedHtmxRequest, run: Any, **extra: Any) -> dict[
     }
 
 
-@never_cache  # Back after an action reloads the run: its current state and follow-up form
 @require_safe
 @login_required
 def runs_detail(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:

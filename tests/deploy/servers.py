@@ -70,7 +70,9 @@ class WebProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, *, timeout: float = 25.0) -> WebProcess:
+    def start(self, *, timeout: float = 25.0, ready: str = "/login/") -> WebProcess:
+        """Start the process and wait until ``ready`` answers 200 (the production settings
+        redirect the login page to HTTPS: wait for ``/healthz`` there)."""
         argv = [a.replace("{port}", str(self.port)) for a in self.argv]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
@@ -86,7 +88,7 @@ class WebProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"web process exited early:\n{self.log()}")
             try:
-                with urllib.request.urlopen(f"{self.url}/login/", timeout=2) as response:
+                with urllib.request.urlopen(f"{self.url}{ready}", timeout=2) as response:
                     if response.status == 200:
                         return self
             except (urllib.error.URLError, ConnectionError, TimeoutError):

@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from api.tokens import token_create
 from tests.security.policy import POLICY, objects_for, url_kwargs
 from tests.security.world import World
 
@@ -21,12 +22,12 @@ pytestmark = pytest.mark.django_db
 READERS = ("lead", "catalog_admin")
 
 
-def _get_routes() -> list[str]:
-    # The JSON API's operations (django-ninja) are GET only, as its schema documents.
+def _get_routes(*, api: bool = False) -> list[str]:
+    """The console's routes that answer GET (``api``: the JSON API's, which need a token)."""
     return sorted(
         name
         for name, rule in POLICY.items()
-        if "GET" in rule.may and not name.startswith("api-v1:")
+        if "GET" in rule.may and name.startswith("api-v1:") == api
     )
 
 
@@ -58,3 +59,32 @@ def test_a_405_of_a_page_names_head_among_the_allowed_methods(sworld: World) -> 
     assert refused["Allow"] == "GET, HEAD", refused["Allow"]
     health = Client().delete(reverse("health"))
     assert health.status_code == 405 and "HEAD" in health["Allow"]
+    api_read = Client().put(reverse("api-v1:checkpoints_list"))
+    assert api_read.status_code == 405 and api_read["Allow"] == "GET, HEAD", api_read["Allow"]
+
+
+def test_every_api_read_answers_head_like_get_with_its_token_required(sworld: World) -> None:
+    _, secret = token_create(user=sworld.users["lead"], name="head")
+    bearers = {"token": {"Authorization": f"Bearer {secret}"}, "no token": {}}
+    routes = _get_routes(api=True)
+    assert routes, "the API has reads"
+    mismatches: list[str] = []
+    for name in routes:
+        for obj in objects_for(sworld, POLICY[name].objects):
+            url = reverse(name, kwargs=url_kwargs(obj) or None)
+            for bearer, headers in bearers.items():
+                got = Client().get(url, headers=headers)
+                head = Client().head(url, headers=headers)
+                unauthenticated = bearer == "no token" and got.status_code != 401
+                if head.status_code != got.status_code or unauthenticated:
+                    mismatches.append(
+                        f"{bearer} {url}: GET {got.status_code}, HEAD {head.status_code} "
+                        f"(Allow: {head.get('Allow', '')})"
+                    )
+                    continue
+                for header in ("Content-Type", "Cache-Control", "WWW-Authenticate"):
+                    if got.get(header) != head.get(header):
+                        mismatches.append(f"{bearer} {url}: HEAD {header} {head.get(header)!r}")
+                if head.content:
+                    mismatches.append(f"{bearer} {url}: HEAD answered a body")
+    assert not mismatches, "\n".join(mismatches)

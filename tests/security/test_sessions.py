@@ -35,15 +35,7 @@ def test_logout_requires_post(client, approver):
     assert client.get("/logout/").status_code == 405
 
 
-def test_production_settings_are_secure_and_refuse_missing_secrets(monkeypatch):
-    for name, value in {
-        "DJANGO_SECRET_KEY": "k" * 60,
-        "DJANGO_ALLOWED_HOSTS": "x.example",
-        "FIELDOPS_CALLBACK_KEY": "c" * 40,
-        "DATABASE_URL": "postgres://u@127.0.0.1:5432/db",
-        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
-    }.items():
-        monkeypatch.setenv(name, value)
+def test_production_settings_are_secure_and_refuse_missing_secrets(monkeypatch, production_env):
     import fieldops.settings_production as production
 
     production = importlib.reload(production)
