@@ -280,6 +280,11 @@ POLICY: Mapping[str, Rule] = {
         objects="attempt",
         body=lambda world, principal, obj: {"attempt_id": obj.kwargs["attempt_id"]},
     ),
+    "recovery-conflict-review": Rule(
+        {"POST": roles(OPERATOR)},
+        objects="attempt",
+        body=lambda world, principal, obj: {"attempt_id": obj.kwargs["attempt_id"], "reason": "m"},
+    ),
     "runbooks": Rule({"GET": roles(OPERATOR)}),
     "runbooks-detail": Rule({"GET": roles(OPERATOR)}, objects="runbook"),
     "runbooks-gate": Rule({"POST": roles(OPERATOR)}, objects="runbook", body=_gate_body),
