@@ -69,6 +69,7 @@ def test_an_operator_marks_a_conflict_reviewed_with_a_reason(
     assert review.status == "finished" and review.items.get().target == conflict.pk
     record = as_operator.get(reverse("operations-detail", args=[review.pk])).content.decode()
     assert "ticket FO-12" in record and conflict.pk in record
+    assert review.short_id in as_operator.get(reverse("operations-list")).content.decode()
     # Off the obligation list, the runbooks' and bulk reconcile's too.
     page = as_operator.get(recovery)
     assert conflict.pk not in [a.pk for a in page.context["attempts"]]
