@@ -839,6 +839,8 @@ def conflict_review(*, attempt_id: str, tenant: str, by_ref: str, reason: str) -
     from runs.models import EffectAttempt
 
     reason = _clean_reason(reason)
+    # A drill point before the record is decided (two operators pressing at once).
+    points.reach("operations.before_conflict_review", attempt_id)
     with transaction.atomic():
         # The attempt's row lock makes two reviews at once one after the other.
         attempt = (

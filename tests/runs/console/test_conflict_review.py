@@ -131,3 +131,29 @@ def test_a_review_needs_an_operator_of_the_attempts_tenant(
     assert as_approver.get(reverse(REVIEW)).status_code == 405
     assert not Operation.objects.exists()
     _unchanged(conflict, events)
+
+
+@pytest.mark.postgres  # threads on separate connections (the SQLite test database is shared memory)
+@pytest.mark.django_db(transaction=True)
+def test_two_operators_reviewing_one_conflict_at_once_record_one_review(
+    world: None, operator: Any
+) -> None:
+    from tests.conftest import make_user
+    from tests.helpers import at_once
+
+    result = faultlab.run_fixture(faultlab.BY_NAME["same_key_different_intent"])
+    attempt = EffectAttempt.objects.get(run_id=result.run_id)
+    people = [client_for(operator), client_for(make_user("operator-2", "north", "operator"))]
+    answers = at_once(
+        "operations.before_conflict_review",
+        [
+            lambda who=who, n=n: who.post(
+                reverse(REVIEW), {"attempt_id": attempt.pk, "reason": f"look {n}"}
+            )
+            for n, who in enumerate(people)
+        ],
+    )
+    assert sorted(a.status_code for a in answers) == [302, 409]
+    (review,) = Operation.objects.filter(kind="review")
+    late = next(a for a in answers if a.status_code == 409).content.decode()
+    assert f"already reviewed by {review.created_by}" in late and review.reason in late
