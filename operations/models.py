@@ -1,5 +1,6 @@
 """An operation is the durable record of one bulk action: who started it, when, in which
-tenant, the filter as it was, the reason, and one item per run it acts on.
+tenant, the filter as it was, the reason, and one item per run it acts on. The review of a
+conflicting effect is recorded the same way (one item, finished when it is recorded).
 
 Items are materialised when the operation starts, so the set acted on is the set the
 operator confirmed; each item is processed once (a cancel item's result is written in the
@@ -25,6 +26,9 @@ class Kind(models.TextChoices):
     CANCEL = "cancel", "cancel runs"
     RECONCILE = "reconcile", "reconcile unknown effects"
     INCIDENT = "incident", "close a version's gate and cancel its waiting runs"
+    # One operator's decision on one conflicting effect (final: no reconciliation closes
+    # it): recorded finished, its one item the attempt (``conflict_review``).
+    REVIEW = "review", "mark a conflicting effect reviewed"
 
 
 class Status(models.TextChoices):

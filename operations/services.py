@@ -33,6 +33,7 @@ from fieldops import points
 from fieldops.db import lock_wait_failed
 from kernel import clock
 from kernel.text import bidi_control_refusal, nothing_shown_note, shows_nothing
+from operations import selectors
 from operations.models import (
     REASON_MAX,
     ItemResult,
@@ -167,6 +168,7 @@ NOT_DONE: Mapping[str, tuple[str, str]] = {
     Kind.CANCEL: ("run", "nothing was cancelled"),
     Kind.RECONCILE: ("unknown effect", "nothing was reconciled"),
     Kind.INCIDENT: ("run", "nothing was cancelled and the gate was not closed"),
+    Kind.REVIEW: ("conflicting effect", "nothing was recorded"),
 }
 
 
@@ -757,12 +759,14 @@ class ReconcileFilters:
 
 
 def unknown_effects_matching(*, tenant: str, filters: ReconcileFilters) -> Any:
-    """The tenant's attempts with an unknown or conflicting outcome the filter selects."""
+    """The tenant's attempts with an unknown or conflicting outcome the filter selects (a
+    conflict an operator marked reviewed is no longer one)."""
     from runs.console.filters import AGES
     from runs.domain import effects
     from runs.models import EffectAttempt
 
     qs = EffectAttempt.objects.filter(run__tenant=tenant, status__in=effects.UNRESOLVED)
+    qs = qs.exclude(pk__in=selectors.reviewed_conflict_ids())
     qs = qs.filter(**filters.version.pinned_by_run("run__"))
     if filters.age:
         _, span, newer = AGES[filters.age]
@@ -811,6 +815,76 @@ def operation_start_reconcile(
         previewed=_previewed(previewed),
         rows=rows.iterator(chunk_size=2000),
     )
+
+
+# -- review: an operator's decision on a conflicting effect ------------------------------
+class ReviewRefused(Exception):
+    """The attempt cannot be marked reviewed as it is (not a conflict, or reviewed already):
+    nothing was recorded."""
+
+
+def conflict_review(*, attempt_id: str, tenant: str, by_ref: str, reason: str) -> Operation:
+    """Mark one conflicting effect attempt of ``tenant`` reviewed, with the reason.
+
+    A conflict (the ledger holds the key with another intent) is final: no reconciliation
+    closes it, so the operator who compared the run's approved intent with the ledger
+    record closes the obligation with this decision. It is recorded as a finished operation
+    of one item (who, when, why); the run gets no event (the spec's event list has none
+    for it) and neither the run nor the attempt changes. Raise OperationInputError for a
+    reason that is empty, too long or unsafe, EffectAttempt.DoesNotExist for an attempt
+    not of ``tenant``, ReviewRefused for an attempt that is not a conflict or was reviewed
+    already; nothing is written then.
+    """
+    from runs.domain.effects import AttemptStatus
+    from runs.models import EffectAttempt
+
+    reason = _clean_reason(reason)
+    # A drill point before the record is decided (two operators pressing at once).
+    points.reach("operations.before_conflict_review", attempt_id)
+    with transaction.atomic():
+        # The attempt's row lock makes two reviews at once one after the other.
+        attempt = (
+            EffectAttempt.objects.select_for_update(of=("self",))
+            .filter(run__tenant=tenant)
+            .get(pk=attempt_id)
+        )
+        if attempt.status != AttemptStatus.CONFLICT:
+            raise ReviewRefused(
+                f"{attempt.pk} is {attempt.status}: only a conflict is marked reviewed (its "
+                "outcome is final); reconcile this one with the ledger. Nothing was recorded"
+            )
+        earlier = selectors.conflict_reviews(attempt_ids=[attempt.pk]).get(attempt.pk)
+        if earlier is not None:
+            op = earlier.operation
+            raise ReviewRefused(
+                f"{attempt.pk} was already reviewed by {op.created_by} at "
+                f"{op.created_at:%Y-%m-%d %H:%M:%S} UTC: {op.reason}. Nothing was recorded"
+            )
+        now = clock.now()
+        operation = Operation.objects.create(
+            tenant=tenant,
+            kind=Kind.REVIEW,
+            status=Status.FINISHED,
+            created_by=by_ref,
+            created_at=now,
+            finished_at=now,
+            filter={"page": "recovery", "query": {"attempt": attempt.pk}},
+            reason=reason,
+            total=1,
+            done=1,
+        )
+        OperationItem.objects.create(
+            operation=operation,
+            position=0,
+            run_id=attempt.run_id,
+            target=attempt.pk,
+            result=ItemResult.DONE,
+            detail="conflict reviewed: it stays CONFLICT and the run stays escalated",
+            processed_at=now,
+        )
+        _log(operation, "started", by_ref, {"total": 1, "filter": operation.filter})
+        _log(operation, "finished", by_ref)
+    return operation
 
 
 # -- incident: close a version's gate and cancel the runs waiting to dispatch it ---------

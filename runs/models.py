@@ -517,6 +517,9 @@ class FaultLabResult(models.Model):
     run_id = models.CharField(max_length=64, blank=True, default="")
     failed_checks = models.JSONField(default=list)
     notes = models.JSONField(default=list)
+    # A fixture that rolls back its run (a live catalog change must not outlive it) keeps
+    # what the run did here instead of a run id: {run_id, state, reason, events: [...]}.
+    history = models.JSONField(default=dict, blank=True)
     ran_by = models.CharField(max_length=PRINCIPAL_REF_MAX)
     ran_at = models.DateTimeField()
 

@@ -121,7 +121,9 @@ RUNBOOKS: tuple[Runbook, ...] = (
                 "Identify whether selection, validation, retry, service or evidence failed. "
                 "For a conflict (the ledger holds the key with another intent), never overwrite "
                 "the ledger or reinterpret the key: open its run, compare the intent it "
-                "approved with the ledger record (its key's lookup) and keep the run escalated.",
+                "approved with the ledger record (its key's lookup) and keep the run escalated. "
+                "Then mark the conflict reviewed with what you found: it leaves the open "
+                "obligations and stays on its run and under Recovery's reviewed conflicts.",
                 data=("unresolved_attempts",),
             ),
             _REPLAY,

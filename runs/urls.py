@@ -40,6 +40,11 @@ urlpatterns = [
     path("runs/<uuid:run_id>/audit/", runs_views.runs_replay_audit, name="runs-replay-audit"),
     path("recovery/", recovery_views.recovery, name="recovery"),
     path("recovery/reconcile/", recovery_views.recovery_reconcile, name="recovery-reconcile"),
+    path(
+        "recovery/review/",
+        recovery_views.recovery_conflict_review,
+        name="recovery-conflict-review",
+    ),
     path("runbooks/", runbooks_views.runbooks, name="runbooks"),
     path("runbooks/<slug:slug>/", runbooks_views.runbooks_detail, name="runbooks-detail"),
     path("runbooks/<slug:slug>/gate/", runbooks_views.runbooks_gate, name="runbooks-gate"),

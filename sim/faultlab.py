@@ -51,6 +51,9 @@ class FixtureOutcome:
     reason: str
     checks: dict[str, bool] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # What a run rolled back with its fixture did (``history_of``): kept with the result,
+    # since the run itself is gone.
+    history: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class FixtureResult:
     run_id: str
     failed_checks: tuple[str, ...]
     notes: tuple[str, ...]
+    history: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _later(*, seconds: float) -> contextlib.AbstractContextManager[None]:
@@ -1033,13 +1037,38 @@ def _isolated(lab: Lab, script: Callable[[Lab], FixtureOutcome], why: str) -> Fi
     kept: list[FixtureOutcome] = []
     try:
         with transaction.atomic():
-            kept.append(script(lab))
+            outcome = script(lab)
+            history = history_of(outcome.run) if outcome.run is not None else {}
+            kept.append(dataclasses.replace(outcome, history=history))
             raise _Discard
     except _Discard:
         pass
     outcome = kept[0]
     note = f"rolled back after the checks: {why}"
     return dataclasses.replace(outcome, run=None, notes=[*outcome.notes, note])
+
+
+def history_of(run: Run) -> dict[str, Any]:
+    """What a run did, as the fixture's stored result keeps it once the run is rolled back:
+    its disposition and each event's sequence, type, actor, reason and states."""
+    run.refresh_from_db()
+    events = Event.objects.filter(run=run).order_by("sequence")
+    return {
+        "run_id": str(run.pk),
+        "state": run.state,
+        "reason": run.terminal_reason,
+        "events": [
+            {
+                "sequence": e.sequence,
+                "type": e.type,
+                "actor": e.actor,
+                "reason_code": e.reason_code,
+                "prev_state": e.prev_state,
+                "next_state": e.next_state,
+            }
+            for e in events
+        ],
+    }
 
 
 def _catalog_row(ref: str) -> Any:
@@ -1390,16 +1419,17 @@ def run_fixture(fixture: Fixture) -> FixtureResult:
         run_id=str(outcome.run.pk) if outcome.run else "",
         failed_checks=failed,
         notes=tuple(outcome.notes),
+        history=outcome.history,
     )
 
 
-def run_all(names: Iterable[str] | None = None) -> list[FixtureResult]:
-    wanted = list(names) if names else [f.name for f in FIXTURES]
-    return [run_fixture(BY_NAME[name]) for name in wanted]
+# Who ran the fixtures kept by ``manage.py faultlab`` (the console keeps the user's ref).
+COMMAND_REF = "system:manage.py faultlab"
 
 
 def fixture_run_recorded(*, name: str, by_ref: str) -> FaultLabResult:
-    """Run one fault fixture (real runs in the faultlab namespace) and keep its result.
+    """Run one fault fixture (real runs in the faultlab namespace) and keep its result (a
+    fixture rolled back keeps its run's history instead of a run id).
 
     Raise KeyError for an unknown fixture name.
     """
@@ -1415,6 +1445,7 @@ def fixture_run_recorded(*, name: str, by_ref: str) -> FaultLabResult:
             "run_id": result.run_id,
             "failed_checks": list(result.failed_checks),
             "notes": list(result.notes),
+            "history": dict(result.history),
             "ran_by": by_ref,
             "ran_at": clock.now(),
         },

@@ -79,6 +79,18 @@ def faultlab_run(request: AuthedHtmxRequest) -> HttpResponse:
     )
 
 
+@require_safe
+@login_required
+def faultlab_result(request: AuthedHtmxRequest, name: str) -> HttpResponse:
+    """The latest kept result of one fixture (if it ran): its checks and notes, and its run
+    (a link) or, for a fixture rolled back with its catalog change, the history its run had."""
+    require_role(request.user, OPERATOR)
+    if name not in BY_NAME:
+        raise Http404("No such fixture")
+    result = runbook_selectors.faultlab_result(name=name)
+    return render(request, "sim/faultlab_result.html", {"fixture": BY_NAME[name], "result": result})
+
+
 # -- review packet ---------------------------------------------------------------------
 @require_safe
 @login_required

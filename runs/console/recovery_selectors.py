@@ -22,10 +22,15 @@ from runs.models import EffectAttempt, Run, WorkerHeartbeat
 
 # -- recovery --------------------------------------------------------------------------
 def recovery_attempts(*, tenant: str, limit: int = 200) -> list[EffectAttempt]:
-    """Attempts with an unknown or conflicting outcome, and every attempt of an escalated run."""
+    """Attempts with an unknown or conflicting outcome, and every attempt of an escalated run,
+    but a conflict an operator marked reviewed (``operations.services.conflict_review``): its
+    obligation is closed, and the page lists it under the reviewed conflicts instead."""
+    from operations.selectors import reviewed_conflict_ids
+
     return list(
         EffectAttempt.objects.filter(run__tenant=tenant)
         .filter(Q(status__in=effects.UNRESOLVED) | Q(run__state=State.ESCALATED.value))
+        .exclude(pk__in=reviewed_conflict_ids())
         .select_related("run")
         .order_by("-created_at", "-id")[:limit]
     )

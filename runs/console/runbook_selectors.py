@@ -126,6 +126,10 @@ def faultlab_results() -> dict[str, FaultLabResult]:
     return {r.fixture: r for r in FaultLabResult.objects.all()}
 
 
+def faultlab_result(*, name: str) -> FaultLabResult | None:
+    return FaultLabResult.objects.filter(fixture=name).first()
+
+
 def event_type_values(*types: EventType) -> list[str]:
     return [t.value for t in types]
 

@@ -630,16 +630,21 @@ class RunDetail:
     follow_up_taken: FollowUpTaken | None = None
     # The incident runbooks its record shows it is part of (ledger outage, ...).
     runbooks: tuple[Runbook, ...] = ()
+    # The operator's review of each conflicting attempt shown that has one, by attempt id.
+    reviews: dict[str, Any] = field(default_factory=dict)
 
 
 def run_detail(run: Run) -> RunDetail:
     """Everything the run page shows besides the timeline, in a fixed number of queries
     that each read a bounded number of rows: the latest RELATED_LIMIT checkpoints,
     attempts and follow-ups (the page links the rest), however many the run has."""
+    from operations.selectors import conflict_reviews  # operations reads runs: not at import
+
     terminal = TerminalRecord.objects.filter(run=run).first() if run.is_terminal else None
     checkpoints = _latest(related_rows(run, "checkpoints"))
     attempts = _latest(related_rows(run, "attempts"))
     follow_ups = _latest(related_rows(run, "follow-ups"))
+    conflicts = [a.pk for a in attempts if a.status == effects.AttemptStatus.CONFLICT]
     waiting = None
     if run.waiting_checkpoint:
         # The checkpoint a run waits on is its newest; read it if the list somehow is not.
@@ -672,6 +677,7 @@ def run_detail(run: Run) -> RunDetail:
         else (),
         follow_up_taken=taken,
         runbooks=run_runbooks(run),
+        reviews=conflict_reviews(attempt_ids=conflicts) if conflicts else {},
     )
 
 

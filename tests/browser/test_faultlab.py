@@ -224,3 +224,22 @@ def test_a_run_whose_database_connection_died_says_it_may_or_may_not_be_recorded
     expect(refusal).to_contain_text("may or may not have been recorded")
     expect(refusal).to_contain_text("look for your action in its timeline")
     expect(page.locator(f"#fx-run-{FIXTURE}")).to_be_focused()
+
+
+def test_a_rolled_back_fixture_opens_the_history_of_its_run(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """tenant_gate_closed rolls its gate change back, and its run with it: the row links the
+    fixture's result page, which shows what that run did."""
+    name = "tenant_gate_closed"
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/faultlab/")
+    row = page.locator(f"#fx-{name}")
+    row.get_by_role("button", name=f"Run fixture {name}").click()
+    expect(row).to_contain_text("PASS")
+    row.get_by_role("link", name="rolled back: its history").click()
+    page.wait_for_url(f"{live_server.url}/faultlab/{name}/")
+    history = page.get_by_role("region", name="Its run, rolled back")
+    expect(history).to_contain_text("tenant_effect_gate_closed")
+    expect(history).to_contain_text("escalation.admitted")

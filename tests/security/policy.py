@@ -281,6 +281,11 @@ POLICY: Mapping[str, Rule] = {
         objects="attempt",
         body=lambda world, principal, obj: {"attempt_id": obj.kwargs["attempt_id"]},
     ),
+    "recovery-conflict-review": Rule(
+        {"POST": roles(OPERATOR)},
+        objects="attempt",
+        body=lambda world, principal, obj: {"attempt_id": obj.kwargs["attempt_id"], "reason": "m"},
+    ),
     "runbooks": Rule({"GET": roles(OPERATOR)}),
     "runbooks-detail": Rule({"GET": roles(OPERATOR)}, objects="runbook"),
     "runbooks-gate": Rule({"POST": roles(OPERATOR)}, objects="runbook", body=_gate_body),
@@ -290,6 +295,7 @@ POLICY: Mapping[str, Rule] = {
         body=_const({"fixture": "duplicate_event", "chain": "1"}),
         variants=(PAGE, htmx("fx-duplicate_event")),
     ),
+    "faultlab-result": Rule({"GET": roles(OPERATOR)}, objects="fixture"),
     "review-packet": Rule({"GET": signed_in}),
     # -- bulk operations, exports, saved views (issue 22) -------------------------------
     "operations-list": Rule({"GET": roles(OPERATOR)}, variants=(PAGE, htmx("op-table"))),
@@ -451,6 +457,8 @@ def objects_for(world: World, kind: str) -> list[Obj]:
         ]
     if kind == "runbook":
         return [Obj("ledger-outage", "runbook", {"slug": "ledger-outage"})]
+    if kind == "fixture":
+        return [Obj("duplicate_event", "fixture", {"name": "duplicate_event"})]
     if kind == "token":
         return [
             Obj("operator_token", "token", {"token_id": world.tokens["operator"]}, None, "operator")

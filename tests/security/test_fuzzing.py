@@ -325,6 +325,18 @@ def test_fuzz_recovery_simulation_and_faultlab_posts(
         ex.post(principal, reverse("recovery-reconcile"), {"attempt_id": attempt})
         ex.post(
             principal,
+            reverse("recovery-conflict-review"),
+            {
+                "attempt_id": data.draw(mutated_id(sworld.attempts["unresolved"])),
+                "reason": data.draw(st.sampled_from(["reviewed"]) | field_text),
+                "runbook": data.draw(
+                    st.sampled_from(["repeated-reservation-attempts"]) | hostile_text
+                ),
+                "step": data.draw(st.sampled_from(["5"]) | hostile_text),
+            },
+        )
+        ex.post(
+            principal,
             reverse("faultlab-run"),
             {
                 "fixture": data.draw(st.sampled_from(["duplicate_event", "all"]) | hostile_text),
@@ -784,6 +796,7 @@ def test_every_route_that_takes_input_is_fuzzed():
         "runs-bulk-cancel",
         "runs-start",
         "recovery-reconcile",
+        "recovery-conflict-review",
         "faultlab-run",
         "runs-replay-simulation",
         "api-callback",

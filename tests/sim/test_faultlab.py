@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import re
+
 import pytest
 
 from sim import faultlab
@@ -67,3 +70,34 @@ def test_a_fixture_that_moves_time_leaves_the_live_world_alone(world, monkeypatc
     assert elsewhere
     for moment in elsewhere:
         assert abs(moment - dt.datetime.now(dt.UTC)) < dt.timedelta(seconds=60)
+
+
+def test_the_command_keeps_each_result_as_the_console_does(world):
+    from django.core.management import call_command
+
+    from runs.models import FaultLabResult
+
+    call_command("faultlab", "abstain", "tenant_gate_closed", stdout=io.StringIO())
+    kept = {r.fixture: r for r in FaultLabResult.objects.all()}
+    assert set(kept) == {"abstain", "tenant_gate_closed"}
+    assert kept["abstain"].passed and kept["abstain"].run_id
+    assert kept["abstain"].ran_by == "system:manage.py faultlab"
+    assert kept["tenant_gate_closed"].history["events"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["abstain", "nope"], "unknown fixture(s): nope"),
+        (["--list", "abstain"], "give no fixture names"),
+    ],
+)
+def test_the_command_refuses_bad_input_and_changes_nothing(world, argv, message):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from runs.models import FaultLabResult, Run
+
+    with pytest.raises(CommandError, match=re.escape(message)):
+        call_command("faultlab", *argv, stdout=io.StringIO())
+    assert not FaultLabResult.objects.exists() and not Run.objects.exists()

@@ -1,6 +1,9 @@
 """faultlab: run every fault fixture; one line each with expected and actual disposition.
 
-Exits non-zero if any fixture's actual outcome or checks differ from its expectation.
+Each result is kept as the console's fault lab keeps it (``faultlab.fixture_run_recorded``,
+by ``system:manage.py faultlab``): the fault lab page, the runbooks' fixture tables and the
+review packet show it. Exits non-zero if any fixture's actual outcome or checks differ
+from its expectation.
 The engine's JSON log lines are shown only with ``-v 2`` (``-v 3``: debug).
 """
 
@@ -38,12 +41,13 @@ class Command(BaseCommand):
             raise CommandError(f"unknown fixture(s): {', '.join(unknown)}")
         seed(demo_users=False)
         failures = 0
-        for result in faultlab.run_all(options["names"] or None):
+        for name in options["names"] or [f.name for f in faultlab.FIXTURES]:
+            result = faultlab.fixture_run_recorded(name=name, by_ref=faultlab.COMMAND_REF)
             mark = "PASS" if result.passed else "FAIL"
             failures += not result.passed
             self.stdout.write(
-                f"{mark} {result.name:<36} expected {result.expected:<44} "
-                f"actual {result.actual:<44} run {result.run_id[:8]}"
+                f"{mark} {name:<36} expected {result.expected:<44} "
+                f"actual {result.actual:<44} run {result.run_id[:8] or 'rolled back'}"
             )
             for check in result.failed_checks:
                 self.stdout.write(f"     check failed: {check}")

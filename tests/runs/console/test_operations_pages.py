@@ -392,3 +392,53 @@ def test_demo_runs_are_real_runs(world: None) -> None:
     runner.advance(str(waiting.pk), worker="test")
     waiting.refresh_from_db()
     assert waiting.state == "WAITING_HUMAN"
+
+
+@pytest.mark.parametrize(
+    "name", ["retired_pinned_version", "tenant_gate_closed", "repeated_denial_escalates"]
+)
+def test_a_rolled_back_fixture_leaves_a_result_an_operator_can_open(
+    as_operator: Client, world: None, name: str
+) -> None:
+    """These fixtures change the live catalog (a retirement, a gate) and roll back so that
+    change never outlives them: their run goes with it. What the run did is stored with the
+    result and shown on the fixture's result page, linked from the fault lab and runbooks."""
+    from catalog.models import CapabilityVersion, LifecycleDecision
+
+    columns = ("pk", "lifecycle", "effect_gate_open")
+    catalog_before = list(CapabilityVersion.objects.values_list(*columns))
+    decisions_before = LifecycleDecision.objects.count()
+    row = as_operator.post(reverse("faultlab-run"), {"fixture": name}, HTTP_HX_REQUEST="true")
+    result = FaultLabResult.objects.get(fixture=name)
+    assert result.passed and result.run_id == ""
+    events = result.history["events"]
+    assert result.history["state"] == "ESCALATED" and events[-1]["type"] == "escalation.admitted"
+    page_url = reverse("faultlab-result", args=[name])
+    assert page_url in row.content.decode()
+    assert page_url in as_operator.get(reverse("faultlab")).content.decode()
+    page = as_operator.get(page_url)
+    body = page.content.decode()
+    assert page.status_code == 200 and "rolled back" in body
+    for event in events:
+        assert f"<code>{event['type']}</code>" in body
+    assert "escalation.admitted" in body and "repeated_denial" in body
+    # The catalog change never outlived the fixture.
+    assert list(CapabilityVersion.objects.values_list(*columns)) == catalog_before
+    assert LifecycleDecision.objects.count() == decisions_before
+    runbook = as_operator.get(reverse("runbooks-detail", args=["repeated-denial"])).content
+    if name != "retired_pinned_version":
+        assert page_url in runbook.decode()
+
+
+def test_a_fixture_result_page_needs_an_operator_and_a_known_fixture(
+    as_operator: Client, as_approver: Client, world: None
+) -> None:
+    assert as_operator.get(reverse("faultlab-result", args=["nope"])).status_code == 404
+    unrun = as_operator.get(reverse("faultlab-result", args=["abstain"]))
+    assert unrun.status_code == 200 and "not been run yet" in unrun.content.decode()
+    as_operator.post(reverse("faultlab-run"), {"fixture": "abstain"})
+    kept = as_operator.get(reverse("faultlab-result", args=["abstain"]))
+    result = FaultLabResult.objects.get(fixture="abstain")
+    assert kept.status_code == 200
+    assert reverse("runs-detail", args=[result.run_id]) in kept.content.decode()
+    assert as_approver.get(reverse("faultlab-result", args=["abstain"])).status_code == 403

@@ -1,0 +1,159 @@
+"""A conflict (same key, different intent) is final, so reconciling cannot close it: an
+operator of its tenant marks it reviewed with a reason. The review is an operation record
+(who, when, why); the attempt leaves the open obligations (recovery page, runbooks) and
+stays in the run's history and the recovery page's history. Nothing is appended to the run
+(the spec's event list has no such event) and its state never changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from operations.models import Operation
+from runs.models import EffectAttempt, Event, Run
+from sim import faultlab
+from tests.runs.console.conftest import client_for
+
+pytestmark = pytest.mark.django_db
+
+REVIEW = "recovery-conflict-review"
+RUNBOOK = "repeated-reservation-attempts"
+
+
+@pytest.fixture
+def conflict(world: None) -> EffectAttempt:
+    result = faultlab.run_fixture(faultlab.BY_NAME["same_key_different_intent"])
+    attempt = EffectAttempt.objects.select_related("run").get(run_id=result.run_id)
+    assert (attempt.run.state, attempt.status) == ("ESCALATED", "CONFLICT")
+    return attempt
+
+
+def _unchanged(attempt: EffectAttempt, events: int) -> None:
+    run = Run.objects.get(pk=attempt.run_id)
+    assert Event.objects.filter(run=run).count() == events
+    assert (run.state, EffectAttempt.objects.get(pk=attempt.pk).status) == (
+        "ESCALATED",
+        "CONFLICT",
+    )
+
+
+def test_an_operator_marks_a_conflict_reviewed_with_a_reason(
+    as_operator: Client, conflict: EffectAttempt
+) -> None:
+    run = conflict.run
+    events = Event.objects.filter(run=run).count()
+    recovery = reverse("recovery")
+    open_list = as_operator.get(recovery).context["attempts"]
+    assert conflict.pk in [a.pk for a in open_list]
+    runbook = as_operator.get(reverse("runbooks-detail", args=[RUNBOOK])).content.decode()
+    assert f"Mark reviewed: attempt {conflict.pk}" in runbook
+
+    response = as_operator.post(
+        reverse(REVIEW),
+        {
+            "attempt_id": conflict.pk,
+            "reason": "ledger record compared with the approved intent; ticket FO-12",
+            "runbook": RUNBOOK,
+            "step": "5",
+        },
+    )
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('runbooks-detail', args=[RUNBOOK])}#step-5"
+
+    review = Operation.objects.get(kind="review")
+    assert review.created_by == "user:operator" and review.tenant == "north"
+    assert review.reason == "ledger record compared with the approved intent; ticket FO-12"
+    assert review.status == "finished" and review.items.get().target == conflict.pk
+    record = as_operator.get(reverse("operations-detail", args=[review.pk])).content.decode()
+    assert "ticket FO-12" in record and conflict.pk in record
+    assert review.short_id in as_operator.get(reverse("operations-list")).content.decode()
+    # Off the obligation list, the runbooks' and bulk reconcile's too.
+    page = as_operator.get(recovery)
+    assert conflict.pk not in [a.pk for a in page.context["attempts"]]
+    body = page.content.decode()
+    assert 'id="reviewed-conflicts"' in body
+    history = body.split('id="reviewed-conflicts"')[1]
+    assert conflict.pk in history and "user:operator" in history and "ticket FO-12" in history
+    runbook = as_operator.get(reverse("runbooks-detail", args=[RUNBOOK])).content.decode()
+    assert f"Mark reviewed: attempt {conflict.pk}" not in runbook
+    preview = as_operator.get(reverse("operations-reconcile-preview"))
+    assert preview.context["preview"].count == 0
+    # Still in the run's history: its attempts say who reviewed it, when and why.
+    detail = as_operator.get(reverse("runs-detail", args=[run.pk])).content.decode()
+    assert "reviewed by user:operator" in detail and "ticket FO-12" in detail
+    # The run itself is untouched: no event, no state change, the attempt stays CONFLICT.
+    _unchanged(conflict, events)
+
+
+@pytest.mark.parametrize("reason", ["", "   ", "\u200b", "x" * 501])
+def test_a_review_without_a_usable_reason_is_refused(
+    as_operator: Client, conflict: EffectAttempt, reason: str
+) -> None:
+    events = Event.objects.filter(run=conflict.run).count()
+    response = as_operator.post(reverse(REVIEW), {"attempt_id": conflict.pk, "reason": reason})
+    assert response.status_code == 400
+    assert "reason" in response.content.decode() and not Operation.objects.exists()
+    _unchanged(conflict, events)
+
+
+def test_a_conflict_is_reviewed_once(as_operator: Client, conflict: EffectAttempt) -> None:
+    as_operator.post(reverse(REVIEW), {"attempt_id": conflict.pk, "reason": "first look"})
+    again = as_operator.post(reverse(REVIEW), {"attempt_id": conflict.pk, "reason": "second"})
+    assert again.status_code == 409
+    text = again.content.decode()
+    assert "already reviewed by user:operator" in text and "first look" in text
+    assert Operation.objects.filter(kind="review").count() == 1
+
+
+def test_only_a_conflict_is_marked_reviewed(as_operator: Client, world: None) -> None:
+    result = faultlab.run_fixture(faultlab.BY_NAME["ledger_outage"])
+    attempt = EffectAttempt.objects.get(run_id=result.run_id)
+    assert attempt.status != "CONFLICT"
+    events = Event.objects.filter(run_id=result.run_id).count()
+    response = as_operator.post(reverse(REVIEW), {"attempt_id": attempt.pk, "reason": "seen"})
+    assert response.status_code == 409 and "only a conflict" in response.content.decode()
+    assert not Operation.objects.exists()
+    assert Event.objects.filter(run_id=result.run_id).count() == events
+    assert EffectAttempt.objects.get(pk=attempt.pk).status == attempt.status
+
+
+def test_a_review_needs_an_operator_of_the_attempts_tenant(
+    as_approver: Client, operator_south: Any, conflict: EffectAttempt, client: Client
+) -> None:
+    events = Event.objects.filter(run=conflict.run).count()
+    body = {"attempt_id": conflict.pk, "reason": "not mine"}
+    assert as_approver.post(reverse(REVIEW), body).status_code == 403
+    assert client_for(operator_south).post(reverse(REVIEW), body).status_code == 404
+    assert client.post(reverse(REVIEW), body).status_code == 302  # to sign in
+    assert as_approver.get(reverse(REVIEW)).status_code == 405
+    assert not Operation.objects.exists()
+    _unchanged(conflict, events)
+
+
+@pytest.mark.postgres  # threads on separate connections (the SQLite test database is shared memory)
+@pytest.mark.django_db(transaction=True)
+def test_two_operators_reviewing_one_conflict_at_once_record_one_review(
+    world: None, operator: Any
+) -> None:
+    from tests.conftest import make_user
+    from tests.helpers import at_once
+
+    result = faultlab.run_fixture(faultlab.BY_NAME["same_key_different_intent"])
+    attempt = EffectAttempt.objects.get(run_id=result.run_id)
+    people = [client_for(operator), client_for(make_user("operator-2", "north", "operator"))]
+    answers = at_once(
+        "operations.before_conflict_review",
+        [
+            lambda who=who, n=n: who.post(
+                reverse(REVIEW), {"attempt_id": attempt.pk, "reason": f"look {n}"}
+            )
+            for n, who in enumerate(people)
+        ],
+    )
+    assert sorted(a.status_code for a in answers) == [302, 409]
+    (review,) = Operation.objects.filter(kind="review")
+    late = next(a for a in answers if a.status_code == 409).content.decode()
+    assert f"already reviewed by {review.created_by}" in late and review.reason in late
