@@ -335,7 +335,8 @@ def catalog_drift_resolve(request: AuthedHtmxRequest, drift_id: int) -> HttpResp
     require_role(request.user, CATALOG_ADMIN)
     drift = get_object_or_404(ToolDrift, pk=drift_id)
     back = request.POST.get("next", "")
-    back = back if back.startswith("/catalog/") else reverse("catalog-index")
+    # Back to where it was reviewed: a catalog page or the drift runbook's step.
+    back = back if back.startswith(("/catalog/", "/runbooks/")) else reverse("catalog-index")
     reason = request.POST.get("reason", "")
     try:
         services.drift_resolve(drift_id=drift.pk, user=request.user, reason=reason)

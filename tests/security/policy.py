@@ -291,8 +291,8 @@ POLICY: Mapping[str, Rule] = {
         objects="attempt",
         body=lambda world, principal, obj: {"attempt_id": obj.kwargs["attempt_id"]},
     ),
-    "runbooks": Rule({"GET": roles(OPERATOR)}),
-    "runbooks-detail": Rule({"GET": roles(OPERATOR)}, objects="runbook"),
+    "runbooks": Rule({"GET": roles(OPERATOR, CATALOG_ADMIN)}),
+    "runbooks-detail": Rule({"GET": roles(OPERATOR, CATALOG_ADMIN)}, objects="runbook"),
     "runbooks-gate": Rule({"POST": roles(OPERATOR)}, objects="runbook", body=_gate_body),
     "faultlab": Rule({"GET": roles(OPERATOR)}),
     "faultlab-run": Rule(
