@@ -311,3 +311,32 @@ def test_arrowing_through_a_catalog_filter_applies_only_the_choice_it_stops_on(
     assert has_focus(lifecycle)
     page.go_back()
     page.wait_for_url(f"{live_server.url}/catalog/")
+
+
+def test_a_tokens_utc_expiry_and_a_full_digest_are_readable_on_a_phone_and_by_keyboard(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """A token's exact UTC expiry and a catalog version's full digest were only in hover
+    titles, which a phone or keyboard user never sees."""
+    from api.tokens import token_create
+    from catalog.models import CapabilityVersion
+
+    token, _ = token_create(user=operator, name="old importer", lifetime_days=30)
+    exact = token.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    page = new_page()
+    page.set_viewport_size(PHONE)
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/api/tokens/")
+    expect(page.locator(f'tr[data-token="{token.prefix}"]')).to_contain_text(f"({exact})")
+    expect(page.get_by_text(f"({exact})")).to_be_visible()
+
+    row = CapabilityVersion.objects.order_by("capability_id", "version").first()
+    assert row is not None
+    page.goto(f"{live_server.url}/catalog/")
+    full = page.locator("code.hash", has_text=row.digest)
+    expect(full).to_be_hidden()
+    summary = page.locator("details.full-value > summary", has_text=row.digest[:16]).first
+    tab_to(page, summary, most=400)
+    page.keyboard.press("Enter")
+    expect(full).to_be_visible()
+    expect(full).to_have_text(row.digest)
