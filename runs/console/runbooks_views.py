@@ -179,6 +179,20 @@ def cancel_refused(request: AuthedHtmxRequest, exc: RunInputError) -> HttpRespon
     )
 
 
+def drift_refused(
+    request: AuthedHtmxRequest, back: str, extra: dict[str, Any]
+) -> HttpResponse | None:
+    """The runbook a drift review was posted from (``back``, its address) again after a
+    refusal, nothing changed: ``extra`` puts the refusal beside that drift's reason. None
+    when ``back`` is no runbook that shows the drift (the catalog answers)."""
+    for book in RUNBOOKS:
+        if "tool_drift" in book.blocks and back.startswith(
+            reverse("runbooks-detail", args=[book.slug])
+        ):
+            return _runbook_page(request, book, _runbook_data(request, book), status=400, **extra)
+    return None
+
+
 def _gate_refused(
     request: AuthedHtmxRequest, book: Runbook, exc: Refusal, capability_id: str, version: str
 ) -> HttpResponse:

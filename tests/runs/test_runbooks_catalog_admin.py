@@ -100,3 +100,22 @@ def test_an_operator_still_sees_every_step_and_an_approver_stays_out(
     assert denied.get(reverse("runbooks")).status_code == 403
     assert denied.get(DRIFT).status_code == 403
     assert "Runbooks" not in _nav(denied.get(reverse("runs-list")).content.decode())
+
+
+def test_a_drift_review_refused_on_the_runbook_comes_back_there_as_typed(
+    catalog_admin: Any,
+) -> None:
+    from catalog.services import MAX_REASON
+
+    drift = _drift()
+    over = "x" * (MAX_REASON + 1)
+    refused = client_for(catalog_admin).post(
+        reverse("catalog-drift-resolve", args=[drift.pk]), {"reason": over, "next": DRIFT}
+    )
+    assert refused.status_code == 400
+    html = refused.content.decode()
+    assert "<h1>Tool definition changed under an admitted mapping</h1>" in html
+    assert "Refused (reason_too_long)" in html and f'value="{over}"' in html
+    assert html.count(f'name="next" value="{DRIFT}"') == 1
+    drift.refresh_from_db()
+    assert drift.resolved_at is None
