@@ -29,7 +29,8 @@ NAV: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("approvals-queue", "Approvals", (APPROVER,)),
     ("recovery", "Recovery", (OPERATOR,)),
     ("operations-list", "Operations", (OPERATOR,)),
-    ("runbooks", "Runbooks", (OPERATOR,)),
+    # Catalog admins follow the drift runbook's review step.
+    ("runbooks", "Runbooks", (OPERATOR, CATALOG_ADMIN)),
     ("faultlab", "Fault lab", (OPERATOR,)),
     ("catalog-index", "Catalog", ()),
     ("review-packet", "Review packet", ()),

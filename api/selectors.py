@@ -91,14 +91,15 @@ def token_page_for_user(*, user: Any, now: dt.datetime, older: str | None = None
     rows.extend(shown)
     rows.sort(key=lambda t: (t.created_at, t.pk), reverse=True)
     return TokenPage(
-        rows=[_row(t, now) for t in rows],
+        rows=[token_row(t, now) for t in rows],
         first=older is None,
         older=shown[-1].pk if rest else None,
         older_count=rest,
     )
 
 
-def _row(t: ApiToken, now: dt.datetime) -> TokenRow:
+def token_row(t: ApiToken, now: dt.datetime) -> TokenRow:
+    """One token with its state at ``now`` and its times told for people."""
     expired = t.expired_at(now)
     status = "revoked" if t.revoked else "expired" if expired else "active"
     if expired:

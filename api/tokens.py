@@ -54,6 +54,14 @@ class TokenAlreadyCreated(Exception):
         self.token = token
 
 
+class TokenAlreadyRevoked(Exception):
+    """A revoke of ``token``, which was revoked before (a second tab, a resent form)."""
+
+    def __init__(self, token: ApiToken) -> None:
+        super().__init__(f"token {token.prefix} was revoked already")
+        self.token = token
+
+
 class TokenExpired(Exception):
     """A bearer token that was valid but whose lifetime has run out."""
 
@@ -159,12 +167,16 @@ def token_create(
 
 
 def token_revoke(*, user: Any, token_id: int) -> ApiToken:
-    """Revoke one of ``user``'s tokens, expired or not (idempotent: a second revoke keeps
-    the first time). Raise ApiToken.DoesNotExist for a token that is not theirs."""
+    """Revoke one of ``user``'s tokens, expired or not. Raise ApiToken.DoesNotExist for a
+    token that is not theirs, TokenAlreadyRevoked (nothing written: the first time stays)
+    for one revoked already, also by a revoke a moment ago (the update is conditional)."""
     row = ApiToken.objects.get(pk=token_id, user=user)
-    if row.revoked_at is None:
-        ApiToken.objects.filter(pk=row.pk, revoked_at__isnull=True).update(revoked_at=clock.now())
-        row.refresh_from_db()
+    done = ApiToken.objects.filter(pk=row.pk, revoked_at__isnull=True).update(
+        revoked_at=clock.now()
+    )
+    row.refresh_from_db()
+    if not done:
+        raise TokenAlreadyRevoked(row)
     return row
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from access.roles import ROLES, require_role
 from api import selectors
@@ -95,17 +95,52 @@ def tokens_create(request: HttpRequest) -> HttpResponse:
     )
 
 
-@require_POST
+def _revoke_page(
+    request: HttpRequest, token: ApiToken | None, *, status: int = 200, error: str = ""
+) -> HttpResponse:
+    """The confirmation of a revoke: the token, what stops working, Confirm and Cancel.
+    ``token`` None: no token of the user has that id (404, nothing named)."""
+    row = selectors.token_row(token, clock.now()) if token is not None else None
+    context = {"row": row, "error": error}
+    return render(request, "api/revoke.html", context, status=404 if row is None else status)
+
+
+def _already_revoked(request: HttpRequest, token: ApiToken) -> HttpResponse:
+    error = (
+        f"Token “{token.name}” (fo_{token.prefix}_…) was already revoked at "
+        f"{selectors.utc_text(token.revoked_at or clock.now())}; nothing changed."
+    )
+    return _revoke_page(request, token, status=409, error=error)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def tokens_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    """GET: the confirmation page (the list's Revoke… leads here). POST: revoke, only with
+    the confirmation that page's form sends (the token's public prefix)."""
+    token = ApiToken.objects.filter(pk=token_id, user=request.user).first()
+    if token is None:
+        return _revoke_page(request, None)
+    if token.revoked:
+        return _already_revoked(request, token)
+    if request.method != "POST":
+        return _revoke_page(request, token)
+    if request.POST.get("confirm") != token.prefix:
+        error = (
+            "Nothing was revoked: a revoke needs the confirmation below. Read which token it "
+            "is and what stops working, then press Confirm, or Cancel."
+        )
+        return _revoke_page(request, token, status=400, error=error)
     try:
-        row = token_services.token_revoke(user=request.user, token_id=token_id)
+        token = token_services.token_revoke(user=request.user, token_id=token.pk)
+    except token_services.TokenAlreadyRevoked as exc:  # revoked a moment ago elsewhere
+        return _already_revoked(request, exc.token)
     except ApiToken.DoesNotExist:
-        raise Http404("No such token") from None
+        return _revoke_page(request, None)
     # Said on the list the user comes back to (and by its live region, fieldops.js): the
     # list alone changed one badge, and someone at the top of the page heard nothing.
     messages.success(
         request,
-        f"Token “{row.name}” (fo_{row.prefix}_…) revoked: the API refuses it from now on.",
+        f"Token “{token.name}” (fo_{token.prefix}_…) revoked: the API refuses it from now on.",
     )
     return redirect("api-tokens")

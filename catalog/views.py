@@ -364,7 +364,8 @@ def catalog_drift_resolve(request: AuthedHtmxRequest, drift_id: int) -> HttpResp
     require_role(request.user, CATALOG_ADMIN)
     drift = get_object_or_404(ToolDrift, pk=drift_id)
     back = request.POST.get("next", "")
-    back = back if back.startswith("/catalog/") else reverse("catalog-index")
+    # Back to where it was reviewed: a catalog page or the drift runbook's step.
+    back = back if back.startswith(("/catalog/", "/runbooks/")) else reverse("catalog-index")
     reason = request.POST.get("reason", "")
     try:
         services.drift_resolve(drift_id=drift.pk, user=request.user, reason=reason)
@@ -380,17 +381,22 @@ def catalog_drift_resolve(request: AuthedHtmxRequest, drift_id: int) -> HttpResp
 def _drift_refused(
     request: HttpRequest, drift: ToolDrift, exc: Refusal, *, reason: str, back: str
 ) -> HttpResponse:
-    """The page the drift was reviewed on (its server's page or the catalog) again, the
-    refusal beside that drift's reason and the reason as typed."""
+    """The page the drift was reviewed on (its server's page, the drift runbook or the
+    catalog) again, the refusal beside that drift's reason and the reason as typed."""
+    refusal = _refusal_context(exc, form="drift", fields=REFUSAL_FIELDS["drift"], shown={"reason"})
+    extra = {**refusal, "refused_drift": drift.pk, "form": {"reason": reason}, "drift_back": back}
+    if back.startswith("/runbooks/"):
+        from runs.console import runbooks_views  # it imports this module
+
+        page = runbooks_views.drift_refused(request, back, extra)
+        if page is not None:
+            return page
     server = drift.tool_server
     if server is not None and back == reverse("catalog-server", args=[server.pk]):
         context, template = selectors.server_view(server), "catalog/server.html"
     else:
         context, template = _index_context(request), "catalog/index.html"
-    refusal = _refusal_context(exc, form="drift", fields=REFUSAL_FIELDS["drift"], shown={"reason"})
-    context.update(
-        {**refusal, "refused_drift": drift.pk, "form": {"reason": reason}, "drift_back": back}
-    )
+    context.update(extra)
     return render(request, template, context, status=400)
 
 

@@ -52,6 +52,12 @@ ACTIONS: Mapping[str, str] = {
     "rediscover": "Discover the tool server again and review candidates (catalog-servers)",
 }
 
+# What of a runbook is a catalog admin's (SPEC: they review catalog entries): the drift
+# data and re-discovery. They read every runbook; the other blocks and actions are an
+# operator's, and the console shows them to operators only.
+CATALOG_ADMIN_BLOCKS = frozenset({"tool_drift"})
+CATALOG_ADMIN_ACTIONS = frozenset({"rediscover"})
+
 _GATE = Step(
     "Stop new effect dispatch",
     "Close your tenant's effect gate of the affected capability version. Your tenant's new "

@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from access.roles import OPERATOR, require_role
+from access.roles import CATALOG_ADMIN, OPERATOR, has_role, require_role
 from catalog import services as catalog_services
 from catalog.domain.lifecycle import Refusal
 from catalog.models import CapabilityVersion
@@ -19,7 +19,15 @@ from catalog.views import BAD_REQUEST_CODES, REFUSAL_FIELDS
 from fieldops.http import AuthedHtmxRequest
 from runs.console import runbook_selectors
 from runs.console.http import request_tenant
-from runs.runbooks import ACTIONS, BLOCK_TITLES, BY_SLUG, RUNBOOKS, Runbook
+from runs.runbooks import (
+    ACTIONS,
+    BLOCK_TITLES,
+    BY_SLUG,
+    CATALOG_ADMIN_ACTIONS,
+    CATALOG_ADMIN_BLOCKS,
+    RUNBOOKS,
+    Runbook,
+)
 from runs.services import RunInputError
 
 
@@ -27,13 +35,20 @@ from runs.services import RunInputError
 @require_safe
 @login_required
 def runbooks(request: AuthedHtmxRequest) -> HttpResponse:
-    require_role(request.user, OPERATOR)
+    # Catalog admins read them too: the drift runbook's review step is theirs.
+    require_role(request.user, OPERATOR, CATALOG_ADMIN)
     return render(request, "runs/runbooks.html", {"runbooks": RUNBOOKS})
 
 
 def _runbook_data(request: AuthedHtmxRequest, book: Runbook) -> dict[str, Any]:
+    """The live data of the runbook's blocks this user's role works with: every block for
+    an operator, the catalog's (CATALOG_ADMIN_BLOCKS) for a catalog admin; a step whose
+    blocks are left out says it is an operator's."""
+    keys = book.blocks
+    if not has_role(request.user, OPERATOR):
+        keys = tuple(key for key in keys if key in CATALOG_ADMIN_BLOCKS)
     return runbook_selectors.runbook_blocks(
-        tenant=request_tenant(request), keys=book.blocks, fixtures=book.fixtures
+        tenant=request_tenant(request), keys=keys, fixtures=book.fixtures
     )
 
 
@@ -45,14 +60,21 @@ def _runbook_page(
     status: int = 200,
     **extra: Any,
 ) -> HttpResponse:
-    context = {"book": book, "data": data, "actions": ACTIONS, "titles": BLOCK_TITLES, **extra}
+    context = {
+        "book": book,
+        "data": data,
+        "actions": ACTIONS,
+        "titles": BLOCK_TITLES,
+        "catalog_admin_actions": CATALOG_ADMIN_ACTIONS,
+        **extra,
+    }
     return render(request, "runs/runbook_detail.html", context, status=status)
 
 
 @require_safe
 @login_required
 def runbooks_detail(request: AuthedHtmxRequest, slug: str) -> HttpResponse:
-    require_role(request.user, OPERATOR)
+    require_role(request.user, OPERATOR, CATALOG_ADMIN)
     book = BY_SLUG.get(slug)
     if book is None:
         raise Http404("No such runbook")
@@ -155,6 +177,20 @@ def cancel_refused(request: AuthedHtmxRequest, exc: RunInputError) -> HttpRespon
         bulk_selected=set(request.POST.getlist("run")),
         bulk_reason=request.POST.get("reason", ""),
     )
+
+
+def drift_refused(
+    request: AuthedHtmxRequest, back: str, extra: dict[str, Any]
+) -> HttpResponse | None:
+    """The runbook a drift review was posted from (``back``, its address) again after a
+    refusal, nothing changed: ``extra`` puts the refusal beside that drift's reason. None
+    when ``back`` is no runbook that shows the drift (the catalog answers)."""
+    for book in RUNBOOKS:
+        if "tool_drift" in book.blocks and back.startswith(
+            reverse("runbooks-detail", args=[book.slug])
+        ):
+            return _runbook_page(request, book, _runbook_data(request, book), status=400, **extra)
+    return None
 
 
 def _gate_refused(

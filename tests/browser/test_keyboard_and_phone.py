@@ -178,18 +178,45 @@ def test_a_revoked_token_is_said_by_name_after_the_page_reloads(
     live_server: Any, new_page: Any, operator: Any
 ) -> None:
     """Revoke sent the user back to the same list without a word: a screen-reader or
-    keyboard user at the top of the page again did not know whether anything happened."""
+    keyboard user at the top of the page again did not know whether anything happened.
+    Revoke… leads to a confirmation, focus on its question; Confirm is reached with Tab."""
+    from api.models import ApiToken
     from api.tokens import token_create
 
     token_create(user=operator, name="old importer")
     page = new_page()
     login(page, live_server.url, "operator")
     page.goto(f"{live_server.url}/api/tokens/")
-    tab_to(page, page.get_by_role("button", name="Revoke old importer"))
+    tab_to(page, page.get_by_role("link", name="Revoke old importer…"))
+    press_and_load(page, "Enter")
+    question = page.get_by_role("heading", name="Revoke the token “old importer”?")
+    assert has_focus(question)
+    assert ApiToken.objects.get(name="old importer").revoked_at is None
+    tab_to(page, page.get_by_role("button", name="Confirm: revoke “old importer”"))
     press_and_load(page, "Enter")
     said = re.compile(r"Token “old importer” \(fo_\w+_…\) revoked: the API refuses it")
     expect(page.locator("main .messages")).to_have_text(said)
     expect(page.locator("#live-announcer")).to_have_text(said)
+    assert ApiToken.objects.get(name="old importer").revoked_at is not None
+
+
+def test_cancel_on_the_revoke_confirmation_from_the_keyboard_revokes_nothing(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    from api.models import ApiToken
+    from api.tokens import token_create
+
+    token_create(user=operator, name="old importer")
+    page = new_page()
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/api/tokens/")
+    tab_to(page, page.get_by_role("link", name="Revoke old importer…"))
+    press_and_load(page, "Enter")
+    tab_to(page, page.get_by_role("link", name="Cancel"))
+    press_and_load(page, "Enter")
+    assert page.url == f"{live_server.url}/api/tokens/"
+    expect(page.locator("tr[data-token]")).to_have_attribute("data-status", "active")
+    assert ApiToken.objects.get(name="old importer").revoked_at is None
 
 
 def test_pausing_an_operation_from_the_keyboard_says_it_was_paused(
@@ -284,3 +311,32 @@ def test_arrowing_through_a_catalog_filter_applies_only_the_choice_it_stops_on(
     assert has_focus(lifecycle)
     page.go_back()
     page.wait_for_url(f"{live_server.url}/catalog/")
+
+
+def test_a_tokens_utc_expiry_and_a_full_digest_are_readable_on_a_phone_and_by_keyboard(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """A token's exact UTC expiry and a catalog version's full digest were only in hover
+    titles, which a phone or keyboard user never sees."""
+    from api.tokens import token_create
+    from catalog.models import CapabilityVersion
+
+    token, _ = token_create(user=operator, name="old importer", lifetime_days=30)
+    exact = token.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    page = new_page()
+    page.set_viewport_size(PHONE)
+    login(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/api/tokens/")
+    expect(page.locator(f'tr[data-token="{token.prefix}"]')).to_contain_text(f"({exact})")
+    expect(page.get_by_text(f"({exact})")).to_be_visible()
+
+    row = CapabilityVersion.objects.order_by("capability_id", "version").first()
+    assert row is not None
+    page.goto(f"{live_server.url}/catalog/")
+    full = page.locator("code.hash", has_text=row.digest)
+    expect(full).to_be_hidden()
+    summary = page.locator("details.full-value > summary", has_text=row.digest[:16]).first
+    tab_to(page, summary, most=400)
+    page.keyboard.press("Enter")
+    expect(full).to_be_visible()
+    expect(full).to_have_text(row.digest)

@@ -228,3 +228,32 @@ def test_the_ambiguous_effect_runbook_re_drives_a_stuck_recovery_to_a_real_worke
     row = page.locator("#step-2 tr").filter(has_text=run.short_id)
     expect(row).to_contain_text("confirmed")
     expect(row).to_contain_text(attempt.effect_id)
+
+
+def test_a_catalog_admin_finds_runbooks_in_the_menu_and_reviews_a_drift_from_its_step(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    """A catalog admin got 403 on /runbooks/ (and no menu entry) though the drift runbook's
+    review step is theirs; an operator's step now says whose it is, with no form."""
+    from catalog.models import DriftKind, ToolDrift
+
+    drift = ToolDrift.objects.create(
+        server_label="mcp://manuals.example.invalid",
+        capability_id="search_manual",
+        kind=DriftKind.GONE,
+        before=CapabilityVersion.objects.get(capability_id="search_manual", version="1.0.0"),
+    )
+    page = new_page()
+    login(page, live_server.url, "catalog-admin")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Runbooks").click()
+    page.get_by_role("link", name="Tool definition changed under an admitted mapping").click()
+    gate_step = page.locator("#step-2")
+    expect(gate_step.locator("[data-operator-step]")).to_contain_text("An operator does this step")
+    expect(gate_step.locator("form")).to_have_count(0)
+    review = page.locator("#step-3")
+    review.get_by_label("Reason").fill("compared: the tool is gone; mapping stays paused")
+    review.get_by_role("button", name="Mark reviewed").click()
+    expect(page.locator("main .messages")).to_contain_text("reviewed")
+    assert page.url.startswith(f"{live_server.url}/runbooks/tool-definition-drift/")
+    drift.refresh_from_db()
+    assert drift.resolved_at is not None

@@ -172,6 +172,13 @@ def _const(data: dict[str, Any]) -> Body:
     return lambda world, principal, obj: dict(data)
 
 
+def _revoke_body(world: World, principal: str, obj: Obj) -> dict[str, Any]:
+    """The confirmation the revoke page's form sends (the token's public prefix)."""
+    from api.models import ApiToken
+
+    return {"confirm": ApiToken.objects.get(pk=obj.kwargs["token_id"]).prefix}
+
+
 def _count_body(preview: Callable[..., Any], query: dict[str, str]) -> Body:
     """A bulk action's valid start: the principal's own tenant's count for ``query``."""
 
@@ -216,9 +223,13 @@ POLICY: Mapping[str, Rule] = {
         {"POST": roles(APPROVER, OPERATOR, CATALOG_ADMIN)},
         body=_const({"name": "matrix", "lifetime_days": "90"}),
     ),
-    # Only its owner revokes a token; anyone else's is not disclosed (404).
+    # Only its owner sees a token's revoke confirmation and confirms it; anyone else's is
+    # not disclosed (404).
     "api-tokens-revoke": Rule(
-        {"POST": token_owner}, objects="token", body=_const({}), denied={"token": 404}
+        {"GET": token_owner, "POST": token_owner},
+        objects="token",
+        body=_revoke_body,
+        denied={"token": 404},
     ),
     "health": Rule({"GET": PUBLIC}),
     # Prometheus scrapes with the ops token; no session is asked for (401, not a redirect).
@@ -286,8 +297,8 @@ POLICY: Mapping[str, Rule] = {
         objects="attempt",
         body=lambda world, principal, obj: {"attempt_id": obj.kwargs["attempt_id"], "reason": "m"},
     ),
-    "runbooks": Rule({"GET": roles(OPERATOR)}),
-    "runbooks-detail": Rule({"GET": roles(OPERATOR)}, objects="runbook"),
+    "runbooks": Rule({"GET": roles(OPERATOR, CATALOG_ADMIN)}),
+    "runbooks-detail": Rule({"GET": roles(OPERATOR, CATALOG_ADMIN)}, objects="runbook"),
     "runbooks-gate": Rule({"POST": roles(OPERATOR)}, objects="runbook", body=_gate_body),
     "faultlab": Rule({"GET": roles(OPERATOR)}),
     "faultlab-run": Rule(
