@@ -28,13 +28,7 @@ def test_the_discovery_page_follows_a_discovery_to_its_outcome(
     settings.FIELDOPS_EXECUTION = "deferred"  # the "worker" is this test, below
     settings.FIELDOPS_MCP_STDIO_COMMANDS = [sys.executable]
     state = ChangingServer(tmp_path / "state.json")
-    server = servers.tool_server_register(
-        user=catalog_admin,
-        name="parts",
-        transport="stdio",
-        command=sys.executable,
-        args_text=state.args,
-    )
+    server = state.register(catalog_admin, "parts")
     page = new_page()
     login(page, live_server.url, "catalog-admin")
     page.goto(f"{live_server.url}/catalog/servers/{server.pk}/")

@@ -97,6 +97,14 @@ class ChangingServer:
     def args(self) -> str:
         return f"{server_script('changing')} {self.path}"
 
+    def register(self, user: Any, name: str) -> Any:
+        """Register this server over stdio, run by this Python, as ``user``."""
+        from catalog import servers
+
+        return servers.tool_server_register(
+            user=user, name=name, transport="stdio", command=sys.executable, args_text=self.args
+        )
+
 
 @pytest.fixture
 def changing_server(tmp_path: Path) -> ChangingServer:

@@ -9,7 +9,6 @@ on a real worker is in ``tests/durable/test_catalog_rediscovery.py``."""
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from typing import Any
 
 import pytest
@@ -25,13 +24,7 @@ pytestmark = pytest.mark.usefixtures("stdio_commands")
 
 @pytest.fixture
 def parts(catalog_admin: Any, changing_server: ChangingServer) -> ToolServer:
-    return servers.tool_server_register(
-        user=catalog_admin,
-        name="parts",
-        transport="stdio",
-        command=sys.executable,
-        args_text=changing_server.args,
-    )
+    return changing_server.register(catalog_admin, "parts")
 
 
 def admin_client(user: Any) -> Client:

@@ -15,7 +15,7 @@ from catalog import servers, services
 from catalog.models import Discovery, DriftKind, Lifecycle, ToolDrift, ToolSighting
 from catalog.tasks import catalog_rediscover_all
 from fieldops.celery import app
-from tests.catalog.conftest import ChangingServer, server_script
+from tests.catalog.conftest import ChangingServer
 from tests.conftest import make_user
 
 pytestmark = [pytest.mark.celery, pytest.mark.postgres]
@@ -43,13 +43,7 @@ def test_scheduled_rediscovery_raises_drift_on_the_catalog_page_and_in_the_runbo
     catalog_reviewer = make_user("catalog-reviewer", "north", "catalog-admin")
     settings.FIELDOPS_MCP_STDIO_COMMANDS = [sys.executable]
     state = ChangingServer(tmp_path / "state.json")
-    server = servers.tool_server_register(
-        user=catalog_admin,
-        name="parts",
-        transport="stdio",
-        command=sys.executable,
-        args_text=f"{server_script('changing')} {state.path}",
-    )
+    server = state.register(catalog_admin, "parts")
     first = servers.tool_server_discover(server_id=server.pk, user=catalog_admin)
     assert first.ok, first.message
     lookup = ToolSighting.objects.get(server_label="parts", version__capability_id="lookup_part")
@@ -92,13 +86,7 @@ def test_discover_now_runs_on_a_worker_and_its_page_follows_it(
     then (its poll answered with a reload) the outcome."""
     settings.FIELDOPS_MCP_STDIO_COMMANDS = [sys.executable]
     state = ChangingServer(tmp_path / "state.json")
-    server = servers.tool_server_register(
-        user=catalog_admin,
-        name="parts-now",
-        transport="stdio",
-        command=sys.executable,
-        args_text=f"{server_script('changing')} {state.path}",
-    )
+    server = state.register(catalog_admin, "parts-now")
     client = Client()
     client.force_login(catalog_admin)
     response = client.post(reverse("catalog-server-discover", args=[server.pk]))
