@@ -48,7 +48,7 @@ def test_two_approvers_meet_a_quorum(live_server: Any, new_page: Any, operator: 
     first.goto(f"{base}/approvals/{checkpoint.pk}/")
     expect(first.locator("#quorum")).to_contain_text("Approvals: 0 of 2")
     _approve(first, "Checked by ana.")
-    expect(first.get_by_text("Approval counted: 1 of 2")).to_be_visible()
+    expect(first.locator("main .messages")).to_contain_text("Approval counted: 1 of 2")
     expect(first.locator("#quorum")).to_contain_text("user:ana")
     expect(first.locator("#disabled-reason")).to_contain_text("You already approved")
     expect(first.get_by_role("button", name="Approve exactly this proposal")).to_be_disabled()
@@ -224,7 +224,9 @@ def test_a_requested_location_outside_the_runs_scope_is_refused_with_the_form_as
     page.get_by_label("location_id").fill("")
     page.get_by_role("button", name="Decline").click()
     page.wait_for_url(re.compile(rf"/runs/{waiting.pk}/"))
-    expect(page.get_by_text("Declined with a requested change (quantity = 2)")).to_be_visible()
+    expect(page.locator("main .messages")).to_contain_text(
+        "Declined with a requested change (quantity = 2)"
+    )
     assert Decision.objects.get(checkpoint=checkpoint).requested_change == {"quantity": "2"}
 
 
@@ -331,7 +333,7 @@ def test_an_operator_finds_the_question_their_run_asks_from_the_navigation_and_a
     page.get_by_label("Your answer").fill("LOC-N1")
     page.get_by_role("button", name="Answer").click()
     page.wait_for_url(re.compile(rf"/runs/{run.pk}/"))
-    expect(page.get_by_text("Answer recorded; the run continues from it.")).to_be_visible()
+    expect(page.locator(".messages")).to_contain_text("Answer recorded; the run continues from it.")
     assert Decision.objects.get(checkpoint__run=run, verdict="ANSWER").answer == "LOC-N1"
 
     nav.get_by_role("link", name="Questions for you", exact=True).click()

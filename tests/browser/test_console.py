@@ -184,7 +184,7 @@ def test_an_operator_cancels_a_waiting_run(
     screenshot(page, "run-waiting")
     page.get_by_label("Cancellation reason (required)").fill("The customer withdrew the job.")
     page.get_by_role("button", name="Cancel run").click()
-    expect(page.get_by_text("Run cancelled: cancelled_no_dispatch.")).to_be_visible()
+    expect(page.locator("main .messages")).to_contain_text("Run cancelled: cancelled_no_dispatch.")
     expect(page.locator("#live-state")).to_have_text("CANCELLED")
     expect(page.locator("#run-actions")).to_contain_text("Start a follow-up run")
     waiting.refresh_from_db()
@@ -381,7 +381,7 @@ def test_enter_pressed_twice_on_a_decision_or_a_cancel_sends_it_once(
     page.get_by_label("Cancellation reason (required)").fill("withdrawn")
     cancel = page.get_by_role("button", name="Cancel run")
     cancels = _press_enter_twice_on(page, cancel, f"/runs/{other.pk}/cancel/")
-    expect(page.get_by_text("Run cancelled: cancelled_no_dispatch.")).to_be_visible()
+    expect(page.locator("main .messages")).to_contain_text("Run cancelled: cancelled_no_dispatch.")
     assert len(cancels) == 1, cancels
 
 

@@ -113,7 +113,7 @@ def test_a_view_saved_after_filtering_the_approval_queue_keeps_that_filter(
 
     page.get_by_label("Save this view as").fill("clarifications")
     page.get_by_role("button", name="Save view").click()
-    expect(page.get_by_text("View “clarifications” saved")).to_be_visible()
+    expect(page.locator("main .messages")).to_contain_text("View “clarifications” saved")
     page.get_by_text("Saved views").click()
     page.get_by_role("link", name="Approvals: clarifications").click()
     expect(page).to_have_url(re.compile(r"/approvals/\?.*kind=clarification"))

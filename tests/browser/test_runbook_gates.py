@@ -93,7 +93,7 @@ def test_a_gate_form_is_sent_once_however_often_it_is_clicked(
     page.goto(f"{live_server.url}{RUNBOOK}")
     form.get_by_label("Reason").fill("ledger outage: stop new reservations")
     button.click()
-    expect(page.get_by_text("is closed: new dispatch stopped")).to_be_visible()
+    expect(page.locator("main .messages")).to_contain_text("is closed: new dispatch stopped")
     assert not tenant_gate_open(row, "north")
     assert LifecycleDecision.objects.filter(version=row, action="close_tenant_gate").count() == 1
     reopen = page.get_by_role("button", name=f"Open gate for reserve_part v{row.version}")
