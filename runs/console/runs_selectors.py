@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -638,13 +638,10 @@ def run_detail(run: Run) -> RunDetail:
     """Everything the run page shows besides the timeline, in a fixed number of queries
     that each read a bounded number of rows: the latest RELATED_LIMIT checkpoints,
     attempts and follow-ups (the page links the rest), however many the run has."""
-    from operations.selectors import conflict_reviews  # operations reads runs: not at import
-
     terminal = TerminalRecord.objects.filter(run=run).first() if run.is_terminal else None
     checkpoints = _latest(related_rows(run, "checkpoints"))
     attempts = _latest(related_rows(run, "attempts"))
     follow_ups = _latest(related_rows(run, "follow-ups"))
-    conflicts = [a.pk for a in attempts if a.status == effects.AttemptStatus.CONFLICT]
     waiting = None
     if run.waiting_checkpoint:
         # The checkpoint a run waits on is its newest; read it if the list somehow is not.
@@ -677,8 +674,17 @@ def run_detail(run: Run) -> RunDetail:
         else (),
         follow_up_taken=taken,
         runbooks=run_runbooks(run),
-        reviews=conflict_reviews(attempt_ids=conflicts) if conflicts else {},
+        reviews=attempt_reviews(attempts),
     )
+
+
+def attempt_reviews(attempts: Iterable[Any]) -> dict[str, Any]:
+    """The operator's review of each of ``attempts`` that is a reviewed conflict, by attempt
+    id (one query, none when no attempt is a conflict)."""
+    from operations.selectors import conflict_reviews  # operations reads runs: not at import
+
+    conflicts = [a.pk for a in attempts if a.status == effects.AttemptStatus.CONFLICT]
+    return conflict_reviews(attempt_ids=conflicts) if conflicts else {}
 
 
 def run_runbooks(run: Run) -> tuple[Runbook, ...]:

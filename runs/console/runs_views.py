@@ -420,7 +420,13 @@ def runs_related(request: AuthedHtmxRequest, run_id: UUID, what: str) -> HttpRes
     return render(
         request,
         "runs/related.html",
-        {"run": run, "what": what, "page": page, "is_first_page": not cursor},
+        {
+            "run": run,
+            "what": what,
+            "page": page,
+            "is_first_page": not cursor,
+            "reviews": run_selectors.attempt_reviews(page.rows) if what == "attempts" else {},
+        },
     )
 
 

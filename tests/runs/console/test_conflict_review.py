@@ -157,3 +157,18 @@ def test_two_operators_reviewing_one_conflict_at_once_record_one_review(
     (review,) = Operation.objects.filter(kind="review")
     late = next(a for a in answers if a.status_code == 409).content.decode()
     assert f"already reviewed by {review.created_by}" in late and review.reason in late
+
+
+def test_the_runs_full_attempts_list_shows_the_review_too(
+    as_operator: Client, as_approver: Client, conflict: EffectAttempt
+) -> None:
+    """The run page shows the latest attempts with their review; the run's whole list of
+    attempts (its own page) said only CONFLICT."""
+    as_operator.post(
+        reverse(REVIEW), {"attempt_id": conflict.pk, "reason": "compared; ticket FO-13"}
+    )
+    attempts = reverse("runs-attempts", args=[conflict.run_id])
+    for reader in (as_operator, as_approver):
+        page = reader.get(attempts).content.decode()
+        row = page.split(f">{conflict.pk}<", 1)[1].split("</tr>")[0]
+        assert "conflict reviewed by user:operator" in row and "ticket FO-13" in row
