@@ -450,13 +450,19 @@ def _failed(
 
 def _record(pending: Discovery | None, **fields: Any) -> Discovery:
     """Write a discovery's outcome: into its running record when one was requested ahead
-    (``discovery_request``), else as a new record."""
-    if pending is None:
-        return Discovery.objects.create(**fields)
-    for name, value in fields.items():
-        setattr(pending, name, value)
-    pending.save()
-    return pending
+    (``discovery_request``) and is still running, else as a new record. A record closed
+    meanwhile (as lost: its worker was paused past the deadline) keeps what it said."""
+    with transaction.atomic():
+        if pending is None or not (
+            Discovery.objects.select_for_update()
+            .filter(pk=pending.pk, outcome=DiscoveryOutcome.RUNNING)
+            .exists()
+        ):
+            return Discovery.objects.create(**fields)
+        for name, value in fields.items():
+            setattr(pending, name, value)
+        pending.save()
+        return pending
 
 
 # A running discovery is over within its deadline; one still running this long after it

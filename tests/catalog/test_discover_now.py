@@ -136,3 +136,27 @@ def test_the_task_refuses_a_message_that_names_no_discovery(parts: ToolServer, v
 
     assert discovery_continue.run(value).startswith(("refused", "not running"))
     assert not Discovery.objects.exists()
+
+
+def test_a_worker_that_finishes_after_its_record_was_closed_as_lost_leaves_that_record(
+    parts: ToolServer, catalog_admin: Any, settings: Any
+) -> None:
+    """A worker paused past the deadline (SIGSTOP, a frozen VM) resumes and finishes: the
+    record already closed as lost stays as it was (what the admin was told), and what it
+    found is recorded as a discovery of its own."""
+    settings.FIELDOPS_EXECUTION = "deferred"
+    pending, _ = servers.discovery_request(server_id=parts.pk, user=catalog_admin)
+    Discovery.objects.filter(pk=pending.pk).update(
+        outcome=DiscoveryOutcome.FAILED, code="worker_lost", message="closed meanwhile"
+    )
+    done = servers.tool_server_discover(
+        server_id=parts.pk, user=catalog_admin, trigger="manual", pending=pending
+    )
+    assert done.ok and done.pk != pending.pk
+    closed = Discovery.objects.get(pk=pending.pk)
+    assert (closed.outcome, closed.code, closed.message) == (
+        "failed",
+        "worker_lost",
+        "closed meanwhile",
+    )
+    assert done.started_at == pending.started_at and done.requested_by == catalog_admin
