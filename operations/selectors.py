@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from kernel import clock
-from operations.models import ItemResult, Kind, Operation, OperationItem
+from operations.models import ItemResult, Operation, OperationItem
 
 RESULT_FILTERS = ("all", "pending", "done", "refused", "already_terminal")
 RESULTS_PAGE = 200
@@ -100,32 +100,4 @@ def state_counts(*, tenant: str, filters: Any) -> StateCounts:
     found = Counter(states[:COUNT_CAP])
     return StateCounts(
         [(s.value, found[s.value]) for s in State if found[s.value]], len(states) > COUNT_CAP
-    )
-
-
-# -- reviews of conflicting effects (services.conflict_review) -----------------------------
-def reviewed_conflict_ids() -> Any:
-    """The attempt ids of the conflicts an operator marked reviewed (a subquery)."""
-    return OperationItem.objects.filter(operation__kind=Kind.REVIEW, result=ItemResult.DONE).values(
-        "target"
-    )
-
-
-def conflict_reviews(*, attempt_ids: list[str]) -> dict[str, OperationItem]:
-    """The review item of each of these attempts that has one (with its operation: who,
-    when, why)."""
-    items = OperationItem.objects.filter(
-        operation__kind=Kind.REVIEW, result=ItemResult.DONE, target__in=attempt_ids
-    ).select_related("operation")
-    return {item.target: item for item in items}
-
-
-def reviewed_conflicts(*, tenant: str, limit: int = 100) -> list[OperationItem]:
-    """The tenant's reviewed conflicts, newest review first (the recovery page's history)."""
-    return list(
-        OperationItem.objects.filter(
-            operation__tenant=tenant, operation__kind=Kind.REVIEW, result=ItemResult.DONE
-        )
-        .select_related("operation", "run")
-        .order_by("-operation__created_at", "-id")[:limit]
     )

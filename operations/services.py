@@ -33,7 +33,7 @@ from fieldops import points
 from fieldops.db import lock_wait_failed
 from kernel import clock
 from kernel.text import bidi_control_refusal, nothing_shown_note, shows_nothing
-from operations import selectors
+from operations import reviews
 from operations.models import (
     REASON_MAX,
     ItemResult,
@@ -766,7 +766,7 @@ def unknown_effects_matching(*, tenant: str, filters: ReconcileFilters) -> Any:
     from runs.models import EffectAttempt
 
     qs = EffectAttempt.objects.filter(run__tenant=tenant, status__in=effects.UNRESOLVED)
-    qs = qs.exclude(pk__in=selectors.reviewed_conflict_ids())
+    qs = qs.exclude(pk__in=reviews.reviewed_conflict_ids())
     qs = qs.filter(**filters.version.pinned_by_run("run__"))
     if filters.age:
         _, span, newer = AGES[filters.age]
@@ -853,7 +853,7 @@ def conflict_review(*, attempt_id: str, tenant: str, by_ref: str, reason: str) -
                 f"{attempt.pk} is {attempt.status}: only a conflict is marked reviewed (its "
                 "outcome is final); reconcile this one with the ledger. Nothing was recorded"
             )
-        earlier = selectors.conflict_reviews(attempt_ids=[attempt.pk]).get(attempt.pk)
+        earlier = reviews.conflict_reviews(attempt_ids=[attempt.pk]).get(attempt.pk)
         if earlier is not None:
             op = earlier.operation
             raise ReviewRefused(

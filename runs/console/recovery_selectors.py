@@ -25,7 +25,7 @@ def recovery_attempts(*, tenant: str, limit: int = 200) -> list[EffectAttempt]:
     """Attempts with an unknown or conflicting outcome, and every attempt of an escalated run,
     but a conflict an operator marked reviewed (``operations.services.conflict_review``): its
     obligation is closed, and the page lists it under the reviewed conflicts instead."""
-    from operations.selectors import reviewed_conflict_ids
+    from operations.reviews import reviewed_conflict_ids
 
     return list(
         EffectAttempt.objects.filter(run__tenant=tenant)

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST, require_safe
 from access.roles import OPERATOR, principal_ref_of, require_role
 from fieldops.http import AuthedHtmxRequest
 from fieldops.middleware import bad_request_page
-from operations import selectors as operation_selectors
+from operations import reviews
 from operations import services as operation_services
 from runs.authority import IntegrityConflict
 from runs.console import operations, recovery_selectors, runbook_selectors, runbooks_views
@@ -42,7 +42,7 @@ def recovery(request: AuthedHtmxRequest) -> HttpResponse:
             if query
             else None,
             "capability_versions": runbook_selectors.effect_capability_versions(tenant=tenant),
-            "reviewed": operation_selectors.reviewed_conflicts(tenant=tenant),
+            "reviewed": reviews.reviewed_conflicts(tenant=tenant),
             "ages": [(key, label) for key, (label, _, _) in AGES.items()],
         },
     )

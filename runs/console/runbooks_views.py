@@ -15,7 +15,7 @@ from access.roles import CATALOG_ADMIN, OPERATOR, has_role, require_role
 from catalog import services as catalog_services
 from catalog.domain.lifecycle import Refusal
 from catalog.models import CapabilityVersion
-from catalog.views import BAD_REQUEST_CODES, REFUSAL_FIELDS
+from catalog.refusals import BAD_REQUEST_CODES, REFUSAL_FIELDS
 from fieldops.http import AuthedHtmxRequest
 from runs.console import runbook_selectors
 from runs.console.http import request_tenant

@@ -16,6 +16,7 @@ from django.db.models import Q, QuerySet
 from approvals.models import Checkpoint
 from capabilities.registry import CAPABILITIES
 from kernel import clock
+from operations.reviews import conflict_reviews
 from runs import runbooks as runbook_data
 from runs.console import jsonstream
 from runs.console.filters import (
@@ -681,8 +682,6 @@ def run_detail(run: Run) -> RunDetail:
 def attempt_reviews(attempts: Iterable[Any]) -> dict[str, Any]:
     """The operator's review of each of ``attempts`` that is a reviewed conflict, by attempt
     id (one query, none when no attempt is a conflict)."""
-    from operations.selectors import conflict_reviews  # operations reads runs: not at import
-
     conflicts = [a.pk for a in attempts if a.status == effects.AttemptStatus.CONFLICT]
     return conflict_reviews(attempt_ids=conflicts) if conflicts else {}
 
