@@ -174,13 +174,8 @@ def test_after_creating_a_token_the_keyboard_starts_at_the_token_shown_once(
     assert has_focus(heading)
 
 
-def test_a_revoked_token_is_said_by_name_after_the_page_reloads(
-    live_server: Any, new_page: Any, operator: Any
-) -> None:
-    """Revoke sent the user back to the same list without a word: a screen-reader or
-    keyboard user at the top of the page again did not know whether anything happened.
-    Revoke… leads to a confirmation, focus on its question; Confirm is reached with Tab."""
-    from api.models import ApiToken
+def _revoke_confirmation_by_keyboard(live_server: Any, new_page: Any, operator: Any) -> Any:
+    """The operator's token "old importer", its Revoke… reached with Tab and pressed."""
     from api.tokens import token_create
 
     token_create(user=operator, name="old importer")
@@ -189,6 +184,18 @@ def test_a_revoked_token_is_said_by_name_after_the_page_reloads(
     page.goto(f"{live_server.url}/api/tokens/")
     tab_to(page, page.get_by_role("link", name="Revoke old importer…"))
     press_and_load(page, "Enter")
+    return page
+
+
+def test_a_revoked_token_is_said_by_name_after_the_page_reloads(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """Revoke sent the user back to the same list without a word: a screen-reader or
+    keyboard user at the top of the page again did not know whether anything happened.
+    Revoke… leads to a confirmation, focus on its question; Confirm is reached with Tab."""
+    from api.models import ApiToken
+
+    page = _revoke_confirmation_by_keyboard(live_server, new_page, operator)
     question = page.get_by_role("heading", name="Revoke the token “old importer”?")
     assert has_focus(question)
     assert ApiToken.objects.get(name="old importer").revoked_at is None
@@ -204,14 +211,8 @@ def test_cancel_on_the_revoke_confirmation_from_the_keyboard_revokes_nothing(
     live_server: Any, new_page: Any, operator: Any
 ) -> None:
     from api.models import ApiToken
-    from api.tokens import token_create
 
-    token_create(user=operator, name="old importer")
-    page = new_page()
-    login(page, live_server.url, "operator")
-    page.goto(f"{live_server.url}/api/tokens/")
-    tab_to(page, page.get_by_role("link", name="Revoke old importer…"))
-    press_and_load(page, "Enter")
+    page = _revoke_confirmation_by_keyboard(live_server, new_page, operator)
     tab_to(page, page.get_by_role("link", name="Cancel"))
     press_and_load(page, "Enter")
     assert page.url == f"{live_server.url}/api/tokens/"
