@@ -117,6 +117,9 @@ class OperationItem(models.Model):
         ]
         indexes = [
             models.Index(fields=["operation", "result", "position"], name="op_item_result"),
+            # The reviews are looked up by their item's target (``operations.reviews``);
+            # items without one (every cancel item) stay out of the index.
+            models.Index(fields=["target"], name="op_item_target", condition=~models.Q(target="")),
         ]
 
     def __str__(self) -> str:

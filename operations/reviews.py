@@ -20,9 +20,16 @@ def reviewed_conflict_ids() -> Any:
 def conflict_reviews(*, attempt_ids: list[str]) -> dict[str, OperationItem]:
     """The review item of each of these attempts that has one (with its operation: who,
     when, why)."""
-    items = OperationItem.objects.filter(
-        operation__kind=Kind.REVIEW, result=ItemResult.DONE, target__in=attempt_ids
-    ).select_related("operation")
+    # ``exclude(target="")`` selects nothing less (an attempt id is never empty): it is
+    # the condition of the partial index on targets, which SQLite uses only when the query
+    # states it (PostgreSQL infers it from the ids).
+    items = (
+        OperationItem.objects.filter(
+            operation__kind=Kind.REVIEW, result=ItemResult.DONE, target__in=attempt_ids
+        )
+        .exclude(target="")
+        .select_related("operation")
+    )
     return {item.target: item for item in items}
 
 
