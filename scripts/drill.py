@@ -105,6 +105,8 @@ class Fleet:
         self.web = self._spawn(
             [
                 str(BIN / "gunicorn"),
+                "-c",
+                str(ROOT / "gunicorn.conf.py"),
                 "fieldops.wsgi:application",
                 "--bind",
                 f"127.0.0.1:{self.args.port}",
