@@ -95,7 +95,18 @@ from typing import Any
 
 import httpx
 import psycopg
-from drill import BIN, HIDDEN, ROOT, Chaos, Fleet, Session, https_client, log
+from drill import (
+    BIN,
+    HIDDEN,
+    ROOT,
+    Chaos,
+    Fleet,
+    Session,
+    counts_findings,
+    exactly_once_findings,
+    https_client,
+    log,
+)
 
 SEEN_HASH = re.compile(r'name="seen_hash" value="([0-9a-f]{64})"')
 TOKEN = re.compile(r'id="new-token">([^<]+)<')
@@ -261,6 +272,8 @@ class ProductionChaos(Chaos):
         "pause_beat": 4,
         "restart_redis": 5,
         "terminate_connections": 8,
+        "kill_web_worker": 6,
+        "pause_web_worker": 3,
     }
     INTERVAL = (0.4, 1.5)
 
@@ -271,7 +284,11 @@ class ProductionChaos(Chaos):
         self.PAUSE = (lease + 1, lease + 5)
 
     def act(self, action: str) -> None:
-        if action == "kill_beat":
+        if action == "kill_web_worker":
+            self.kill_web_worker()
+        elif action == "pause_web_worker":
+            self.pause_web_worker()
+        elif action == "kill_beat":
             if self.fleet.beat is not None and self.fleet.beat.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.fleet.beat.pid, signal.SIGKILL)
@@ -906,9 +923,12 @@ def main() -> int:  # one drill, read top to bottom
         time.sleep(2)
     drain_until[0] = 0
     approver_thread.join(timeout=30)
+    settled = counts_findings(
+        lambda path: watcher._send("GET", path, headers={"HX-Request": "true"}), admin_url
+    )
     fleet.stop()
 
-    findings = list(record.problems)
+    findings = list(record.problems) + settled + exactly_once_findings(admin_url)
     with psycopg.connect(admin_url) as c:
         unended = c.execute(
             "SELECT id::text, state FROM runs_run WHERE id::text = ANY(%s) AND state NOT IN ('COMPLETED','FAILED','CANCELLED','ESCALATED')",
@@ -993,6 +1013,7 @@ def main() -> int:  # one drill, read top to bottom
         "ledger_reservations": ledger,
         "operations": [list(o) for o in operations],
         "chaos": dict(chaos.stats),
+        "worker_restarts": fleet.restarts,
         "statuses": dict(sorted(record.statuses.items())),
         "replay_tail": replay.stdout.strip().splitlines()[-3:],
         # 5xx answered because the request's own database connection was cut (expected).
