@@ -107,8 +107,9 @@ def counts_findings(get: Any, admin_url: str, tenant: str = "north") -> list[str
 
 def exactly_once_findings(admin_url: str) -> list[str]:
     """No approval applied twice (one approval.granted event per checkpoint), no
-    reservation made twice (one live ledger entry per run, per proposal, per
-    idempotency key: the ledger's unique constraints cover only the last two)."""
+    reservation made twice (one live ledger entry per run and per proposal; the ledger's
+    unique constraints cover the key and the effect id), every reservation on its run's
+    record exactly once."""
     findings = []
     with psycopg.connect(admin_url) as c:
         granted = c.execute(
@@ -130,6 +131,17 @@ def exactly_once_findings(admin_url: str) -> list[str]:
             "GROUP BY 1 HAVING count(*) > 1"
         ).fetchall()
         findings += [f"run {r} holds {n} reservations" for r, n in per_run]
+        # SPEC, effects: an effect in the ledger is on its run's record exactly once
+        # (recorded by the dispatch, or found by a reconciliation).
+        on_record = c.execute(
+            "SELECT l.effect_id, l.run_id, (SELECT count(*) FROM runs_event e "
+            "WHERE e.run_id::text = l.run_id AND e.refs->>'effect' = l.effect_id "
+            "AND e.type IN ('effect.recorded', 'effect.reconciled')) "
+            "FROM world_ledgerentry l WHERE l.namespace = 'live'"
+        ).fetchall()
+        findings += [
+            f"ledger effect {e} is on run {r}'s record {n} times" for e, r, n in on_record if n != 1
+        ]
     return findings
 
 

@@ -18,7 +18,10 @@ twelve signed-in browsers (session cookie, CSRF token read from the page, as htm
   run pages and their HTMX fragments (the live refresh, timeline kinds and pages);
 
 while a chaos thread SIGKILLs and SIGSTOPs/SIGCONTs worker pool children and parents at
-random (a supervisor restarts dead workers). Then the chaos stops, every pending checkpoint
+random, SIGKILLs beat and SIGKILLs or SIGSTOPs a gunicorn worker (a busy one when one is:
+mid-request); a supervisor restarts dead workers and beat, gunicorn's master its own. A
+request a killed or paused web worker was serving is listed apart
+(``no_answer_web_worker_killed``), not a finding. Then the chaos stops, every pending checkpoint
 is approved and every clarification answered until --settle seconds pass with the workers
 healthy, and it reports (JSON): requests, errors and p95 latency per route; every 5xx; every
 answer slower than --slow seconds; every page that contradicts the database (a run row or
@@ -28,7 +31,8 @@ ended state outside the database's counts before and after the request, a refuse
 approver told a winner other than the recorded decision, a bulk cancel shown applied to a
 run that did not end CANCELLED); runs still not ended;
 ledger reservations not bound to exactly one approved checkpoint; deadlock and lock-timeout
-lines in the logs of gunicorn and the workers.
+lines in the logs of gunicorn and the workers; once settled, the console's per-state
+counts against the database's and exactly-once (scripts/drill.py ``exactly_once_findings``).
 
 Environment: the production variables (DJANGO_SETTINGS_MODULE=fieldops.settings_production,
 DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS including 127.0.0.1, FIELDOPS_CALLBACK_KEY,

@@ -15,7 +15,9 @@ workers and one beat, all connected as the application role; then, for --seconds
 - catalog admins close and reopen the effect gate of reserve_part, deprecate
   search_manual 1.0.0 and, late, retire reserve_part 1.0.0 (two people),
 - a chaos thread SIGKILLs and SIGSTOPs worker pool children and parents and beat,
-  restarts Redis and terminates the application role's PostgreSQL connections.
+  SIGKILLs and SIGSTOPs a gunicorn worker (a busy one when one is: mid-request; the
+  master starts another, or kills the paused one past its 30 s timeout), restarts Redis
+  and terminates the application role's PostgreSQL connections.
 
 With ``--beat-outage SECONDS`` beat is also killed once, at a seeded moment of the first
 half, and kept down that long (no sweeper): at its end every run that should be moving and
@@ -43,7 +45,10 @@ Then everything is resumed, waiting approvals are given until every run has ende
 checks: manage.py replay --all, every live ledger reservation bound to exactly one
 approved and consumed checkpoint of its proposal hash, no run left unended, no 5xx in
 gunicorn's access log other than those the web logged as its own database connection cut
-(listed apart, as ``connection_cut_5xx``), every refused request answered with a message.
+(listed apart, as ``connection_cut_5xx``), every refused request answered with a message,
+the console's per-state counts equal to the database's, and exactly-once (scripts/drill.py
+``exactly_once_findings``: one approval.granted per checkpoint, one reservation per run and
+proposal, each reservation on its run's record once).
 
 Environment: the production variables (DJANGO_SETTINGS_MODULE=fieldops.settings_production,
 DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS including 127.0.0.1, FIELDOPS_CALLBACK_KEY,
