@@ -145,6 +145,10 @@ def exactly_once_findings(admin_url: str) -> list[str]:
     return findings
 
 
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
 class Fleet:
     """gunicorn, the workers and beat, started as the deployment runs them; a supervisor
     that restarts a dead worker (``ensure_full``). ``name`` prefixes the workers' names."""
@@ -160,7 +164,11 @@ class Fleet:
         self.everything: list[subprocess.Popen[bytes]] = []
         self.restarts = 0
         self.stopped = False
+        # A drill that ends early (a sign-in failing, SIGTERM, Ctrl-C; a shell's background
+        # job ignores SIGINT) still stops what it started.
         atexit.register(self.stop)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, _exit_on_signal)
 
     def _spawn(self, argv: list[str], logname: str) -> subprocess.Popen[bytes]:
         out = open(self.tmp / logname, "ab")  # noqa: SIM115 - kept open for the process
@@ -401,7 +409,11 @@ class Chaos(threading.Thread):
             self.paused[pid] = kind
         with contextlib.suppress(ProcessLookupError):
             (os.killpg if kind == "group" else os.kill)(pid, signal.SIGSTOP)
-        threading.Timer(self.rng.uniform(*self.PAUSE), self._resume, (pid,)).start()
+        # A daemon: a drill interrupted (Ctrl-C) exits at once; Fleet.stop resumes and
+        # stops whatever is still paused.
+        timer = threading.Timer(self.rng.uniform(*self.PAUSE), self._resume, (pid,))
+        timer.daemon = True
+        timer.start()
 
     def _resume(self, pid: int) -> None:
         with self.plock:
