@@ -1,5 +1,8 @@
-"""gunicorn's settings for the FieldOps web process (read from the working directory, so
-`gunicorn fieldops.wsgi:application` in the repository and in the image's /app uses it).
+"""gunicorn's settings for the FieldOps web process. Every documented command names this
+file (`gunicorn -c /app/gunicorn.conf.py fieldops.wsgi:application`): without `-c`
+gunicorn reads `./gunicorn.conf.py` only when started in the directory holding it, and a
+web process started anywhere else ran silently without it; with a `-c` path that does
+not exist gunicorn refuses to start.
 
 Shutdown: on SIGTERM each worker finishes the request it is serving (up to
 ``graceful_timeout``), then exits. Exiting used to take each worker 1.3-1.7 s of CPU after
@@ -26,3 +29,4 @@ def post_worker_init(worker: Any) -> None:
 
     get_resolver().url_patterns  # noqa: B018 (imported now, before the freeze)
     gc.freeze()
+    worker.log.info("froze the project's objects (%d) after loading it", gc.get_freeze_count())

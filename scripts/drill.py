@@ -14,6 +14,7 @@ only it does (Redis restarts, beat outages, terminated connections).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import os
 import random
@@ -25,8 +26,10 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / ".venv" / "bin"
@@ -72,6 +75,80 @@ class Session:
             self.csrf = token.group(1)
 
 
+STATE_COUNT = re.compile(r'data-state="([A-Z_]+)">[A-Z_]+: (\d+)<')
+COUNT_CAP = 1000  # operations/selectors.py: the console counts the newest 1000 runs
+
+
+def counts_findings(get: Any, admin_url: str, tenant: str = "north") -> list[str]:
+    """Once the runs have settled, the console's per-state counts (``get`` fetches the
+    /operations/counts/ fragment as a signed-in operator of ``tenant``) equal the
+    database's, counted as the console does (the newest COUNT_CAP live runs). Read up to
+    three times: a run still ending between the two reads is not a contradiction."""
+    sql = (
+        "SELECT state, count(*) FROM (SELECT state FROM runs_run "
+        "WHERE tenant = %s AND namespace = 'live' "
+        "ORDER BY created_at DESC, id DESC LIMIT %s) newest GROUP BY state"
+    )
+    shown: dict[str, int] = {}
+    real: dict[str, int] = {}
+    for _ in range(3):
+        response = get("/operations/counts/")
+        if response is None or response.status_code != 200:
+            time.sleep(2)
+            continue
+        shown = {s: int(n) for s, n in STATE_COUNT.findall(response.text)}
+        with psycopg.connect(admin_url) as c:
+            real = dict(c.execute(sql, (tenant, COUNT_CAP)).fetchall())
+        if shown == real:
+            return []
+        time.sleep(2)
+    return [f"the console's per-state counts {shown} are not the database's {real}"]
+
+
+def exactly_once_findings(admin_url: str) -> list[str]:
+    """No approval applied twice (one approval.granted event per checkpoint), no
+    reservation made twice (one live ledger entry per run and per proposal; the ledger's
+    unique constraints cover the key and the effect id), every reservation on its run's
+    record exactly once."""
+    findings = []
+    with psycopg.connect(admin_url) as c:
+        granted = c.execute(
+            "SELECT refs->>'checkpoint', count(*) FROM runs_event WHERE type = 'approval.granted' "
+            "GROUP BY 1 HAVING count(*) > 1"
+        ).fetchall()
+        findings += [f"checkpoint {cp} granted {n} times" for cp, n in granted]
+        decided = c.execute(
+            "SELECT checkpoint_id, count(*) FROM approvals_decision GROUP BY 1 HAVING count(*) > 1"
+        ).fetchall()
+        findings += [f"checkpoint {cp} has {n} decisions" for cp, n in decided]
+        twice = c.execute(
+            "SELECT run_id, proposal_hash, count(*) FROM world_ledgerentry "
+            "WHERE namespace = 'live' GROUP BY 1, 2 HAVING count(*) > 1"
+        ).fetchall()
+        findings += [f"run {r} proposal {h[:12]} reserved {n} times" for r, h, n in twice]
+        per_run = c.execute(
+            "SELECT run_id, count(*) FROM world_ledgerentry WHERE namespace = 'live' "
+            "GROUP BY 1 HAVING count(*) > 1"
+        ).fetchall()
+        findings += [f"run {r} holds {n} reservations" for r, n in per_run]
+        # SPEC, effects: an effect in the ledger is on its run's record exactly once
+        # (recorded by the dispatch, or found by a reconciliation).
+        on_record = c.execute(
+            "SELECT l.effect_id, l.run_id, (SELECT count(*) FROM runs_event e "
+            "WHERE e.run_id::text = l.run_id AND e.refs->>'effect' = l.effect_id "
+            "AND e.type IN ('effect.recorded', 'effect.reconciled')) "
+            "FROM world_ledgerentry l WHERE l.namespace = 'live'"
+        ).fetchall()
+        findings += [
+            f"ledger effect {e} is on run {r}'s record {n} times" for e, r, n in on_record if n != 1
+        ]
+    return findings
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
 class Fleet:
     """gunicorn, the workers and beat, started as the deployment runs them; a supervisor
     that restarts a dead worker (``ensure_full``). ``name`` prefixes the workers' names."""
@@ -86,6 +163,12 @@ class Fleet:
         self.lock = threading.Lock()
         self.everything: list[subprocess.Popen[bytes]] = []
         self.restarts = 0
+        self.stopped = False
+        # A drill that ends early (a sign-in failing, SIGTERM, Ctrl-C; a shell's background
+        # job ignores SIGINT) still stops what it started.
+        atexit.register(self.stop)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, _exit_on_signal)
 
     def _spawn(self, argv: list[str], logname: str) -> subprocess.Popen[bytes]:
         out = open(self.tmp / logname, "ab")  # noqa: SIM115 - kept open for the process
@@ -105,6 +188,8 @@ class Fleet:
         self.web = self._spawn(
             [
                 str(BIN / "gunicorn"),
+                "-c",
+                str(ROOT / "gunicorn.conf.py"),
                 "fieldops.wsgi:application",
                 "--bind",
                 f"127.0.0.1:{self.args.port}",
@@ -170,6 +255,20 @@ class Fleet:
                     found[int(c)] = slot
         return found
 
+    def web_workers(self) -> list[int]:
+        """gunicorn's live worker processes (the master's children)."""
+        if self.web is None or self.web.poll() is not None:
+            return []
+        with contextlib.suppress(FileNotFoundError):
+            path = Path(f"/proc/{self.web.pid}/task/{self.web.pid}/children")
+            return [int(c) for c in path.read_text().split()]
+        return []
+
+    def restart_dead_beat(self) -> None:
+        """Start beat again when it exited, as the deployment's supervisor does."""
+        if self.beat is None or self.beat.poll() is not None:
+            self.start_beat()
+
     def restart_dead_workers(self) -> None:
         """Start a worker in every slot whose worker exited (under ``lock``)."""
         for slot, p in enumerate(self.workers):
@@ -185,6 +284,11 @@ class Fleet:
             self.restart_dead_workers()
 
     def stop(self) -> None:
+        """SIGTERM everything the drill started, then SIGKILL what is left (once; a drill
+        that exits early, a sign-in failing, stops it from ``atexit``)."""
+        if self.stopped:
+            return
+        self.stopped = True
         for p in self.everything:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGCONT)
@@ -196,6 +300,9 @@ class Fleet:
 
 
 WORKER_ACTIONS = ("kill_child", "kill_parent", "pause_child", "pause_worker")
+# /proc/<pid>/stat's state of a process doing work (on a CPU or waiting for the disk);
+# a gunicorn sync worker idle between requests sleeps in accept/select ("S").
+BUSY = ("R", "D")
 
 
 class Chaos(threading.Thread):
@@ -216,6 +323,7 @@ class Chaos(threading.Thread):
         self.paused: dict[int, str] = {}
         self.plock = threading.Lock()
         self.calm = False
+        self.web_kills: list[float] = []  # wall-clock times of the web worker kills
 
     def run(self) -> None:
         while not self.stopping.wait(self.rng.uniform(*self.INTERVAL)):
@@ -253,6 +361,46 @@ class Chaos(threading.Thread):
         """A drill's own action (a name in its ``WEIGHTS``)."""
         raise NotImplementedError(action)
 
+    def _web_worker(self) -> tuple[int | None, bool]:
+        """A gunicorn worker, a busy one (inside a request) when one is: (pid, busy)."""
+        pids = self.fleet.web_workers()
+        busy = []
+        for pid in pids:
+            with contextlib.suppress(FileNotFoundError, IndexError):
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                if stat.rsplit(")", 1)[1].split()[0] in BUSY:
+                    busy.append(pid)
+        if not pids:
+            return None, False
+        return self.rng.choice(busy or pids), bool(busy)
+
+    def kill_web_worker(self) -> None:
+        """SIGKILL one gunicorn worker, a busy one when one is: the master starts another;
+        the request it was serving gets no answer."""
+        pid, busy = self._web_worker()
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+            self.web_kills.append(time.time())
+            self.stats["web_kill_busy" if busy else "web_kill_idle"] += 1
+
+    def pause_web_worker(self) -> None:
+        """SIGSTOP one gunicorn worker (a busy one when one is: its transaction and row
+        locks held) for ``PAUSE`` seconds; past gunicorn's timeout (30 s) the master kills
+        it. Its request may get no answer: counted as a web kill."""
+        pid, busy = self._web_worker()
+        if pid is None:
+            return
+        self.web_kills.append(time.time())  # its request may never be answered
+        self.pause(pid, "pid")
+        self.stats["web_pause_busy" if busy else "web_pause_idle"] += 1
+
+    def killed_web_during(self, started: float, ended: float) -> bool:
+        """Whether a web worker was killed (or paused) while a request waited for its
+        answer."""
+        return any(started - 0.5 <= when <= ended + 0.5 for when in self.web_kills)
+
     def pause(self, pid: int, kind: str) -> None:
         """SIGSTOP ``pid`` (``kind`` "group": its process group), at most two at once."""
         with self.plock:
@@ -261,7 +409,11 @@ class Chaos(threading.Thread):
             self.paused[pid] = kind
         with contextlib.suppress(ProcessLookupError):
             (os.killpg if kind == "group" else os.kill)(pid, signal.SIGSTOP)
-        threading.Timer(self.rng.uniform(*self.PAUSE), self._resume, (pid,)).start()
+        # A daemon: a drill interrupted (Ctrl-C) exits at once; Fleet.stop resumes and
+        # stops whatever is still paused.
+        timer = threading.Timer(self.rng.uniform(*self.PAUSE), self._resume, (pid,))
+        timer.daemon = True
+        timer.start()
 
     def _resume(self, pid: int) -> None:
         with self.plock:

@@ -18,7 +18,10 @@ twelve signed-in browsers (session cookie, CSRF token read from the page, as htm
   run pages and their HTMX fragments (the live refresh, timeline kinds and pages);
 
 while a chaos thread SIGKILLs and SIGSTOPs/SIGCONTs worker pool children and parents at
-random (a supervisor restarts dead workers). Then the chaos stops, every pending checkpoint
+random, SIGKILLs beat and SIGKILLs or SIGSTOPs a gunicorn worker (a busy one when one is:
+mid-request); a supervisor restarts dead workers and beat, gunicorn's master its own. A
+request a killed or paused web worker was serving is listed apart
+(``no_answer_web_worker_killed``), not a finding. Then the chaos stops, every pending checkpoint
 is approved and every clarification answered until --settle seconds pass with the workers
 healthy, and it reports (JSON): requests, errors and p95 latency per route; every 5xx; every
 answer slower than --slow seconds; every page that contradicts the database (a run row or
@@ -28,7 +31,8 @@ ended state outside the database's counts before and after the request, a refuse
 approver told a winner other than the recorded decision, a bulk cancel shown applied to a
 run that did not end CANCELLED); runs still not ended;
 ledger reservations not bound to exactly one approved checkpoint; deadlock and lock-timeout
-lines in the logs of gunicorn and the workers.
+lines in the logs of gunicorn and the workers; once settled, the console's per-state
+counts against the database's and exactly-once (scripts/drill.py ``exactly_once_findings``).
 
 Environment: the production variables (DJANGO_SETTINGS_MODULE=fieldops.settings_production,
 DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS including 127.0.0.1, FIELDOPS_CALLBACK_KEY,
@@ -55,6 +59,7 @@ import json
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -66,7 +71,18 @@ from typing import Any
 
 import httpx
 import psycopg
-from drill import BIN, HIDDEN, ROOT, Chaos, Fleet, Session, https_client, log
+from drill import (
+    BIN,
+    HIDDEN,
+    ROOT,
+    Chaos,
+    Fleet,
+    Session,
+    counts_findings,
+    exactly_once_findings,
+    https_client,
+    log,
+)
 
 RUN_HREF = re.compile(r'href="/runs/([0-9a-f-]{36})/"')
 CP_HREF = re.compile(r'id="queue-open-(cp-[0-9a-f]+)"')
@@ -117,6 +133,10 @@ class Record:
         self.problems: list[str] = []
         self.run_ids: set[str] = set()
         self.checks: Counter[str] = Counter()
+        # Requests that got no answer: (started, ended, what); judged at the end against
+        # the web worker kills (a killed worker's request gets none, by design).
+        self.no_answers: list[tuple[float, float, str]] = []
+        self.slow_spans: list[tuple[float, float, str]] = []  # the same, for slow answers
 
     def note(
         self, who: str, route: str, path: str, status: int | None, took: float, body: str
@@ -125,7 +145,8 @@ class Record:
             self.times[route].append(took)
             self.statuses[f"{route} {status or 'transport-error'}"] += 1
             if status is None:
-                self.problems.append(f"{who} {path}: no answer ({took:.1f} s)")
+                now = time.time()
+                self.no_answers.append((now - took, now, f"{who} {path}: no answer ({took:.1f} s)"))
             elif status >= 500:
                 self.fives.append(
                     f"{time.strftime('%H:%M:%S')} {who} {path}: HTTP {status} {body[:160]!r}"
@@ -133,8 +154,13 @@ class Record:
             elif status >= 400 and not body.strip():
                 self.problems.append(f"{who} {path}: HTTP {status} with an empty body")
             if took > self.slow:
-                self.slows.append(
-                    f"{time.strftime('%H:%M:%S')} {who} {route} {path}: {took:.2f} s (HTTP {status})"
+                now = time.time()
+                self.slow_spans.append(
+                    (
+                        now - took,
+                        now,
+                        f"{time.strftime('%H:%M:%S')} {who} {route} {path}: {took:.2f} s (HTTP {status})",
+                    )
                 )
 
 
@@ -199,21 +225,40 @@ class Person:
 class SoakFleet(Fleet):
     name = "soak"
 
+    def ensure_full(self) -> None:
+        with self.lock:
+            self.restart_dead_workers()
+            self.restart_dead_beat()
+
     def start(self) -> None:
         self.start_web("--access-logformat", '%(t)s %(p)s "%(r)s" %(s)s %(b)s %(L)s')
         self.start_workers_and_beat()
 
 
 class SoakChaos(Chaos):
-    """SIGKILL and SIGSTOP (resumed after a while) worker pool children and parents."""
+    """SIGKILL and SIGSTOP (resumed after a while) worker pool children and parents;
+    SIGKILL beat (the sweeper, started again by the supervisor) and a gunicorn worker
+    (a busy one when one is: mid-request)."""
 
     WEIGHTS = {
         "kill_child": 35,
         "kill_parent": 10,
         "pause_child": 25,
         "pause_worker": 10,
+        "kill_beat": 4,
+        "kill_web_worker": 6,
+        "pause_web_worker": 3,
         "nothing": 20,
     }
+
+    def act(self, action: str) -> None:
+        if action == "kill_web_worker":
+            self.kill_web_worker()
+        elif action == "pause_web_worker":
+            self.pause_web_worker()
+        elif action == "kill_beat" and self.fleet.beat is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.fleet.beat.pid, signal.SIGKILL)
 
 
 class Checker:
@@ -338,6 +383,22 @@ def main() -> int:  # one soak, read top to bottom
     parser.add_argument("--port", type=int, default=8620)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--slow", type=float, default=5.0)
+    parser.add_argument(
+        "--chaos-interval",
+        type=float,
+        nargs=2,
+        default=list(Chaos.INTERVAL),
+        metavar=("MIN", "MAX"),
+        help="seconds between two chaos actions (a seeded draw between MIN and MAX)",
+    )
+    parser.add_argument(
+        "--pause",
+        type=float,
+        nargs=2,
+        default=list(Chaos.PAUSE),
+        metavar=("MIN", "MAX"),
+        help="how long a SIGSTOPped worker stays paused (seconds; over a lease to take it over)",
+    )
     parser.add_argument("--tmp", default="/tmp/people-soak")
     args = parser.parse_args()
     tmp = Path(args.tmp)
@@ -377,6 +438,8 @@ def main() -> int:  # one soak, read top to bottom
         p.login()
     log("signed in:", ", ".join(names))
     chaos = SoakChaos(fleet, random.Random(rng.random()))
+    chaos.INTERVAL = (args.chaos_interval[0], args.chaos_interval[1])
+    chaos.PAUSE = (args.pause[0], args.pause[1])
     chaos.start()
     stop = threading.Event()
     rlock = threading.Lock()
@@ -857,7 +920,7 @@ def main() -> int:  # one soak, read top to bottom
         with record.lock:
             n = sum(len(v) for v in record.times.values())
         log(
-            f"{n} requests, {len(record.fives)} 5xx, {len(record.slows)} slow, {len(record.contradictions)} contradictions, {len(record.run_ids)} runs, chaos {dict(chaos.stats)}"
+            f"{n} requests, {len(record.fives)} 5xx, {len(record.slow_spans)} slow, {len(record.contradictions)} contradictions, {len(record.run_ids)} runs, chaos {dict(chaos.stats)}"
         )
     stop.set()
     for t in actors:
@@ -946,7 +1009,15 @@ def main() -> int:  # one soak, read top to bottom
         text=True,
         check=False,
     )
+    settled = counts_findings(lambda path: people["op1"].get(path, hx=True), admin_url)
+    settled += exactly_once_findings(admin_url)
     fleet.stop()
+    killed = [text for s, e, text in record.no_answers if chaos.killed_web_during(s, e)]
+    record.problems += [text for s, e, text in record.no_answers if text not in killed]
+    # A request served by a web worker the chaos paused waited for its resumption.
+    killed += [text for s, e, text in record.slow_spans if chaos.killed_web_during(s, e)]
+    record.slows = [text for s, e, text in record.slow_spans if text not in killed]
+    record.problems += settled
 
     lock_lines: list[str] = []
     for logfile in sorted(tmp.glob("*.log")) + sorted(tmp.glob("*.out")):
@@ -996,6 +1067,7 @@ def main() -> int:  # one soak, read top to bottom
         "replay_rc": replay.returncode,
         "replay_tail": replay.stdout[-400:] + replay.stderr[-400:],
         "chaos": dict(chaos.stats),
+        "no_answer_web_worker_killed": killed[:20],
         "worker_restarts": fleet.restarts,
         "load_ended": datetime.fromtimestamp(load_ended, UTC).isoformat(),
     }

@@ -15,7 +15,9 @@ workers and one beat, all connected as the application role; then, for --seconds
 - catalog admins close and reopen the effect gate of reserve_part, deprecate
   search_manual 1.0.0 and, late, retire reserve_part 1.0.0 (two people),
 - a chaos thread SIGKILLs and SIGSTOPs worker pool children and parents and beat,
-  restarts Redis and terminates the application role's PostgreSQL connections.
+  SIGKILLs and SIGSTOPs a gunicorn worker (a busy one when one is: mid-request; the
+  master starts another, or kills the paused one past its 30 s timeout), restarts Redis
+  and terminates the application role's PostgreSQL connections.
 
 With ``--beat-outage SECONDS`` beat is also killed once, at a seeded moment of the first
 half, and kept down that long (no sweeper): at its end every run that should be moving and
@@ -43,7 +45,10 @@ Then everything is resumed, waiting approvals are given until every run has ende
 checks: manage.py replay --all, every live ledger reservation bound to exactly one
 approved and consumed checkpoint of its proposal hash, no run left unended, no 5xx in
 gunicorn's access log other than those the web logged as its own database connection cut
-(listed apart, as ``connection_cut_5xx``), every refused request answered with a message.
+(listed apart, as ``connection_cut_5xx``), every refused request answered with a message,
+the console's per-state counts equal to the database's, and exactly-once (scripts/drill.py
+``exactly_once_findings``: one approval.granted per checkpoint, one reservation per run and
+proposal, each reservation on its run's record once).
 
 Environment: the production variables (DJANGO_SETTINGS_MODULE=fieldops.settings_production,
 DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS including 127.0.0.1, FIELDOPS_CALLBACK_KEY,
@@ -95,7 +100,18 @@ from typing import Any
 
 import httpx
 import psycopg
-from drill import BIN, HIDDEN, ROOT, Chaos, Fleet, Session, https_client, log
+from drill import (
+    BIN,
+    HIDDEN,
+    ROOT,
+    Chaos,
+    Fleet,
+    Session,
+    counts_findings,
+    exactly_once_findings,
+    https_client,
+    log,
+)
 
 SEEN_HASH = re.compile(r'name="seen_hash" value="([0-9a-f]{64})"')
 TOKEN = re.compile(r'id="new-token">([^<]+)<')
@@ -261,6 +277,8 @@ class ProductionChaos(Chaos):
         "pause_beat": 4,
         "restart_redis": 5,
         "terminate_connections": 8,
+        "kill_web_worker": 6,
+        "pause_web_worker": 3,
     }
     INTERVAL = (0.4, 1.5)
 
@@ -271,7 +289,11 @@ class ProductionChaos(Chaos):
         self.PAUSE = (lease + 1, lease + 5)
 
     def act(self, action: str) -> None:
-        if action == "kill_beat":
+        if action == "kill_web_worker":
+            self.kill_web_worker()
+        elif action == "pause_web_worker":
+            self.pause_web_worker()
+        elif action == "kill_beat":
             if self.fleet.beat is not None and self.fleet.beat.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.fleet.beat.pid, signal.SIGKILL)
@@ -906,9 +928,12 @@ def main() -> int:  # one drill, read top to bottom
         time.sleep(2)
     drain_until[0] = 0
     approver_thread.join(timeout=30)
+    settled = counts_findings(
+        lambda path: watcher._send("GET", path, headers={"HX-Request": "true"}), admin_url
+    )
     fleet.stop()
 
-    findings = list(record.problems)
+    findings = list(record.problems) + settled + exactly_once_findings(admin_url)
     with psycopg.connect(admin_url) as c:
         unended = c.execute(
             "SELECT id::text, state FROM runs_run WHERE id::text = ANY(%s) AND state NOT IN ('COMPLETED','FAILED','CANCELLED','ESCALATED')",
@@ -993,6 +1018,7 @@ def main() -> int:  # one drill, read top to bottom
         "ledger_reservations": ledger,
         "operations": [list(o) for o in operations],
         "chaos": dict(chaos.stats),
+        "worker_restarts": fleet.restarts,
         "statuses": dict(sorted(record.statuses.items())),
         "replay_tail": replay.stdout.strip().splitlines()[-3:],
         # 5xx answered because the request's own database connection was cut (expected).

@@ -65,6 +65,7 @@ class WebProcess:
     log_path: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    cwd: Path = ROOT  # the directory it is started in (a deployment's may be any)
 
     @property
     def url(self) -> str:
@@ -77,7 +78,7 @@ class WebProcess:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 argv,
-                cwd=ROOT,
+                cwd=self.cwd,
                 env={**os.environ, "DJANGO_SETTINGS_MODULE": "fieldops.settings", **self.env},
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -112,7 +113,8 @@ class WebProcess:
 
 def gunicorn(env: dict[str, str], log_path: Path) -> WebProcess:
     """The web process as deployed (README, docker-compose): gunicorn, one sync worker."""
-    argv = [sys.executable, "-m", "gunicorn", "fieldops.wsgi:application"]
+    argv = [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py")]
+    argv += ["fieldops.wsgi:application"]
     argv += ["--bind", "127.0.0.1:{port}", "--workers", "1", "--timeout", "30"]
     return WebProcess(argv, {"FIELDOPS_LOG_LEVEL": "WARNING", **env}, log_path)
 
