@@ -9,6 +9,7 @@ loopback ones. ``serve_embedded`` refuses to listen anywhere but loopback with i
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -46,3 +47,21 @@ def embedded_callback_key_check(app_configs: Any = None, **kwargs: Any) -> list[
             id="fieldops.E001",
         )
     ]
+
+
+def missing_static_manifest() -> str | None:
+    """What to run, when the static files storage needs collectstatic's manifest and there
+    is none (the production settings: every page, the error pages too, would answer 500
+    "Missing staticfiles manifest entry"); None when pages can be rendered."""
+    from django.contrib.staticfiles.storage import ManifestFilesMixin, staticfiles_storage
+
+    if not isinstance(staticfiles_storage, ManifestFilesMixin):
+        return None
+    if staticfiles_storage.manifest_storage.exists(staticfiles_storage.manifest_name):
+        return None
+    manifest = Path(settings.STATIC_ROOT) / staticfiles_storage.manifest_name
+    return (
+        f"{manifest} is missing: run `python manage.py collectstatic --noinput` on these "
+        "settings (once per release; FIELDOPS_STATIC_ROOT says where it writes) before "
+        "starting the web process"
+    )

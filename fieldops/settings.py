@@ -233,7 +233,8 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Where collectstatic writes (the production settings serve from there).
+STATIC_ROOT = Path(os.environ.get("FIELDOPS_STATIC_ROOT") or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Plain storage here (tests use it too: manifest storage breaks live_server pages); the
 # production settings collect into hashed, compressed files.

@@ -40,7 +40,8 @@ FIELDOPS_EXECUTION=celery, CELERY_BROKER_URL, FIELDOPS_QUEUE), APP_DATABASE_URL 
 application role), ADMIN_DATABASE_URL (a superuser, for the checks), SOAK_PASSWORD; users
 made with ``manage.py set_user`` in tenant north: op1..op4 (operator), ap1..ap4
 (approver), cat1, cat2 (catalog-admin), lead (operator + approver), and ops-south (tenant
-south, operator + approver). Then:
+south, operator + approver); `manage.py collectstatic --noinput` run once (the web
+process refuses to start without its output). Then:
 
     .venv/bin/python scripts/people_soak.py --seconds 600 --seed 7 --port 8620 --tmp /tmp/soak
 

@@ -56,7 +56,8 @@ FIELDOPS_QUEUE, CELERY_BROKER_URL for the set-up commands: the drill's own proce
 its own Redis), APP_DATABASE_URL (the application role), ADMIN_DATABASE_URL (a superuser,
 for pg_terminate_backend and the checks), CHAOS_PASSWORD (the users' password); users made
 with ``manage.py set_user``: op1, op2, api-op (operator), ap1, ap2, api-ap (approver),
-cat1, cat2 (catalog-admin), all of tenant north. Then:
+cat1, cat2 (catalog-admin), all of tenant north; `manage.py collectstatic --noinput` run
+once (the web process refuses to start without its output). Then:
 
     .venv/bin/python scripts/production_chaos.py --seconds 150 --seed 14 --tmp /tmp/chaos \
         [--port 8830 --redis-port 8831 --beat-outage 90]

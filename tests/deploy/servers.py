@@ -51,6 +51,16 @@ class ClosedPort:
         self._socket.close()
 
 
+# The production settings' required environment (DATABASE_URL apart: each test's own).
+PRODUCTION = {
+    "DJANGO_SETTINGS_MODULE": "fieldops.settings_production",
+    "DJANGO_SECRET_KEY": "s" * 60,
+    "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+    "FIELDOPS_CALLBACK_KEY": "c" * 40,
+    "CELERY_BROKER_URL": REDIS_URL,
+}
+
+
 def shared_database_url() -> str:
     """The URL of the test database this process uses (for a subprocess to share it)."""
     db = connection.settings_dict

@@ -22,15 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.servers import REDIS_URL, ROOT, WebProcess, shared_database_url
+from tests.deploy.servers import PRODUCTION, ROOT, WebProcess, shared_database_url
 
-PRODUCTION = {
-    "DJANGO_SETTINGS_MODULE": "fieldops.settings_production",
-    "DJANGO_SECRET_KEY": "s" * 60,
-    "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-    "FIELDOPS_CALLBACK_KEY": "c" * 40,
-    "CELERY_BROKER_URL": REDIS_URL,
-}
 # How --print-config shows the hook gunicorn.conf.py defines (gunicorn's own default
 # shows as <PostWorkerInit.post_worker_init()>).
 OUR_HOOK = re.compile(r"^post_worker_init\s+= <post_worker_init\(\)>$", re.M)
@@ -73,7 +66,7 @@ def test_the_documented_commands_name_the_config_file() -> None:
 
 
 def test_the_documented_commands_read_the_config_from_another_directory(
-    tmp_path: Path,
+    tmp_path: Path, collected_static: Path
 ) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -82,6 +75,7 @@ def test_the_documented_commands_read_the_config_from_another_directory(
         **PRODUCTION,
         "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none",
         "PYTHONPATH": str(ROOT),  # the project importable from anywhere, as in the image
+        "FIELDOPS_STATIC_ROOT": str(collected_static),  # --print-config loads the application
     }
     for words in [_compose_web(), *_readme_commands()]:
         # The README's development command is run from the repository's root (its
@@ -103,7 +97,7 @@ def test_the_documented_commands_read_the_config_from_another_directory(
 
 @pytest.mark.postgres
 def test_the_compose_web_command_started_elsewhere_freezes_and_exits_cleanly(
-    transactional_db: Any, tmp_path: Path
+    transactional_db: Any, tmp_path: Path, collected_static: Path
 ) -> None:
     """The web service's command, started outside the repository: its workers run
     gunicorn.conf.py's hook (they log it) and SIGTERM stops it cleanly."""
@@ -114,7 +108,12 @@ def test_the_compose_web_command_started_elsewhere_freezes_and_exits_cleanly(
     argv[argv.index("--workers") + 1] = "2"
     web = WebProcess(
         argv,
-        {**PRODUCTION, "DATABASE_URL": shared_database_url(), "PYTHONPATH": str(ROOT)},
+        {
+            **PRODUCTION,
+            "DATABASE_URL": shared_database_url(),
+            "PYTHONPATH": str(ROOT),
+            "FIELDOPS_STATIC_ROOT": str(collected_static),
+        },
         tmp_path / "web.log",
         cwd=elsewhere,
     ).start(ready="/healthz")

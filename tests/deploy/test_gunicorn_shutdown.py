@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.servers import REDIS_URL, WebProcess, gunicorn, shared_database_url
+from tests.deploy.servers import PRODUCTION, WebProcess, gunicorn, shared_database_url
 
 pytestmark = [pytest.mark.postgres]
 
@@ -27,15 +27,12 @@ WORKERS = "3"
 IDLE_EXIT_LIMIT = 2.0
 
 
-def _production(tmp_path: Path) -> WebProcess:
+def _production(tmp_path: Path, static_root: Path) -> WebProcess:
     process = gunicorn(
         {
-            "DJANGO_SETTINGS_MODULE": "fieldops.settings_production",
-            "DJANGO_SECRET_KEY": "s" * 60,
-            "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-            "FIELDOPS_CALLBACK_KEY": "c" * 40,
+            **PRODUCTION,
             "DATABASE_URL": shared_database_url(),
-            "CELERY_BROKER_URL": REDIS_URL,
+            "FIELDOPS_STATIC_ROOT": str(static_root),
         },
         tmp_path / "web.log",
     )
@@ -59,8 +56,10 @@ def _stop_time(process: subprocess.Popen[bytes]) -> float:
     return time.monotonic() - started
 
 
-def test_an_idle_server_exits_promptly_on_sigterm(transactional_db: Any, tmp_path: Path) -> None:
-    server = _production(tmp_path)
+def test_an_idle_server_exits_promptly_on_sigterm(
+    transactional_db: Any, tmp_path: Path, collected_static: Path
+) -> None:
+    server = _production(tmp_path, collected_static)
     assert server.process is not None
     for _ in range(20):  # every worker loads what serving pages and the API imports
         for path in ("/healthz", "/api/v1/schema/", "/api/v1/checkpoints"):
@@ -72,9 +71,9 @@ def test_an_idle_server_exits_promptly_on_sigterm(transactional_db: Any, tmp_pat
 
 
 def test_a_request_in_flight_at_sigterm_still_completes(
-    transactional_db: Any, tmp_path: Path
+    transactional_db: Any, tmp_path: Path, collected_static: Path
 ) -> None:
-    server = _production(tmp_path)
+    server = _production(tmp_path, collected_static)
     assert server.process is not None
     body = b'{"delivery_id": "d-1", "padding": "' + b"x" * 40 + b'"}'
     with socket.create_connection(("127.0.0.1", server.port), timeout=15) as conn:
