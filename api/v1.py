@@ -44,6 +44,7 @@ from approvals import selectors as approval_selectors
 from approvals import services as approvals
 from approvals.models import Checkpoint
 from fieldops import db
+from fieldops.http import declares_json
 from kernel.canonical import RepeatedKey, object_without_repeated_keys, unstorable
 from runs import services as runs
 from runs.console import filters
@@ -84,18 +85,6 @@ class BodyRefused(ValueError):
 
 class NotJson(ValueError):
     """A request body whose Content-Type does not declare JSON (answered 415)."""
-
-
-def declares_json(request: HttpRequest) -> bool:
-    """Whether the body is declared JSON: ``application/json`` or a ``+json`` type, with no
-    charset or UTF-8 (JSON is UTF-8, RFC 8259)."""
-    media_type = (request.content_type or "").lower()
-    kind, _, subtype = media_type.partition("/")
-    suffixed = subtype.endswith("+json") and len(subtype) > len("+json")
-    if kind != "application" or not (subtype == "json" or suffixed):
-        return False
-    charset = str(request.content_params.get("charset", "utf-8")).lower()
-    return charset in ("utf-8", "utf8")
 
 
 def _reject_constant(name: str) -> Any:
