@@ -106,8 +106,10 @@ class StorableJsonParser(Parser):
         if not declares_json(request):
             raise NotJson(request.headers.get("Content-Type", ""))
         try:
+            # Decoded here, as UTF-8 only: given bytes, Python's json guesses UTF-16 and
+            # UTF-32 too. A leading byte order mark is ignored (RFC 8259 allows it).
             data = json.loads(
-                request.body,
+                request.body.decode("utf-8-sig"),
                 parse_constant=_reject_constant,
                 object_pairs_hook=object_without_repeated_keys,
             )

@@ -149,7 +149,8 @@ def callback(request: HttpRequest) -> JsonResponse:
         return refused
     # Like the JSON API: a body is read only when it is declared JSON (after the signature,
     # so an unsigned sender learns nothing more), and only as UTF-8 (given bytes, Python's
-    # json guesses UTF-16 and UTF-32 too, and calls invalid UTF-8 an over-long number).
+    # json guesses UTF-16 and UTF-32 too, and calls invalid UTF-8 an over-long number); a
+    # leading byte order mark is ignored (RFC 8259 allows it).
     if not declares_json(request):
         sent = request.headers.get("Content-Type", "")
         how = f"as {sent[:80]!r}" if sent else "with no Content-Type"
@@ -160,7 +161,7 @@ def callback(request: HttpRequest) -> JsonResponse:
             f"(this one was sent {how}); nothing was recorded",
         )
     try:
-        text = body.decode("utf-8")
+        text = body.decode("utf-8-sig")
     except UnicodeDecodeError:
         return _error(400, "malformed_json", "body is not UTF-8 text")
     try:

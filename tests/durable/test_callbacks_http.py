@@ -363,3 +363,9 @@ def test_a_signed_callback_that_is_not_utf8_says_so_and_records_nothing(client, 
     assert response.status_code == 400
     assert response.json() == {"error": "malformed_json", "message": "body is not UTF-8 text"}
     assert not CallbackReceipt.objects.exists()
+
+
+def test_a_signed_callback_in_utf8_with_a_byte_order_mark_is_read(client, waiting):
+    # RFC 8259 lets a parser ignore the mark (it was read before the UTF-8 check too).
+    response = post(client, None, raw=b"\xef\xbb\xbf" + json.dumps(body_for(waiting)).encode())
+    assert response.status_code == 202 and response.json()["outcome"] == "accepted"
