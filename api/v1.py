@@ -43,7 +43,9 @@ from approvals import domain as approval_domain
 from approvals import selectors as approval_selectors
 from approvals import services as approvals
 from approvals.models import Checkpoint
+from capabilities import ports
 from fieldops import db
+from fieldops.http import declares_json
 from kernel.canonical import RepeatedKey, object_without_repeated_keys, unstorable
 from runs import services as runs
 from runs.console import filters
@@ -86,18 +88,6 @@ class NotJson(ValueError):
     """A request body whose Content-Type does not declare JSON (answered 415)."""
 
 
-def declares_json(request: HttpRequest) -> bool:
-    """Whether the body is declared JSON: ``application/json`` or a ``+json`` type, with no
-    charset or UTF-8 (JSON is UTF-8, RFC 8259)."""
-    media_type = (request.content_type or "").lower()
-    kind, _, subtype = media_type.partition("/")
-    suffixed = subtype.endswith("+json") and len(subtype) > len("+json")
-    if kind != "application" or not (subtype == "json" or suffixed):
-        return False
-    charset = str(request.content_params.get("charset", "utf-8")).lower()
-    return charset in ("utf-8", "utf8")
-
-
 def _reject_constant(name: str) -> Any:
     raise BodyRefused(f"{name} is not JSON")
 
@@ -117,8 +107,10 @@ class StorableJsonParser(Parser):
         if not declares_json(request):
             raise NotJson(request.headers.get("Content-Type", ""))
         try:
+            # Decoded here, as UTF-8 only: given bytes, Python's json guesses UTF-16 and
+            # UTF-32 too. A leading byte order mark is ignored (RFC 8259 allows it).
             data = json.loads(
-                request.body,
+                request.body.decode("utf-8-sig"),
                 parse_constant=_reject_constant,
                 object_pairs_hook=object_without_repeated_keys,
             )
@@ -410,7 +402,9 @@ class DecisionOut(Schema):
 
 class RunIn(BodyIn):
     scenario: str = DEFAULT_SCENARIO
-    equipment_id: str = "EQ-17"
+    equipment_id: str | None = Field(
+        default=None, description="Your tenant's equipment (default: its first, as the console)."
+    )
     location_id: str | None = None
     quantity: JsonInt = 1
 
@@ -612,9 +606,10 @@ def runs_start(request: HttpRequest, body: RunIn) -> Any:
     starts at most one run: the same key again answers 200 with the run the first request
     started (201); the key with a different body is a 409 ``idempotency_key_reused``."""
     require_role(request.user, OPERATOR)
+    tenant = _tenant(request)
     create = {
         "scenario": body.scenario,
-        "tenant": _tenant(request),
+        "tenant": tenant,
         "principal_ref": principal_ref_of(request.user),
         "requested_by": request.user,
         "equipment_id": body.equipment_id,
@@ -623,6 +618,7 @@ def runs_start(request: HttpRequest, body: RunIn) -> Any:
     }
     key = request.headers.get("Idempotency-Key")
     try:
+        create["equipment_id"] = _equipment_of(tenant, body.equipment_id)
         if key is None:
             return Status(201, _run_out(runs.run_create(**create)))
         started = runs.run_start_once(key=key, **create)
@@ -632,6 +628,18 @@ def runs_start(request: HttpRequest, body: RunIn) -> Any:
         field = "idempotency_key" if exc.field == "start_key" else exc.field
         return Status(400, {"code": f"invalid_{field}", "message": str(exc)})
     return Status(201 if started.created else 200, _run_out(started.run))
+
+
+def _equipment_of(tenant: str, asked: str | None) -> str | None:
+    """The equipment a run started here names: ``asked``, or the tenant's first (the
+    console's form offers only the tenant's, that one first). Another tenant's is refused
+    as unknown, as its locations are; an id no tenant has is left to the service's refusal."""
+    equipment = ports.world().reference.equipment
+    if asked is None:
+        return next((k for k, v in equipment.items() if v["tenant"] == tenant), None)
+    if asked in equipment and equipment[asked]["tenant"] != tenant:
+        raise runs.RunInputError("equipment_id", f"unknown equipment {asked!r}")
+    return asked
 
 
 @runs_router.get("/{run_id}", response={200: RunDetailOut, **ERRORS}, summary="A run")

@@ -66,3 +66,11 @@ def field_name_shown(name: str) -> str:
         return "with an empty name"
     shown = repr(name[:FIELD_NAME_SHOWN_CHARS])
     return shown + ("…" if len(name) > FIELD_NAME_SHOWN_CHARS else "")
+
+
+def quoted_shortly(value: object, shown: int = 40) -> str:
+    """``value`` quoted for a refusal; a long one by its start and length (the client
+    sent it, it needs no echo of all of it)."""
+    if not isinstance(value, str) or len(value) <= shown:
+        return repr(value)
+    return f"{value[:shown]!r}... ({len(value)} characters)"

@@ -27,6 +27,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from access.roles import tenant_of
 from approvals.models import Checkpoint
+from fieldops.http import declares_json
 from kernel import clock
 from kernel.canonical import RepeatedKey, object_without_repeated_keys, unstorable
 from runs import callbacks
@@ -146,9 +147,26 @@ def callback(request: HttpRequest) -> JsonResponse:
     refused = _authenticated(request, body)
     if refused is not None:
         return refused
+    # Like the JSON API: a body is read only when it is declared JSON (after the signature,
+    # so an unsigned sender learns nothing more), and only as UTF-8 (given bytes, Python's
+    # json guesses UTF-16 and UTF-32 too, and calls invalid UTF-8 an over-long number); a
+    # leading byte order mark is ignored (RFC 8259 allows it).
+    if not declares_json(request):
+        sent = request.headers.get("Content-Type", "")
+        how = f"as {sent[:80]!r}" if sent else "with no Content-Type"
+        return _error(
+            415,
+            "unsupported_media_type",
+            "the body must be JSON sent with Content-Type: application/json "
+            f"(this one was sent {how}); nothing was recorded",
+        )
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return _error(400, "malformed_json", "body is not UTF-8 text")
     try:
         data = json.loads(
-            body, parse_constant=_reject_constant, object_pairs_hook=object_without_repeated_keys
+            text, parse_constant=_reject_constant, object_pairs_hook=object_without_repeated_keys
         )
     except RepeatedKey as exc:
         return _error(400, "malformed_json", str(exc))

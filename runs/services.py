@@ -20,7 +20,12 @@ from fieldops.db import lock_wait_failed
 from fieldops.sql import Statement
 from kernel import clock, retry
 from kernel.canonical import digest
-from kernel.text import bidi_control_refusal, nothing_shown_note, shows_nothing
+from kernel.text import (
+    bidi_control_refusal,
+    nothing_shown_note,
+    quoted_shortly,
+    shows_nothing,
+)
 from runs import authority, authority_batch, outbox, policies, terminal
 from runs.domain import effects
 from runs.domain.budgets import DEFAULT_LIMITS, Budget, validate_limits
@@ -104,14 +109,6 @@ def pinned_components(components: Mapping[str, str] | None = None) -> dict[str, 
     }
 
 
-def _quoted(value: object, shown: int = 40) -> str:
-    """``value`` quoted for a refusal; a long one by its start and length (the client
-    sent it, it needs no echo of all of it)."""
-    if not isinstance(value, str) or len(value) <= shown:
-        return repr(value)
-    return f"{value[:shown]!r}... ({len(value)} characters)"
-
-
 def run_create(
     *,
     scenario: str,
@@ -148,9 +145,9 @@ def run_create(
     reference = ports.world().reference
     namespace = namespace or reference.live_namespace
     if tenant not in reference.tenants:
-        raise RunInputError("tenant", f"unknown tenant {_quoted(tenant)}")
+        raise RunInputError("tenant", f"unknown tenant {quoted_shortly(tenant)}")
     if equipment_id not in reference.equipment:
-        raise RunInputError("equipment_id", f"unknown equipment {_quoted(equipment_id)}")
+        raise RunInputError("equipment_id", f"unknown equipment {quoted_shortly(equipment_id)}")
     principal_problem = _principal_problem(principal_ref)
     if principal_problem:
         raise RunInputError("principal_ref", principal_problem)

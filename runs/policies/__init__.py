@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kernel.text import quoted_shortly
 from runs.models import Run
 from runs.policies import model_client, parsing, registry, vocabularies
 from runs.policies.base import Policy, PolicyOutput
@@ -41,7 +42,7 @@ def scenario_problem(scenario: str, vocabulary: str) -> str | None:
             )
         return None
     if registry.get(scenario) is None:
-        return f"unknown scenario {scenario!r}"
+        return f"unknown scenario {quoted_shortly(scenario)}"
     return None
 
 

@@ -189,6 +189,43 @@ def test_an_operator_starts_reads_and_cancels_a_run(world, operator, approver):
     assert call("POST", "/runs", auth, {"quantity": "many"}).status_code == 400
 
 
+def test_another_tenants_equipment_is_refused_and_starts_no_run(world, operator):
+    """Found over HTTP (2026-12-07): a north operator's ``{"equipment_id": "EQ-31"}`` (the
+    south tenant's) started a run, which the world denied its first read and escalated to
+    an owner. The console offers only the tenant's equipment; the API now refuses another
+    tenant's as it refuses another tenant's location: unknown to this tenant, no run."""
+    bad = call("POST", "/runs", bearer(operator), {"equipment_id": "EQ-31"})
+    assert bad.status_code == 400, bad.content[:300]
+    assert bad.json() == {
+        "code": "invalid_equipment_id",
+        "message": "unknown equipment 'EQ-31'",
+    }
+    assert not Run.objects.exists()
+
+
+def test_a_run_started_without_equipment_names_the_tenants_own(world):
+    """Without ``equipment_id`` a south operator's run named north's EQ-17 (the field's
+    fixed default): the world denied it and the run escalated. The default is now the
+    first equipment of the caller's tenant, as the console's form offers it first."""
+    south = make_user("operator-south", "south", "operator")
+    started = call("POST", "/runs", bearer(south), {"location_id": "LOC-S1"})
+    assert started.status_code == 201, started.content[:300]
+    run = Run.objects.get(pk=started.json()["id"])
+    request = run.evidence.get(pk=f"rq-{run.pk.hex[:20]}").content["data"]
+    assert (run.tenant, request["equipment_id"]) == ("south", "EQ-31")
+
+
+def test_an_unknown_scenario_is_named_not_echoed_whole(world, operator):
+    """A 100,000-character scenario came back whole in the message (100 KB), where an
+    unknown equipment id is named by its start and length."""
+    bad = call("POST", "/runs", bearer(operator), {"scenario": "x" * 100_000})
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_scenario"
+    message = bad.json()["message"]
+    assert len(message) < 200 and "100000 characters" in message, message[:300]
+    assert message.startswith("unknown scenario 'xxx")
+    assert not Run.objects.exists()
+
+
 def test_an_unknown_equipment_id_is_named_not_echoed_whole(world, operator):
     """A 10,000-character id came back whole in the message: the answer names its start
     and its length instead."""

@@ -289,3 +289,83 @@ def test_a_signed_callback_that_gives_a_key_twice_is_refused_without_any_change(
     assert response.status_code == 400 and "'window' appears twice" in response.json()["message"]
     assert Event.objects.filter(run=waiting).count() == before
     assert not CallbackReceipt.objects.exists()
+
+
+def _post_as(client, body: bytes, content_type: str | None):
+    """A signed callback whose body is sent under ``content_type`` (None: no header)."""
+    ts = str(int(time.time()))
+    headers = {"HTTP_X_FIELDOPS_TIMESTAMP": ts, "HTTP_X_FIELDOPS_SIGNATURE": sign(body, ts)}
+    if content_type is None:
+        return client.generic("POST", URL, body, **headers)
+    return client.generic("POST", URL, body, content_type=content_type, **headers)
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain",
+        "text/plain; charset=utf-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=b",
+        "text/json",
+        "application/json; charset=latin-1",  # JSON is UTF-8 (RFC 8259)
+        None,  # no Content-Type at all
+    ],
+)
+def test_a_signed_callback_not_declared_json_is_a_415_and_changes_nothing(
+    client, waiting, content_type
+):
+    """Found over HTTP (2026-12-07): a correlated, signed callback sent as text/plain, as a
+    form or with no Content-Type was read as JSON and advanced the run (202). The JSON API
+    refuses such a body with a 415; the callback now does the same, and records nothing."""
+    before = Event.objects.filter(run=waiting).count()
+    response = _post_as(client, json.dumps(body_for(waiting)).encode(), content_type)
+    assert response.status_code == 415, response.content[:300]
+    answer = response.json()
+    assert answer["error"] == "unsupported_media_type"
+    assert "Content-Type: application/json" in answer["message"]
+    waiting.refresh_from_db()
+    assert waiting.state == "WAITING_EXTERNAL"
+    assert Event.objects.filter(run=waiting).count() == before
+    assert not CallbackReceipt.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json; charset=utf-8", "Application/JSON", "application/vnd.depot+json"],
+)
+def test_a_signed_callback_declared_json_in_any_usual_spelling_is_read(
+    client, waiting, content_type
+):
+    response = _post_as(client, json.dumps(body_for(waiting)).encode(), content_type)
+    assert response.status_code == 202 and response.json()["outcome"] == "accepted"
+
+
+def test_an_unsigned_callback_of_another_type_is_still_the_401(client, waiting):
+    # The type is judged after the signature: an unsigned sender learns nothing more.
+    body = json.dumps(body_for(waiting)).encode()
+    response = client.post(URL, body, content_type="text/plain")
+    assert response.status_code == 401 and response.json()["error"] == "unsigned"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"delivery_id": "\xff\xfe"}',  # not UTF-8 at all
+        json.dumps({"delivery_id": "d-utf16"}).encode("utf-16"),  # JSON, but not UTF-8
+        json.dumps({"delivery_id": "d-utf32"}).encode("utf-32"),
+    ],
+)
+def test_a_signed_callback_that_is_not_utf8_says_so_and_records_nothing(client, waiting, raw):
+    """Found over HTTP: invalid UTF-8 was refused as "a number has more than 4300 digits",
+    and a UTF-16 or UTF-32 body was read (Python guesses the encoding of bytes)."""
+    response = post(client, None, raw=raw)
+    assert response.status_code == 400
+    assert response.json() == {"error": "malformed_json", "message": "body is not UTF-8 text"}
+    assert not CallbackReceipt.objects.exists()
+
+
+def test_a_signed_callback_in_utf8_with_a_byte_order_mark_is_read(client, waiting):
+    # RFC 8259 lets a parser ignore the mark (it was read before the UTF-8 check too).
+    response = post(client, None, raw=b"\xef\xbb\xbf" + json.dumps(body_for(waiting)).encode())
+    assert response.status_code == 202 and response.json()["outcome"] == "accepted"

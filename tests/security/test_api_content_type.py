@@ -98,3 +98,34 @@ def test_without_a_token_the_answer_is_still_the_401(sworld: World) -> None:
 def test_json_declared_in_any_usual_spelling_is_read(sworld: World, content_type: str) -> None:
     response = _post(sworld, "operator", "/runs", b'{"scenario": "reservation"}', content_type)
     assert response.status_code == 201, response.content[:300]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "utf-16-le"])
+def test_a_json_body_that_is_not_utf8_is_refused_and_changes_nothing(
+    sworld: World, encoding: str
+) -> None:
+    """Found over HTTP (2026-12-07): a cancel sent as UTF-16 under ``application/json``
+    cancelled the run (Python's json guesses the encoding of bytes), while the same body
+    declared ``charset=utf-16`` is a 415. JSON is UTF-8: the body is refused, nothing
+    changes."""
+    run = sworld.runs["waiting"]
+    _, secret = token_create(user=sworld.users["operator"], name="utf-16")
+    before = snapshot()
+    response = Client().generic(
+        "POST",
+        f"{V1}/runs/{run}/cancel",
+        json.dumps({"reason": "stop it"}).encode(encoding),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {secret}",
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["code"] == "invalid_request"
+    differences = changed(before, snapshot())
+    assert [d for d in differences if not d.startswith("api.ApiToken ")] == [], differences
+
+
+def test_a_utf8_body_with_a_byte_order_mark_is_read(sworld: World) -> None:
+    # RFC 8259 lets a parser ignore the mark; some clients on Windows send it.
+    body = b"\xef\xbb\xbf" + json.dumps({"scenario": "reservation"}).encode()
+    response = _post(sworld, "operator", "/runs", body, "application/json")
+    assert response.status_code == 201, response.content[:300]

@@ -929,7 +929,8 @@ def test_annotations_of_the_wrong_type_are_refused_not_a_500(sworld, clients):
 
 
 def test_a_callback_with_a_form_body_is_still_judged_by_its_signature(sworld: World):
-    """The NUL check never parses the signed endpoint's body (it reads it raw)."""
+    """The NUL check never parses the signed endpoint's body (it reads it raw); signed, a
+    form body is refused for its type (415), never parsed as a form."""
     client = Client()
     unsigned = client.post(reverse("api-callback"), {"delivery_id": "form\x00"})
     assert (unsigned.status_code, unsigned.json()["error"]) == (401, "unsigned")
@@ -942,4 +943,4 @@ def test_a_callback_with_a_form_body_is_still_judged_by_its_signature(sworld: Wo
         HTTP_X_FIELDOPS_TIMESTAMP=ts,
         HTTP_X_FIELDOPS_SIGNATURE=sign(body, ts),
     )
-    assert (signed.status_code, signed.json()["error"]) == (400, "malformed_json")
+    assert (signed.status_code, signed.json()["error"]) == (415, "unsupported_media_type")
