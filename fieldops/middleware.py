@@ -313,6 +313,30 @@ def _is_login_redirect(response: HttpResponse, login_path: str) -> bool:
     return urlsplit(response.get("Location", "")).path == login_path
 
 
+class HeadWithoutBodyMiddleware:
+    """Send a HEAD answer's headers (the GET's: status, type, length) without its body.
+
+    Views answer HEAD as GET (RFC 9110 §9.3.2: the same headers, no content), and the WSGI
+    server is left to drop the body: gunicorn does, but logs a warning for every such
+    answer, so an uptime monitor's HEAD every few seconds filled the web log. Outermost:
+    every other middleware has finished with the answer (its ``Content-Length`` stays the
+    GET's, as the RFC allows).
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if request.method != "HEAD":
+            return response
+        if response.streaming:
+            response.streaming_content = []  # an export's rows are never read
+        else:
+            response.content = b""
+        return response
+
+
 class VaryOnHtmxMiddleware:
     """Add ``Vary: HX-Request, HX-Target`` to every answer.
 

@@ -158,6 +158,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "fieldops.middleware.HeadWithoutBodyMiddleware",  # outermost: drops a HEAD answer's body
     "django.middleware.security.SecurityMiddleware",
     "fieldops.csp.ContentSecurityPolicyMiddleware",  # outermost but one: on every response
     # Outside every middleware that may refuse a request (CommonMiddleware's DisallowedHost
