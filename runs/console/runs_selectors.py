@@ -675,15 +675,25 @@ def run_detail(run: Run) -> RunDetail:
         else (),
         follow_up_taken=taken,
         runbooks=run_runbooks(run),
-        reviews=attempt_reviews(attempts),
+        reviews=attempt_reviews(attempts, also=terminal_attempt_ids(terminal)),
     )
 
 
-def attempt_reviews(attempts: Iterable[Any]) -> dict[str, Any]:
-    """The operator's review of each of ``attempts`` that is a reviewed conflict, by attempt
-    id (one query, none when no attempt is a conflict)."""
+def attempt_reviews(attempts: Iterable[Any], *, also: Iterable[str] = ()) -> dict[str, Any]:
+    """The operator's review of each of ``attempts`` that is a reviewed conflict, and of each
+    attempt id in ``also`` that has one, by attempt id (one query, none when there is
+    nothing to look up)."""
     conflicts = [a.pk for a in attempts if a.status == effects.AttemptStatus.CONFLICT]
+    conflicts += [pk for pk in also if pk not in conflicts]
     return conflict_reviews(attempt_ids=conflicts) if conflicts else {}
+
+
+def terminal_attempt_ids(terminal: TerminalRecord | None) -> list[str]:
+    """The attempts a terminal record lists as unresolved at the run's end (a conflict among
+    them may have been reviewed since: the page says so beside it)."""
+    if terminal is None:
+        return []
+    return [u["attempt"] for u in terminal.unresolved if "attempt" in u]
 
 
 def run_runbooks(run: Run) -> tuple[Runbook, ...]:
