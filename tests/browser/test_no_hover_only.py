@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from runs import services
 from runs.policies import registry as policy_registry
 from tests.browser_support import login
+from tests.conftest import make_user
 from tests.helpers import make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -59,3 +60,25 @@ def test_a_changed_budget_says_in_words_that_an_operator_changed_it(
     note = gauges.get_by_text("changed by an operator from 24")
     expect(note).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+@pytest.mark.parametrize("path", ["/", "/approvals/"])
+def test_that_a_saved_view_is_shared_is_said_beside_the_field_not_in_a_clipped_placeholder(
+    live_server: Any, new_page: Any, world: None, path: str
+) -> None:
+    make_user("lead", "north", "operator", "approver")
+    page = new_page()
+    page.set_viewport_size(PHONE)
+    login(page, live_server.url, "lead")
+    page.goto(live_server.url + path)
+    name = page.get_by_label("Save this view as")
+    hint = page.locator(f"#{name.get_attribute('aria-describedby')}")
+    expect(hint).to_be_visible()
+    expect(hint).to_contain_text("shared within your tenant")
+    # What placeholder is left fits the field at phone width (a placeholder never wraps).
+    fits = name.evaluate(
+        """el => { const c = document.createElement('canvas').getContext('2d');
+        c.font = getComputedStyle(el).font;
+        return c.measureText(el.placeholder).width <= el.clientWidth; }"""
+    )
+    assert fits
