@@ -184,6 +184,9 @@ def test_the_terminal_record_shows_a_reviewed_conflict_as_reviewed(
     detail = reverse("runs-detail", args=[conflict.run_id])
     before = _terminal_record(as_operator.get(detail).content.decode())
     assert conflict.pk in before and "reviewed" not in before
+    # A conflict is not an unknown effect, and reconciling cannot settle it: it is reviewed.
+    assert "unknown" not in before and "reconcile on Recovery" not in before
+    assert "1 conflict" in before and "review it on Recovery" in before
 
     as_operator.post(reverse(REVIEW), {"attempt_id": conflict.pk, "reason": "ticket FO-77"})
 
@@ -193,3 +196,4 @@ def test_the_terminal_record_shows_a_reviewed_conflict_as_reviewed(
     assert conflict.pk in record
     assert "conflict reviewed by user:operator" in record
     assert review.created_at.strftime("%Y-%m-%d %H:%M:%S") in record
+    assert "review it on Recovery" not in record and "unknown" not in record
