@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from catalog import services as catalog_services
 from catalog.models import CapabilityVersion
@@ -82,3 +83,40 @@ def test_a_runbook_steps_table_scrolls_in_its_box_rather_than_breaking_words(
     assert [cell for cell in cells if cell["lines"] > 1] == []
     # The box scrolls; the page does not.
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+# The placeholders wider than their field (a placeholder is cut off, never wrapped).
+CLIPPED_PLACEHOLDERS = """() => [...document.querySelectorAll('input[placeholder]')]
+  .filter(el => el.offsetParent !== null)
+  .filter(el => { const c = document.createElement('canvas').getContext('2d');
+    c.font = getComputedStyle(el).font;
+    const s = getComputedStyle(el);
+    const room = el.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+    return c.measureText(el.placeholder).width > room; })
+  .map(el => el.id + ': ' + el.placeholder)"""
+
+
+def test_the_admission_forms_examples_are_read_whole_at_phone_width(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    catalog_services.tool_list_import(
+        text=json.dumps(TOOLS),
+        server="mcp://time.example.invalid",
+        user=catalog_admin,
+        tenant="north",
+    )
+    candidate = CapabilityVersion.objects.get(capability_id="get_current_time")
+    page = new_page()
+    page.set_viewport_size(PHONE)
+    login(page, live_server.url, "catalog-admin")
+    page.goto(f"{live_server.url}/catalog/candidates/{candidate.pk}/")
+    page.locator("#admit-form").locator("xpath=ancestor::details").locator("summary").click()
+    for label, example in (
+        ("Task transition served", "NEED_PROCEDURE -> HAVE_COMPATIBILITY_EVIDENCE"),
+        ("Expiry / invalidation rule", "expires on contract change (digest) or owner change"),
+    ):
+        field = page.get_by_label(label, exact=True)
+        hint = page.locator(f"#{field.get_attribute('aria-describedby')}")
+        expect(hint).to_be_visible()
+        expect(hint).to_contain_text(example)
+    assert page.evaluate(CLIPPED_PLACEHOLDERS) == []
