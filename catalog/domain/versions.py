@@ -110,6 +110,11 @@ class DispatchStatus:
     def dispatches(self) -> bool:
         return self.code != "nothing"
 
+    @property
+    def why(self) -> str:
+        """The label's reason, after its short answer ("deprecated, no new run")."""
+        return self.label.partition(": ")[2]
+
 
 def dispatch_status(*, lifecycle: str, has_adapter: bool, newest: bool) -> DispatchStatus:
     """The true dispatch status of one version.

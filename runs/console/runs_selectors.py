@@ -633,6 +633,10 @@ class RunDetail:
     runbooks: tuple[Runbook, ...] = ()
     # The operator's review of each conflicting attempt shown that has one, by attempt id.
     reviews: dict[str, Any] = field(default_factory=dict)
+    # For an ended run: its conflicting attempts (final: reviewed, never reconciled) and how
+    # many of its unresolved effects are unknown (an operator reconciles those).
+    conflicts: tuple[str, ...] = ()
+    effects_unknown: int = 0
 
 
 def run_detail(run: Run) -> RunDetail:
@@ -650,6 +654,7 @@ def run_detail(run: Run) -> RunDetail:
             Checkpoint.objects.filter(run=run, pk=run.waiting_checkpoint).first()
         )
     account = effect_account_with(run, terminal) if terminal is not None else None
+    conflicts = run_conflicts(run) if account is not None and account.unresolved else ()
     # A follow-up that rules out another is looked for only where one could be offered.
     taken = (
         follow_up_taken(run)
@@ -675,15 +680,37 @@ def run_detail(run: Run) -> RunDetail:
         else (),
         follow_up_taken=taken,
         runbooks=run_runbooks(run),
-        reviews=attempt_reviews(attempts),
+        reviews=attempt_reviews(attempts, also=[*terminal_attempt_ids(terminal), *conflicts]),
+        conflicts=conflicts,
+        effects_unknown=account.unresolved - len(conflicts) if account is not None else 0,
     )
 
 
-def attempt_reviews(attempts: Iterable[Any]) -> dict[str, Any]:
-    """The operator's review of each of ``attempts`` that is a reviewed conflict, by attempt
-    id (one query, none when no attempt is a conflict)."""
+def run_conflicts(run: Run) -> tuple[str, ...]:
+    """The ids of the run's conflicting effect attempts (the ledger holds their key with
+    another intent), oldest first."""
+    return tuple(
+        EffectAttempt.objects.filter(run=run, status=effects.AttemptStatus.CONFLICT)
+        .order_by("created_at", "pk")
+        .values_list("pk", flat=True)
+    )
+
+
+def attempt_reviews(attempts: Iterable[Any], *, also: Iterable[str] = ()) -> dict[str, Any]:
+    """The operator's review of each of ``attempts`` that is a reviewed conflict, and of each
+    attempt id in ``also`` that has one, by attempt id (one query, none when there is
+    nothing to look up)."""
     conflicts = [a.pk for a in attempts if a.status == effects.AttemptStatus.CONFLICT]
+    conflicts += [pk for pk in also if pk not in conflicts]
     return conflict_reviews(attempt_ids=conflicts) if conflicts else {}
+
+
+def terminal_attempt_ids(terminal: TerminalRecord | None) -> list[str]:
+    """The attempts a terminal record lists as unresolved at the run's end (a conflict among
+    them may have been reviewed since: the page says so beside it)."""
+    if terminal is None:
+        return []
+    return [u["attempt"] for u in terminal.unresolved if "attempt" in u]
 
 
 def run_runbooks(run: Run) -> tuple[Runbook, ...]:

@@ -803,3 +803,18 @@ def test_a_stale_page_is_told_it_is_stale_before_its_reason_is_judged(
     # The page's current state with the same reason: the reason's refusal.
     fresh = reviewer.post(decide, as_shown(target, {"action": "deprecate", "reason": reason}))
     assert fresh.status_code == 400 and "Refused (reason_" in fresh.content.decode()
+
+
+def test_why_a_version_runs_only_for_pinned_runs_is_said_in_words_not_a_tooltip(approver):
+    """The catalog's "Runs it" column gave the reason a version is "pinned runs only" (a
+    newer admitted version, or deprecated) only in a hover title, which no keyboard or touch
+    user ever sees."""
+    version = CapabilityVersion.objects.filter(lifecycle="ADMITTED").first()
+    CapabilityVersion.objects.filter(pk=version.pk).update(lifecycle="DEPRECATED")
+    page = client_for(approver).get(reverse("catalog-index")).content.decode()
+    cells = page.split('data-status="pinned_runs_only"')[1:]
+    assert cells, "the seeded catalog has a version only pinned runs run"
+    for cell in cells:
+        shown = cell.split("</td>")[0]
+        assert "title=" not in shown
+        assert "a newer admitted version is what new runs pin" in shown or "deprecated" in shown

@@ -172,3 +172,28 @@ def test_the_runs_full_attempts_list_shows_the_review_too(
         page = reader.get(attempts).content.decode()
         row = page.split(f">{conflict.pk}<", 1)[1].split("</tr>")[0]
         assert "conflict reviewed by user:operator" in row and "ticket FO-13" in row
+
+
+def _terminal_record(page: str) -> str:
+    return page.split('id="terminal-h"')[1].split("</section>")[0]
+
+
+def test_the_terminal_record_shows_a_reviewed_conflict_as_reviewed(
+    as_operator: Client, conflict: EffectAttempt
+) -> None:
+    detail = reverse("runs-detail", args=[conflict.run_id])
+    before = _terminal_record(as_operator.get(detail).content.decode())
+    assert conflict.pk in before and "reviewed" not in before
+    # A conflict is not an unknown effect, and reconciling cannot settle it: it is reviewed.
+    assert "unknown" not in before and "reconcile on Recovery" not in before
+    assert "1 conflict" in before and "review it on Recovery" in before
+
+    as_operator.post(reverse(REVIEW), {"attempt_id": conflict.pk, "reason": "ticket FO-77"})
+
+    review = Operation.objects.get(kind="review")
+    record = _terminal_record(as_operator.get(detail).content.decode())
+    # Still listed (the record is never edited), but no longer read as an open obligation.
+    assert conflict.pk in record
+    assert "conflict reviewed by user:operator" in record
+    assert review.created_at.strftime("%Y-%m-%d %H:%M:%S") in record
+    assert "review it on Recovery" not in record and "unknown" not in record
