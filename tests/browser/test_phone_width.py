@@ -29,15 +29,9 @@ TOOLS = {
     ]
 }
 
-# Each row's key and value widths, as rendered, in the list's own width.
-ROWS = """dl => [...dl.querySelectorAll(':scope > dt')].map(dt => ({
-  key: dt.textContent.trim(), list: dl.clientWidth,
-  value: dt.nextElementSibling.getBoundingClientRect().width }))"""
 
-
-def test_a_candidates_definition_is_readable_at_phone_width(
-    live_server: Any, new_page: Any, catalog_admin: Any
-) -> None:
+def _candidate_page_at_phone_width(live_server: Any, new_page: Any, catalog_admin: Any) -> Any:
+    """A catalog admin's page of a discovered candidate (a recorded tool), on a phone."""
     catalog_services.tool_list_import(
         text=json.dumps(TOOLS),
         server="mcp://time.example.invalid",
@@ -49,6 +43,19 @@ def test_a_candidates_definition_is_readable_at_phone_width(
     page.set_viewport_size(PHONE)
     login(page, live_server.url, "catalog-admin")
     page.goto(f"{live_server.url}/catalog/candidates/{candidate.pk}/")
+    return page
+
+
+# Each row's key and value widths, as rendered, in the list's own width.
+ROWS = """dl => [...dl.querySelectorAll(':scope > dt')].map(dt => ({
+  key: dt.textContent.trim(), list: dl.clientWidth,
+  value: dt.nextElementSibling.getBoundingClientRect().width }))"""
+
+
+def test_a_candidates_definition_is_readable_at_phone_width(
+    live_server: Any, new_page: Any, catalog_admin: Any
+) -> None:
+    page = _candidate_page_at_phone_width(live_server, new_page, catalog_admin)
     definition = page.locator("dl.kv", has_text="Candidate version").first
     rows = definition.evaluate(ROWS)
     assert rows
@@ -99,17 +106,7 @@ CLIPPED_PLACEHOLDERS = """() => [...document.querySelectorAll('input[placeholder
 def test_the_admission_forms_examples_are_read_whole_at_phone_width(
     live_server: Any, new_page: Any, catalog_admin: Any
 ) -> None:
-    catalog_services.tool_list_import(
-        text=json.dumps(TOOLS),
-        server="mcp://time.example.invalid",
-        user=catalog_admin,
-        tenant="north",
-    )
-    candidate = CapabilityVersion.objects.get(capability_id="get_current_time")
-    page = new_page()
-    page.set_viewport_size(PHONE)
-    login(page, live_server.url, "catalog-admin")
-    page.goto(f"{live_server.url}/catalog/candidates/{candidate.pk}/")
+    page = _candidate_page_at_phone_width(live_server, new_page, catalog_admin)
     page.locator("#admit-form").locator("xpath=ancestor::details").locator("summary").click()
     for label, example in (
         ("Task transition served", "NEED_PROCEDURE -> HAVE_COMPATIBILITY_EVIDENCE"),
