@@ -43,7 +43,6 @@ from approvals import domain as approval_domain
 from approvals import selectors as approval_selectors
 from approvals import services as approvals
 from approvals.models import Checkpoint
-from capabilities import ports
 from fieldops import db
 from fieldops.http import declares_json
 from kernel.canonical import RepeatedKey, object_without_repeated_keys, unstorable
@@ -606,10 +605,9 @@ def runs_start(request: HttpRequest, body: RunIn) -> Any:
     starts at most one run: the same key again answers 200 with the run the first request
     started (201); the key with a different body is a 409 ``idempotency_key_reused``."""
     require_role(request.user, OPERATOR)
-    tenant = _tenant(request)
     create = {
         "scenario": body.scenario,
-        "tenant": tenant,
+        "tenant": _tenant(request),
         "principal_ref": principal_ref_of(request.user),
         "requested_by": request.user,
         "equipment_id": body.equipment_id,
@@ -618,7 +616,6 @@ def runs_start(request: HttpRequest, body: RunIn) -> Any:
     }
     key = request.headers.get("Idempotency-Key")
     try:
-        create["equipment_id"] = _equipment_of(tenant, body.equipment_id)
         if key is None:
             return Status(201, _run_out(runs.run_create(**create)))
         started = runs.run_start_once(key=key, **create)
@@ -628,18 +625,6 @@ def runs_start(request: HttpRequest, body: RunIn) -> Any:
         field = "idempotency_key" if exc.field == "start_key" else exc.field
         return Status(400, {"code": f"invalid_{field}", "message": str(exc)})
     return Status(201 if started.created else 200, _run_out(started.run))
-
-
-def _equipment_of(tenant: str, asked: str | None) -> str | None:
-    """The equipment a run started here names: ``asked``, or the tenant's first (the
-    console's form offers only the tenant's, that one first). Another tenant's is refused
-    as unknown, as its locations are; an id no tenant has is left to the service's refusal."""
-    equipment = ports.world().reference.equipment
-    if asked is None:
-        return next((k for k, v in equipment.items() if v["tenant"] == tenant), None)
-    if asked in equipment and equipment[asked]["tenant"] != tenant:
-        raise runs.RunInputError("equipment_id", f"unknown equipment {asked!r}")
-    return asked
 
 
 @runs_router.get("/{run_id}", response={200: RunDetailOut, **ERRORS}, summary="A run")

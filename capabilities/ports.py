@@ -127,6 +127,9 @@ class Reference:
     def locations_of(self, tenant: str) -> list[str]:
         return sorted(k for k, v in self.locations.items() if v["tenant"] == tenant)
 
+    def equipment_of(self, tenant: str) -> list[str]:
+        return sorted(k for k, v in self.equipment.items() if v["tenant"] == tenant)
+
 
 class LedgerReader(Protocol):
     def __call__(

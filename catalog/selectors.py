@@ -85,7 +85,7 @@ def dispatch_status_of(
             f" (admission mapped it to {row.local_contract_ref})" if row.local_contract_ref else ""
         )
         return versions.DispatchStatus(
-            "nothing", f"no: a discovered definition never runs itself{target}"
+            "nothing", "no", f"a discovered definition never runs itself{target}"
         )
     offer = newest.get(row.capability_id)
     return versions.dispatch_status(

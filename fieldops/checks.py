@@ -1,4 +1,5 @@
-"""System checks for settings that are only safe on a loopback address.
+"""Start-up checks: settings that are only safe on a loopback address, and a web process
+that could render no page (production static files never collected).
 
 The embedded default's callback signing key is a constant in the source, so anyone could
 sign a callback with it: it is refused (an error, so ``manage.py`` commands, runserver and

@@ -115,7 +115,7 @@ def run_create(
     tenant: str,
     principal_ref: str,
     requested_by: Any = None,
-    equipment_id: str = "EQ-17",
+    equipment_id: str | None = None,
     location_id: str | None = None,
     quantity: int = 1,
     scope: Sequence[str] | None = None,
@@ -146,8 +146,6 @@ def run_create(
     namespace = namespace or reference.live_namespace
     if tenant not in reference.tenants:
         raise RunInputError("tenant", f"unknown tenant {quoted_shortly(tenant)}")
-    if equipment_id not in reference.equipment:
-        raise RunInputError("equipment_id", f"unknown equipment {quoted_shortly(equipment_id)}")
     principal_problem = _principal_problem(principal_ref)
     if principal_problem:
         raise RunInputError("principal_ref", principal_problem)
@@ -156,6 +154,12 @@ def run_create(
     if location_id not in tenant_locations:
         # Another tenant's location exists, but this tenant's run may not name it.
         raise RunInputError("location_id", f"unknown location {location_id!r}")
+    tenant_equipment = reference.equipment_of(tenant)
+    if equipment_id is None and tenant_equipment:
+        equipment_id = tenant_equipment[0]
+    if equipment_id not in tenant_equipment:
+        # Another tenant's equipment too: the world would deny the run every read of it.
+        raise RunInputError("equipment_id", f"unknown equipment {quoted_shortly(equipment_id)}")
     if not isinstance(quantity, int) or isinstance(quantity, bool) or not 1 <= quantity <= 50:
         raise RunInputError("quantity", "quantity must be a whole number from 1 to 50")
     merged = {**DEFAULT_LIMITS, **(limits or {})}
@@ -292,7 +296,7 @@ def run_start_once(
     tenant: str,
     principal_ref: str,
     requested_by: Any = None,
-    equipment_id: str = "EQ-17",
+    equipment_id: str | None = None,
     location_id: str | None = None,
     quantity: int = 1,
     follows_run: Run | None = None,
@@ -308,7 +312,7 @@ def run_start_once(
         )
     asked = {
         "scenario": scenario,
-        "equipment_id": equipment_id,
+        "equipment_id": equipment_id or "",
         "location_id": location_id or "",
         "quantity": quantity,
     }

@@ -104,16 +104,16 @@ class DispatchStatus:
     """What a page says about whether (and for whom) a version runs."""
 
     code: str  # new_and_pinned_runs | pinned_runs_only | nothing
-    label: str
+    answer: str  # "yes", "no", "pinned runs only"
+    why: str  # "deprecated, no new run"
 
     @property
     def dispatches(self) -> bool:
         return self.code != "nothing"
 
     @property
-    def why(self) -> str:
-        """The label's reason, after its short answer ("deprecated, no new run")."""
-        return self.label.partition(": ")[2]
+    def label(self) -> str:
+        return f"{self.answer}: {self.why}"
 
 
 def dispatch_status(*, lifecycle: str, has_adapter: bool, newest: bool) -> DispatchStatus:
@@ -124,17 +124,16 @@ def dispatch_status(*, lifecycle: str, has_adapter: bool, newest: bool) -> Dispa
     """
     rule = rule_for(lifecycle)
     if not has_adapter:
-        return DispatchStatus("nothing", "no: no adapter in code implements this version")
+        return DispatchStatus("nothing", "no", "no adapter in code implements this version")
     if rule.new_runs and newest:
-        return DispatchStatus("new_and_pinned_runs", "yes: new runs pin it; pinned runs run it")
+        return DispatchStatus("new_and_pinned_runs", "yes", "new runs pin it; pinned runs run it")
     if rule.new_runs:
         return DispatchStatus(
-            "pinned_runs_only",
-            "pinned runs only: a newer admitted version is what new runs pin",
+            "pinned_runs_only", "pinned runs only", "a newer admitted version is what new runs pin"
         )
     if rule.pinned_runs:
-        return DispatchStatus("pinned_runs_only", "pinned runs only: deprecated, no new run")
-    return DispatchStatus("nothing", f"no: {lifecycle.lower()} ({rule.meaning})")
+        return DispatchStatus("pinned_runs_only", "pinned runs only", "deprecated, no new run")
+    return DispatchStatus("nothing", "no", f"{lifecycle.lower()} ({rule.meaning})")
 
 
 def retirement_risks(

@@ -6,7 +6,6 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("operations", "0004_review_kind"),
-        ("runs", "0014_faultlab_result_history"),
     ]
 
     operations = [

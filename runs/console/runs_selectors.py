@@ -638,6 +638,11 @@ class RunDetail:
     conflicts: tuple[str, ...] = ()
     effects_unknown: int = 0
 
+    @property
+    def conflicts_to_review(self) -> list[str]:
+        """The run's conflicting attempts no operator has reviewed yet."""
+        return [c for c in self.conflicts if c not in self.reviews]
+
 
 def run_detail(run: Run) -> RunDetail:
     """Everything the run page shows besides the timeline, in a fixed number of queries

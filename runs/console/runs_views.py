@@ -59,10 +59,10 @@ class StartRunForm(forms.Form):
             (name, f"{name} — {s.description}") for name, s in scenarios
         ]
         self.fields["scenario"].initial = DEFAULT_SCENARIO
+        equipment = reference.equipment
         self.fields["equipment_id"].choices = [
-            (k, f"{k} ({v['family']} {v['revision']}, {v['site']})")
-            for k, v in reference.equipment.items()
-            if v["tenant"] == tenant
+            (k, "{} ({family} {revision}, {site})".format(k, **equipment[k]))
+            for k in reference.equipment_of(tenant)  # the run's default first
         ]
         self.fields["location_id"].choices = [
             (k, f"{k} ({reference.locations[k]['name']})") for k in reference.locations_of(tenant)

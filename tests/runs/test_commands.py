@@ -36,6 +36,8 @@ def test_start_run_prints_the_run_id_and_stops_at_the_first_wait(world):
         (["--principal", ""], "principal_ref: a run needs a principal"),
         (["--principal", "user:" + "x" * 60], "may be at most 64"),
         (["--location", "LOC-S1"], "location_id: unknown location 'LOC-S1'"),
+        # another tenant's equipment: the world denied the run every read of it (escalated)
+        (["--equipment", "EQ-31"], "equipment_id: unknown equipment 'EQ-31'"),
         # isdecimal() digits int() reads: they started runs with a fault on call 3
         (["--fault", "stale_read:check_inventory:\u0663"], "must be a whole number"),
         (["--fault", "stale_read:check_inventory:\uff13"], "must be a whole number"),
@@ -50,6 +52,15 @@ def test_start_run_refuses_bad_input_without_writing(world, arguments, message):
     with pytest.raises(CommandError, match=message):
         _call("start_run", "--scenario", "reservation", *arguments)
     assert not Run.objects.exists()
+
+
+def test_a_run_started_without_equipment_names_its_tenants_own(world):
+    """The run's equipment defaults to its tenant's first (a south run named north's EQ-17,
+    which the world denied it, and escalated)."""
+    out, _ = _call("start_run", "--scenario", "abstain", "--tenant", "south")
+    run = Run.objects.get(pk=out.strip())
+    request = run.evidence.get(pk=f"rq-{run.pk.hex[:20]}").content["data"]
+    assert (run.tenant, request["equipment_id"]) == ("south", "EQ-31")
 
 
 def test_timeline_prints_one_line_per_event(world):

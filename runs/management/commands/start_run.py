@@ -33,7 +33,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--tenant", default="north")
         parser.add_argument("--principal", default="user:operator")
-        parser.add_argument("--equipment", default="EQ-17")
+        parser.add_argument("--equipment", default=None, help="default: the tenant's first")
         parser.add_argument("--location", default=None)
         parser.add_argument(
             "--fault",
