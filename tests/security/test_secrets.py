@@ -57,6 +57,20 @@ def test_the_values_tool_server_references_may_name_are_secrets_too(monkeypatch)
         secrets.assert_clean("token tools-token-value-1234", where="a test")
 
 
+def test_a_referenced_variable_changed_after_use_is_redacted_by_its_new_value(monkeypatch):
+    """The environment is read as it is at each use (the values are not kept from the
+    first): a credential rotated in the process, or one holding non-ASCII text, is a
+    secret by the value the process now holds, and the old value no longer is."""
+    monkeypatch.setenv("FIELDOPS_MCP_TOKEN_ROTATED", "first-token-value-1234")
+    assert "first-token-value-1234" in secrets.secret_values()
+    monkeypatch.setenv("FIELDOPS_MCP_TOKEN_ROTATED", "clé-secrète-deuxième")
+    values = secrets.secret_values()
+    assert "clé-secrète-deuxième" in values and "first-token-value-1234" not in values
+    assert secrets.redact("sent clé-secrète-deuxième") == "sent [redacted]"
+    monkeypatch.delenv("FIELDOPS_MCP_TOKEN_ROTATED")
+    assert "clé-secrète-deuxième" not in secrets.secret_values()
+
+
 def test_a_log_line_never_carries_a_configured_secret(settings):
     settings.FIELDOPS_CALLBACK_KEY = "callback-key-in-a-message"
     try:
