@@ -18,6 +18,7 @@ built). Session cookies are cleansed from those reports by Django itself.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import lru_cache
 from html import escape
 from typing import Any
@@ -112,7 +113,19 @@ def assert_clean(text: str, *, where: str) -> None:
 
 
 def redact(text: str) -> str:
-    for value in secret_values():
+    return _redacted(text, secret_values())
+
+
+def redactor() -> Callable[[str], str]:
+    """``redact`` with the secret values read once, for one walk over the many strings of
+    one payload (a model's raw output, a context projection): the values cannot change
+    halfway through it."""
+    values = secret_values()
+    return lambda text: _redacted(text, values)
+
+
+def _redacted(text: str, values: list[str]) -> str:
+    for value in values:
         text = text.replace(value, REDACTED)
     return text
 

@@ -20,7 +20,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from approvals.domain import CHANGEABLE_FIELDS
@@ -155,14 +155,20 @@ def _size(value: Any) -> int:
 
 def _scrub(value: Any, run: Run) -> Any:
     """Drop sensitive keys; redact principal references and secret values from strings."""
+    return _scrubbed(value, run, secrets.redactor())
+
+
+def _scrubbed(value: Any, run: Run, redact: Callable[[str], str]) -> Any:
     if isinstance(value, Mapping):
         return {
-            str(k): _scrub(v, run) for k, v in value.items() if str(k).lower() not in SENSITIVE_KEYS
+            str(k): _scrubbed(v, run, redact)
+            for k, v in value.items()
+            if str(k).lower() not in SENSITIVE_KEYS
         }
     if isinstance(value, (list, tuple)):
-        return [_scrub(v, run) for v in value]
+        return [_scrubbed(v, run, redact) for v in value]
     if isinstance(value, str):
-        text = secrets.redact(value)
+        text = redact(value)
         if run.principal_ref:
             text = text.replace(run.principal_ref, REDACTED_PRINCIPAL)
         return PRINCIPAL_REF.sub(REDACTED_PRINCIPAL, text)

@@ -60,7 +60,8 @@ def raw_evidence(
     output: PolicyOutput, *, adapter_version: str, policy_version: str, input_context_hash: str
 ) -> dict[str, Any]:
     """The raw-output evidence of one decision, bounded and serialisable whatever ``raw`` is."""
-    raw, cut = limits.bounded(output.raw, text=_kept_text)
+    redact = secrets.redactor()
+    raw, cut = limits.bounded(output.raw, text=lambda text: storable_text(redact(text)))
     usage, _ = limits.bounded(dict(output.usage), max_depth=2, max_nodes=64, text=storable_text)
     content: dict[str, Any] = {
         "provider": storable_text(str(output.provider)[:100]),
