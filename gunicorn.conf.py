@@ -21,6 +21,12 @@ from typing import Any
 # A request in flight at SIGTERM gets this long to complete before its worker is killed.
 graceful_timeout = 30
 
+# No control socket. gunicorn 24+ opens one by default at a single path per user
+# ($XDG_RUNTIME_DIR/gunicorn.ctl or ~/.gunicorn/gunicorn.ctl): every web process of that
+# user binds the same path, the last one started takes it over, and whoever reaches it
+# can stop or reload that server's workers. FieldOps uses signals (SIGTERM, SIGHUP) only.
+control_socket_disable = True
+
 
 def post_worker_init(worker: Any) -> None:
     """Load the URL configuration (the views and what they import), then freeze the

@@ -125,3 +125,34 @@ def test_the_compose_web_command_started_elsewhere_freezes_and_exits_cleanly(
         web.stop()
     assert web.process.returncode == 0, web.log()[-3000:]
     assert web.log().count("froze the project's objects") == 2, web.log()[-3000:]
+
+
+@pytest.mark.postgres
+def test_the_web_process_opens_no_control_socket(
+    transactional_db: Any, tmp_path: Path, collected_static: Path
+) -> None:
+    """gunicorn 24+ opens a control socket by default, at one path per user
+    (``$XDG_RUNTIME_DIR/gunicorn.ctl`` or ``~/.gunicorn/gunicorn.ctl``): every web process
+    of that user on the machine binds the same path, the last one started takes it from
+    the others, and whoever can reach it can stop or reload that server's workers.
+    FieldOps has no use for it; gunicorn.conf.py turns it off."""
+    home = tmp_path / "home"
+    home.mkdir()
+    argv = _runnable(_compose_web())
+    argv[argv.index("--bind") + 1] = "127.0.0.1:{port}"
+    argv[argv.index("--workers") + 1] = "1"
+    env = {
+        **PRODUCTION,
+        "DATABASE_URL": shared_database_url(),
+        "PYTHONPATH": str(ROOT),
+        "FIELDOPS_STATIC_ROOT": str(collected_static),
+        "HOME": str(home),
+        "XDG_RUNTIME_DIR": str(home / "run"),
+    }
+    (home / "run").mkdir()
+    web = WebProcess(argv, env, tmp_path / "web.log", cwd=tmp_path).start(ready="/healthz")
+    try:
+        sockets = [str(p) for p in home.rglob("*") if p.is_socket()]
+    finally:
+        web.stop()
+    assert sockets == [], web.log()[-3000:]
