@@ -185,6 +185,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         # From 2.4.0 (test_adapter_versions.py: 2.3.0 and earlier read them otherwise).
         # Groq's compound system ran a web search server-side (message.executed_tools).
         "recorded_groq_compound_executed_tools": Reject.PROVIDER_EXECUTED_TOOL,
+        # OpenRouter's server-side web search: url_citation annotations, a search counted.
+        "recorded_openrouter_web_search_annotations": Reject.PROVIDER_EXECUTED_TOOL,
         # Ollama's /api/chat body: done_reason / done are its finish reason.
         "ollama_native_done_length": Reject.TRUNCATED,
         "ollama_native_not_done": Reject.TRUNCATED,
@@ -398,6 +400,9 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_vertex_model_armor_prompt_block": Reject.REFUSAL,
         "recorded_vertex_model_armor_finish": Reject.REFUSAL,
         "recorded_file_search_tool_call_response": Reject.PROVIDER_EXECUTED_TOOL,
+        # Grounding with Google Search, and URL context: Google searched / fetched itself.
+        "recorded_google_search_grounding": Reject.PROVIDER_EXECUTED_TOOL,
+        "recorded_url_context_grounding": Reject.PROVIDER_EXECUTED_TOOL,
         "recorded_image_part": Reject.UNKNOWN_SHAPE,
         "recorded_error_invalid_argument": "provider_error:client_error",
         "recorded_error_quota_retry_info": "provider_error:rate_limited",
