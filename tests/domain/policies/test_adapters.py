@@ -275,6 +275,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_hosted_shell_call_output": Reject.PROVIDER_EXECUTED_TOOL,
         # A hosted file search (OpenAI searched a vector store) beside the answer.
         "recorded_file_search_call": Reject.PROVIDER_EXECUTED_TOOL,
+        # The remote MCP tool: mcp_list_tools and an mcp_call OpenAI made itself.
+        "recorded_mcp_call": Reject.PROVIDER_EXECUTED_TOOL,
     },
     "anthropic": {
         "tool_use_read_equipment": READ,
@@ -346,6 +348,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "final_json_duplicate_keys": Reject.MALFORMED_FINAL,
         # The tool search tool ran at the provider before the client's own call.
         "recorded_tool_search_then_call": Reject.PROVIDER_EXECUTED_TOOL,
+        # The MCP connector: Anthropic called the remote MCP server itself.
+        "recorded_mcp_connector_tool_use": Reject.PROVIDER_EXECUTED_TOOL,
+        # Encrypted reasoning (redacted_thinking), then prose: a candidate validation judges.
+        "recorded_redacted_thinking_then_text": FinalCandidate(
+            {"text": recorded_text("anthropic", "recorded_redacted_thinking_then_text")}
+        ),
     },
     "gemini": {
         "function_call_read_equipment": READ,
