@@ -35,8 +35,8 @@ object, one of its ``choices``, or the bare assistant ``message``. In the order 
 - from 2.6.0: a web search the provider ran itself before it answered (``url_citation``
   annotations on the message: OpenAI's search models, OpenRouter's web search; a count in
   OpenRouter's ``usage.server_tool_use_details``; Perplexity's ``search_results`` /
-  ``citations``) -> ``provider_executed_tool`` (2.5.0 read the answer beside it as the
-  answer)
+  ``citations``; Azure On Your Data's ``message.context`` citations) ->
+  ``provider_executed_tool`` (2.5.0 read the answer beside it as the answer)
 - reasoning fields (``reasoning_content``, ``reasoning``) and Mistral's ``thinking``
   content parts are declared reasoning, not output: commentary evidence, ignored by the
   parse
@@ -326,8 +326,10 @@ def _provider_search(raw: Mapping[str, Any], message: Mapping[str, Any]) -> str:
     OpenAI's search models (``gpt-4o-search-preview``) and OpenRouter's web search mark the
     text they took from a page with ``url_citation`` annotations; OpenRouter also counts
     the server tools it ran in ``usage.server_tool_use_details``; Perplexity's API returns
-    the pages it searched as ``search_results`` / ``citations`` beside the choices. Other
-    annotation types (none documented yet) are not read as a search.
+    the pages it searched as ``search_results`` / ``citations`` beside the choices; Azure
+    OpenAI On Your Data, the documents it retrieved from the data source as the message's
+    ``context`` (``citations``, ``all_retrieved_documents``). Other annotation types (none
+    documented yet) are not read as a search.
     """
     found = []
     annotations = message.get("annotations")
@@ -343,6 +345,12 @@ def _provider_search(raw: Mapping[str, Any], message: Mapping[str, Any]) -> str:
         found.append("server tools (usage.server_tool_use_details)")
     if any(isinstance(raw.get(k), list) and raw[k] for k in ("search_results", "citations")):
         found.append("web search (search_results / citations)")
+    context = message.get("context")
+    if isinstance(context, Mapping) and any(
+        isinstance(context.get(k), list) and context[k]
+        for k in ("citations", "all_retrieved_documents")
+    ):
+        found.append("data source retrieval (Azure On Your Data: message.context)")
     return "; ".join(found)
 
 

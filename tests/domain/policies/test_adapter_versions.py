@@ -86,6 +86,8 @@ FIXED = {
     ("openai", "recorded_groq_compound_executed_tools"): Reject.PROVIDER_EXECUTED_TOOL,
     ("openai", "ollama_native_done_length"): Reject.TRUNCATED,
     ("openai", "ollama_native_not_done"): Reject.TRUNCATED,
+    ("openai", "recorded_openrouter_web_search_annotations"): Reject.PROVIDER_EXECUTED_TOOL,
+    ("openai", "azure_on_your_data_citations"): Reject.PROVIDER_EXECUTED_TOOL,
 }
 
 
