@@ -33,7 +33,9 @@ object, one of its ``choices``, or the bare assistant ``message``. In the order 
   status; Ollama's ``message.thinking`` is declared reasoning (2.4.0 named the first two
   ``unknown_shape``, the errors ``provider_error:unclassified``, and dropped the thinking)
 - from 2.6.0: a web search the provider ran itself before it answered (``url_citation``
-  annotations on the message: OpenAI's search models, OpenRouter's web search; a count in
+  annotations on the message: OpenAI's search models, OpenRouter's web search; an answer
+  of one of OpenAI's Chat Completions search models (``gpt-4o-search-preview``,
+  ``gpt-5-search-api``...), which search before every answer; a count in
   OpenRouter's ``usage.server_tool_use_details``; Perplexity's ``search_results`` /
   ``citations``; Azure On Your Data's ``message.context`` citations) ->
   ``provider_executed_tool`` (2.5.0 read the answer beside it as the answer)
@@ -56,6 +58,7 @@ Compatible-endpoint quirks read as what they mean: empty placeholders (``functio
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -97,6 +100,9 @@ ANSWER_FINISH = frozenset({"stop", "end_turn"})
 # 2.3.0 any other is not known to end an answer (a compatible server's aborted or cut
 # generation), so it is ``unknown_shape``, never a proposal.
 FINISH_REASONS = frozenset({*TOOL_FINISH, *ANSWER_FINISH, "length", "content_filter", "error", ""})
+# OpenAI's Chat Completions search models (gpt-4o-search-preview, gpt-4o-mini-search-preview
+# and their dated snapshots, gpt-5-search-api), possibly behind a gateway's "openai/" prefix.
+SEARCH_MODEL = re.compile(r"^gpt-[\w.-]*-search-(preview|api)(-[\w.-]+)?$")
 # Together's end of sequence, typed beside ``stop`` by its API (together-py): from 2.5.0
 # the end of an answer.
 EOS_FINISH = "eos"
@@ -324,7 +330,9 @@ def _provider_search(raw: Mapping[str, Any], message: Mapping[str, Any]) -> str:
     """What says the provider ran a web search itself for this answer, named; "" if nothing.
 
     OpenAI's search models (``gpt-4o-search-preview``) and OpenRouter's web search mark the
-    text they took from a page with ``url_citation`` annotations; OpenRouter also counts
+    text they took from a page with ``url_citation`` annotations; OpenAI's search models
+    search before every answer, so their answer rests on a search even when it cites none
+    (recorded: ``"annotations": []``); OpenRouter also counts
     the server tools it ran in ``usage.server_tool_use_details``; Perplexity's API returns
     the pages it searched as ``search_results`` / ``citations`` beside the choices; Azure
     OpenAI On Your Data, the documents it retrieved from the data source as the message's
@@ -332,6 +340,9 @@ def _provider_search(raw: Mapping[str, Any], message: Mapping[str, Any]) -> str:
     documented yet) are not read as a search.
     """
     found = []
+    model = raw.get("model")
+    if isinstance(model, str) and SEARCH_MODEL.search(model.rsplit("/", 1)[-1]):
+        found.append(f"web search (a search model: {model[:80]})")
     annotations = message.get("annotations")
     for annotation in annotations if isinstance(annotations, list) else []:
         if isinstance(annotation, Mapping) and annotation.get("type") == "url_citation":

@@ -88,6 +88,7 @@ FIXED = {
     ("openai", "ollama_native_not_done"): Reject.TRUNCATED,
     ("openai", "recorded_openrouter_web_search_annotations"): Reject.PROVIDER_EXECUTED_TOOL,
     ("openai", "azure_on_your_data_citations"): Reject.PROVIDER_EXECUTED_TOOL,
+    ("openai", "recorded_openai_search_preview_no_annotations"): Reject.PROVIDER_EXECUTED_TOOL,
 }
 
 
@@ -744,3 +745,25 @@ def test_an_empty_grounding_metadata_names_no_search(metadata):
     raw["candidates"][0]["groundingMetadata"] = metadata
     raw["candidates"][0]["urlContextMetadata"] = {"urlMetadata": []}
     assert gemini_adapter.parse(raw, KINDS) == FinalCandidate({"text": "Done."})
+
+
+@pytest.mark.parametrize(
+    ("model", "search"),
+    [
+        ("gpt-4o-search-preview", True),
+        ("gpt-4o-mini-search-preview-2025-03-11", True),
+        ("gpt-5-search-api", True),
+        ("gpt-5-search-api-2025-10-14", True),
+        ("openai/gpt-4o-search-preview", True),  # behind a gateway
+        ("gpt-4o", False),
+        ("gpt-4o-2024-08-06", False),
+        ("text-search-ada-doc-001", False),  # an embedding model's name, not a search model
+        ("my-search-preview", False),
+        ("", False),
+    ],
+)
+def test_an_openai_search_model_is_known_by_its_name(model, search):
+    raw = openai_adapter.render_text("Done: part A17 is reserved in slot S-N1-01.")
+    raw["model"] = model
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert parsing.classify(proposal, KINDS) == (Reject.PROVIDER_EXECUTED_TOOL if search else "")

@@ -189,6 +189,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_openrouter_web_search_annotations": Reject.PROVIDER_EXECUTED_TOOL,
         # Azure On Your Data: the answer written from documents Azure retrieved itself.
         "azure_on_your_data_citations": Reject.PROVIDER_EXECUTED_TOOL,
+        # OpenAI's search model answers from a search even when it cites nothing.
+        "recorded_openai_search_preview_no_annotations": Reject.PROVIDER_EXECUTED_TOOL,
         # Ollama's /api/chat body: done_reason / done are its finish reason.
         "ollama_native_done_length": Reject.TRUNCATED,
         "ollama_native_not_done": Reject.TRUNCATED,
