@@ -45,7 +45,7 @@ EARLIER = {
 }
 CURRENT = {
     "openai": "openai-tool-calls-adapter@2.6.0",
-    "openai-responses": "openai-responses-adapter@1.3.0",
+    "openai-responses": "openai-responses-adapter@1.4.0",
     "anthropic": "anthropic-tool-use-adapter@2.3.0",
     "gemini": "gemini-function-calling-adapter@1.1.0",
     "bedrock-converse": "bedrock-converse-adapter@1.0.0",
@@ -63,6 +63,7 @@ EARLIER_ALL = {
     "openai-responses": (
         openai_responses_adapter.VERSION_1_1,
         openai_responses_adapter.VERSION_1_2,
+        openai_responses_adapter.VERSION_1_3,
     ),
     "anthropic": (anthropic_adapter.VERSION_2_1, anthropic_adapter.VERSION_2_2),
     "gemini": (gemini_adapter.VERSION_1_0,),
@@ -89,6 +90,7 @@ FIXED = {
     ("openai", "recorded_openrouter_web_search_annotations"): Reject.PROVIDER_EXECUTED_TOOL,
     ("openai", "azure_on_your_data_citations"): Reject.PROVIDER_EXECUTED_TOOL,
     ("openai", "recorded_openai_search_preview_no_annotations"): Reject.PROVIDER_EXECUTED_TOOL,
+    ("openai-responses", "url_citation_without_search_item"): Reject.PROVIDER_EXECUTED_TOOL,
 }
 
 
@@ -487,7 +489,7 @@ def test_a_hosted_shell_is_a_provider_executed_tool():
         Reject.PROVIDER_EXECUTED_TOOL,
         "shell_call (hosted: container_reference), shell_call_output",
     )
-    for version in EARLIER_ALL["openai-responses"]:
+    for version in EARLIER_ALL["openai-responses"][:-1]:  # the versions before 1.3.0
         old = vocabularies.for_version(version).parse(raw, KINDS)
         assert parsing.classify(old, KINDS) == Reject.UNKNOWN_SHAPE, version
 
@@ -767,3 +769,24 @@ def test_an_openai_search_model_is_known_by_its_name(model, search):
     raw["model"] = model
     proposal = openai_adapter.parse(raw, KINDS)
     assert parsing.classify(proposal, KINDS) == (Reject.PROVIDER_EXECUTED_TOOL if search else "")
+
+
+@pytest.mark.parametrize(
+    ("annotation", "searched"),
+    [
+        ({"type": "url_citation", "url": "https://maker.example", "title": "x"}, True),
+        ({"type": "file_citation", "file_id": "file-1", "index": 0}, False),
+        ({"type": "file_path", "file_id": "file-1", "index": 0}, False),
+        ("url_citation", False),  # not an annotation object: nothing said
+    ],
+)
+def test_a_responses_answer_citing_web_pages_rests_on_a_search_from_1_4_0(annotation, searched):
+    """A Responses-compatible API that searched before it answered without a search item
+    (Parallel, OpenRouter's web plugin): the ``url_citation`` annotations say so. From 1.4.0
+    ``provider_executed_tool``; 1.3.0 and earlier read the text as the answer."""
+    raw = openai_responses_adapter.render_text("Done: part A17 is reserved in slot S-N1-01.")
+    raw["output"][0]["content"][0]["annotations"] = [annotation]
+    proposal = openai_responses_adapter.parse(raw, KINDS)
+    assert parsing.classify(proposal, KINDS) == (Reject.PROVIDER_EXECUTED_TOOL if searched else "")
+    for version in EARLIER_ALL["openai-responses"]:
+        assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)

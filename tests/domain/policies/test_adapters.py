@@ -281,6 +281,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_file_search_call": Reject.PROVIDER_EXECUTED_TOOL,
         # The remote MCP tool: mcp_list_tools and an mcp_call OpenAI made itself.
         "recorded_mcp_call": Reject.PROVIDER_EXECUTED_TOOL,
+        # A Responses-compatible API that searched without a search item: url_citations.
+        "url_citation_without_search_item": Reject.PROVIDER_EXECUTED_TOOL,
     },
     "anthropic": {
         "tool_use_read_equipment": READ,
