@@ -572,8 +572,7 @@ def _answer_in(events: list[str]) -> Any:
         if isinstance(message.get("result"), Mapping) and "tools" in message["result"]:
             answers.append(message)
         elif isinstance(message.get("error"), Mapping):
-            error = message["error"]
-            errors.append(f"error {error.get('code')}: {str(error.get('message'))[:200]}")
+            errors.append(_said_error(message["error"]))
     if len(answers) == 1:
         return answers[0]
     if answers:
@@ -589,10 +588,21 @@ def _answer_in(events: list[str]) -> Any:
     )
 
 
+def _said_error(error: Mapping[str, Any]) -> str:
+    """A JSON-RPC error object as a bounded sentence part: its code and its message."""
+    return f"error {str(error.get('code'))[:40]}: {str(error.get('message'))[:200]}"
+
+
 def parse_result(data: Any, schema_check: SchemaCheck | None = None) -> ToolListing:
     """Parse an already-decoded ``tools/list`` result (or its JSON-RPC envelope)."""
     if isinstance(data, Mapping) and isinstance(data.get("result"), Mapping):
         data = data["result"]
+    elif isinstance(data, Mapping) and isinstance(data.get("error"), Mapping):
+        # The server's answer was an error (a pasted response to a tools/list it refused):
+        # say so with its words, as for the same answer in an event stream.
+        raise ImportRefused(
+            [f"the text is a JSON-RPC error, not a tool list: {_said_error(data['error'])}"]
+        )
     if not isinstance(data, Mapping) or "tools" not in data:
         raise ImportRefused(['expected a JSON object with a "tools" list'])
     tools = data["tools"]

@@ -21,6 +21,10 @@ item does in the Responses API. In the order checked:
 - ``executableCode`` / ``codeExecutionResult`` parts (code execution) and ``toolCall`` /
   ``toolResponse`` parts (Gemini 3's server-side tools: file search, maps...): the
   provider ran a tool outside validation -> ``provider_executed_tool``
+- from 1.1.0: a candidate grounded by a tool Google ran itself (``groundingMetadata`` naming
+  the searches, sources or retrievals it used: Grounding with Google Search or Google Maps,
+  file search, Vertex AI Search / RAG; ``urlContextMetadata`` naming the pages URL context
+  fetched) -> ``provider_executed_tool`` (1.0.0 read the text as the answer)
 - a ``finishReason`` the API does not document (``FinishReason`` in google-genai, plus
   Vertex's ``MODEL_ARMOR``) -> ``unknown_shape``; none stated is read like ``STOP``
 - ``SAFETY``, ``RECITATION``, ``LANGUAGE``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``,
@@ -41,20 +45,25 @@ item does in the Responses API. In the order checked:
   ``partialArgs``) -> ``truncated_output``.
 
 Versions: ``VERSION`` reads new runs; ``EARLIER`` keeps each earlier version's mapping
-unchanged, for the runs recorded under it (none yet).
+unchanged, for the runs recorded under it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "gemini-function-calling-adapter@1.0.0"
+VERSION = "gemini-function-calling-adapter@1.1.0"
+# 1.0.0 read a text answer grounded by Google Search, Maps, file search or URL context (the
+# candidate's groundingMetadata / urlContextMetadata) as the answer; kept as it was for runs
+# recorded under it.
+VERSION_1_0 = "gemini-function-calling-adapter@1.0.0"
 PROVIDER = "gemini"
 
 # google-genai ``types.FinishReason`` (google/genai/types.py), and Vertex AI's MODEL_ARMOR
@@ -90,14 +99,26 @@ FINISH_REASONS = frozenset(
 PROVIDER_EXECUTED_PARTS = frozenset(
     {"executableCode", "codeExecutionResult", "toolCall", "toolResponse"}
 )
+# The members of ``groundingMetadata`` (google-genai ``GroundingMetadata``) that say a
+# grounding tool ran: the queries it sent and the sources or places it returned.
+GROUNDING_EVIDENCE = (
+    "webSearchQueries",
+    "imageSearchQueries",
+    "retrievalQueries",
+    "groundingChunks",
+    "searchEntryPoint",
+)
 # Keys of a part that describe it rather than carry its data.
 PART_METADATA = frozenset(
     {"thought", "thoughtSignature", "partMetadata", "videoMetadata", "mediaResolution"}
 )
 
 
-def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
-    """Return what ``raw`` (one generateContent response) proposes; never raises."""
+def _read(raw: Any, kinds: Mapping[str, str], *, grounding: bool = True) -> Reading:
+    """Return what ``raw`` (one generateContent response) proposes; never raises.
+
+    ``grounding`` is the 1.1.0 mapping (``grounding=False`` is 1.0.0's, kept unchanged).
+    """
     limit = limits.check(raw)
     if limit is not None:
         return Reading(parsing.rejected(limit))
@@ -158,6 +179,12 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
     if executed:
         r = parsing.reason(Reject.PROVIDER_EXECUTED_TOOL, ", ".join(executed), provider_stop=finish)
         return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(parts)))
+    grounded = _grounded(candidate) if grounding else ""
+    if grounded:
+        # Google searched, fetched or retrieved for this answer itself: the text rests on
+        # sources no validation saw, as code execution's results do.
+        r = parsing.reason(Reject.PROVIDER_EXECUTED_TOOL, grounded, provider_stop=finish)
+        return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(parts)))
     if stated is not None and finish not in FINISH_REASONS:
         r = parsing.reason(
             Reject.UNKNOWN_SHAPE,
@@ -214,12 +241,29 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
 
 
 read = parsing.guarded(_read)
-EARLIER: dict[str, Any] = {}
+read_1_0 = parsing.guarded(partial(_read, grounding=False))
+EARLIER: dict[str, Any] = {VERSION_1_0: read_1_0}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
     """Return the one local proposal ``raw`` makes, or an InvalidProposal saying why not."""
     return read(raw, kinds).proposal
+
+
+def _grounded(candidate: Mapping[str, Any]) -> str:
+    """What says a grounding tool ran for ``candidate``, named ("" if nothing does).
+
+    An empty ``groundingMetadata`` (``{}``, or members without entries) names no search and
+    no source: it is not read as one.
+    """
+    found = []
+    metadata = candidate.get("groundingMetadata")
+    if isinstance(metadata, Mapping):
+        found += [f"groundingMetadata.{key}" for key in GROUNDING_EVIDENCE if metadata.get(key)]
+    urls = candidate.get("urlContextMetadata")
+    if isinstance(urls, Mapping) and urls.get("urlMetadata"):
+        found.append("urlContextMetadata.urlMetadata")
+    return ", ".join(found)
 
 
 def _prompt_block(feedback: Any) -> Any:

@@ -32,6 +32,13 @@ object, one of its ``choices``, or the bare assistant ``message``. In the order 
   error ``code`` that is an HTTP status as text (Azure's ``"404"``) is classified as that
   status; Ollama's ``message.thinking`` is declared reasoning (2.4.0 named the first two
   ``unknown_shape``, the errors ``provider_error:unclassified``, and dropped the thinking)
+- from 2.6.0: a web search the provider ran itself before it answered (``url_citation``
+  annotations on the message: OpenAI's search models, OpenRouter's web search; an answer
+  of one of OpenAI's Chat Completions search models (``gpt-4o-search-preview``,
+  ``gpt-5-search-api``...), which search before every answer; a count in
+  OpenRouter's ``usage.server_tool_use_details``; Perplexity's ``search_results`` /
+  ``citations``; Azure On Your Data's ``message.context`` citations) ->
+  ``provider_executed_tool`` (2.5.0 read the answer beside it as the answer)
 - reasoning fields (``reasoning_content``, ``reasoning``) and Mistral's ``thinking``
   content parts are declared reasoning, not output: commentary evidence, ignored by the
   parse
@@ -51,6 +58,7 @@ Compatible-endpoint quirks read as what they mean: empty placeholders (``functio
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -59,7 +67,11 @@ from runs.domain.proposals import Proposal, RejectionReason
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-tool-calls-adapter@2.5.0"
+VERSION = "openai-tool-calls-adapter@2.6.0"
+# 2.5.0 read an answer resting on a web search the provider ran itself (``url_citation``
+# annotations, OpenRouter's server tool counts, Perplexity's search results) as the answer;
+# kept as it was for runs recorded under it.
+VERSION_2_5 = "openai-tool-calls-adapter@2.5.0"
 # 2.4.0 named Together's eos finish and an Azure choice filtered without a message
 # unknown_shape, left Azure's prompt filter error and string status codes unclassified and
 # dropped Ollama's thinking; kept as it was for runs recorded under it.
@@ -88,6 +100,9 @@ ANSWER_FINISH = frozenset({"stop", "end_turn"})
 # 2.3.0 any other is not known to end an answer (a compatible server's aborted or cut
 # generation), so it is ``unknown_shape``, never a proposal.
 FINISH_REASONS = frozenset({*TOOL_FINISH, *ANSWER_FINISH, "length", "content_filter", "error", ""})
+# OpenAI's Chat Completions search models (gpt-4o-search-preview, gpt-4o-mini-search-preview
+# and their dated snapshots, gpt-5-search-api), possibly behind a gateway's "openai/" prefix.
+SEARCH_MODEL = re.compile(r"^gpt-[\w.-]*-search-(preview|api)(-[\w.-]+)?$")
 # Together's end of sequence, typed beside ``stop`` by its API (together-py): from 2.5.0
 # the end of an answer.
 EOS_FINISH = "eos"
@@ -101,11 +116,13 @@ def _read(
     known_finish: bool = True,
     server_tools: bool = True,
     quirks: bool = True,
+    searched: bool = True,
 ) -> Reading:
     """Return what ``raw`` (one Chat Completions output) proposes; never raises.
 
-    ``quirks`` is the 2.5.0 mapping (``quirks=False`` is 2.4.0's), ``server_tools=False``
-    2.3.0's, ``known_finish=False`` 2.2.0's, ``strict=False`` 2.1.0's; all kept unchanged.
+    ``searched`` is the 2.6.0 mapping (``searched=False`` is 2.5.0's), ``quirks=False``
+    2.4.0's, ``server_tools=False`` 2.3.0's, ``known_finish=False`` 2.2.0's,
+    ``strict=False`` 2.1.0's; all kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -214,6 +231,12 @@ def _read(
             provider_stop=finish_text or "",
         )
         return Reading(parsing.rejected(r), _joined(reasoning, text))
+    search = _provider_search(raw, message) if searched else ""
+    if search:
+        # The provider searched the web itself and wrote from what it found: the turn rests
+        # on results no validation saw, like Groq's executed tools.
+        r = parsing.reason(Reject.PROVIDER_EXECUTED_TOOL, search, provider_stop=finish_text or "")
+        return Reading(parsing.rejected(r), _joined(reasoning, text))
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "tool_calls is not a list"))
@@ -238,17 +261,28 @@ def _read(
 
 
 read = parsing.guarded(_read)
-read_2_4 = parsing.guarded(partial(_read, quirks=False))
-read_2_3 = parsing.guarded(partial(_read, server_tools=False, quirks=False))
-read_2_2 = parsing.guarded(partial(_read, known_finish=False, server_tools=False, quirks=False))
+read_2_5 = parsing.guarded(partial(_read, searched=False))
+read_2_4 = parsing.guarded(partial(_read, quirks=False, searched=False))
+read_2_3 = parsing.guarded(partial(_read, server_tools=False, quirks=False, searched=False))
+read_2_2 = parsing.guarded(
+    partial(_read, known_finish=False, server_tools=False, quirks=False, searched=False)
+)
 read_2_1 = parsing.guarded(
-    partial(_read, strict=False, known_finish=False, server_tools=False, quirks=False)
+    partial(
+        _read,
+        strict=False,
+        known_finish=False,
+        server_tools=False,
+        quirks=False,
+        searched=False,
+    )
 )
 EARLIER = {
     VERSION_2_1: read_2_1,
     VERSION_2_2: read_2_2,
     VERSION_2_3: read_2_3,
     VERSION_2_4: read_2_4,
+    VERSION_2_5: read_2_5,
 }
 
 
@@ -290,6 +324,45 @@ def _executed(executed: Any) -> str:
         kind = tool.get("type") if isinstance(tool, Mapping) else None
         names.append(kind[:40] if isinstance(kind, str) and kind else "a tool")
     return ", ".join(sorted(set(names)))[:200]
+
+
+def _provider_search(raw: Mapping[str, Any], message: Mapping[str, Any]) -> str:
+    """What says the provider ran a web search itself for this answer, named; "" if nothing.
+
+    OpenAI's search models (``gpt-4o-search-preview``) and OpenRouter's web search mark the
+    text they took from a page with ``url_citation`` annotations; OpenAI's search models
+    search before every answer, so their answer rests on a search even when it cites none
+    (recorded: ``"annotations": []``); OpenRouter also counts
+    the server tools it ran in ``usage.server_tool_use_details``; Perplexity's API returns
+    the pages it searched as ``search_results`` / ``citations`` beside the choices; Azure
+    OpenAI On Your Data, the documents it retrieved from the data source as the message's
+    ``context`` (``citations``, ``all_retrieved_documents``). Other annotation types (none
+    documented yet) are not read as a search.
+    """
+    found = []
+    model = raw.get("model")
+    if isinstance(model, str) and SEARCH_MODEL.search(model.rsplit("/", 1)[-1]):
+        found.append(f"web search (a search model: {model[:80]})")
+    annotations = message.get("annotations")
+    for annotation in annotations if isinstance(annotations, list) else []:
+        if isinstance(annotation, Mapping) and annotation.get("type") == "url_citation":
+            found.append("web search (url_citation annotations)")
+            break
+    usage = raw.get("usage")
+    details = usage.get("server_tool_use_details") if isinstance(usage, Mapping) else None
+    if isinstance(details, Mapping) and any(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in details.values()
+    ):
+        found.append("server tools (usage.server_tool_use_details)")
+    if any(isinstance(raw.get(k), list) and raw[k] for k in ("search_results", "citations")):
+        found.append("web search (search_results / citations)")
+    context = message.get("context")
+    if isinstance(context, Mapping) and any(
+        isinstance(context.get(k), list) and context[k]
+        for k in ("citations", "all_retrieved_documents")
+    ):
+        found.append("data source retrieval (Azure On Your Data: message.context)")
+    return "; ".join(found)
 
 
 def _blocked(raw: Mapping[str, Any], choice: Mapping[str, Any]) -> list[str]:

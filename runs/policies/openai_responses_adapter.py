@@ -21,7 +21,11 @@ reasoning (its summary is commentary evidence, never read). In the order checked
   ``function_call`` whose ``caller`` is a provider-run program -> ``provider_executed_tool``;
   from 1.3.0 also the hosted shell: a ``shell_call`` whose ``environment`` is a container
   the provider manages (``container_auto`` / ``container_reference``) and any
-  ``shell_call_output`` (1.2.0 named them ``malformed_tool_call`` / ``unknown_shape``)
+  ``shell_call_output`` (1.2.0 named them ``malformed_tool_call`` / ``unknown_shape``);
+  from 1.4.0 an ``output_text`` with ``url_citation`` annotations but no search item
+  (Responses-compatible APIs that search before every answer, as Parallel's, or add web
+  results by a plugin, as OpenRouter's: the answer rests on pages no validation saw; 1.3.0
+  read it as the answer)
 - a ``refusal`` part -> ``model_refusal`` (its text is the ``explanation``)
 - calls the client would run that are not functions (``custom_tool_call``,
   ``computer_call``, ``local_shell_call``, a ``tool_search_call`` with ``execution:
@@ -47,7 +51,10 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-responses-adapter@1.3.0"
+VERSION = "openai-responses-adapter@1.4.0"
+# 1.3.0 read an answer citing web pages (url_citation annotations) without a search item as
+# the answer; kept for its recorded runs.
+VERSION_1_3 = "openai-responses-adapter@1.3.0"
 # 1.2.0 named a hosted shell (a shell_call OpenAI ran in its container, its
 # shell_call_output) unknown_shape / malformed_tool_call; kept for its recorded runs.
 VERSION_1_2 = "openai-responses-adapter@1.2.0"
@@ -88,12 +95,17 @@ STATUSES = frozenset({"completed", "incomplete", "failed", *NOT_DONE})
 
 
 def _read(
-    raw: Any, kinds: Mapping[str, str], *, strict: bool = True, hosted_shell: bool = True
+    raw: Any,
+    kinds: Mapping[str, str],
+    *,
+    strict: bool = True,
+    hosted_shell: bool = True,
+    cited: bool = True,
 ) -> Reading:
     """Return what ``raw`` (one Responses API output) proposes; never raises.
 
-    ``hosted_shell`` is the 1.3.0 mapping (``hosted_shell=False`` is 1.2.0's);
-    ``strict=False`` is 1.1.0's; both kept unchanged.
+    ``cited`` is the 1.4.0 mapping (``cited=False`` is 1.3.0's), ``hosted_shell=False``
+    1.2.0's, ``strict=False`` 1.1.0's; all kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -179,6 +191,9 @@ def _read(
             if k == "function_call" and _caller(i) not in ("", "direct")
         }
     )
+    if cited and not executed and _cites_the_web(items):
+        # No search item, yet the text cites pages: the provider searched all the same.
+        executed.append("web search (url_citation annotations)")
     if executed:
         r = parsing.reason(Reject.PROVIDER_EXECUTED_TOOL, ", ".join(executed))
         return Reading(parsing.rejected(r), reasoning)
@@ -232,9 +247,10 @@ def _read(
 
 
 read = parsing.guarded(_read)
-read_1_2 = parsing.guarded(partial(_read, hosted_shell=False))
-read_1_1 = parsing.guarded(partial(_read, strict=False, hosted_shell=False))
-EARLIER = {VERSION_1_1: read_1_1, VERSION_1_2: read_1_2}
+read_1_3 = parsing.guarded(partial(_read, cited=False))
+read_1_2 = parsing.guarded(partial(_read, hosted_shell=False, cited=False))
+read_1_1 = parsing.guarded(partial(_read, strict=False, hosted_shell=False, cited=False))
+EARLIER = {VERSION_1_1: read_1_1, VERSION_1_2: read_1_2, VERSION_1_3: read_1_3}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
@@ -287,6 +303,20 @@ def _reasoning(items: Sequence[Any]) -> str:
             if isinstance(part, Mapping) and isinstance(part.get("text"), str):
                 texts.append(part["text"].strip())
     return "\n\n".join(t for t in texts if t)
+
+
+def _cites_the_web(items: Sequence[Any]) -> bool:
+    """Whether a message's ``output_text`` carries a ``url_citation`` annotation (a page the
+    provider read); ``file_citation`` / ``container_file_citation`` come with the hosted
+    file search / code interpreter items, which are read as such already."""
+    for item in items:
+        content = item.get("content") if isinstance(item, Mapping) else None
+        for part in content if isinstance(content, list) else []:
+            notes = part.get("annotations") if isinstance(part, Mapping) else None
+            for note in notes if isinstance(notes, list) else []:
+                if isinstance(note, Mapping) and note.get("type") == "url_citation":
+                    return True
+    return False
 
 
 def _message_text(item: Mapping[str, Any]) -> tuple[str, Any]:

@@ -1479,3 +1479,47 @@ def test_a_server_with_a_spoofing_identity_and_tool_is_shown_and_the_tool_refuse
         page = client.get(url)
         assert page.status_code == 200, url
         assert 'href="javascript:' not in page.content.decode()
+
+
+# -- a typed Python server (mcp_servers/typed.py): what pydantic schemas look like ----------
+def test_a_typed_servers_generated_schemas_are_kept_and_its_bad_tools_refused_alone(
+    catalog_admin,
+):
+    """An MCPServer (FastMCP) server with pydantic arguments and results: ``$defs`` /
+    ``$ref`` in both schemas, an enum, an optional field as ``anyOf`` with null, a tool
+    without arguments, title, icons, ``_meta`` and annotations are kept as the server sent
+    them, never resolved; a description over the limit and a name the specification does
+    not allow (``depot/transfer``: the SDK only warns) are refused alone, saying why."""
+    run, _, _ = _hostile(catalog_admin, "typed", "typed", "")
+    assert run.ok, run.message
+    assert run.summary["refused"] == [
+        {
+            "index": 3,
+            "name": "manual_dump",
+            "reasons": ["description is 20018 characters (limit 16000)"],
+        },
+        {  # a name that breaks the rule is not shown as a name, only quoted in the reason
+            "index": 4,
+            "name": "",
+            "reasons": [
+                "name must match ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ (got 'depot/transfer')"
+            ],
+        },
+    ]
+    found = candidates(ToolServer.objects.get(name="typed"))
+    assert set(found) == {"plan_visit", "list_parts", "manual_digest"}
+    plan = found["plan_visit"].definition
+    visit = plan["inputSchema"]["$defs"]["Visit"]
+    assert visit["properties"]["parts"]["items"] == {"$ref": "#/$defs/Part"}
+    assert {"type": "null"} in visit["properties"]["note"]["anyOf"]
+    assert plan["outputSchema"]["$defs"]["Slot"]["properties"]["depot"]["type"] == "string"
+    assert plan["title"] == "Plan a technician visit"
+    assert plan["icons"][0]["src"].startswith("data:image/svg+xml")
+    assert plan["_meta"]["com.example/owner"] == "field-ops"
+    assert plan["annotations"]["idempotentHint"] is True
+    assert found["list_parts"].definition["inputSchema"]["properties"] == {}
+    client = Client()
+    client.force_login(catalog_admin)
+    assert client.get(reverse("catalog-discovery", args=[run.pk])).status_code == 200
+    shown = client.get(reverse("catalog-candidate", args=[found["plan_visit"].pk]))
+    assert shown.status_code == 200 and "#/$defs/Part" in shown.content.decode()

@@ -95,6 +95,25 @@ def test_an_event_stream_without_one_tool_list_is_refused_saying_why(text, messa
     assert message in "; ".join(refused.value.errors)
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # What a server without tools answers tools/list with (wild.py notools), pasted.
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}},
+        # An error object whose code and message are not what the specification types.
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": "x" * 500, "message": ["not", "text"]}},
+    ],
+)
+def test_a_pasted_json_rpc_error_is_refused_as_the_error_it_is(answer):
+    """A JSON-RPC error pasted instead of a result is refused saying so, with the server's
+    code and message (bounded), as the same error in an event stream is."""
+    with pytest.raises(ImportRefused) as refused:
+        parse_tool_list(json.dumps(answer))
+    (error,) = refused.value.errors
+    assert error.startswith("the text is a JSON-RPC error, not a tool list: error ")
+    assert str(answer["error"]["message"])[:20] in error and len(error) < 500
+
+
 def test_a_changed_definition_gets_another_digest():
     (a,) = accepted(json.dumps({"tools": [GOOD]}))
     (b,) = accepted(json.dumps({"tools": [{**GOOD, "description": "Search more."}]}))

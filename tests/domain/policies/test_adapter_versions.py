@@ -26,6 +26,7 @@ from runs.domain.proposals import (
 )
 from runs.policies import (
     anthropic_adapter,
+    gemini_adapter,
     openai_adapter,
     openai_responses_adapter,
     parsing,
@@ -43,10 +44,10 @@ EARLIER = {
     "anthropic": anthropic_adapter.VERSION_2_1,
 }
 CURRENT = {
-    "openai": "openai-tool-calls-adapter@2.5.0",
-    "openai-responses": "openai-responses-adapter@1.3.0",
+    "openai": "openai-tool-calls-adapter@2.6.0",
+    "openai-responses": "openai-responses-adapter@1.4.0",
     "anthropic": "anthropic-tool-use-adapter@2.3.0",
-    "gemini": "gemini-function-calling-adapter@1.0.0",
+    "gemini": "gemini-function-calling-adapter@1.1.0",
     "bedrock-converse": "bedrock-converse-adapter@1.0.0",
 }
 # Every earlier version still installed, oldest first (EARLIER: the first of each, the one
@@ -57,16 +58,20 @@ EARLIER_ALL = {
         openai_adapter.VERSION_2_2,
         openai_adapter.VERSION_2_3,
         openai_adapter.VERSION_2_4,
+        openai_adapter.VERSION_2_5,
     ),
     "openai-responses": (
         openai_responses_adapter.VERSION_1_1,
         openai_responses_adapter.VERSION_1_2,
+        openai_responses_adapter.VERSION_1_3,
     ),
     "anthropic": (anthropic_adapter.VERSION_2_1, anthropic_adapter.VERSION_2_2),
-    # The first versions of these two: nothing earlier to keep yet.
-    "gemini": (),
+    "gemini": (gemini_adapter.VERSION_1_0,),
+    # The first version of this one: nothing earlier to keep yet.
     "bedrock-converse": (),
 }
+# The Chat Completions versions before 2.5.0 (Azure's filtered choice and prompt error...).
+BEFORE_2_5 = EARLIER_ALL["openai"][:-1]
 # The Chat Completions versions before 2.4.0 (Groq's executed_tools, Ollama's done_reason).
 BEFORE_2_4 = (openai_adapter.VERSION_2_1, openai_adapter.VERSION_2_2, openai_adapter.VERSION_2_3)
 # The outputs the earlier versions read as answers and the current ones refuse.
@@ -82,6 +87,10 @@ FIXED = {
     ("openai", "recorded_groq_compound_executed_tools"): Reject.PROVIDER_EXECUTED_TOOL,
     ("openai", "ollama_native_done_length"): Reject.TRUNCATED,
     ("openai", "ollama_native_not_done"): Reject.TRUNCATED,
+    ("openai", "recorded_openrouter_web_search_annotations"): Reject.PROVIDER_EXECUTED_TOOL,
+    ("openai", "azure_on_your_data_citations"): Reject.PROVIDER_EXECUTED_TOOL,
+    ("openai", "recorded_openai_search_preview_no_annotations"): Reject.PROVIDER_EXECUTED_TOOL,
+    ("openai-responses", "url_citation_without_search_item"): Reject.PROVIDER_EXECUTED_TOOL,
 }
 
 
@@ -480,7 +489,7 @@ def test_a_hosted_shell_is_a_provider_executed_tool():
         Reject.PROVIDER_EXECUTED_TOOL,
         "shell_call (hosted: container_reference), shell_call_output",
     )
-    for version in EARLIER_ALL["openai-responses"]:
+    for version in EARLIER_ALL["openai-responses"][:-1]:  # the versions before 1.3.0
         old = vocabularies.for_version(version).parse(raw, KINDS)
         assert parsing.classify(old, KINDS) == Reject.UNKNOWN_SHAPE, version
 
@@ -553,7 +562,7 @@ def test_an_azure_choice_filtered_without_a_message_is_a_refusal():
         "completion: hate",
         "content_filter",
     )
-    for version in EARLIER_ALL["openai"]:
+    for version in BEFORE_2_5:
         old = vocabularies.for_version(version).parse(raw, KINDS)
         assert parsing.classify(old, KINDS) == Reject.UNKNOWN_SHAPE, version
     # Without filter results, the finish reason alone still says the filter acted.
@@ -580,7 +589,7 @@ def test_an_azure_prompt_filter_error_is_a_content_filter_refusal():
         "content_filter",
         "prompt: hate, prompt: self-harm, prompt: violence",
     )
-    for version in EARLIER_ALL["openai"]:
+    for version in BEFORE_2_5:
         old = vocabularies.for_version(version).parse(raw, KINDS)
         assert parsing.classify(old, KINDS) == "provider_error:unclassified", version
     # No categories named: still the filter's refusal.
@@ -649,3 +658,135 @@ def test_ollama_thinking_is_commentary_from_2_5_0():
     assert reading.commentary.startswith("Thinking Process:")
     old = vocabularies.for_version(openai_adapter.VERSION_2_4).read(raw, KINDS)
     assert (old.proposal, old.commentary) == (reading.proposal, "")
+
+
+# -- (g) a web search or grounding the provider ran itself -------------------------------------
+def test_an_answer_resting_on_the_providers_own_web_search_is_not_a_final_from_2_6_0():
+    """OpenRouter's web search (recorded): the answer carries ``url_citation`` annotations
+    and ``usage.server_tool_use_details`` counts the search. From 2.6.0
+    ``provider_executed_tool`` naming both, the answer kept as commentary; 2.5.0 and every
+    earlier version read the answer as a final candidate."""
+    raw = load("openai", "recorded_openrouter_web_search_annotations")
+    reading = openai_adapter.read(raw, KINDS)
+    proposal = reading.proposal
+    assert isinstance(proposal, InvalidProposal)
+    r = proposal.reasons[0]
+    assert (r.code, r.provider_stop) == (Reject.PROVIDER_EXECUTED_TOOL, "stop")
+    assert "url_citation" in r.detail and "server_tool_use_details" in r.detail
+    assert reading.commentary == "https://github.com/pydantic/pydantic-ai"
+    for version in EARLIER_ALL["openai"]:
+        old = vocabularies.for_version(version).parse(raw, KINDS)
+        assert old == FinalCandidate({"text": "https://github.com/pydantic/pydantic-ai"}), version
+
+
+@pytest.mark.parametrize(
+    ("change", "searched"),
+    [
+        # Each sign alone is enough...
+        (lambda raw: raw.pop("usage"), True),
+        (lambda raw: raw["choices"][0]["message"].pop("annotations"), True),
+        # ... Perplexity's search results beside the choices too...
+        (
+            lambda raw: (
+                raw["choices"][0]["message"].pop("annotations"),
+                raw.pop("usage"),
+                raw.update(citations=["https://docs.example/manual"]),
+            ),
+            True,
+        ),
+        # ... and without any, the answer is an answer again.
+        (
+            lambda raw: (raw["choices"][0]["message"].pop("annotations"), raw.pop("usage")),
+            False,
+        ),
+        # Empty annotations (every gpt-4o answer carries "annotations": []), counts of zero,
+        # empty search results, and annotations of another type are no sign of a search.
+        (
+            lambda raw: (
+                raw["choices"][0]["message"].update(annotations=[{"type": "file_citation"}]),
+                raw["usage"].update(
+                    server_tool_use_details={"web_search_requests": 0, "tool_calls_executed": 0}
+                ),
+                raw.update(search_results=[], citations=None),
+            ),
+            False,
+        ),
+    ],
+)
+def test_each_sign_of_a_provider_web_search_is_read_alone(change, searched):
+    raw = load("openai", "recorded_openrouter_web_search_annotations")
+    change(raw)
+    proposal = openai_adapter.parse(raw, KINDS)
+    expected = Reject.PROVIDER_EXECUTED_TOOL if searched else ""
+    assert parsing.classify(proposal, KINDS) == expected
+
+
+def test_a_gemini_answer_grounded_by_google_is_not_a_final_from_1_1_0():
+    """Grounding with Google Search and URL context (recorded): Google searched or fetched
+    the pages itself and the candidate says so (``groundingMetadata``,
+    ``urlContextMetadata``). From 1.1.0 ``provider_executed_tool``; 1.0.0 read the text as a
+    final candidate."""
+    for name, named in (
+        ("recorded_google_search_grounding", "groundingMetadata.webSearchQueries"),
+        ("recorded_url_context_grounding", "urlContextMetadata.urlMetadata"),
+    ):
+        raw = load("gemini", name)
+        text = raw["candidates"][0]["content"]["parts"][0]["text"]
+        reading = gemini_adapter.read(raw, KINDS)
+        r = reading.proposal.reasons[0]
+        assert (r.code, r.provider_stop) == (Reject.PROVIDER_EXECUTED_TOOL, "STOP"), name
+        assert named in r.detail, name
+        assert reading.commentary == text.strip()
+        old = vocabularies.for_version(gemini_adapter.VERSION_1_0).parse(raw, KINDS)
+        assert old == FinalCandidate({"text": text}), name
+
+
+@pytest.mark.parametrize("metadata", [{}, {"groundingChunks": [], "webSearchQueries": []}])
+def test_an_empty_grounding_metadata_names_no_search(metadata):
+    raw = gemini_adapter.render_text("Done.")
+    raw["candidates"][0]["groundingMetadata"] = metadata
+    raw["candidates"][0]["urlContextMetadata"] = {"urlMetadata": []}
+    assert gemini_adapter.parse(raw, KINDS) == FinalCandidate({"text": "Done."})
+
+
+@pytest.mark.parametrize(
+    ("model", "search"),
+    [
+        ("gpt-4o-search-preview", True),
+        ("gpt-4o-mini-search-preview-2025-03-11", True),
+        ("gpt-5-search-api", True),
+        ("gpt-5-search-api-2025-10-14", True),
+        ("openai/gpt-4o-search-preview", True),  # behind a gateway
+        ("gpt-4o", False),
+        ("gpt-4o-2024-08-06", False),
+        ("text-search-ada-doc-001", False),  # an embedding model's name, not a search model
+        ("my-search-preview", False),
+        ("", False),
+    ],
+)
+def test_an_openai_search_model_is_known_by_its_name(model, search):
+    raw = openai_adapter.render_text("Done: part A17 is reserved in slot S-N1-01.")
+    raw["model"] = model
+    proposal = openai_adapter.parse(raw, KINDS)
+    assert parsing.classify(proposal, KINDS) == (Reject.PROVIDER_EXECUTED_TOOL if search else "")
+
+
+@pytest.mark.parametrize(
+    ("annotation", "searched"),
+    [
+        ({"type": "url_citation", "url": "https://maker.example", "title": "x"}, True),
+        ({"type": "file_citation", "file_id": "file-1", "index": 0}, False),
+        ({"type": "file_path", "file_id": "file-1", "index": 0}, False),
+        ("url_citation", False),  # not an annotation object: nothing said
+    ],
+)
+def test_a_responses_answer_citing_web_pages_rests_on_a_search_from_1_4_0(annotation, searched):
+    """A Responses-compatible API that searched before it answered without a search item
+    (Parallel, OpenRouter's web plugin): the ``url_citation`` annotations say so. From 1.4.0
+    ``provider_executed_tool``; 1.3.0 and earlier read the text as the answer."""
+    raw = openai_responses_adapter.render_text("Done: part A17 is reserved in slot S-N1-01.")
+    raw["output"][0]["content"][0]["annotations"] = [annotation]
+    proposal = openai_responses_adapter.parse(raw, KINDS)
+    assert parsing.classify(proposal, KINDS) == (Reject.PROVIDER_EXECUTED_TOOL if searched else "")
+    for version in EARLIER_ALL["openai-responses"]:
+        assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)

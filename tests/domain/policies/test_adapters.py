@@ -185,6 +185,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
         # From 2.4.0 (test_adapter_versions.py: 2.3.0 and earlier read them otherwise).
         # Groq's compound system ran a web search server-side (message.executed_tools).
         "recorded_groq_compound_executed_tools": Reject.PROVIDER_EXECUTED_TOOL,
+        # OpenRouter's server-side web search: url_citation annotations, a search counted.
+        "recorded_openrouter_web_search_annotations": Reject.PROVIDER_EXECUTED_TOOL,
+        # Azure On Your Data: the answer written from documents Azure retrieved itself.
+        "azure_on_your_data_citations": Reject.PROVIDER_EXECUTED_TOOL,
+        # OpenAI's search model answers from a search even when it cites nothing.
+        "recorded_openai_search_preview_no_annotations": Reject.PROVIDER_EXECUTED_TOOL,
         # Ollama's /api/chat body: done_reason / done are its finish reason.
         "ollama_native_done_length": Reject.TRUNCATED,
         "ollama_native_not_done": Reject.TRUNCATED,
@@ -273,6 +279,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_hosted_shell_call_output": Reject.PROVIDER_EXECUTED_TOOL,
         # A hosted file search (OpenAI searched a vector store) beside the answer.
         "recorded_file_search_call": Reject.PROVIDER_EXECUTED_TOOL,
+        # The remote MCP tool: mcp_list_tools and an mcp_call OpenAI made itself.
+        "recorded_mcp_call": Reject.PROVIDER_EXECUTED_TOOL,
+        # A Responses-compatible API that searched without a search item: url_citations.
+        "url_citation_without_search_item": Reject.PROVIDER_EXECUTED_TOOL,
     },
     "anthropic": {
         "tool_use_read_equipment": READ,
@@ -344,6 +354,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "final_json_duplicate_keys": Reject.MALFORMED_FINAL,
         # The tool search tool ran at the provider before the client's own call.
         "recorded_tool_search_then_call": Reject.PROVIDER_EXECUTED_TOOL,
+        # The MCP connector: Anthropic called the remote MCP server itself.
+        "recorded_mcp_connector_tool_use": Reject.PROVIDER_EXECUTED_TOOL,
+        # Encrypted reasoning (redacted_thinking), then prose: a candidate validation judges.
+        "recorded_redacted_thinking_then_text": FinalCandidate(
+            {"text": recorded_text("anthropic", "recorded_redacted_thinking_then_text")}
+        ),
     },
     "gemini": {
         "function_call_read_equipment": READ,
@@ -398,6 +414,9 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_vertex_model_armor_prompt_block": Reject.REFUSAL,
         "recorded_vertex_model_armor_finish": Reject.REFUSAL,
         "recorded_file_search_tool_call_response": Reject.PROVIDER_EXECUTED_TOOL,
+        # Grounding with Google Search, and URL context: Google searched / fetched itself.
+        "recorded_google_search_grounding": Reject.PROVIDER_EXECUTED_TOOL,
+        "recorded_url_context_grounding": Reject.PROVIDER_EXECUTED_TOOL,
         "recorded_image_part": Reject.UNKNOWN_SHAPE,
         "recorded_error_invalid_argument": "provider_error:client_error",
         "recorded_error_quota_retry_info": "provider_error:rate_limited",

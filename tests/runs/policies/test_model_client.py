@@ -552,6 +552,35 @@ def test_deeply_nested_model_arguments_end_in_a_recorded_rejection_not_a_stuck_r
     assert stored.content["raw"]["object"] == "chat.completion"  # the raw output, kept
 
 
+@pytest.mark.parametrize(
+    ("api", "recorded"),
+    [
+        # OpenRouter's web search: url_citation annotations, the search counted in usage.
+        ("openai-chat", ("openai", "recorded_openrouter_web_search_annotations")),
+        # OpenAI's remote MCP tool: mcp_list_tools and an mcp_call OpenAI made itself.
+        ("openai-responses", ("openai-responses", "recorded_mcp_call")),
+        # Anthropic's MCP connector: mcp_tool_use / mcp_tool_result blocks.
+        ("anthropic-messages", ("anthropic", "recorded_mcp_connector_tool_use")),
+    ],
+)
+def test_an_answer_resting_on_a_tool_the_provider_ran_never_completes_a_run(world, api, recorded):
+    """A real answer whose provider searched the web or called an MCP server itself, over
+    HTTP through the real SDK, every turn: each turn is a recorded ``provider_executed_tool``
+    rejection and the run ends by its correction budget; the answer is never the run's
+    final output (before Chat Completions 2.6.0 the web-searched answer was a final
+    candidate)."""
+    body = fixture(*recorded)
+    with serve(ReplayServer(api, [Reply(200, body)])) as server, model_settings(server):
+        run = make_run(model_client.SCENARIO, vocabulary=APIS[api], limits={"corrections": 1})
+    assert (run.state, run.terminal_reason) == ("FAILED", "correction_budget_exhausted")
+    denials = set(
+        Event.objects.filter(run=run, type="proposal.denied").values_list("reason_code", flat=True)
+    )
+    assert denials == {"invalid_proposal:provider_executed_tool"}
+    assert {d["reason_code"] for d in decisions(run)} == {"provider_executed_tool"}
+    assert Evidence.objects.filter(run=run, kind="raw_output").count() == run.counters["turns"]
+
+
 class Raising:
     name = "raising"
     version = "raising@1"
