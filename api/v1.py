@@ -664,6 +664,14 @@ def runs_cancel(request: HttpRequest, run_id: UUID, body: CancelIn) -> Any:
         )
     except runs.RunInputError as exc:
         return Status(400, {"code": f"invalid_{exc.field}", "message": str(exc)})
+    if result.refusal == "busy":
+        # Held by another transaction (a stalled worker): its state does not forbid the
+        # cancellation, and the same request a moment later may be recorded.
+        message = (
+            "The run is busy (another transaction holds it); nothing was recorded. "
+            "Try again in a few seconds."
+        )
+        return Status(409, {"code": "busy", "message": message})
     if not result.applied:
         cancelled = runs.cancelled_by(run.pk)
         message = (
