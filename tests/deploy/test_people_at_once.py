@@ -30,6 +30,7 @@ from django.db import connection
 
 from api.tokens import token_create
 from approvals.models import Checkpoint
+from catalog.models import CapabilityVersion, TenantEffectGate
 from runs.domain.states import is_terminal
 from runs.models import Event, Run
 from runs.replay.audit import audit_replay
@@ -70,11 +71,16 @@ class ApiClient:
         self.base_url = base_url
         _, self.secret = token_create(user=user, name=f"integration of {user.username}")
 
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, str, Any]:
-        """(status, content type, parsed JSON or the text when it is not JSON)."""
+    def call(
+        self, method: str, path: str, body: Any = None, *, key: str = ""
+    ) -> tuple[int, str, Any]:
+        """(status, content type, parsed JSON or the text when it is not JSON); ``key``:
+        the request's Idempotency-Key."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base_url + "/api/v1" + path, data, method=method)
         request.add_header("Authorization", f"Bearer {self.secret}")
+        if key:
+            request.add_header("Idempotency-Key", key)
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
@@ -337,3 +343,112 @@ def test_approvers_and_operators_acting_on_one_run_at_once_leave_one_outcome(
     )
     for round_ in range(6):
         _one_round(people, round_, cancelling=round_ % 2 == 0)
+
+
+@pytest.fixture
+def held_version() -> Iterator[Callable[[CapabilityVersion], None]]:
+    """Another transaction that reads a catalog version FOR SHARE, as a worker's send gate
+    does before it dispatches, and then stalls there."""
+    db = connection.settings_dict
+    holder = psycopg.connect(
+        host=db["HOST"] or "127.0.0.1",
+        port=int(db["PORT"] or 5432),
+        user=db["USER"],
+        dbname=db["NAME"],
+    )
+
+    def lock(version: CapabilityVersion) -> None:
+        sql = "SELECT 1 FROM catalog_capabilityversion WHERE id = %s FOR SHARE"
+        holder.execute(sql, [version.pk])
+
+    try:
+        yield lock
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def test_closing_a_gate_a_stalled_dispatch_holds_says_busy_not_database_unreachable(
+    transactional_db: Any,
+    world: None,
+    tmp_path: Path,
+    held_version: Callable[[CapabilityVersion], None],
+) -> None:
+    """A catalog admin closes the deployment gate, and an operator on call their tenant's
+    gate, of the version a stalled dispatch holds. Each change waits for the dispatch (the
+    lock that keeps a send and a gate change apart) and gives up after lock_timeout:
+    nothing is written. Both were told "503 · The database is unreachable ... it may or
+    may not have been recorded", though the database answered and nothing was recorded;
+    they hear a 409 that says what held them, and the gates stay open."""
+    make_user("catalog-admin", "north", "catalog-admin")
+    make_user("operator", "north", "operator")
+    version = CapabilityVersion.objects.get(capability_id="reserve_part", version="1.0.0")
+    env = {"FIELDOPS_EXECUTION": "deferred", "FIELDOPS_LOCK_TIMEOUT_MS": "300"}
+    server = _web(env, tmp_path / "web.log")
+    server.start(timeout=40)
+    try:
+        admin, operator = _signed_in(server, "catalog-admin"), _signed_in(server, "operator")
+        tenant_gate = {"capability_id": "reserve_part", "version": "1.0.0"}
+        held_version(version)
+        pages = _together(
+            lambda: admin.post(
+                f"/catalog/versions/{version.pk}/gate/", {"open": "0", "reason": "outage"}
+            ),
+            lambda: operator.post(
+                "/runbooks/repeated-reservation-attempts/gate/",
+                {**tenant_gate, "open": "0", "reason": "outage"},
+            ),
+        )
+        for page in pages:
+            assert page.status == 409, (page.status, page.body[:600])
+            assert "busy" in page.body and "was not written" in page.body, page.body
+            assert "unreachable" not in page.body and page.headers.get("retry-after")
+        version.refresh_from_db()
+        assert version.effect_gate_open
+        assert not TenantEffectGate.objects.filter(version=version, open=False).exists()
+    finally:
+        server.stop()
+    assert "Traceback" not in server.log()
+
+
+def test_a_retried_start_whose_first_request_stalls_is_told_busy_not_database_lost(
+    transactional_db: Any, world: None, tmp_path: Path
+) -> None:
+    """An integration retries a start with its Idempotency-Key while the first request's
+    transaction, which holds that key, stalls before committing. The retry waits for the
+    key (one run per key) and gives up after lock_timeout, writing nothing. It was told
+    503 ``database_unavailable`` ("the connection to the database was lost ... may or may
+    not have taken effect"); it is told 409 ``busy``, to try again in a few seconds, and
+    the same key then starts the run (the stalled request rolled back)."""
+    operator = make_user("operator", "north", "operator")
+    other_run = make_run(namespace="live", principal="user:operator", advance=False)
+    env = {"FIELDOPS_EXECUTION": "deferred", "FIELDOPS_LOCK_TIMEOUT_MS": "300"}
+    server = _web(env, tmp_path / "web.log")
+    server.start(timeout=40)
+    db = connection.settings_dict
+    stalled = psycopg.connect(
+        host=db["HOST"] or "127.0.0.1",
+        port=int(db["PORT"] or 5432),
+        user=db["USER"],
+        dbname=db["NAME"],
+    )
+    try:
+        api = ApiClient(server.url, operator)
+        # The first request, stalled inside its transaction after it wrote the key.
+        stalled.execute(
+            "INSERT INTO runs_runstartkey (tenant, principal_ref, key, request_digest, run_id,"
+            " created_at) VALUES ('north', 'user:operator', 'retry-1', 'x', %s, now())",
+            [other_run.pk],
+        )
+        body = {"scenario": "reservation"}
+        status, kind, answer = api.call("POST", "/runs", body, key="retry-1")
+        assert (status, kind) == (409, "application/json"), (status, answer)
+        assert answer["code"] == "busy" and "try again" in answer["message"].lower(), answer
+        assert not Run.objects.filter(start_key__key="retry-1").exists()
+        stalled.rollback()
+        status, _, answer = api.call("POST", "/runs", body, key="retry-1")
+        assert status == 201, answer
+    finally:
+        stalled.close()
+        server.stop()
+    assert "Traceback" not in server.log()
