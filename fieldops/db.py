@@ -18,9 +18,9 @@ RETRY_AFTER_SECONDS = 5
 
 # What a console action is told when a lock wait of its gave up (lock_wait_failed).
 BUSY_MESSAGE = (
-    "The action is busy: another transaction holds what it needs (a run, a checkpoint or a "
-    "catalog version, held by a colleague's action or a worker's step) and it waited too "
-    "long. What it was doing was not written. Try again in a few seconds."
+    "The action is busy: another transaction (a colleague's action, a worker's step) holds "
+    "the record it needs, and it waited too long. What it was doing was not written. Try "
+    "again in a few seconds."
 )
 
 
