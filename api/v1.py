@@ -246,7 +246,24 @@ def _too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
 def database_lost(request: HttpRequest, exc: BaseException) -> HttpResponse:
     """The connection to PostgreSQL broke under the request (a restart, a failover, a
     terminated backend): a JSON 503 the client can act on, not the console's HTML 500.
-    Whether a write committed before the break is unknown, so the client reads again."""
+    Whether a write committed before the break is unknown, so the client reads again.
+
+    A lock wait that gave up (``db.lock_wait_failed``: another transaction held what the
+    request needed past lock_timeout, such as the Idempotency-Key of a stalled first
+    request) is no lost connection: the statement that waited wrote nothing, and the
+    answer is the 409 ``busy`` every refusal of a held run gives."""
+    if db.lock_wait_failed(exc):
+        logger.warning("lock wait gave up: %s %s", request.method, request.path)
+        response = _error(
+            request,
+            409,
+            "busy",
+            "Another transaction holds what this request needs (a run, a checkpoint, this "
+            "Idempotency-Key of a request still in progress); nothing of it was written. "
+            "Try again in a few seconds.",
+        )
+        response["Retry-After"] = str(db.RETRY_AFTER_SECONDS)
+        return response
     logger.warning("database connection lost: %s %s", request.method, request.path, exc_info=exc)
     response = _error(
         request,
@@ -664,6 +681,14 @@ def runs_cancel(request: HttpRequest, run_id: UUID, body: CancelIn) -> Any:
         )
     except runs.RunInputError as exc:
         return Status(400, {"code": f"invalid_{exc.field}", "message": str(exc)})
+    if result.refusal == "busy":
+        # Held by another transaction (a stalled worker): its state does not forbid the
+        # cancellation, and the same request a moment later may be recorded.
+        message = (
+            "The run is busy (another transaction holds it); nothing was recorded. "
+            "Try again in a few seconds."
+        )
+        return Status(409, {"code": "busy", "message": message})
     if not result.applied:
         cancelled = runs.cancelled_by(run.pk)
         message = (

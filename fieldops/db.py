@@ -16,10 +16,20 @@ CONNECTION_LOST: tuple[type[Exception], ...] = (OperationalError, InterfaceError
 RETRY_AFTER_SECONDS = 5
 
 
+# What a console action is told when a lock wait of its gave up (lock_wait_failed).
+BUSY_MESSAGE = (
+    "The action is busy: another transaction (a colleague's action, a worker's step) holds "
+    "the record it needs, and it waited too long. What it was doing was not written. Try "
+    "again in a few seconds."
+)
+
+
 def connection_lost(exc: BaseException) -> bool:
     """True when ``exc`` means the database connection broke under the request: whether a
-    write committed before the break is unknown, so the client must read before retrying."""
-    return isinstance(exc, CONNECTION_LOST)
+    write committed before the break is unknown, so the client must read before retrying.
+    A bounded lock wait that gave up (``lock_wait_failed``) is not one: the connection
+    answered, and the statement that waited wrote nothing."""
+    return isinstance(exc, CONNECTION_LOST) and not lock_wait_failed(exc)
 
 
 def connection_lost_under(exc: BaseException | None) -> bool:

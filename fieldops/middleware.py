@@ -522,7 +522,9 @@ class DatabaseUnavailableMiddleware:
     """A console view that raised because its database connection broke (``db.
     connection_lost``: a restart, a failover, a terminated backend) answers the 503 page
     instead of the generic 500: whether an action was recorded before the break is unknown,
-    and the page says how to check before retrying. An HTMX request gets the same page: htmx
+    and the page says how to check before retrying. One whose lock wait gave up
+    (``db.lock_wait_failed``) answers the 409 page: the database answered and nothing of
+    the statement that waited was written. An HTMX request gets the same page: htmx
     swaps no error answer, and fieldops.js shows its alert card above the content (as for
     the 400, 403, 404 and 409 pages). The API (``/api/``) answers its own JSON 503.
     """
@@ -534,7 +536,20 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not db.connection_lost(exception) or answers_json(request):
+        if answers_json(request):
+            return None
+        if db.lock_wait_failed(exception):
+            # Not a lost connection: a lock another transaction held (a stalled worker's
+            # dispatch, a colleague's long action) outlasted lock_timeout, and the statement
+            # that waited wrote nothing. The 409 page says so, not "may have been recorded".
+            logger.warning("lock wait gave up: %s %s", request.method, request.path)
+            current = request.headers.get("HX-Current-URL") or request.headers.get("Referer")
+            back = _page_to_return_to(request, current) or ""
+            context = {"message": db.BUSY_MESSAGE, "back": back}
+            response = render(request, "409.html", context, status=409)
+            response["Retry-After"] = str(db.RETRY_AFTER_SECONDS)
+            return response
+        if not db.connection_lost(exception):
             return None
         logger.warning(
             "database connection lost: %s %s", request.method, request.path, exc_info=exception

@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.cookiejar
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -33,9 +34,21 @@ REDIS_URL = os.environ.get("FIELDOPS_TEST_REDIS_URL", "redis://127.0.0.1:6379/13
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free 127.0.0.1 port: any the system gives, or one of FIELDOPS_TEST_PORTS
+    ("18100-18199") when several suites share a host and each keeps to its own range."""
+    low, _, high = os.environ.get("FIELDOPS_TEST_PORTS", "").partition("-")
+    candidates = [0]
+    if low and high:
+        # Shuffled: two processes created before either binds its port get different ones.
+        candidates = random.sample(range(int(low), int(high) + 1), int(high) - int(low) + 1)
+    for port in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise RuntimeError(f"no free port in FIELDOPS_TEST_PORTS={low}-{high}")
 
 
 class ClosedPort:
