@@ -16,7 +16,24 @@ else about the exit changes (atexit handlers, trace export, logs).
 from __future__ import annotations
 
 import gc
+import os
 from typing import Any
+
+
+def _workers() -> int:
+    """``WEB_CONCURRENCY`` when set (gunicorn's own variable), else two per CPU and one,
+    at most 9. gunicorn's default is one sync worker: one request waiting on a row lock
+    (up to 5 s) then stalls every user of the console. The cap keeps a large host from
+    opening more database connections than PostgreSQL's default ``max_connections``
+    leaves for the Celery workers (each web worker holds one)."""
+    value = os.environ.get("WEB_CONCURRENCY", "").strip()
+    if value:
+        return int(value)  # gunicorn read it already, and stops at a malformed one
+    return min(2 * (os.cpu_count() or 1) + 1, 9)
+
+
+# `--workers` on the command line still overrides this.
+workers = _workers()
 
 # A request in flight at SIGTERM gets this long to complete before its worker is killed.
 graceful_timeout = 30

@@ -156,3 +156,32 @@ def test_the_web_process_opens_no_control_socket(
     finally:
         web.stop()
     assert sockets == [], web.log()[-3000:]
+
+
+def _printed_workers(extra: list[str], env: dict[str, str], cwd: Path) -> str:
+    """The worker count gunicorn would start the README's web command with."""
+    words = _runnable(_readme_commands()[-1]) + extra + ["--print-config"]
+    done = subprocess.run(
+        words, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    found = re.search(r"^workers\s+= (\S+)$", done.stdout, re.M)
+    return found.group(1) if found else f"(exit {done.returncode}) {done.stderr[-500:]}"
+
+
+def test_the_web_process_starts_several_workers_unless_told_otherwise(
+    collected_static: Path,
+) -> None:
+    """gunicorn alone starts one sync worker, and one request waiting on a row lock then
+    stalls every user: gunicorn.conf.py starts two per CPU and one (at most 9), or
+    ``WEB_CONCURRENCY``; ``--workers`` still wins."""
+    env = {
+        **os.environ,
+        **PRODUCTION,
+        "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none",
+        "FIELDOPS_STATIC_ROOT": str(collected_static),
+    }
+    env.pop("WEB_CONCURRENCY", None)
+    expected = min(2 * (os.cpu_count() or 1) + 1, 9)
+    assert _printed_workers([], env, ROOT) == str(expected)
+    assert _printed_workers([], {**env, "WEB_CONCURRENCY": "4"}, ROOT) == "4"
+    assert _printed_workers(["--workers", "2"], {**env, "WEB_CONCURRENCY": "4"}, ROOT) == "2"
