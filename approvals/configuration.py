@@ -108,7 +108,13 @@ def _quorum_problem(quorum: int, usernames: Sequence[str]) -> str:
 
 
 def webhook_url_problem(url: str) -> str:
-    parts = urlsplit(url)
+    try:
+        # An unclosed "[::1" raises here, a port out of range or not a number on ``.port``
+        # (every delivery to such an address would fail).
+        parts = urlsplit(url)
+        parts.port  # noqa: B018
+    except ValueError:
+        return "--url must be an http(s) URL"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "--url must be an http(s) URL"
     if parts.username is not None or parts.password is not None:
