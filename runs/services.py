@@ -155,7 +155,7 @@ def run_create(
         location_id = tenant_locations[0]
     if location_id not in tenant_locations:
         # Another tenant's location exists, but this tenant's run may not name it.
-        raise RunInputError("location_id", f"unknown location {location_id!r}")
+        raise RunInputError("location_id", f"unknown location {quoted_shortly(location_id)}")
     tenant_equipment = reference.equipment_of(tenant)
     if equipment_id is None and tenant_equipment:
         equipment_id = tenant_equipment[0]

@@ -229,3 +229,36 @@ def test_render_docs_help_names_every_file_it_writes():
         **catalog_docs.generated_files(),
     }
     assert sorted(written) == sorted(re.findall(r"docs/[\w.-]+\.(?:md|svg)", Command.help))
+
+
+LONG = "x" * 5000
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["timeline", LONG],
+        ["replay", LONG],
+        ["start_run", "--scenario", "reservation", "--location", LONG],
+        ["start_run", "--scenario", "reservation", "--fault", LONG],
+        ["approvals_policy", "--tenant", LONG, "--name", "p"],
+        ["approvals_policy", "--tenant", "north", "--name", "p", "--capability", LONG],
+        ["approvals_policy", "--tenant", "north", "--name", "p", "--effect-class", LONG],
+        ["approvals_policy", "--tenant", "north", "--name", "p", "--group", LONG],
+        ["approvals_policy", "--tenant", "north", "--name", "p", "--user", LONG],
+        ["approvals_policy", "--tenant", "north", "--name", "p", "--quorum-part", LONG],
+        ["approvals_policy", "--tenant", "north", "--name", LONG, "--delete"],
+        ["approvals_webhook", "--tenant", "north", "--name", LONG, "--disable"],
+        ["catalog_discover", LONG],
+        ["routing_eval", "--scenario", LONG],
+        ["faultlab", LONG],
+    ],
+)
+def test_a_refused_huge_value_is_named_shortly(world, arguments):
+    """A 5,000-character id or name was echoed whole: the one line of the refusal was
+    5,000 characters long. It is named by its start and length now."""
+    with pytest.raises(CommandError) as refused:
+        _call(*arguments)
+    message = str(refused.value)
+    assert len(message) < 400 and "\n" not in message, (len(message), message[:200])
+    assert not Run.objects.exists()
