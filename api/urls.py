@@ -28,5 +28,6 @@ urlpatterns = [
     path("v1/", _api_urls()),
     path("tokens/", views.tokens, name="api-tokens"),
     path("tokens/new/", views.tokens_create, name="api-tokens-create"),
+    path("tokens/<int:token_id>/", views.tokens_token, name="api-tokens-token"),
     path("tokens/<int:token_id>/revoke/", views.tokens_revoke, name="api-tokens-revoke"),
 ]

@@ -113,6 +113,15 @@ def _already_revoked(request: HttpRequest, token: ApiToken) -> HttpResponse:
     return _revoke_page(request, token, status=409, error=error)
 
 
+@require_safe
+@login_required
+def tokens_token(request: HttpRequest, token_id: int) -> HttpResponse:
+    """``/api/tokens/<id>/``, trimmed from a token's revoke page: the tokens page, which
+    lists the person's own tokens (and says nothing of whose this id is)."""
+    require_role(request.user, *ROLES)
+    return redirect("api-tokens")
+
+
 @require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def tokens_revoke(request: HttpRequest, token_id: int) -> HttpResponse:

@@ -19,6 +19,7 @@ from capabilities import ports
 from capabilities.contracts import EffectClass
 from capabilities.registry import ALL_CONTRACTS
 from catalog.models import CapabilityVersion
+from kernel.text import quoted_shortly
 
 NAME_MAX = 80  # ApprovalPolicy.name, WebhookEndpoint.name
 URL_MAX = 500  # WebhookEndpoint.url
@@ -33,7 +34,7 @@ def _listed(values: Sequence[str]) -> str:
 def tenant_problem(tenant: str) -> str:
     tenants = ports.world().reference.tenants
     if tenant not in tenants:
-        return f"unknown tenant {tenant!r} (known: {_listed(list(tenants))})"
+        return f"unknown tenant {quoted_shortly(tenant)} (known: {_listed(list(tenants))})"
     return ""
 
 
@@ -63,11 +64,14 @@ def policy_problem(
         return "--quorum must be 1..9"
     known = capability in ALL_CONTRACTS  # reviewed here; catalog_sync stores it
     if not known and not CapabilityVersion.objects.filter(capability_id=capability).exists():
-        return f"unknown capability {capability!r}: no version of it is in the catalog"
+        return (
+            f"unknown capability {quoted_shortly(capability)}: no version of it is in the catalog"
+        )
     if effect_class and effect_class not in set(EffectClass):
-        return f"unknown effect class {effect_class!r} (known: {_listed(list(EffectClass))})"
+        known_classes = _listed(list(EffectClass))
+        return f"unknown effect class {quoted_shortly(effect_class)} (known: {known_classes})"
     if group and not Group.objects.filter(name=group).exists():
-        return f"unknown group {group!r}"
+        return f"unknown group {quoted_shortly(group)}"
     for problem in (_users_problem(tenant, usernames), _quorum_problem(quorum, usernames)):
         if problem:
             return problem
@@ -76,7 +80,8 @@ def policy_problem(
     parts = ports.world().reference.parts
     for part in part_ids:
         if part not in parts:
-            return f"unknown part {part!r} for --quorum-part (known: {_listed(list(parts))})"
+            known_parts = _listed(list(parts))
+            return f"unknown part {quoted_shortly(part)} for --quorum-part (known: {known_parts})"
     return ""
 
 
@@ -92,7 +97,7 @@ def _users_problem(tenant: str, usernames: Sequence[str]) -> str:
         user = found.get(username)
         membership = getattr(user, "membership", None) if user is not None else None
         if user is None or membership is None or membership.tenant != tenant:
-            return f"no user {username!r} in tenant {tenant!r}"
+            return f"no user {quoted_shortly(username)} in tenant {quoted_shortly(tenant)}"
         if not any(g.name == APPROVER for g in user.groups.all()):
             return f"user {username!r} does not hold the approver role"
     return ""
@@ -108,7 +113,13 @@ def _quorum_problem(quorum: int, usernames: Sequence[str]) -> str:
 
 
 def webhook_url_problem(url: str) -> str:
-    parts = urlsplit(url)
+    try:
+        # An unclosed "[::1" raises here, a port out of range or not a number on ``.port``
+        # (every delivery to such an address would fail).
+        parts = urlsplit(url)
+        parts.port  # noqa: B018
+    except ValueError:
+        return "--url must be an http(s) URL"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "--url must be an http(s) URL"
     if parts.username is not None or parts.password is not None:

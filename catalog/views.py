@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -110,6 +111,61 @@ def catalog_candidate(request: AuthedHtmxRequest, version_id: int) -> HttpRespon
     # The two-person rule, decided here for the page: the importer may not admit.
     context["imported_by_you"] = row.imported_by_id == request.user.pk
     return render(request, "catalog/candidate.html", context)
+
+
+# -- trimmed addresses ------------------------------------------------------------------
+# A person trims a page's address to reach the list above it (``/catalog/candidates/7/`` to
+# ``/catalog/candidates/``): each parent of a real page leads to the page that lists what
+# it names, never to a bare 404.
+@require_safe
+@login_required
+def catalog_candidates(request: AuthedHtmxRequest) -> HttpResponse:
+    """``/catalog/candidates/``: the catalog's versions filtered to discovered candidates."""
+    return redirect(f"{reverse('catalog-index')}?{urlencode({'source': 'discovered'})}")
+
+
+@require_safe
+@login_required
+def catalog_versions(request: AuthedHtmxRequest) -> HttpResponse:
+    """``/catalog/versions/``: the catalog's version list."""
+    return redirect("catalog-index")
+
+
+@require_safe
+@login_required
+def catalog_version(request: AuthedHtmxRequest, version_id: int) -> HttpResponse:
+    """``/catalog/versions/<id>/`` (the parent of its action addresses): the version's page,
+    a candidate's or a contract's."""
+    return redirect(_version_url(get_object_or_404(CapabilityVersion, pk=version_id)))
+
+
+@require_safe
+@login_required
+def catalog_imports(request: AuthedHtmxRequest) -> HttpResponse:
+    """``/catalog/imports/``: the import page (an import's result is reached from it)."""
+    return redirect("catalog-import")
+
+
+@require_safe
+@login_required
+def catalog_discoveries(request: AuthedHtmxRequest) -> HttpResponse:
+    """``/catalog/discoveries/``: the tool servers, whose pages list their discoveries."""
+    return redirect("catalog-servers")
+
+
+@require_safe
+@login_required
+def catalog_drifts(request: AuthedHtmxRequest, drift_id: int | None = None) -> HttpResponse:
+    """``/catalog/drift/`` and ``/catalog/drift/<id>/``: the catalog page's open drifts."""
+    return redirect(f"{reverse('catalog-index')}#catalog-drift")
+
+
+@require_safe
+@login_required
+def catalog_capability(request: AuthedHtmxRequest, capability_id: str) -> HttpResponse:
+    """``/catalog/<capability>/``, trimmed from a contract's address: the catalog's versions
+    searched by the capability."""
+    return redirect(f"{reverse('catalog-index')}?{urlencode({'q': capability_id[:64]})}")
 
 
 @require_safe

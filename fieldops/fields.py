@@ -16,8 +16,9 @@ with ``@repeatable("run")``; a view that records its input refusals (an approval
 a clarification's answer: SPEC §4, ``approvals.services``) says
 ``@repeated_fields_checked_by_view`` and checks the body itself with ``repeated_field``.
 Under the JSON API (``/api/``) a repeated query parameter is a 400 in the API's error
-shape; its JSON bodies refuse repeated keys themselves, and the signed callback (CSRF-exempt)
-reads its raw body itself.
+shape, at ``/healthz`` and ``/metrics`` in theirs (``middleware.machine_error``); the API's
+JSON bodies refuse repeated keys themselves, and the signed callback (CSRF-exempt) reads its
+raw body itself.
 """
 
 from __future__ import annotations
@@ -25,11 +26,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.datastructures import MultiValueDict
 
-from fieldops.middleware import FORM_TYPES, answers_json, bad_request_page
+from fieldops.middleware import (
+    FORM_TYPES,
+    bad_request_page,
+    is_machine_endpoint,
+    machine_error,
+)
 from kernel.text import field_name_shown
 
 View = TypeVar("View", bound=Callable[..., Any])
@@ -141,16 +147,15 @@ class RejectRepeatedFieldMiddleware:
     def process_view(
         self, request: HttpRequest, view: Any, args: Any, kwargs: Any
     ) -> HttpResponse | None:
-        if answers_json(request):
-            # The API reads its query as the console does (django-ninja takes the last of
-            # a repeated parameter): refused in the API's error shape. Its JSON bodies
-            # refuse repeated keys themselves; the signed callback reads its raw body.
+        if is_machine_endpoint(request):
+            # The API, the signed callback, /healthz and /metrics refuse in their own format
+            # (django-ninja would take the last of a repeated parameter). The API's JSON
+            # bodies refuse repeated keys themselves; the callback reads its raw body.
             name = repeated_field(request.GET)
             if name is None:
                 return None
-            key = "error" if request.path.startswith(reverse("api-callback")) else "code"
             message = repeated_parameter_message(name)
-            return JsonResponse({key: "invalid_request", "message": message}, status=400)
+            return machine_error(request, "invalid_request", message, 400)
         if getattr(view, "csrf_exempt", False):
             return None
         return request_refusal(request, view)

@@ -168,6 +168,28 @@ def _api_error(request: HttpRequest, code: str, message: str, status: int) -> Js
     return JsonResponse({key: code, "message": message}, status=status)
 
 
+def is_machine_endpoint(request: HttpRequest) -> bool:
+    """Whether a program, never a person, reads ``request``'s address: the JSON API and
+    the signed callback, ``/healthz`` and ``/metrics``."""
+    return answers_json(request) or request.path in (reverse("health"), reverse("metrics"))
+
+
+def machine_error(
+    request: HttpRequest, code: str, message: str, status: int
+) -> HttpResponse | None:
+    """The refusal of a machine endpoint in its own format, or None for a console page.
+
+    A program reads these addresses, never a person: the JSON API and the signed callback
+    (``_api_error``), ``/healthz`` (JSON, the API's ``{"code", "message"}``) and ``/metrics``
+    (plain text, as its 401 is). A load balancer or a scraper that got the console's HTML
+    400 page for an odd query (``/healthz?x=1&x=2``) could only log markup."""
+    if request.path == reverse("metrics"):
+        return HttpResponse(f"{message}\n", status=status, content_type="text/plain")
+    if is_machine_endpoint(request):
+        return _api_error(request, code, message, status)
+    return None
+
+
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """``handler404``: under the JSON API an error in its shape (a mistyped address or a
     trailing slash answered the console's HTML page); elsewhere the console's 404 page."""
@@ -186,15 +208,33 @@ def _connection_lost_answer(request: HttpRequest) -> HttpResponse | None:
     logger.warning(
         "database connection lost: %s %s", request.method, request.path, exc_info=failure
     )
-    if answers_json(request):
+    message = (
+        "The connection to the database was lost while answering; the request may "
+        "or may not have taken effect: read the object again before you retry."
+    )
+    response = machine_error(request, "database_unavailable", message, 503)
+    if response is None:
+        return database_unavailable_page(request)
+    response["Retry-After"] = str(db.RETRY_AFTER_SECONDS)
+    return response
+
+
+def _machine_bad_request(request: HttpRequest, exception: Exception) -> HttpResponse | None:
+    """A machine endpoint's 400 in its own format (``machine_error``), or None: a query of
+    more than ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` parameters, a body over the size limit."""
+    if isinstance(exception, RequestDataTooBig):
         message = (
-            "The connection to the database was lost while answering; the request may "
-            "or may not have taken effect: read the object again before you retry."
+            f"The request is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes "
+            "accepted, so nothing was done."
         )
-        response = _api_error(request, "database_unavailable", message, 503)
-        response["Retry-After"] = str(db.RETRY_AFTER_SECONDS)
-        return response
-    return database_unavailable_page(request)
+    elif isinstance(exception, TooManyFieldsSent):
+        message = (
+            f"The request sends more than the {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} "
+            "fields or parameters accepted, so nothing was done."
+        )
+    else:
+        message = "The request could not be read, so nothing was done."
+    return machine_error(request, "invalid_request", message, 400)
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -204,6 +244,9 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     lost = _connection_lost_answer(request)
     if lost is not None:
         return lost
+    machine = _machine_bad_request(request, exception)
+    if machine is not None:
+        return machine
     # Django's size refusals of a body: say which limit, not that it could not be read.
     if isinstance(exception, RequestDataTooBig):
         return bad_request_page(
@@ -234,13 +277,12 @@ def server_error(request: HttpRequest) -> HttpResponse:
     lost = _connection_lost_answer(request)
     if lost is not None:
         return lost
-    if answers_json(request):
-        message = (
-            "The server failed while answering; the request may or may not have taken "
-            "effect: read the object again before you retry."
-        )
-        return _api_error(request, "server_error", message, 500)
-    return defaults.server_error(request)
+    message = (
+        "The server failed while answering; the request may or may not have taken "
+        "effect: read the object again before you retry."
+    )
+    machine = machine_error(request, "server_error", message, 500)
+    return machine if machine is not None else defaults.server_error(request)
 
 
 def _carries_nul(request: HttpRequest, *, forms: bool) -> bool:
@@ -268,9 +310,9 @@ class RejectNulMiddleware:
         forms = not getattr(view, "csrf_exempt", False)
         if _carries_nul(request, forms=forms):
             message = "NUL characters are not accepted in any field."
-            if answers_json(request):  # the API answers in its own error shape
-                return JsonResponse({"code": "invalid_request", "message": message}, status=400)
-            return bad_request_page(message)
+            # A machine endpoint (the API, the callback, /healthz, /metrics) in its format.
+            machine = machine_error(request, "invalid_request", message, 400)
+            return machine if machine is not None else bad_request_page(message)
         return None
 
 
@@ -477,12 +519,8 @@ class MethodNotAllowedMiddleware:
         allow = response.get("Allow")
         allowed = sorted({m.strip().upper() for m in (allow or "").split(",") if m.strip()})
         message = _not_allowed_message(request, allowed)
-        page: HttpResponse
-        if request.path.startswith(reverse("api-callback")):
-            page = JsonResponse({"error": "method_not_allowed", "message": message}, status=405)
-        elif answers_json(request):
-            page = JsonResponse({"code": "method_not_allowed", "message": message}, status=405)
-        else:
+        page: HttpResponse | None = machine_error(request, "method_not_allowed", message, 405)
+        if page is None:
             context = {
                 "allowed": _methods_text(allowed),
                 "method": (request.method or "")[:20],

@@ -10,6 +10,7 @@ urlpatterns = [
     path("reconcile/start/", views.operations_reconcile_start, name="operations-reconcile-start"),
     path("incident/", views.operations_incident_preview, name="operations-incident-preview"),
     path("incident/start/", views.operations_incident_start, name="operations-incident-start"),
+    path("views/", views.saved_views_index, name="saved-views"),
     path("views/save/", views.saved_views_create, name="saved-views-create"),
     path("views/<uuid:view_id>/", views.saved_views_open, name="saved-views-open"),
     path("views/<uuid:view_id>/delete/", views.saved_views_delete, name="saved-views-delete"),

@@ -445,6 +445,14 @@ def saved_views_create(request: AuthedHtmxRequest) -> HttpResponse:
 
 @require_safe
 @login_required
+def saved_views_index(request: AuthedHtmxRequest) -> HttpResponse:
+    """``/operations/views/``, trimmed from a saved view's address: the runs list, whose
+    header menu (Saved views) lists them on every page."""
+    return redirect("runs-list")
+
+
+@require_safe
+@login_required
 def saved_views_open(request: AuthedHtmxRequest, view_id: UUID) -> HttpResponse:
     view = SavedView.objects.filter(pk=view_id, tenant=request_tenant(request)).first()
     if view is None:

@@ -206,6 +206,9 @@ def _counts_scope(request: HttpRequest) -> tuple[bool, str | None]:
     return (tenant is not None), tenant
 
 
+# Read-only, read by programs that hold no CSRF token: a POST gets its 405 in this
+# endpoint's own format (fieldops.middleware.machine_error), not the console's CSRF page.
+@csrf_exempt
 @require_safe
 def health(request: HttpRequest) -> JsonResponse:
     """Liveness for anyone: ``status`` and ``ok`` per dependency (database, broker).

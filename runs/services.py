@@ -5,6 +5,7 @@ start a follow-up, record effect obligations. Each is one service call ending in
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -150,10 +151,11 @@ def run_create(
     if principal_problem:
         raise RunInputError("principal_ref", principal_problem)
     tenant_locations = reference.locations_of(tenant)
-    location_id = location_id or tenant_locations[0]
+    if location_id is None:  # not given (an empty one is refused, as equipment's is)
+        location_id = tenant_locations[0]
     if location_id not in tenant_locations:
         # Another tenant's location exists, but this tenant's run may not name it.
-        raise RunInputError("location_id", f"unknown location {location_id!r}")
+        raise RunInputError("location_id", f"unknown location {quoted_shortly(location_id)}")
     tenant_equipment = reference.equipment_of(tenant)
     if equipment_id is None and tenant_equipment:
         equipment_id = tenant_equipment[0]
@@ -364,6 +366,8 @@ def run_start_once(
 # The capability contracts carry the run's principal to every tool; a run whose principal
 # they would refuse could never call one, so it is refused before it is created.
 PRINCIPAL_MAX = int(common.TRUSTED_READ_FIELDS["principal_ref"]["maxLength"])
+# A user's reference (access.roles.principal_ref_of): "user:" and a Django user name.
+USER_REF = re.compile(r"user:[\w.@+-]+")
 
 
 def _principal_problem(principal_ref: str) -> str:
@@ -377,6 +381,13 @@ def _principal_problem(principal_ref: str) -> str:
         )
     if not principal_ref.isprintable():
         return "a run's principal must not contain control characters"
+    if not USER_REF.fullmatch(principal_ref):
+        # The context a model reads is redacted of the principal by replacing it in every
+        # text (runs.engine.context): a bare "-1" made EQ-17 "EQ[principal]7".
+        return (
+            f"a run's principal is a user reference, user:NAME (e.g. user:operator), not "
+            f"{quoted_shortly(principal_ref)}"
+        )
     return ""
 
 

@@ -4,6 +4,7 @@ from runs.console import recovery_views, runbooks_views, runs_views
 
 urlpatterns = [
     path("", runs_views.runs_list, name="runs-list"),
+    path("runs/", runs_views.runs_all, name="runs-all"),
     path("runs/start/", runs_views.runs_start, name="runs-start"),
     path("runs/cancel/", runs_views.runs_bulk_cancel, name="runs-bulk-cancel"),
     path("runs/cancel/result/", runs_views.runs_bulk_cancel_result, name="runs-bulk-cancel-result"),
@@ -32,6 +33,7 @@ urlpatterns = [
         {"what": "follow-ups"},
         name="runs-follow-ups",
     ),
+    path("runs/<uuid:run_id>/evidence/", runs_views.runs_evidence_list, name="runs-evidence-list"),
     path(
         "runs/<uuid:run_id>/evidence/<str:evidence_id>/",
         runs_views.runs_evidence,

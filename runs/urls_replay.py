@@ -9,5 +9,6 @@ from django.urls import path
 from runs.console import replay_views as views_replay
 
 urlpatterns = [
+    path("", views_replay.replay_modes_index, name="runs-replay"),
     path("decision/", views_replay.replay_decision, name="runs-replay-decision"),
 ]

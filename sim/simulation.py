@@ -29,6 +29,7 @@ from access.roles import APPROVER, OPERATOR, ensure_groups, principal_ref_of
 from approvals import services as approvals
 from approvals.models import Checkpoint, Decision
 from kernel import clock
+from kernel.text import quoted_shortly
 from runs import callbacks, services
 from runs.domain.proposals import from_dict, summary
 from runs.domain.states import Actor, EventType, State, is_terminal, is_waiting
@@ -240,7 +241,7 @@ def simulate(run: Run, *, candidate: str | None = None, allow_model: bool = Fals
     if scenario == model_client.SCENARIO and not allow_model:
         raise ReplayError("the model client is not a double: simulate it from the command")
     if scenario != model_client.SCENARIO and scenario not in double.SCENARIOS:
-        raise ReplayError(f"unknown scenario {scenario!r}")
+        raise ReplayError(f"unknown scenario {quoted_shortly(scenario)}")
     vocab = run_vocabulary(run)
     if vocab is None:
         raise ReplayError(f"the run's adapter {run.model_adapter_version} is not installed")

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_safe
 
 from access.objects import get_run_for_user
@@ -52,3 +52,12 @@ def _candidate_label(name: str) -> str:
         return "recorded raw outputs read by today's adapter (what an upgrade would change)"
     scenario = scenario_registry.get(name)
     return f"double: {name} — {scenario.description if scenario else ''}"
+
+
+@require_safe
+@login_required
+def replay_modes_index(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
+    """``/runs/<id>/replay/``, trimmed from a replay mode's address: the audit replay, the
+    replay page that links the other modes (another tenant's or an unknown run: the 404)."""
+    run = get_run_for_user(request.user, run_id)
+    return redirect("runs-replay-audit", run.pk)

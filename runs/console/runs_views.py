@@ -55,9 +55,12 @@ class StartRunForm(forms.Form):
             policy_registry.scenarios().items(),
             key=lambda item: (item[0] != DEFAULT_SCENARIO, item[0]),
         )
-        self.fields["scenario"].choices = [
-            (name, f"{name} — {s.description}") for name, s in scenarios
-        ]
+        # The name alone: a closed select shows one line, and "name — description" (up to
+        # 200+ characters) was cut off mid-word at any width, a phone's first. What each
+        # scenario does is listed under the field (``scenario_help``, list.html).
+        self.fields["scenario"].choices = [(name, name) for name, _ in scenarios]
+        self.fields["scenario"].widget.attrs["aria-describedby"] = "scenario-help"
+        self.scenario_help = [(name, s.description) for name, s in scenarios]
         self.fields["scenario"].initial = DEFAULT_SCENARIO
         equipment = reference.equipment
         self.fields["equipment_id"].choices = [
@@ -438,6 +441,22 @@ def runs_export(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
     response = StreamingHttpResponse(run_selectors.run_export(run), content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.json"'
     return response
+
+
+@require_safe
+@login_required
+def runs_all(request: AuthedHtmxRequest) -> HttpResponse:
+    """``/runs/``, the parent a person trims a run's address to: the runs list."""
+    return redirect("runs-list")
+
+
+@require_safe
+@login_required
+def runs_evidence_list(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
+    """``/runs/<id>/evidence/``, trimmed from an evidence page: the run's timeline, whose
+    events link each evidence item (another tenant's or an unknown run is the 404)."""
+    run = get_run_for_user(request.user, run_id)
+    return redirect(f"{reverse('runs-detail', args=[run.pk])}#run-timeline")
 
 
 @require_safe

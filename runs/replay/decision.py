@@ -22,6 +22,7 @@ from typing import Any
 
 from capabilities import registry
 from catalog.models import CapabilityVersion, Source
+from kernel.text import quoted_shortly
 from runs import policies
 from runs.domain.exposure import (
     PinDifference,
@@ -160,7 +161,9 @@ class _Candidate:
             self.policy = model_client.ModelClientPolicy()
             self.label = f"model client ({self.policy.name})"
         else:
-            raise ReplayError(f"unknown candidate {name!r}; choose one of {candidates()}")
+            raise ReplayError(
+                f"unknown candidate {quoted_shortly(name)}; choose one of {candidates()}"
+            )
         self.kinds = kinds()
 
     def answer(self, projection: Mapping[str, Any], raw: Mapping[str, Any] | None) -> Proposal:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capabilities.ports import FaultPlanError
+from kernel.text import quoted_shortly
 from runs.domain.safepoints import SAFE_POINTS
 
 # Boundaries of a capability call, in the order a request crosses them (SPEC §3).
@@ -62,7 +63,7 @@ def parse_plan(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Fault, ...]:
             raise FaultPlanError("each fault must be an object")
         point = entry.get("point")
         if point not in WORLD_POINTS and point not in CANCEL_POINTS:
-            raise FaultPlanError(f"unknown fault point: {point!r}")
+            raise FaultPlanError(f"unknown fault point: {quoted_shortly(point)}")
         on_call = entry.get("on_call", 1)
         if not isinstance(on_call, int) or isinstance(on_call, bool) or on_call < 0:
             raise FaultPlanError("on_call must be a non-negative integer")

@@ -108,6 +108,11 @@ def test_a_webhook_takes_its_secret_from_the_environment(monkeypatch):
         (["--url=https://x.test/" + "a" * 500], "at most 500"),
         (["--url=https://x.test/a b"], "spaces or control characters"),
         (["--url=https:///nohost"], "must be an http(s) URL"),
+        # urlsplit's ValueError escaped as a traceback; a port out of range or not a number
+        # was stored, and every delivery to it failed
+        (["--url=http://[::1"], "must be an http(s) URL"),
+        (["--url=https://x.test:99999/h"], "must be an http(s) URL"),
+        (["--url=https://x.test:port/h"], "must be an http(s) URL"),
         (["--secret-env=PATH"], "--secret-env must name FIELDOPS_WEBHOOK_SECRET"),
         (["--secret-env=FIELDOPS_WEBHOOK_SECRET_LONG"], "at most 200"),
     ],
@@ -179,4 +184,15 @@ def test_the_commands_refuse_with_one_line_in_a_real_process():
             "approvals_webhook", "--tenant=north", "--name=ops", "--disable", "--format=slack"
         )
         == "CommandError: --disable names an endpoint by --tenant and --name only, not --format"
+    )
+    # A URL urlsplit cannot read was a ValueError traceback.
+    assert (
+        manage_refused(
+            "approvals_webhook",
+            "--tenant=north",
+            "--name=ops",
+            "--url=http://[::1",
+            FIELDOPS_WEBHOOK_SECRET="s" * 32,
+        )
+        == "CommandError: --url must be an http(s) URL"
     )

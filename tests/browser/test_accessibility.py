@@ -123,7 +123,7 @@ def test_a_start_run_field_error_is_tied_to_its_field(
 ) -> None:
     page = new_page()
     login(page, live_server.url, "operator")
-    page.locator("#start-run summary").click()
+    page.locator("#start-run > summary").click()
     # A value no option offers (a stale page, a tampered form): the server refuses it.
     page.locator("#id_location_id option").first.evaluate("o => { o.value = 'nowhere'; }")
     page.get_by_role("button", name="Start run").click()
@@ -203,7 +203,7 @@ def test_after_a_refused_submit_the_focus_is_on_the_field_at_fault(
     assert focused_id(page) == "cancel-reason"
 
     page.goto(live_server.url + "/")
-    page.locator("#start-run summary").click()
+    page.locator("#start-run > summary").click()
     page.locator("#id_scenario option").first.evaluate("o => { o.value = 'nothing'; }")
     page.get_by_role("button", name="Start run").click()
     page.wait_for_load_state()

@@ -77,7 +77,7 @@ def test_escape_closes_the_disclosure_the_focus_is_in_and_leaves_what_was_typed(
     page = new_page()
     login(page, live_server.url, "operator")
     start = page.locator("#start-run")
-    tab_to(page, start.locator("summary"))
+    tab_to(page, start.locator(":scope > summary"))
     page.keyboard.press("Enter")
     location = start.get_by_label("Location")
     tab_to(page, location)
@@ -86,7 +86,7 @@ def test_escape_closes_the_disclosure_the_focus_is_in_and_leaves_what_was_typed(
     assert chosen != location.locator("option").first.get_attribute("value")
     page.keyboard.press("Escape")
     expect(start).not_to_have_attribute("open", "")
-    assert has_focus(start.locator("summary"))
+    assert has_focus(start.locator(":scope > summary"))
     page.keyboard.press("Space")
     expect(location).to_have_value(chosen)
 

@@ -117,3 +117,47 @@ def test_the_admission_forms_examples_are_read_whole_at_phone_width(
         expect(hint).to_be_visible()
         expect(hint).to_contain_text(example)
     assert page.evaluate(CLIPPED_PLACEHOLDERS) == []
+
+
+# Each select of a form: its box, the form's box, and for its longest option the width a
+# copy of the select sized to that option (``field-sizing: content``: its text, padding
+# and dropdown arrow) takes, next to the select's own width.
+SELECT_FIT = """form => {
+  const box = form.getBoundingClientRect();
+  return [...form.querySelectorAll('select')].map(select => {
+    const copy = select.cloneNode(true);
+    copy.removeAttribute('id');
+    copy.style.fieldSizing = 'content';
+    copy.style.width = 'auto';
+    select.after(copy);
+    let needs = 0, text = '';
+    for (let i = 0; i < copy.options.length; i++) {
+      copy.selectedIndex = i;
+      const width = copy.getBoundingClientRect().width;
+      if (width > needs) { needs = width; text = copy.options[i].text; }
+    }
+    copy.remove();
+    const rect = select.getBoundingClientRect();
+    return {id: select.id, text, needs, has: rect.width, right: rect.right, formRight: box.right};
+  });
+}"""
+
+
+def test_the_run_start_forms_selects_show_their_text_at_phone_width(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """At 390 px the start form's selects cut their chosen option off mid-word (a closed
+    select shows one line): the scenario's ("reservation — " and a 213-character
+    description) at any width, the equipment's ("EQ-17 (pump-fixture r7, North plant,")
+    by a few characters."""
+    page = new_page()
+    page.set_viewport_size(PHONE)
+    login(page, live_server.url, "operator")
+    page.locator("#start-run > summary").click()
+    form = page.locator("#start-run form")
+    expect(form).to_be_visible()
+    selects = form.evaluate(SELECT_FIT)
+    assert {s["id"] for s in selects} >= {"id_scenario", "id_equipment_id", "id_location_id"}
+    for select in selects:
+        assert select["right"] <= select["formRight"] + 0.5, select
+        assert select["needs"] <= select["has"], select

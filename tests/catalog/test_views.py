@@ -818,3 +818,17 @@ def test_why_a_version_runs_only_for_pinned_runs_is_said_in_words_not_a_tooltip(
         shown = cell.split("</td>")[0]
         assert "title=" not in shown
         assert "a newer admitted version is what new runs pin" in shown or "deprecated" in shown
+
+
+@pytest.mark.parametrize("page", ["catalog-index", "catalog-servers"])
+def test_no_server_registered_offers_registering_once(catalog_admin, page):
+    """A catalog admin with no tool server saw "Register one" and then "Register a tool
+    server" on the catalog page (the servers table's empty state and the page's link), and
+    on the servers page "Register one" linking to the page itself above its form."""
+    from catalog.models import ToolServer
+
+    ToolServer.objects.all().delete()
+    text = client_for(catalog_admin).get(reverse(page)).content.decode()
+    assert "No tool server is registered." in text
+    assert text.count("Register one") + text.count("Register a tool server") == 1, page
+    assert text.count(f'href="{reverse("catalog-servers")}"') == (page == "catalog-index") + 1

@@ -46,12 +46,38 @@ def test_start_run_prints_the_run_id_and_stops_at_the_first_wait(world):
         # a world nobody stocked (the run escalated), or a name too long for its column
         (["--namespace", "faultlb"], "invalid choice: 'faultlb'"),
         (["--namespace", "n" * 100], "invalid choice"),
+        # An empty location was read as "the default" (an empty equipment was refused).
+        (["--location", ""], "location_id: unknown location ''"),
+        # A principal that is no user reference: the context a model reads is redacted of
+        # it by replacing it in every text, so "-1" made EQ-17 "EQ[principal]7" and the
+        # run failed on schema_invalid reads; "0" and "{" started runs under no user.
+        (["--principal", "-1"], "principal_ref: a run's principal is a user reference"),
+        (["--principal", "0"], "principal_ref: a run's principal is a user reference"),
+        (["--principal", "{"], "principal_ref: a run's principal is a user reference"),
+        (["--principal", "user:"], "principal_ref: a run's principal is a user reference"),
+        (["--principal", "user: operator"], "principal_ref: a run's principal is a user"),
     ],
 )
 def test_start_run_refuses_bad_input_without_writing(world, arguments, message):
     with pytest.raises(CommandError, match=message):
         _call("start_run", "--scenario", "reservation", *arguments)
     assert not Run.objects.exists()
+
+
+def test_start_run_refuses_a_principal_of_another_tenant(world):
+    """A north run requested by south's operator started: the requester of a run is who
+    its clarifications ask and who may not approve it, across the tenant boundary."""
+    from tests.conftest import make_user
+
+    make_user("operator-south", "south", "operator")
+    with pytest.raises(CommandError, match="principal_ref: user 'operator-south' acts for"):
+        _call("start_run", "--scenario", "reservation", "--principal", "user:operator-south")
+    assert not Run.objects.exists()
+    out, _ = _call(
+        "start_run", "--scenario", "abstain", "--tenant", "south",
+        "--principal", "user:operator-south",
+    )  # fmt: skip
+    assert Run.objects.get(pk=out.strip()).principal_ref == "user:operator-south"
 
 
 def test_a_run_started_without_equipment_names_its_tenants_own(world):
@@ -104,6 +130,18 @@ def test_replay_of_several_runs_audits_each_and_fails_when_any_has_findings(worl
     with pytest.raises(SystemExit) as exc:
         _call("replay", "--all")
     assert exc.value.code == 1
+
+
+@pytest.mark.parametrize("mode", ["audit", "decision", "simulation"])
+@pytest.mark.parametrize("candidate", ["", "  "])
+def test_replay_with_an_empty_candidate_is_refused_and_writes_nothing(world, mode, candidate):
+    """An empty --candidate was read as none given: the simulation then ran (and wrote a
+    run) as the recorded scenario, the decision replay against the recording."""
+    run_id = _call("start_run", "--scenario", "abstain", "--namespace", "faultlab")[0].strip()
+    before = (Run.objects.count(), Event.objects.count())
+    with pytest.raises(CommandError, match="--candidate is empty"):
+        _call("replay", run_id, "--mode", mode, "--candidate", candidate)
+    assert (Run.objects.count(), Event.objects.count()) == before
 
 
 def test_replay_of_several_runs_refuses_bad_input(world):
@@ -191,3 +229,36 @@ def test_render_docs_help_names_every_file_it_writes():
         **catalog_docs.generated_files(),
     }
     assert sorted(written) == sorted(re.findall(r"docs/[\w.-]+\.(?:md|svg)", Command.help))
+
+
+LONG = "x" * 5000
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["timeline", LONG],
+        ["replay", LONG],
+        ["start_run", "--scenario", "reservation", "--location", LONG],
+        ["start_run", "--scenario", "reservation", "--fault", LONG],
+        ["approvals_policy", "--tenant", LONG, "--name", "p"],
+        ["approvals_policy", "--tenant", "north", "--name", "p", "--capability", LONG],
+        ["approvals_policy", "--tenant", "north", "--name", "p", "--effect-class", LONG],
+        ["approvals_policy", "--tenant", "north", "--name", "p", "--group", LONG],
+        ["approvals_policy", "--tenant", "north", "--name", "p", "--user", LONG],
+        ["approvals_policy", "--tenant", "north", "--name", "p", "--quorum-part", LONG],
+        ["approvals_policy", "--tenant", "north", "--name", LONG, "--delete"],
+        ["approvals_webhook", "--tenant", "north", "--name", LONG, "--disable"],
+        ["catalog_discover", LONG],
+        ["routing_eval", "--scenario", LONG],
+        ["faultlab", LONG],
+    ],
+)
+def test_a_refused_huge_value_is_named_shortly(world, arguments):
+    """A 5,000-character id or name was echoed whole: the one line of the refusal was
+    5,000 characters long. It is named by its start and length now."""
+    with pytest.raises(CommandError) as refused:
+        _call(*arguments)
+    message = str(refused.value)
+    assert len(message) < 400 and "\n" not in message, (len(message), message[:200])
+    assert not Run.objects.exists()

@@ -225,6 +225,7 @@ POLICY: Mapping[str, Rule] = {
     ),
     # Only its owner sees a token's revoke confirmation and confirms it; anyone else's is
     # not disclosed (404).
+    "api-tokens-token": Rule({"GET": roles(APPROVER, OPERATOR, CATALOG_ADMIN)}, objects="token"),
     "api-tokens-revoke": Rule(
         {"GET": token_owner, "POST": token_owner},
         objects="token",
@@ -244,6 +245,7 @@ POLICY: Mapping[str, Rule] = {
     ),
     "logout": Rule({"POST": PUBLIC}, body=_const({}), fresh_client=True),
     # -- runs --------------------------------------------------------------------------
+    "runs-all": Rule({"GET": signed_in}),
     "runs-list": Rule(
         {"GET": signed_in}, variants=(PAGE, htmx("run-table", state="WAITING_HUMAN"))
     ),
@@ -275,6 +277,8 @@ POLICY: Mapping[str, Rule] = {
     "runs-follow-ups": Rule({"GET": signed_in}, objects="run"),
     "runs-evidence": Rule({"GET": signed_in}, objects="evidence"),
     "runs-replay-audit": Rule({"GET": signed_in}, objects="run"),
+    "runs-evidence-list": Rule({"GET": signed_in}, objects="run"),
+    "runs-replay": Rule({"GET": signed_in}, objects="run"),
     "runs-replay-decision": Rule(
         {"GET": signed_in},
         objects="run",
@@ -339,6 +343,7 @@ POLICY: Mapping[str, Rule] = {
             "query": "world=faultlab",
         },
     ),
+    "saved-views": Rule({"GET": signed_in}),
     "saved-views-open": Rule({"GET": signed_in}, objects="saved_view"),
     "saved-views-delete": Rule({"POST": creator_of_view}, objects="saved_view", body=_const({})),
     # -- approvals ---------------------------------------------------------------------
@@ -371,6 +376,7 @@ POLICY: Mapping[str, Rule] = {
             "tool_list": '{"tools": [{"name": "matrix_tool", "inputSchema": {"type": "object"}}]}',
         },
     ),
+    "catalog-imports": Rule({"GET": signed_in}),
     "catalog-import-result": Rule({"GET": signed_in}, objects="tool_list_import"),
     "catalog-diff": Rule(
         {"GET": signed_in},
@@ -378,6 +384,9 @@ POLICY: Mapping[str, Rule] = {
     ),
     "catalog-rejections": Rule({"GET": signed_in}),
     "catalog-routing": Rule({"GET": signed_in}, variants=(PAGE, htmx("routing-report", k="2"))),
+    "catalog-candidates": Rule({"GET": signed_in}),
+    "catalog-versions": Rule({"GET": signed_in}),
+    "catalog-version": Rule({"GET": signed_in}, objects="version"),
     "catalog-candidate": Rule({"GET": signed_in}, objects="version"),
     "catalog-admit": Rule({"POST": roles(CATALOG_ADMIN)}, objects="version", body=_admit_body),
     "catalog-decide": Rule(
@@ -405,6 +414,7 @@ POLICY: Mapping[str, Rule] = {
         objects="version",
         body=_const({"reason": "matrix"}),
     ),
+    "catalog-capability": Rule({"GET": signed_in}, objects="capability"),
     "catalog-contract": Rule({"GET": signed_in}, objects="contract"),
     "catalog-servers": Rule(
         {"GET": signed_in, "POST": roles(CATALOG_ADMIN)},
@@ -414,6 +424,9 @@ POLICY: Mapping[str, Rule] = {
     "catalog-server-discover": Rule(
         {"POST": roles(CATALOG_ADMIN)}, objects="server", body=_const({})
     ),
+    "catalog-discoveries": Rule({"GET": signed_in}),
+    "catalog-drifts": Rule({"GET": signed_in}),
+    "catalog-drift": Rule({"GET": signed_in}, objects="drift"),
     "catalog-discovery": Rule({"GET": signed_in}, objects="discovery"),
     "catalog-drift-resolve": Rule(
         {"POST": roles(CATALOG_ADMIN)}, objects="drift", body=_const({"reason": "matrix"})
@@ -460,6 +473,11 @@ def objects_for(world: World, kind: str) -> list[Obj]:
         return [
             Obj(label, "version", {"version_id": world.versions[label]})
             for label in ("effect", "imported", "reviewed_candidate")
+        ]
+    if kind == "capability":  # a contract's capability, without its version
+        return [
+            Obj(cap, "capability", {"capability_id": cap})
+            for cap in ("reserve_part", "read_equipment")
         ]
     if kind == "contract":
         return [

@@ -162,8 +162,12 @@ def test_every_form_route_refuses_an_undecodable_body_over_http(live_server: Any
     errors = {p: s for p, (s, _) in answers.items() if s >= 500}
     assert errors == {}
     refused = {p for p, (s, page) in answers.items() if s == 400 and BAD_REQUEST_PAGE in page}
-    # The signed callback is CSRF-exempt and authenticates before it reads anything.
-    assert set(answers) - refused == {"api/callbacks/"}
+    # The signed callback is CSRF-exempt and authenticates before it reads anything;
+    # /healthz and /metrics (read-only, CSRF-exempt) read no body: their own 405.
+    assert set(answers) - refused == {"api/callbacks/", "healthz", "metrics"}
+    for machine in ("healthz", "metrics"):
+        status, page = answers[machine]
+        assert status == 405 and "<html" not in page.lower(), (machine, status, page[:200])
 
 
 def test_the_json_api_refuses_a_form_body_in_its_own_shape(live_server: Any) -> None:

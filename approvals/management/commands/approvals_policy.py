@@ -82,7 +82,7 @@ class Command(BaseCommand):
                 )
             deleted, _ = ApprovalPolicy.objects.filter(tenant=o["tenant"], name=o["name"]).delete()
             if not deleted:
-                raise CommandError(f"no policy {o['tenant']}/{o['name']} to delete")
+                raise CommandError(f"no policy {o['tenant'][:40]}/{o['name'][:80]} to delete")
             self.stdout.write(f"deleted policy {o['tenant']}/{o['name']}")
             return
         usernames = sorted(set(o["users"]))

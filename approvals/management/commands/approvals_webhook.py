@@ -49,7 +49,9 @@ class Command(BaseCommand):
                 active=False
             )
             if not changed:
-                raise CommandError(f"no webhook endpoint {o['tenant']}/{o['name']} to disable")
+                raise CommandError(
+                    f"no webhook endpoint {o['tenant'][:40]}/{o['name'][:80]} to disable"
+                )
             self.stdout.write(f"disabled webhook {o['tenant']}/{o['name']}")
             return
         url = o["url"] or ""

@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from catalog import mcp_client, servers
 from catalog.models import Discovery, ToolServer
 from fieldops.arguments import decimal_number
+from kernel.text import quoted_shortly
 
 
 def terminal_safe(text: str) -> str:
@@ -52,7 +53,9 @@ class Command(BaseCommand):
             server = ToolServer.objects.filter(name=options["server"]).first()
             if server is None:
                 known = ", ".join(ToolServer.objects.values_list("name", flat=True)) or "none"
-                raise CommandError(f"no tool server named {options['server']!r} (known: {known})")
+                raise CommandError(
+                    f"no tool server named {quoted_shortly(options['server'])} (known: {known})"
+                )
             ids = [server.pk]
         failed = 0
         for server_id in ids:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from access.roles import tenant_of
 from fieldops.arguments import DIGITS_MAX, whole_number_or_none
 from runs import services
 from runs.console.filters import WORLDS
@@ -62,6 +64,7 @@ class Command(BaseCommand):
                     f"(at most {DIGITS_MAX} of the digits 0-9; 0: every call)"
                 )
             plan.append({"point": point, "capability": capability or "*", "on_call": number})
+        _check_principal_tenant(options["principal"], options["tenant"])
         try:
             run = services.run_create(
                 scenario=options["scenario"],
@@ -88,4 +91,19 @@ class Command(BaseCommand):
                     "waiting_checkpoint": run.waiting_checkpoint,
                 }
             )
+        )
+
+
+def _check_principal_tenant(principal: str, tenant: str) -> None:
+    """Refuse a principal naming a user of another tenant (a script's default principal
+    need not be a user at all). The requester is who the run's clarifications ask and who
+    may not approve it: a north run requested by south's operator crossed the boundary."""
+    name = principal.removeprefix("user:") if principal.startswith("user:") else None
+    if not name:
+        return  # run_create refuses a principal that is no user reference
+    user = get_user_model().objects.filter(username=name).first()
+    acts_for = tenant_of(user) if user is not None else None
+    if acts_for is not None and acts_for != tenant:
+        raise CommandError(
+            f"principal_ref: user {name[:64]!r} acts for tenant {acts_for!r}, not {tenant[:32]!r}"
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.text import quoted_shortly
 from runs.models import Event, Run
 
 
@@ -32,4 +33,4 @@ def _get_run(run_id: str) -> Run:
     try:
         return Run.objects.get(pk=run_id)
     except (Run.DoesNotExist, ValueError, Exception) as exc:
-        raise CommandError(f"no run {run_id!r}") from exc
+        raise CommandError(f"no run {quoted_shortly(run_id)}") from exc

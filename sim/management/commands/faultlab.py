@@ -14,6 +14,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from fieldops.logs import report_verbosity
+from kernel.text import quoted_shortly
 from sim import faultlab
 from sim.setup import seed
 
@@ -38,7 +39,8 @@ class Command(BaseCommand):
             return
         unknown = [n for n in options["names"] if n not in faultlab.BY_NAME]
         if unknown:
-            raise CommandError(f"unknown fixture(s): {', '.join(unknown)}")
+            names = ", ".join(n if len(n) <= 40 else quoted_shortly(n) for n in unknown)
+            raise CommandError(f"unknown fixture(s): {names}")
         seed(demo_users=False)
         failures = 0
         for name in options["names"] or [f.name for f in faultlab.FIXTURES]:

@@ -73,6 +73,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         ids, mode = options["run_ids"], options["mode"]
+        if options["candidate"] is not None and not options["candidate"].strip():
+            # Read as "none given" before: a simulation then ran (and wrote its run) as the
+            # recorded scenario. A script whose variable came out empty means something.
+            raise CommandError(
+                "--candidate is empty: give recorded, recorded-newest-adapter, a scenario or "
+                "model (or leave the option out)"
+            )
         if options["all"] and ids:
             raise CommandError("give run ids or --all, not both")
         if options["all"] or len(ids) > 1:

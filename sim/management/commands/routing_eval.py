@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from fieldops.arguments import decimal_number, whole_number
 from fieldops.logs import report_verbosity
+from kernel.text import quoted_shortly
 from sim import routing_eval
 from sim.routing import Report
 
@@ -52,7 +53,7 @@ class Command(BaseCommand):
         from sim.double import SCENARIOS
 
         if opts["scenario"] not in SCENARIOS:
-            raise CommandError(f"unknown scenario {opts['scenario']!r}")
+            raise CommandError(f"unknown scenario {quoted_shortly(opts['scenario'])}")
         selectors = routing_eval.SELECTORS if opts["selector"] == "all" else (opts["selector"],)
         registries = routing_eval.REGISTRIES if opts["registry"] == "all" else (opts["registry"],)
         cases = routing_eval.load_cases()
