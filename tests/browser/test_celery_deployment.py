@@ -10,6 +10,7 @@ answer fails the test.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,13 +35,18 @@ pytestmark = [
 ]
 
 
+# The stdio tool servers the catalog tests register: run by this Python.
+STDIO = {"FIELDOPS_MCP_STDIO_COMMANDS": sys.executable}
+
+
 @pytest.fixture
 def deployment(cluster: Any, tmp_path: Path) -> Iterator[WebProcess]:
     """gunicorn and one worker on the test database, the broker and the cluster's queue."""
     cluster.log_dir = tmp_path
-    cluster.start_worker(concurrency=2)
+    cluster.start_worker(concurrency=2, **STDIO)
     web = gunicorn(
         {
+            **STDIO,
             "DATABASE_URL": cluster.database_url,
             "CELERY_BROKER_URL": durable.REDIS_URL,
             "FIELDOPS_QUEUE": cluster.queue,
@@ -89,7 +95,7 @@ def _start_from_runs_page(page: Any, base: str, scenario: str | None = None) -> 
     page.goto(f"{base}/")
     page.locator("#start-run > summary").click()
     if scenario:
-        page.get_by_label("Scenario").select_option(scenario)
+        page.locator("#start-run").get_by_label("Scenario").select_option(scenario)
     page.get_by_role("button", name="Start run").click()
     page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/"))
     run_id = re.search(r"/runs/([0-9a-f-]{36})/", page.url)
@@ -239,3 +245,188 @@ def test_an_unknown_effect_from_the_fault_lab_is_reconciled_from_its_runbook(
     desk.goto(f"{base}/runs/{run.pk}/")
     expect(desk.locator("#terminal-unresolved")).to_be_visible()
     expect(desk.locator("#terminal-reconcile")).to_have_count(0)
+
+
+def test_every_fault_lab_fixture_passes_on_the_celery_deployment(
+    deployment: WebProcess, new_page: Any, watch: Watch, operator: Any
+) -> None:
+    from sim.faultlab import FIXTURES
+
+    base = deployment.url
+    desk = watch.page(new_page())
+    login(desk, base, "operator")
+    desk.goto(f"{base}/faultlab/")
+    desk.get_by_role("button", name=f"Run all {len(FIXTURES)} fixtures").click()
+    last = desk.locator(f"#fx-{FIXTURES[-1].name}")
+    expect(last).to_contain_text(re.compile(r"PASS|FAIL"), timeout=240_000)
+    failed = [f.name for f in FIXTURES if "PASS" not in desk.locator(f"#fx-{f.name}").inner_text()]
+    assert not failed, failed
+
+
+def test_a_discovery_on_the_worker_then_a_second_admin_admits_and_retires(
+    deployment: WebProcess,
+    new_page: Any,
+    watch: Watch,
+    catalog_admin: Any,
+    tmp_path: Path,
+) -> None:
+    from catalog.models import CapabilityVersion
+    from tests.catalog.conftest import ChangingServer
+    from tests.conftest import make_user
+
+    make_user("catalog-reviewer", "north", "catalog-admin")
+    server = ChangingServer(tmp_path / "state.json")
+    base = deployment.url
+    admin = watch.page(new_page())
+    login(admin, base, "catalog-admin")
+    admin.goto(f"{base}/catalog/servers/")
+    admin.get_by_label("Name").fill("parts")
+    admin.get_by_label("stdio (a command on this host)").check()
+    admin.get_by_label("Command (stdio)").fill(sys.executable)
+    admin.get_by_label("Arguments (stdio; split like a shell, never run by one)").fill(server.args)
+    admin.get_by_role("button", name="Register server").click()
+    admin.get_by_role("button", name="Discover now").click()
+    # The worker discovers; the page follows it to its result without a reload.
+    admin.wait_for_url(re.compile(r"/catalog/discoveries/\d+/$"))
+    result = admin.locator("#discovery-result")
+    expect(result).to_contain_text("3 new", timeout=30_000)
+    admin.reload()
+    expect(result).to_contain_text("3 new")
+
+    # The importer may not admit what it discovered: the page says why.
+    candidate = CapabilityVersion.objects.get(capability_id="lookup_part")
+    admin.goto(f"{base}/catalog/candidates/{candidate.pk}/")
+    expect(admin.locator(".warn-box")).to_contain_text("Another catalog admin must admit it")
+
+    reviewer = watch.page(new_page())
+    login(reviewer, base, "catalog-reviewer")
+    reviewer.goto(f"{base}/catalog/candidates/{candidate.pk}/")
+    reviewer.get_by_text("Admit", exact=True).click()
+    reviewer.get_by_label("Local reviewed contract this tool maps to").select_option(
+        "read_equipment@1.0.0"
+    )
+    reviewer.get_by_label("Task transition served").fill(
+        "NEED_EQUIPMENT -> HAVE_EQUIPMENT_EVIDENCE"
+    )
+    reviewer.get_by_label("Alternatives considered (one per line)").fill("human lookup")
+    reviewer.get_by_label("Expiry / invalidation rule").fill("expires on a definition change")
+    reviewer.get_by_label("Reason", exact=True).fill("Matches the reviewed read contract.")
+    reviewer.get_by_role("button", name="Admit with this record").click()
+    expect(reviewer.locator("h1 .badge")).to_have_text("ADMITTED")
+    reviewer.reload()
+    expect(reviewer.locator("h1 .badge")).to_have_text("ADMITTED")
+
+    # Retiring it: the admin reads what it changes, then retires it.
+    admin.goto(f"{base}/catalog/candidates/{candidate.pk}/")
+    admin.get_by_role("link", name="Retire…").click()
+    admin.get_by_label("Reason", exact=True).fill("the mapping is no longer needed")
+    admin.locator("#retire-ack").check()
+    # Nothing would serve new runs after it: a second catalog admin must confirm.
+    admin.get_by_role("button", name="Request retirement").click()
+    expect(admin.locator(".messages")).to_contain_text("a second catalog admin must confirm")
+    admin.reload()
+    expect(admin.locator("#retire-own-request")).to_be_visible()
+    reviewer.goto(f"{base}/catalog/")
+    reviewer.get_by_role("link", name=re.compile("retirement requested")).first.click()
+    reviewer.get_by_label("Reason", exact=True).fill("confirmed: no run needs it")
+    reviewer.locator("#retire-ack").check()
+    reviewer.get_by_role("button", name="Confirm retirement").click()
+    expect(reviewer.locator("h1 .badge")).to_have_text("RETIRED")
+    reviewer.go_back()
+    reviewer.reload()
+    candidate.refresh_from_db()
+    assert candidate.lifecycle == "RETIRED"
+
+
+def test_a_question_the_run_asks_is_answered_and_the_run_goes_on_on_the_worker(
+    deployment: WebProcess, new_page: Any, watch: Watch, operator: Any, approver: Any
+) -> None:
+    base = deployment.url
+    desk = watch.page(new_page())
+    login(desk, base, "operator")
+    run = _start_from_runs_page(desk, base, scenario="clarify")
+    expect(desk.locator("#live-state")).to_have_text("WAITING_HUMAN", timeout=20_000)
+    expect(desk.locator("[data-live-summary]")).to_contain_text("waiting for an answer")
+    desk.locator("#live-waiting-checkpoint").click()
+    desk.wait_for_url(re.compile(r"/approvals/[^/]+/$"))
+    desk.get_by_label(re.compile("Your answer")).fill("LOC-N1")
+    desk.get_by_role("button", name="Answer").click()
+    desk.wait_for_url(re.compile(rf"/runs/{run.pk}/"))
+    expect(desk.locator("[data-live-summary]")).to_contain_text(
+        "waiting for an approval", timeout=20_000
+    )
+    desk.reload()
+    assert run.checkpoints.filter(kind="clarification").count() == 1
+
+
+def test_every_scenario_started_from_the_page_reaches_an_end_or_an_approval_by_itself(
+    deployment: WebProcess, new_page: Any, watch: Watch, operator: Any
+) -> None:
+    from runs.policies import registry
+
+    base = deployment.url
+    desk = watch.page(new_page())
+    login(desk, base, "operator")
+    for scenario in registry.scenarios():
+        run = _start_from_runs_page(desk, base, scenario=scenario)
+        expect(desk.locator("#live-state"), scenario).to_have_text(
+            re.compile(r"^(WAITING_HUMAN|WAITING_EXTERNAL|COMPLETED|FAILED|ESCALATED|CANCELLED)$"),
+            timeout=30_000,
+        )
+        run.refresh_from_db()
+        expect(desk.locator("#head-state"), scenario).to_have_text(run.state)
+
+
+def test_the_approval_queue_shows_a_new_proposal_by_itself(
+    deployment: WebProcess, new_page: Any, watch: Watch, operator: Any, approver: Any
+) -> None:
+    base = deployment.url
+    reviewer = watch.page(new_page())
+    login(reviewer, base, "approver")
+    reviewer.goto(f"{base}/approvals/")
+    expect(reviewer.locator("#queue .empty")).to_contain_text("Nothing in the live world waits")
+
+    desk = watch.page(new_page())
+    login(desk, base, "operator")
+    run = _start_from_runs_page(desk, base)
+    row = reviewer.locator("#queue tbody tr")
+    expect(row).to_have_count(1, timeout=20_000)
+    expect(row).to_contain_text(run.short_id)
+    expect(reviewer.locator("#queue .empty")).to_have_count(0)
+
+    # The operator cancels it: the queue drops it by itself too.
+    desk.get_by_label("Cancellation reason (required)").fill("not needed after all")
+    desk.get_by_role("button", name="Cancel run").click()
+    expect(desk.locator("#head-state")).to_have_text("CANCELLED")
+    expect(reviewer.locator("#queue tbody tr")).to_have_count(0, timeout=15_000)
+    expect(reviewer.locator("#queue .empty")).to_be_visible()
+
+
+def test_unknown_effects_are_reconciled_by_filter_from_recovery_on_the_worker(
+    deployment: WebProcess, new_page: Any, watch: Watch, operator: Any
+) -> None:
+    from runs.models import EffectAttempt
+
+    base = deployment.url
+    desk = watch.page(new_page())
+    login(desk, base, "operator")
+    desk.goto(f"{base}/faultlab/")
+    row = desk.locator("#fx-ledger_outage")
+    for _ in range(2):
+        row.get_by_role("button", name="Run fixture ledger_outage").click()
+        expect(row).to_contain_text("PASS", timeout=30_000)
+        expect(row.get_by_role("button", name="Run fixture ledger_outage")).to_be_enabled()
+    assert EffectAttempt.objects.filter(status="UNRESOLVED").count() == 2
+
+    desk.goto(f"{base}/recovery/")
+    desk.get_by_role("button", name="Preview the bulk reconcile").click()
+    expect(desk.locator("#preview-count")).to_have_text("2 unknown effects match now")
+    desk.get_by_label("Reason (recorded on the operation and on every item's run)").fill(
+        "the ledger answers again"
+    )
+    desk.get_by_label(re.compile("Type 2 to confirm")).fill("2")
+    desk.locator("#start-operation button[type=submit]").click()
+    desk.wait_for_url(re.compile(r"/operations/[0-9a-f-]{36}/$"))
+    expect(desk.locator("#op-percent")).to_have_text("100 %", timeout=30_000)
+    expect(desk.locator("#op-status")).to_have_text("finished")
+    assert EffectAttempt.objects.filter(status="UNRESOLVED").count() == 0
