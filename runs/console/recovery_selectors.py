@@ -64,6 +64,23 @@ def stalled_runs(*, tenant: str, limit: int = 100) -> list[Stalled]:
     return sorted(found, key=lambda s: s.since)[:limit]
 
 
+def run_stalled(run: Run) -> Stalled | None:
+    """``run`` as ``stalled_runs`` would list it (the same rule, for the one run its page
+    shows), or None: the run page says a run no worker moves is not moving, instead of
+    showing it "live" beside a state that never changes."""
+    if run.state in {s.value for s in TERMINAL_STATES | WAITING_STATES}:
+        return None
+    now = clock.now()
+    after = stuck_after()
+    if run.lease_expires_at is not None:
+        if run.lease_expires_at < now - after:
+            return Stalled(run, "lease expired", run.lease_expires_at)
+        return None
+    if run.updated_at < now - 2 * after:
+        return Stalled(run, "never claimed", run.updated_at)
+    return None
+
+
 def stalled_operations(*, tenant: str, limit: int = 50) -> list[tuple[Any, float]]:
     """The tenant's running bulk operations nobody took a batch of for longer than the
     operation sweep waits before it hands them over again (its hand-over was lost, or its

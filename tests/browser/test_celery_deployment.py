@@ -52,6 +52,7 @@ def deployment(cluster: Any, tmp_path: Path) -> Iterator[WebProcess]:
             "FIELDOPS_QUEUE": cluster.queue,
             "FIELDOPS_EXECUTION": "celery",
             "FIELDOPS_LEASE_SECONDS": str(cluster.lease_seconds),
+            "FIELDOPS_STUCK_AFTER_SECONDS": "2",  # as the cluster's: a stall shows in 4 s
         },
         tmp_path / "web.log",
     ).start()
@@ -73,9 +74,14 @@ class Watch:
             lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"),
         )
         page.on("pageerror", lambda e: self.problems.append(f"pageerror: {e}"))
+        # A poll in flight when the person leaves the page is aborted by the browser
+        # itself (net::ERR_ABORTED): not a failure anybody sees.
         page.on(
             "requestfailed",
-            lambda r: self.problems.append(f"failed: {r.method} {r.url} {r.failure}"),
+            lambda r: (
+                "ERR_ABORTED" not in (r.failure or "")
+                and self.problems.append(f"failed: {r.method} {r.url} {r.failure}")
+            ),
         )
         page.on(
             "response",
@@ -430,3 +436,90 @@ def test_unknown_effects_are_reconciled_by_filter_from_recovery_on_the_worker(
     expect(desk.locator("#op-percent")).to_have_text("100 %", timeout=30_000)
     expect(desk.locator("#op-status")).to_have_text("finished")
     assert EffectAttempt.objects.filter(status="UNRESOLVED").count() == 0
+
+
+def test_a_follow_up_of_a_cancelled_run_starts_once_and_runs_on_the_worker(
+    deployment: WebProcess, new_page: Any, watch: Watch, operator: Any
+) -> None:
+    base = deployment.url
+    desk = watch.page(new_page())
+    login(desk, base, "operator")
+    run = _start_from_runs_page(desk, base)
+    expect(desk.locator("#live-state")).to_have_text("WAITING_HUMAN", timeout=20_000)
+    desk.get_by_label("Cancellation reason (required)").fill("wrong location")
+    desk.get_by_role("button", name="Cancel run").click()
+    expect(desk.locator("#head-state")).to_have_text("CANCELLED")
+    desk.get_by_role("button", name="Start a follow-up run").click()
+    desk.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}/"))
+    assert f"/runs/{run.pk}/" not in desk.url
+    follow = Run.objects.get(follows_run_id=run.pk)
+    expect(desk.locator("#live-state")).to_have_text("WAITING_HUMAN", timeout=20_000)
+    # Back to the ended run: its page no longer offers a second follow-up.
+    desk.go_back()
+    expect(desk.locator("#run-actions")).not_to_contain_text("Start a follow-up run")
+    expect(desk.locator("#follow-up-taken")).to_be_visible()
+    desk.reload()
+    assert Run.objects.filter(follows_run_id=run.pk).count() == 1
+    assert follow.pk
+
+
+def test_an_operation_paused_and_resumed_while_no_worker_runs_then_drained(
+    deployment: WebProcess, cluster: Any, new_page: Any, watch: Watch, operator: Any
+) -> None:
+    base = deployment.url
+    cluster.stop_all()  # the workers are down: what is handed over waits on the broker
+    desk = watch.page(new_page())
+    login(desk, base, "operator")
+    runs = [_start_from_runs_page(desk, base) for _ in range(3)]
+    desk.goto(f"{base}/?state=CREATED")
+    expect(desk.locator("#run-table tbody tr")).to_have_count(3)
+    desk.get_by_role("link", name="Cancel every run matching this filter…").click()
+    desk.get_by_label("Reason (recorded on the operation and on every item's run)").fill(
+        "started by mistake"
+    )
+    desk.get_by_label("Type 3 to confirm the number of runs").fill("3")
+    desk.get_by_role("button", name="Start the bulk cancel").click()
+    desk.wait_for_url(re.compile(r"/operations/[0-9a-f-]{36}/$"))
+    expect(desk.locator("#op-status")).to_have_text("running")
+    expect(desk.locator("#op-percent")).to_have_text("0 %")
+
+    desk.get_by_role("button", name="Pause the operation").click()
+    expect(desk.locator("#op-status")).to_have_text("paused")
+    expect(desk.get_by_role("button", name="Resume the operation")).to_be_visible()
+    expect(desk.get_by_role("button", name="Pause the operation")).to_have_count(0)
+    desk.get_by_role("button", name="Resume the operation").click()
+    expect(desk.locator("#op-status")).to_have_text("running")
+
+    cluster.start_worker()
+    expect(desk.locator("#op-percent")).to_have_text("100 %", timeout=30_000)
+    expect(desk.locator("#op-status")).to_have_text("finished")
+    expect(desk.locator("#op-moves")).to_contain_text("nothing left to pause")
+    assert {r.state for r in Run.objects.filter(pk__in=[r.pk for r in runs])} == {"CANCELLED"}
+
+
+def test_a_run_no_worker_takes_says_so_on_its_page_until_one_does(
+    deployment: WebProcess, cluster: Any, new_page: Any, watch: Watch, operator: Any
+) -> None:
+    """With every worker down the run page said "live: updates while the run is active"
+    beside CREATED for as long as anyone looked: the start looked taken and nothing said
+    that no worker would ever move it (only the Recovery page listed it). The page now
+    says, by itself, that the run is not moving and why, with Recovery linked, and drops
+    the notice when a worker takes the run."""
+    base = deployment.url
+    cluster.stop_all()
+    desk = watch.page(new_page())
+    login(desk, base, "operator")
+    run = _start_from_runs_page(desk, base)
+    expect(desk.locator("#live-state")).to_have_text("CREATED")
+    notice = desk.locator("#run-stalled")
+    expect(notice).to_contain_text("not moving", timeout=15_000)
+    expect(notice).to_contain_text("no worker has claimed it")
+    expect(notice.get_by_role("link", name="Recovery")).to_have_attribute("href", "/recovery/")
+    desk.goto(f"{base}/recovery/")
+    expect(desk.locator("#stalled")).to_contain_text(run.short_id)
+    desk.go_back()
+    expect(notice).to_be_visible()
+
+    cluster.start_worker()
+    expect(desk.locator("#live-state")).to_have_text("WAITING_HUMAN", timeout=20_000)
+    expect(notice).to_have_count(0)
