@@ -14,6 +14,7 @@ from django.db.models import Q
 from capabilities import ports
 from capabilities.ports import LedgerRecord
 from kernel import clock
+from runs.console.stalls import Stalled
 from runs.domain import effects
 from runs.domain.states import TERMINAL_STATES, WAITING_STATES, State
 from runs.engine.sweeper import stuck_after
@@ -37,13 +38,6 @@ def recovery_attempts(*, tenant: str, limit: int = 200) -> list[EffectAttempt]:
 
 
 # -- runs not moving ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class Stalled:
-    run: Run
-    why: str  # "lease expired" (its owner died or froze) or "never claimed" (its kick was lost)
-    since: dt.datetime
-
-
 def stalled_runs(*, tenant: str, limit: int = 100) -> list[Stalled]:
     """Runs that should be moving and are not, though the sweeper would have handed them
     over by now: a lease that expired more than "stuck after" ago, or no owner and no change
@@ -62,23 +56,6 @@ def stalled_runs(*, tenant: str, limit: int = 100) -> list[Stalled]:
         Stalled(r, "never claimed", r.updated_at) for r in idle.order_by("updated_at")[:limit]
     ]
     return sorted(found, key=lambda s: s.since)[:limit]
-
-
-def run_stalled(run: Run) -> Stalled | None:
-    """``run`` as ``stalled_runs`` would list it (the same rule, for the one run its page
-    shows), or None: the run page says a run no worker moves is not moving, instead of
-    showing it "live" beside a state that never changes."""
-    if run.state in {s.value for s in TERMINAL_STATES | WAITING_STATES}:
-        return None
-    now = clock.now()
-    after = stuck_after()
-    if run.lease_expires_at is not None:
-        if run.lease_expires_at < now - after:
-            return Stalled(run, "lease expired", run.lease_expires_at)
-        return None
-    if run.updated_at < now - 2 * after:
-        return Stalled(run, "never claimed", run.updated_at)
-    return None
 
 
 def stalled_operations(*, tenant: str, limit: int = 50) -> list[tuple[Any, float]]:

@@ -30,7 +30,7 @@ from runs.console.filters import (
     in_world,
     world_from_query,
 )
-from runs.console.recovery_selectors import Stalled, run_stalled
+from runs.console.stalls import Stalled, run_stalled
 from runs.domain import effects
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, State

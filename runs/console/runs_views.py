@@ -25,7 +25,7 @@ from fieldops.fields import repeatable
 from fieldops.http import AuthedHtmxRequest
 from fieldops.middleware import bad_request_page
 from runs import services
-from runs.console import operations, recovery_selectors, runbooks_views
+from runs.console import operations, runbooks_views, stalls
 from runs.console import runs_selectors as run_selectors
 from runs.console.http import conflict, request_tenant
 from runs.domain import render as diagram
@@ -273,7 +273,7 @@ def runs_detail(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
         # moving (a stall changes no revision): nothing changed, nothing to swap.
         shown_stalled = request.GET.get("stalled") == "1"
         if request.GET.get("since") == str(run.revision) and shown_stalled == (
-            recovery_selectors.run_stalled(run) is not None
+            stalls.run_stalled(run) is not None
         ):
             return HttpResponse(status=204)
         # The header's state and the identity's attempt/epoch/revision are swapped out of
