@@ -30,7 +30,7 @@ from runs.authority import config_of, record_of
 from runs.domain.replay import replay
 from runs.domain.states import Actor, EventType
 from runs.engine import effects as effect_steps
-from runs.engine import ownership, runner, sweeper
+from runs.engine import executor, ownership, runner, sweeper
 from runs.models import Correlation, EffectAttempt, Event, Evidence, FaultLabResult, Run
 from runs.replay.audit import audit_replay
 from sim.setup import FAULTLAB_NAMESPACE
@@ -1405,8 +1405,13 @@ BY_NAME: Mapping[str, Fixture] = {f.name: f for f in FIXTURES}
 
 
 def run_fixture(fixture: Fixture) -> FixtureResult:
-    """Run one fixture and compare its outcome with its expectation."""
-    outcome = fixture.script(Lab())
+    """Run one fixture and compare its outcome with its expectation.
+
+    The script advances its runs in this thread, on Celery too: it injects each fault
+    between steps it takes itself, which a worker handed the same run would race.
+    """
+    with executor.inline_here():
+        outcome = fixture.script(Lab())
     expected = f"{fixture.expect_state} {fixture.expect_reason}".strip()
     actual = f"{outcome.state} {outcome.reason}".strip()
     failed = tuple(name for name, ok in outcome.checks.items() if not ok)

@@ -14,6 +14,7 @@ from django.db.models import Q
 from capabilities import ports
 from capabilities.ports import LedgerRecord
 from kernel import clock
+from runs.console.stalls import Stalled
 from runs.domain import effects
 from runs.domain.states import TERMINAL_STATES, WAITING_STATES, State
 from runs.engine.sweeper import stuck_after
@@ -37,13 +38,6 @@ def recovery_attempts(*, tenant: str, limit: int = 200) -> list[EffectAttempt]:
 
 
 # -- runs not moving ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class Stalled:
-    run: Run
-    why: str  # "lease expired" (its owner died or froze) or "never claimed" (its kick was lost)
-    since: dt.datetime
-
-
 def stalled_runs(*, tenant: str, limit: int = 100) -> list[Stalled]:
     """Runs that should be moving and are not, though the sweeper would have handed them
     over by now: a lease that expired more than "stuck after" ago, or no owner and no change

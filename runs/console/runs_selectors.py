@@ -30,6 +30,7 @@ from runs.console.filters import (
     in_world,
     world_from_query,
 )
+from runs.console.stalls import Stalled, run_stalled
 from runs.domain import effects
 from runs.domain.budgets import Budget, exhausted_reason
 from runs.domain.states import CONTROL_EVENTS, REJECTION_EVENTS, State
@@ -637,6 +638,8 @@ class RunDetail:
     # many of its unresolved effects are unknown (an operator reconciles those).
     conflicts: tuple[str, ...] = ()
     effects_unknown: int = 0
+    # For an active run no worker moves (Recovery's "should be moving and are not"): why.
+    stalled: Stalled | None = None
 
     @property
     def conflicts_to_review(self) -> list[str]:
@@ -688,6 +691,7 @@ def run_detail(run: Run) -> RunDetail:
         reviews=attempt_reviews(attempts, also=[*terminal_attempt_ids(terminal), *conflicts]),
         conflicts=conflicts,
         effects_unknown=account.unresolved - len(conflicts) if account is not None else 0,
+        stalled=run_stalled(run),
     )
 
 

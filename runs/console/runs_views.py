@@ -25,7 +25,7 @@ from fieldops.fields import repeatable
 from fieldops.http import AuthedHtmxRequest
 from fieldops.middleware import bad_request_page
 from runs import services
-from runs.console import operations, runbooks_views
+from runs.console import operations, runbooks_views, stalls
 from runs.console import runs_selectors as run_selectors
 from runs.console.http import conflict, request_tenant
 from runs.domain import render as diagram
@@ -272,8 +272,12 @@ def runs_detail(request: AuthedHtmxRequest, run_id: UUID) -> HttpResponse:
             back_label="Open the latest page of this run's timeline",
         )
     if request.htmx.target == "run-live":
-        # The poller says which revision it shows: nothing changed, nothing to swap.
-        if request.GET.get("since") == str(run.revision):
+        # The poller says which revision it shows, and whether it says the run is not
+        # moving (a stall changes no revision): nothing changed, nothing to swap.
+        shown_stalled = request.GET.get("stalled") == "1"
+        if request.GET.get("since") == str(run.revision) and shown_stalled == (
+            stalls.run_stalled(run) is not None
+        ):
             return HttpResponse(status=204)
         # The header's state and the identity's attempt/epoch/revision are swapped out of
         # band; once the run has ended, the actions too (cancel gives way to follow-up).

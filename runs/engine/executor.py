@@ -54,7 +54,23 @@ _local = threading.local()
 
 
 def mode() -> str:
-    return settings.FIELDOPS_EXECUTION
+    return getattr(_local, "mode", None) or settings.FIELDOPS_EXECUTION
+
+
+@contextmanager
+def inline_here() -> Iterator[None]:
+    """Advance in this thread every run this thread hands over meanwhile, whatever
+    ``FIELDOPS_EXECUTION`` says: for a script that drives its own runs step by step and
+    inspects them between steps (the fault lab), which a Celery worker taking the same
+    run at the same moment would race (the script's own advance finds the lease held and
+    the run not where the script expects it). Other threads and processes are not
+    affected."""
+    previous = getattr(_local, "mode", None)
+    _local.mode = "inprocess"
+    try:
+        yield
+    finally:
+        _local.mode = previous
 
 
 def kick(run_id: str, outbox_row: int | None = None, kind: str | None = None) -> None:

@@ -833,3 +833,28 @@ def test_the_recovery_page_says_a_freshly_started_sweeper_is_starting(
     clock.advance(120)
     page = as_operator.get(reverse("recovery")).content.decode()
     assert 'id="sweeper-late"' in page and "The sweeper has never reported" in page
+
+
+def test_the_live_partial_says_when_a_run_stops_moving_though_its_revision_did_not(
+    as_operator: Client, settings: Any
+) -> None:
+    """A run no worker claims keeps its revision: the poll's 'nothing changed' (204) hid
+    that it is not moving. The poll says whether it shows the notice; the answer changes
+    when the stall does."""
+    from kernel import clock
+
+    settings.FIELDOPS_STUCK_AFTER_SECONDS = 5
+    run = make_run(advance=False)
+    url = reverse("runs-detail", args=[run.pk])
+    headers = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "run-live"}
+    fresh = {"since": run.revision, "stalled": "0"}
+    assert as_operator.get(url, fresh, **headers).status_code == 204
+    assert 'id="run-stalled"' not in as_operator.get(url).content.decode()
+
+    clock.advance(11)  # no owner, no change for twice "stuck after"
+    stalled = as_operator.get(url, fresh, **headers)
+    body = stalled.content.decode()
+    assert stalled.status_code == 200
+    assert 'id="run-stalled"' in body and "no worker has claimed it" in body
+    assert "stalled=1" in body  # the next poll says it shows the notice
+    assert as_operator.get(url, {**fresh, "stalled": "1"}, **headers).status_code == 204
