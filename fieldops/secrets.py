@@ -70,18 +70,18 @@ def secret_values() -> list[str]:
 
 # On POSIX ``os.environ`` wraps a dict of bytes (``_data``: CPython's since 3.2, the dict
 # its own setters, ``monkeypatch.setenv`` included, update). Scanning that dict is ~5x
-# cheaper than ``os.environ.items()``, which decodes every name and value in Python: the
-# evidence and context of one run ask for the secret values ~200 times, and the decoding
-# alone was a fifth of a run's engine CPU (bench/README.md, 2026-12-07 evening).
-# Elsewhere (Windows: str names, upper-cased) the plain way is taken.
-_RAW_ENVIRON = getattr(os.environ, "_data", None) if os.name == "posix" else None
+# cheaper than ``os.environ.items()``, which decodes every name and value in Python: a
+# run's evidence and context asked for the secret values ~220 times (now ~20, each walk
+# asking once: ``redactor``), and the decoding was ~8 % of the engine's CPU per run
+# (bench/README.md, 2026-12-07 evening). Elsewhere (Windows: str names, upper-cased) the
+# plain way is taken.
 _RAW_PREFIXES = tuple(prefix.encode() for prefix in _ENV_PREFIXES)
 
 
 def _referenced_values() -> list[str]:
     """The values (8 characters or more) of the variables tool servers' references may
     name, as the environment holds them now."""
-    raw = _RAW_ENVIRON
+    raw = getattr(os.environ, "_data", None) if os.name == "posix" else None
     if not isinstance(raw, dict):
         return [
             value
