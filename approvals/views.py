@@ -29,7 +29,7 @@ from approvals.domain import (
     REFUSALS,
     approval_with_change,
 )
-from approvals.models import Checkpoint
+from approvals.models import Checkpoint, Decision
 from fieldops.fields import repeated_field, repeated_fields_checked_by_view
 from fieldops.http import AuthedHtmxRequest
 from kernel import clock
@@ -237,7 +237,29 @@ def approvals_questions(request: AuthedHtmxRequest) -> HttpResponse:
 @login_required
 def approvals_detail(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResponse:
     checkpoint = _readable_checkpoint(request, checkpoint_id)
+    if request.htmx.target == "checkpoint-live":
+        # The poller of the page of an open checkpoint: nothing to swap while it is open.
+        if checkpoint.status == Checkpoint.Status.PENDING:
+            return HttpResponse(status=204)
+        context = _detail_context(request, checkpoint, live_update=True)
+        context["live_note"] = _closed_since_shown(checkpoint, context)
+        return render(request, "approvals/detail.html#checkpoint-live", context)
     return render(request, "approvals/detail.html", _detail_context(request, checkpoint))
+
+
+def _closed_since_shown(checkpoint: Checkpoint, context: dict[str, Any]) -> str:
+    """What closed a checkpoint a page showed open: its run's cancellation, its expiry
+    (``closed_note``, as the page itself would say), or a decision recorded elsewhere."""
+    if context["closed_note"]:
+        return str(context["closed_note"])
+    decision = context["decision"]
+    if decision is None:
+        return f"it is {checkpoint.status}."
+    when = clock.iso(decision.created_at)
+    if checkpoint.kind == Checkpoint.Kind.CLARIFICATION:
+        return f"answered by {decision.decided_by_ref} at {when}."
+    verdict = "approved" if decision.verdict == Decision.Verdict.APPROVE else "declined"
+    return f"{verdict} by {decision.decided_by_ref} at {when}: “{decision.reason}”."
 
 
 def _refusal_response(

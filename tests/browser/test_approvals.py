@@ -126,6 +126,30 @@ def test_a_cancelled_checkpoint_page_says_who_cancelled_and_when(
     screenshot(page, "approval-cancelled")
 
 
+def test_an_open_proposal_says_by_itself_when_its_run_is_cancelled_meanwhile(
+    live_server: Any, new_page: Any, approver: Any, waiting: Run
+) -> None:
+    """An approver reviewing a proposal (typing a reason) while an operator cancels the
+    run: the page says so within seconds, without a reload, and the buttons turn off; what
+    was typed stays. Before, Approve stayed enabled until it was pressed and refused."""
+    checkpoint = checkpoint_of(waiting)
+    page = new_page()
+    login(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/approvals/{checkpoint.pk}/")
+    page.get_by_label(REASON).fill("Checked the part number.")
+    approve = page.get_by_role("button", name="Approve exactly this proposal")
+    expect(approve).to_be_enabled()
+    runs.run_cancel(run_id=str(waiting.pk), by_ref="user:operator", reason="part found locally")
+    notice = page.locator("#checkpoint-closed")
+    expect(notice).to_contain_text("cancelled by user:operator at", timeout=10_000)
+    expect(notice).to_contain_text("part found locally")
+    expect(page.locator("#checkpoint-status")).to_have_text("CANCELLED")
+    expect(approve).to_be_disabled()
+    expect(page.get_by_role("button", name="Decline")).to_be_disabled()
+    expect(page.get_by_label(REASON)).to_have_value("Checked the part number.")
+    expect(notice.get_by_role("link", name=re.compile("Reload"))).to_be_visible()
+
+
 def test_a_refused_decline_keeps_the_requested_change_and_the_reason(
     live_server: Any, new_page: Any, approver: Any, waiting: Run
 ) -> None:

@@ -1,0 +1,109 @@
+"""An open checkpoint's page asks every few seconds whether it still is open: nothing to
+swap (204) while it is; once it was cancelled with its run, expired, or decided by someone
+else, the page gets a notice saying so, the checkpoint's new status and, for an approver,
+the decision buttons turned off (out of band: the reason being typed is not touched).
+The browser side: tests/browser/test_approvals.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from approvals import services as approvals
+from approvals.models import Checkpoint
+from runs import services as runs
+from tests.conftest import make_user
+from tests.helpers import make_run
+from tests.runs.console.conftest import checkpoint_of
+
+pytestmark = pytest.mark.django_db
+
+POLL = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "checkpoint-live"}
+
+
+def _client(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_page_of_an_open_checkpoint_polls_and_hears_nothing_while_it_is_open(
+    approver: Any, operator: Any
+) -> None:
+    run = make_run(principal="user:operator", requested_by=operator)
+    checkpoint = checkpoint_of(run)
+    client = _client(approver)
+    url = reverse("approvals-detail", args=[checkpoint.pk])
+    page = client.get(url).content.decode()
+    assert 'id="checkpoint-live" hx-get="' in page and 'hx-trigger="every 5s"' in page
+    polled = client.get(url, **POLL)
+    assert polled.status_code == 204 and polled.content == b""
+
+
+def test_a_run_cancelled_meanwhile_is_said_with_the_buttons_off(
+    approver: Any, operator: Any
+) -> None:
+    run = make_run(principal="user:operator", requested_by=operator)
+    checkpoint = checkpoint_of(run)
+    runs.run_cancel(run_id=str(run.pk), by_ref="user:operator", reason="part found locally")
+    polled = _client(approver).get(reverse("approvals-detail", args=[checkpoint.pk]), **POLL)
+    assert polled.status_code == 200
+    body = polled.content.decode()
+    assert "No longer waiting for a decision:" in body
+    assert "cancelled by user:operator at" in body and "part found locally" in body
+    assert 'id="checkpoint-status" hx-swap-oob="true">CANCELLED<' in body
+    assert 'id="decide-actions" hx-swap-oob="true"' in body
+    assert body.count(" disabled ") == 2
+    # The region stops polling once closed: the replacement asks for nothing more.
+    assert "hx-trigger" not in body
+    assert "<html" not in body  # the partial, not the page
+
+
+def test_a_decision_made_by_another_approver_is_said_with_who_and_why(
+    approver: Any, operator: Any
+) -> None:
+    colleague = make_user("colleague", "north", "approver")
+    run = make_run(principal="user:operator", requested_by=operator)
+    checkpoint = checkpoint_of(run)
+    result = approvals.approval_decide(
+        checkpoint_id=checkpoint.pk,
+        user=colleague,
+        approve=False,
+        seen_hash=checkpoint.proposal_hash,
+        reason="wrong bin",
+    )
+    assert result.recorded, result.refusal
+    body = _client(approver).get(reverse("approvals-detail", args=[checkpoint.pk]), **POLL)
+    text = body.content.decode()
+    assert "declined by user:colleague at" in text and "wrong bin" in text
+    assert Checkpoint.objects.get(pk=checkpoint.pk).status in text
+
+
+def test_a_question_answered_in_another_tab_is_said_to_its_requester(operator: Any) -> None:
+    """The requester (an operator, no approver) reads their run's question; answered from
+    another tab, the page says so, and there are no decision buttons to turn off."""
+    run = make_run("clarify", principal="user:operator", requested_by=operator, namespace="live")
+    run.refresh_from_db()
+    checkpoint = Checkpoint.objects.get(pk=run.waiting_checkpoint)
+    assert checkpoint.kind == "clarification"
+    client = _client(operator)
+    url = reverse("approvals-detail", args=[checkpoint.pk])
+    assert client.get(url, **POLL).status_code == 204
+    answered = approvals.clarification_answer(
+        checkpoint_id=checkpoint.pk, user=operator, answer="LOC-N1"
+    )
+    assert answered.recorded, answered.refusal
+    text = client.get(url, **POLL).content.decode()
+    assert "No longer waiting for a decision:" in text and "answered by user:operator at" in text
+    assert "decide-actions" not in text
+
+
+def test_another_tenants_checkpoint_is_not_polled(operator: Any) -> None:
+    run = make_run(principal="user:operator", requested_by=operator)
+    checkpoint = checkpoint_of(run)
+    south = make_user("south-approver", "south", "approver")
+    polled = _client(south).get(reverse("approvals-detail", args=[checkpoint.pk]), **POLL)
+    assert polled.status_code == 404
