@@ -138,7 +138,7 @@ def test_admit_1_1_0_with_two_admins_retire_1_0_0_with_two_admins_and_a_run_comp
     ops = signed_in(browser, base, "operator", csp_violations)
     ops.get_by_role("link", name="Runs", exact=True).click()
     start = ops.locator("#start-run")
-    start.locator("summary").click()
+    start.locator(":scope > summary").click()
     start.get_by_label("Scenario").select_option("reservation")
     start.get_by_label("Equipment").select_option("EQ-17")
     start.get_by_label("Location").select_option("LOC-N1")
