@@ -176,3 +176,26 @@ def at_once(point: str, posts: list[Callable[[], Any]]) -> list[Any]:
     finally:
         points.install(previous)
     return answers
+
+
+def together(*actions: Callable[[], Any]) -> list[Any]:
+    """Run the actions in threads released by one barrier; return their results."""
+    barrier = threading.Barrier(len(actions))
+    results: list[Any] = [None] * len(actions)
+    errors: list[BaseException] = []
+
+    def run(index: int, action: Callable[[], Any]) -> None:
+        barrier.wait()
+        try:
+            results[index] = action()
+        except BaseException as exc:  # re-raised in the test thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate(actions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    if errors:
+        raise errors[0]
+    return results

@@ -20,12 +20,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sim.demo import DEMO_PASSWORD
 from tests.deploy.servers import ROOT, Browser, Response, WebProcess, run_id_of
+from tests.helpers import together
 
 START_FORM = {"scenario": "reservation", "equipment_id": "EQ-17", "location_id": "LOC-N1"}
 CHECKPOINT_LINK = re.compile(r'href="/approvals/((?!history/)[^/"]+)/"')
@@ -95,29 +95,6 @@ def _approve(browser: Browser, checkpoint_id: str, record: Recorder, who: str) -
     return record.note(who, "approve", response).status
 
 
-def _together(*actions: Callable[[], Any]) -> list[Any]:
-    """Run the actions in threads released at the same instant; return their results."""
-    barrier = threading.Barrier(len(actions))
-    results: list[Any] = [None] * len(actions)
-    errors: list[BaseException] = []
-
-    def run(index: int, action: Callable[[], Any]) -> None:
-        barrier.wait()
-        try:
-            results[index] = action()
-        except BaseException as exc:  # re-raised in the test thread below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate(actions)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    if errors:
-        raise errors[0]
-    return results
-
-
 def test_two_people_writing_at_once_queue_instead_of_failing(embedded: WebProcess) -> None:
     record = Recorder()
     operator = _signed_in(embedded, "operator")
@@ -151,7 +128,7 @@ def test_two_people_writing_at_once_queue_instead_of_failing(embedded: WebProces
                 return approved
             time.sleep(0.05)
 
-    started, approved = _together(operate, approve_what_appears)
+    started, approved = together(operate, approve_what_appears)
 
     assert 500 not in [status for _, _, status in record.answers], record.answers
     assert record.statuses("start") == [302] * 5
@@ -176,7 +153,7 @@ def test_two_people_writing_at_once_queue_instead_of_failing(embedded: WebProces
             for b in (approver, other)
         ]
         assert all(hashes)
-        statuses = _together(
+        statuses = together(
             *[
                 _post_decision(browser, checkpoint_id.group(1), found.group(1), record, name)
                 for browser, found, name in zip(

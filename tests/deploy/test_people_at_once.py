@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -47,7 +46,7 @@ from tests.deploy.servers import (
     shared_database_url,
 )
 from tests.durable.conftest import Cluster, redis_up
-from tests.helpers import make_run
+from tests.helpers import make_run, together
 
 pytestmark = pytest.mark.postgres
 
@@ -90,29 +89,6 @@ class ApiClient:
             status, kind, text = r.code, r.headers["Content-Type"], r.read().decode()
         kind = kind.split(";")[0]
         return status, kind, json.loads(text) if kind == "application/json" else text
-
-
-def _together(*actions: Callable[[], Any]) -> list[Any]:
-    """Run the actions in threads released by one barrier; return their results."""
-    barrier = threading.Barrier(len(actions))
-    results: list[Any] = [None] * len(actions)
-    errors: list[BaseException] = []
-
-    def run(index: int, action: Callable[[], Any]) -> None:
-        barrier.wait()
-        try:
-            results[index] = action()
-        except BaseException as exc:  # re-raised in the test thread below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate(actions)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    if errors:
-        raise errors[0]
-    return results
 
 
 def _said(answer: Response | tuple[int, str, Any] | None) -> Any:
@@ -170,7 +146,7 @@ def test_a_busy_run_is_cancelled_by_no_one_and_both_hear_it_is_busy(
     try:
         browser, api = _signed_in(server, "operator"), ApiClient(server.url, integration)
         held_row(run)
-        page, (status, kind, body) = _together(
+        page, (status, kind, body) = together(
             lambda: browser.post(f"/runs/{run.pk}/cancel/", {"reason": "duplicate"}),
             lambda: api.call("POST", f"/runs/{run.pk}/cancel", {"reason": "duplicate"}),
         )
@@ -268,7 +244,7 @@ def _one_round(people: People, round_: int, *, cancelling: bool) -> None:
         lambda: people.operator.post(f"/runs/{run_id}/cancel/", {"reason": "duplicate"}),
         lambda: people.operator_api.call("POST", f"/runs/{run_id}/cancel", {"reason": "later"}),
     ]
-    answers = _together(
+    answers = together(
         web_approve(people.approver, hashes[0]),
         web_approve(people.lead, hashes[1]),
         lambda: people.approver_api.call("POST", f"/checkpoints/{cp}/decision", decision),
@@ -390,7 +366,7 @@ def test_closing_a_gate_a_stalled_dispatch_holds_says_busy_not_database_unreacha
         admin, operator = _signed_in(server, "catalog-admin"), _signed_in(server, "operator")
         tenant_gate = {"capability_id": "reserve_part", "version": "1.0.0"}
         held_version(version)
-        pages = _together(
+        pages = together(
             lambda: admin.post(
                 f"/catalog/versions/{version.pk}/gate/", {"open": "0", "reason": "outage"}
             ),
