@@ -13,6 +13,8 @@ used only where the value is known to hold none of those:
   ``canonical_json`` use it for every value it accepts;
 - ``canonical_bytes_of_decoded``: values audit replay decoded from stored JSON with floats
   as ``JsonFloat``, which needs no walk (orjson refuses the subclass itself).
+- ``json_copy``: a value as its JSON column reads it back (evidence, the advance's read
+  cache), for a plain value without ``json``'s slower encoder and decoder.
 
 Either way the output must also be ASCII (no text that NFC could change). For such values
 orjson's sorted compact encoding is ``json``'s: it escapes the 33 control characters, the
@@ -25,6 +27,7 @@ checks both against ``kernel.canonical`` on arbitrary values.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 from kernel import canonical
@@ -98,6 +101,20 @@ def plain_json_text(value: Any) -> str | None:
     except (TypeError, RecursionError):  # ints beyond 64 bits, lone surrogates, deep nesting
         return None
     return data.decode("utf-8")
+
+
+def json_copy(value: Any) -> Any:
+    """``json.loads(json.dumps(value, default=str))``: the value as a JSON column reads it
+    back (a new copy; tuples become lists, anything JSON has no type for becomes its
+    ``str``). A plain value (``_plain``) makes the round trip through orjson, which
+    decodes to exactly what ``json`` would for ints, strings and containers; any other
+    (floats, UUIDs, datetimes, enums...) takes ``json``'s own."""
+    if orjson is not None and _plain(value):
+        try:
+            return orjson.loads(orjson.dumps(value))
+        except (TypeError, RecursionError):  # ints beyond 64 bits, lone surrogates, nesting
+            pass
+    return json.loads(json.dumps(value, default=str))
 
 
 def install() -> None:

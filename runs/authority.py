@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 import logging
 import os
 import uuid
@@ -37,6 +36,7 @@ from fieldops import points, telemetry
 from fieldops.db import lock_wait_failed
 from fieldops.sql import binding_cursor, execute_alone
 from kernel import clock, retry
+from kernel.fastjson import json_copy
 from runs import event_rows, evidence, outbox, terminal
 from runs.domain import guards, invariants
 from runs.domain.events import EventRecord, RunConfig, RunSnapshot, apply, build_event
@@ -685,7 +685,7 @@ def _prior_result(
         and prior.type == str(type)
         and prior.reason_code == reason_code
         and prior.refs == {k: str(v) for k, v in (refs or {}).items() if v}
-        and prior.payload == json.loads(json.dumps(dict(payload or {}), default=str))
+        and prior.payload == json_copy(dict(payload or {}))
     )
     if same:
         return Result(True, snapshot_of(Run.objects.get(pk=run_id)), event=record_of(prior))

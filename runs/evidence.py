@@ -8,7 +8,6 @@ configured secret value (see ``fieldops.secrets``).
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from fieldops import secrets
 from fieldops.sql import Loader, Statement, json_param, param
 from kernel import clock
 from kernel.canonical import canonical_json, digest
+from kernel.fastjson import json_copy
 from runs import readcache, rows
 from runs.domain.states import EventType
 from runs.models import Event, Evidence
@@ -75,7 +75,7 @@ def make(
     context, whose hash the decision records); only for content that holds nothing but
     what JSON decoding gives (dicts with str keys, lists, str, int, float, bool, None),
     whose canonical text is then also that of the stored copy."""
-    data = json.loads(json.dumps(dict(content), default=str))
+    data = json_copy(dict(content))
     # One canonical text serves the size limit, the secret scan and the content hash.
     text = canonical if canonical is not None else canonical_json(data)
     if len(text) > MAX_EVIDENCE_BYTES:

@@ -36,6 +36,7 @@ from typing import Any
 from django.db import connection
 
 from fieldops.sql import Loader, Statement, with_lists
+from kernel.fastjson import json_copy
 from runs import rows
 from runs.domain.events import EventRecord
 from runs.domain.states import EventType
@@ -144,9 +145,7 @@ def _roll_decision(reads: Reads, run_id: str, event: EventRecord) -> None:
     elif event.type is EventType.PROPOSAL_EMITTED:
         # As the row reads back: the JSON column through JSON.
         visible = event.payload.get("visible")
-        reads.decisions[run_id] = _Decision(
-            event.sequence, json.loads(json.dumps(visible, default=str))
-        )
+        reads.decisions[run_id] = _Decision(event.sequence, json_copy(visible))
     else:
         known = reads.decisions.get(run_id)
         if known is not None and known.revision == event.sequence - 1:
@@ -177,9 +176,9 @@ def roll(event: EventRecord) -> None:
             {
                 "sequence": event.sequence,
                 "type": event.type.value,
-                "refs": json.loads(json.dumps(dict(event.refs), default=str)),
+                "refs": json_copy(dict(event.refs)),
                 "reason_code": event.reason_code,
-                "payload": json.loads(json.dumps(dict(event.payload), default=str)),
+                "payload": json_copy(dict(event.payload)),
             },
         ]
     cached.revision = event.sequence

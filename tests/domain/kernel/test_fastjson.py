@@ -20,6 +20,7 @@ from kernel.fastjson import (
     JsonFloat,
     canonical_bytes_of_decoded,
     digest_of_decoded,
+    json_copy,
     plain_canonical_bytes,
     plain_json_text,
 )
@@ -204,3 +205,39 @@ def _encodable(value):
     except UnicodeEncodeError:
         return False
     return True
+
+
+@given(ANYTHING)
+@example({"a": [1e-06, 1e16, 1.0, True, 1], "b": "x"})
+@example({"\u00e9": "e\u0301", "big": 2**64, "ctl": "\x00\x1f\x7f", "lone": "\ud800"})
+@example({"k": (1, 2), "e": Colour.RED, "n": Size.BIG, "u": uuid.UUID(int=5), "t": Text("x")})
+@example([[{"deep": [1, "2", None]}]])
+def test_a_json_copy_is_what_a_json_column_reads_back(value):
+    """``json_copy`` is ``json.loads(json.dumps(value, default=str))`` to the type of each
+    item and the order of each key (``repr`` tells 1, 1.0 and True apart), and a copy."""
+    try:
+        expected = json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError) as exc:
+        with pytest.raises(type(exc)):
+            json_copy(value)
+        return
+    copied = json_copy(value)
+    assert repr(copied) == repr(expected)
+    if isinstance(copied, dict | list) and copied:
+        before = repr(value)
+        copied.clear()
+        assert repr(value) == before
+
+
+def test_a_plain_json_copy_takes_the_fast_path(monkeypatch):
+    """A plain value never reaches ``json``; any other does (the fast path is not dead)."""
+    calls = []
+    real = json.dumps
+    monkeypatch.setattr(json, "dumps", lambda *a, **k: calls.append(a) or real(*a, **k))
+    assert json_copy({"a": [1, "b", None, (True,)]}) == {"a": [1, "b", None, [True]]}
+    assert calls == []
+    assert json_copy({"when": uuid.UUID(int=5), "f": 0.5}) == {
+        "when": str(uuid.UUID(int=5)),
+        "f": 0.5,
+    }
+    assert len(calls) == 1
