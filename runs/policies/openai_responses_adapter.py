@@ -29,7 +29,8 @@ reasoning (its summary is commentary evidence, never read). In the order checked
 - from 1.5.0: a ``message`` or ``function_call`` item whose own ``status`` is
   ``in_progress`` or ``incomplete`` -> ``truncated_output``, whatever the response's status
   says (a stream snapshot, a compatible API that states none: the item itself is cut; 1.4.0
-  read the text as the answer, the call as a proposal)
+  read the text as the answer, the call as a proposal); an ``incomplete_details.reason``
+  beside another status is read as ``status: incomplete`` (1.4.0 ignored it)
 - a ``refusal`` part -> ``model_refusal`` (its text is the ``explanation``)
 - calls the client would run that are not functions (``custom_tool_call``,
   ``computer_call``, ``local_shell_call``, a ``tool_search_call`` with ``execution:
@@ -152,8 +153,11 @@ def _read(
     if blocked:
         r = parsing.content_filter_refusal(blocked, status_text)
         return Reading(parsing.rejected(r), reasoning)
-    if status == "incomplete":
-        details = raw.get("incomplete_details")
+    details = raw.get("incomplete_details")
+    stated_cut = isinstance(details, Mapping) and isinstance(details.get("reason"), str)
+    if status == "incomplete" or (item_status and stated_cut):
+        # From 1.5.0 an ``incomplete_details.reason`` says the output was cut whatever the
+        # status beside it says.
         why = details.get("reason") if isinstance(details, Mapping) else None
         why_text = why if isinstance(why, str) else ""
         if why == "content_filter":

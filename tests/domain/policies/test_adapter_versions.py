@@ -914,3 +914,29 @@ def test_a_responses_item_not_finished_is_truncated_from_1_5(kind, item_status):
         assert not isinstance(old, InvalidProposal)
     done = {**raw, "output": [{**item, "status": "completed"} for item in raw["output"]]}
     assert not isinstance(vocabularies.get("openai-responses").parse(done, KINDS), InvalidProposal)
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        ("max_output_tokens", Reject.TRUNCATED),
+        ("max_messages", Reject.TRUNCATED),
+        ("steered", Reject.TRUNCATED),
+        ("content_filter", Reject.REFUSAL),
+    ],
+)
+def test_incomplete_details_beside_another_status_is_read_as_incomplete_from_1_5(reason, expected):
+    """``Response.incomplete_details.reason`` (openai 3.63.0: ``max_output_tokens``,
+    ``max_messages``, ``content_filter``, ``steered``) says the output was cut; beside
+    ``status: completed`` (or none) it is read as ``incomplete`` from 1.5.0, never an
+    answer. 1.4.0 read the text as the answer."""
+    raw = openai_responses_adapter.render_text("Done: part A17 is reserved.")
+    raw["incomplete_details"] = {"reason": reason}
+    for body in (raw, {k: v for k, v in raw.items() if k != "status"}):
+        new = vocabularies.get("openai-responses").parse(body, KINDS)
+        assert isinstance(new, InvalidProposal)
+        assert new.reason_code == expected
+        old = vocabularies.for_version(openai_responses_adapter.VERSION_1_4).parse(body, KINDS)
+        assert isinstance(old, FinalCandidate)
+    raw["incomplete_details"] = None
+    assert isinstance(vocabularies.get("openai-responses").parse(raw, KINDS), FinalCandidate)
