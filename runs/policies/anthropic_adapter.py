@@ -5,11 +5,17 @@ typed rejection naming every reason.
 In the order checked:
 
 - limits (depth, values, bytes) before anything else is read -> ``output_limit_exceeded``
-- ``{"type": "error", "error": {"type": ...}}`` -> ``provider_error:<class>``
+- ``{"type": "error", "error": {"type": ...}}`` -> ``provider_error:<class>``; from 2.4.0
+  the 4xx types the shared table does not name (``billing_error``, HTTP 402;
+  ``conflict_error``; the memory tool's ``memory_*_error``) are ``client_error``, as a live
+  call's status classifies them (2.3.0 read them ``unclassified``)
 - ``server_tool_use`` / ``*_tool_result`` / ``mcp_tool_use`` blocks, or a ``tool_use``
   whose ``caller`` is not the model itself (programmatic tool calling from a code
   execution container): the provider ran a tool outside validation ->
-  ``provider_executed_tool``
+  ``provider_executed_tool``; from 2.4.0 also a ``text`` block citing a
+  ``web_search_result_location`` without any such block (an Anthropic-compatible API that
+  searched by itself: the answer rests on pages no validation saw; 2.3.0 read it as the
+  answer). Citations of documents or search results the client gave are no sign.
 - from 2.3.0: a ``stop_reason`` the API does not document (``end_turn``,
   ``stop_sequence``, ``tool_use``, ``max_tokens``, ``pause_turn``, ``refusal``,
   ``model_context_window_exceeded``) -> ``unknown_shape`` (2.2.0 read it as an answer's
@@ -41,7 +47,11 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "anthropic-tool-use-adapter@2.3.0"
+VERSION = "anthropic-tool-use-adapter@2.4.0"
+# 2.3.0 read billing_error / conflict_error / memory_*_error bodies as unclassified and an
+# answer citing web search results without a search block as the answer; kept as it was
+# for runs recorded under it.
+VERSION_2_3 = "anthropic-tool-use-adapter@2.3.0"
 # 2.2.0 read a stop_reason it did not know as the end of an answer; kept as it was for runs
 # recorded under it.
 VERSION_2_2 = "anthropic-tool-use-adapter@2.2.0"
@@ -64,12 +74,17 @@ STOP_REASONS = frozenset({*ANSWER_STOPS, *TRUNCATING_STOPS, "tool_use", "refusal
 
 
 def _read(
-    raw: Any, kinds: Mapping[str, str], *, strict: bool = True, known_stops: bool = True
+    raw: Any,
+    kinds: Mapping[str, str],
+    *,
+    strict: bool = True,
+    known_stops: bool = True,
+    documented: bool = True,
 ) -> Reading:
     """Return what ``raw`` (one Messages API output) proposes; never raises.
 
-    ``known_stops`` is the 2.3.0 mapping (``strict=True, known_stops=False`` is 2.2.0's),
-    ``strict=False`` 2.1.0's; both kept unchanged.
+    ``documented`` is the 2.4.0 mapping (``documented=False`` is 2.3.0's), ``known_stops=
+    False`` 2.2.0's, ``strict=False`` 2.1.0's; all kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -79,7 +94,8 @@ def _read(
     if raw.get("type") == "error":
         error = raw.get("error")
         detail = str(error.get("message", ""))[:300] if isinstance(error, Mapping) else ""
-        return Reading(parsing.provider_error(provider_errors.from_body(error), detail))
+        classify = provider_errors.from_anthropic_body if documented else provider_errors.from_body
+        return Reading(parsing.provider_error(classify(error), detail))
     if raw.get("type", "message") != "message" or raw.get("role", "assistant") != "assistant":
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "output is not an assistant message"))
     blocks = raw.get("content")
@@ -103,6 +119,9 @@ def _read(
             if k == "tool_use" and _caller(b) not in ("", "direct")
         }
     )
+    if documented and not executed and _cites_web_search(blocks):
+        # No search block, yet the text cites web search results: the provider searched.
+        executed.append("web search (web_search_result_location citations)")
     if executed:
         r = parsing.reason(
             Reject.PROVIDER_EXECUTED_TOOL, ", ".join(executed), provider_stop=stop_text
@@ -157,9 +176,10 @@ def _read(
 
 
 read = parsing.guarded(_read)
-read_2_2 = parsing.guarded(partial(_read, known_stops=False))
-read_2_1 = parsing.guarded(partial(_read, strict=False, known_stops=False))
-EARLIER = {VERSION_2_1: read_2_1, VERSION_2_2: read_2_2}
+read_2_3 = parsing.guarded(partial(_read, documented=False))
+read_2_2 = parsing.guarded(partial(_read, known_stops=False, documented=False))
+read_2_1 = parsing.guarded(partial(_read, strict=False, known_stops=False, documented=False))
+EARLIER = {VERSION_2_1: read_2_1, VERSION_2_2: read_2_2, VERSION_2_3: read_2_3}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
@@ -201,6 +221,20 @@ def _caller(block: Mapping[str, Any]) -> str:
     if isinstance(caller, Mapping) and isinstance(caller.get("type"), str):
         return caller["type"][:60]
     return "an unknown caller"
+
+
+def _cites_web_search(blocks: Sequence[Any]) -> bool:
+    """Whether a ``text`` block cites a ``web_search_result_location`` (a page the provider
+    searched); ``char_location``, ``page_location``, ``content_block_location`` and
+    ``search_result_location`` cite what the client sent."""
+    for block in blocks:
+        citations = block.get("citations") if isinstance(block, Mapping) else None
+        for citation in citations if isinstance(citations, list) else []:
+            if isinstance(citation, Mapping) and (
+                citation.get("type") == "web_search_result_location"
+            ):
+                return True
+    return False
 
 
 def _reasoning(blocks: Sequence[Any]) -> str:

@@ -26,6 +26,11 @@ reasoning (its summary is commentary evidence, never read). In the order checked
   (Responses-compatible APIs that search before every answer, as Parallel's, or add web
   results by a plugin, as OpenRouter's: the answer rests on pages no validation saw; 1.3.0
   read it as the answer)
+- from 1.5.0: a ``message`` or ``function_call`` item whose own ``status`` is
+  ``in_progress`` or ``incomplete`` -> ``truncated_output``, whatever the response's status
+  says (a stream snapshot, a compatible API that states none: the item itself is cut; 1.4.0
+  read the text as the answer, the call as a proposal); an ``incomplete_details.reason``
+  beside another status is read as ``status: incomplete`` (1.4.0 ignored it)
 - a ``refusal`` part -> ``model_refusal`` (its text is the ``explanation``)
 - calls the client would run that are not functions (``custom_tool_call``,
   ``computer_call``, ``local_shell_call``, a ``tool_search_call`` with ``execution:
@@ -51,7 +56,10 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-responses-adapter@1.4.0"
+VERSION = "openai-responses-adapter@1.5.0"
+# 1.4.0 read a message or function_call item whose own status was in_progress / incomplete
+# as finished; kept for its recorded runs.
+VERSION_1_4 = "openai-responses-adapter@1.4.0"
 # 1.3.0 read an answer citing web pages (url_citation annotations) without a search item as
 # the answer; kept for its recorded runs.
 VERSION_1_3 = "openai-responses-adapter@1.3.0"
@@ -89,6 +97,10 @@ CLIENT_TOOL_SEARCH = "tool_search_call (execution client)"
 # (or ``local``) is the client's to run, as before.
 HOSTED_SHELL_OUTPUT = "shell_call_output"
 IGNORED_ITEMS = frozenset({"reasoning", "compaction"})
+# The items read as output, and the item statuses that say one is not finished
+# (``ResponseOutputMessage.status``, ``ResponseFunctionToolCall.status``).
+OUTPUT_ITEMS = frozenset({"message", "function_call"})
+UNFINISHED_ITEMS = frozenset({"in_progress", "incomplete"})
 NOT_DONE = frozenset({"queued", "in_progress", "cancelled"})
 # The statuses the Responses API documents (openai/types/responses/response.py).
 STATUSES = frozenset({"completed", "incomplete", "failed", *NOT_DONE})
@@ -101,11 +113,12 @@ def _read(
     strict: bool = True,
     hosted_shell: bool = True,
     cited: bool = True,
+    item_status: bool = True,
 ) -> Reading:
     """Return what ``raw`` (one Responses API output) proposes; never raises.
 
-    ``cited`` is the 1.4.0 mapping (``cited=False`` is 1.3.0's), ``hosted_shell=False``
-    1.2.0's, ``strict=False`` 1.1.0's; all kept unchanged.
+    ``item_status`` is the 1.5.0 mapping (``item_status=False`` is 1.4.0's), ``cited=False``
+    1.3.0's, ``hosted_shell=False`` 1.2.0's, ``strict=False`` 1.1.0's; all kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -140,8 +153,11 @@ def _read(
     if blocked:
         r = parsing.content_filter_refusal(blocked, status_text)
         return Reading(parsing.rejected(r), reasoning)
-    if status == "incomplete":
-        details = raw.get("incomplete_details")
+    details = raw.get("incomplete_details")
+    stated_cut = isinstance(details, Mapping) and isinstance(details.get("reason"), str)
+    if status == "incomplete" or (item_status and stated_cut):
+        # From 1.5.0 an ``incomplete_details.reason`` says the output was cut whatever the
+        # status beside it says.
         why = details.get("reason") if isinstance(details, Mapping) else None
         why_text = why if isinstance(why, str) else ""
         if why == "content_filter":
@@ -197,6 +213,14 @@ def _read(
     if executed:
         r = parsing.reason(Reject.PROVIDER_EXECUTED_TOOL, ", ".join(executed))
         return Reading(parsing.rejected(r), reasoning)
+    unfinished = [
+        f"output item {index} ({kind}) is {item.get('status')}"
+        for index, (item, kind) in enumerate(zip(items, kinds_seen, strict=True))
+        if item_status and kind in OUTPUT_ITEMS and item.get("status") in UNFINISHED_ITEMS
+    ]
+    if unfinished:
+        r = parsing.reason(Reject.TRUNCATED, "; ".join(unfinished)[:300], provider_stop=status_text)
+        return Reading(parsing.rejected(r), reasoning)
     answer: list[str] = []
     commentary: list[str] = [reasoning] if reasoning else []
     calls: list[ToolCall] = []
@@ -247,10 +271,18 @@ def _read(
 
 
 read = parsing.guarded(_read)
-read_1_3 = parsing.guarded(partial(_read, cited=False))
-read_1_2 = parsing.guarded(partial(_read, hosted_shell=False, cited=False))
-read_1_1 = parsing.guarded(partial(_read, strict=False, hosted_shell=False, cited=False))
-EARLIER = {VERSION_1_1: read_1_1, VERSION_1_2: read_1_2, VERSION_1_3: read_1_3}
+read_1_4 = parsing.guarded(partial(_read, item_status=False))
+read_1_3 = parsing.guarded(partial(_read, cited=False, item_status=False))
+read_1_2 = parsing.guarded(partial(_read, hosted_shell=False, cited=False, item_status=False))
+read_1_1 = parsing.guarded(
+    partial(_read, strict=False, hosted_shell=False, cited=False, item_status=False)
+)
+EARLIER = {
+    VERSION_1_1: read_1_1,
+    VERSION_1_2: read_1_2,
+    VERSION_1_3: read_1_3,
+    VERSION_1_4: read_1_4,
+}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:

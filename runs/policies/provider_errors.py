@@ -61,6 +61,19 @@ _BODY_CLASSES: Mapping[str, str] = {
     "timeout_error": TIMEOUT,
 }
 
+# Anthropic error types (``anthropic/types/shared/error_type.py``, anthropic 2.17.0) the
+# table above does not name. Each is answered with a 4xx status (``billing_error`` is HTTP
+# 402, ``conflict_error`` 409), which a live call classifies as ``client_error``; from
+# anthropic-tool-use-adapter@2.4.0 a replayed body of one is classified the same
+# (``from_anthropic_body``). The shared table is unchanged, so every other adapter, and
+# every earlier Anthropic version, reads as it did (``unclassified``).
+_ANTHROPIC_TYPES: Mapping[str, str] = {
+    "billing_error": CLIENT_ERROR,
+    "conflict_error": CLIENT_ERROR,
+    "memory_precondition_failed_error": CLIENT_ERROR,
+    "memory_path_conflict_error": CLIENT_ERROR,
+}
+
 
 # Google's canonical error codes (google.rpc.Code), the ``status`` of a Gemini error body
 # {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": ...}}.
@@ -152,6 +165,16 @@ def from_body(error: Any) -> str:
         # OpenRouter's bodies name the HTTP status as an integer ``code``.
         return from_status(code)
     return UNCLASSIFIED
+
+
+def from_anthropic_body(error: Any) -> str:
+    """Classify an Anthropic error body (the value of its ``error`` member): the shared
+    table, then the Anthropic types it does not name (``billing_error``...)."""
+    found = from_body(error)
+    kind = error.get("type") if isinstance(error, Mapping) else None
+    if found == UNCLASSIFIED and isinstance(kind, str) and kind in _ANTHROPIC_TYPES:
+        return _ANTHROPIC_TYPES[kind]
+    return found
 
 
 def from_google_error(error: Any) -> str:

@@ -45,8 +45,8 @@ EARLIER = {
 }
 CURRENT = {
     "openai": "openai-tool-calls-adapter@2.6.0",
-    "openai-responses": "openai-responses-adapter@1.4.0",
-    "anthropic": "anthropic-tool-use-adapter@2.3.0",
+    "openai-responses": "openai-responses-adapter@1.5.0",
+    "anthropic": "anthropic-tool-use-adapter@2.4.0",
     "gemini": "gemini-function-calling-adapter@1.1.0",
     "bedrock-converse": "bedrock-converse-adapter@1.0.0",
 }
@@ -64,8 +64,13 @@ EARLIER_ALL = {
         openai_responses_adapter.VERSION_1_1,
         openai_responses_adapter.VERSION_1_2,
         openai_responses_adapter.VERSION_1_3,
+        openai_responses_adapter.VERSION_1_4,
     ),
-    "anthropic": (anthropic_adapter.VERSION_2_1, anthropic_adapter.VERSION_2_2),
+    "anthropic": (
+        anthropic_adapter.VERSION_2_1,
+        anthropic_adapter.VERSION_2_2,
+        anthropic_adapter.VERSION_2_3,
+    ),
     "gemini": (gemini_adapter.VERSION_1_0,),
     # The first version of this one: nothing earlier to keep yet.
     "bedrock-converse": (),
@@ -267,7 +272,7 @@ def test_an_anthropic_stop_reason_the_api_does_not_document_is_never_an_answer(s
     call = {**anthropic_adapter.render_call("read_equipment", {"equipment_id": "EQ-1"}, "c1")}
     proposal = anthropic_adapter.parse({**call, "stop_reason": stop}, KINDS)
     assert parsing.classify(proposal, KINDS) == Reject.UNKNOWN_SHAPE
-    for version in EARLIER_ALL["anthropic"]:
+    for version in EARLIER_ALL["anthropic"][:-1]:  # the versions before 2.3.0
         assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
 
 
@@ -489,7 +494,7 @@ def test_a_hosted_shell_is_a_provider_executed_tool():
         Reject.PROVIDER_EXECUTED_TOOL,
         "shell_call (hosted: container_reference), shell_call_output",
     )
-    for version in EARLIER_ALL["openai-responses"][:-1]:  # the versions before 1.3.0
+    for version in EARLIER_ALL["openai-responses"][:-2]:  # the versions before 1.3.0
         old = vocabularies.for_version(version).parse(raw, KINDS)
         assert parsing.classify(old, KINDS) == Reject.UNKNOWN_SHAPE, version
 
@@ -788,5 +793,150 @@ def test_a_responses_answer_citing_web_pages_rests_on_a_search_from_1_4_0(annota
     raw["output"][0]["content"][0]["annotations"] = [annotation]
     proposal = openai_responses_adapter.parse(raw, KINDS)
     assert parsing.classify(proposal, KINDS) == (Reject.PROVIDER_EXECUTED_TOOL if searched else "")
-    for version in EARLIER_ALL["openai-responses"]:
+    for version in EARLIER_ALL["openai-responses"][:-1]:  # before 1.4.0
         assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
+
+
+# -- (k) Anthropic error types the shared table did not know (2.4.0) --------------------------
+@pytest.mark.parametrize(
+    "error_type",
+    [
+        "billing_error",  # HTTP 402: credit balance, payment
+        "conflict_error",  # HTTP 409
+        "memory_precondition_failed_error",
+        "memory_path_conflict_error",
+    ],
+)
+def test_an_anthropic_client_error_type_is_a_client_error_from_2_4(error_type):
+    """``anthropic/types/shared/error_type.py`` (anthropic 2.17.0) documents these 4xx error
+    types; a live call is a client error by its status, and from 2.4.0 a replayed body of the
+    same type is too. 2.3.0 and earlier read them ``unclassified``, kept for their runs."""
+    raw = {"type": "error", "error": {"type": error_type, "message": "m"}, "request_id": "r"}
+    new = vocabularies.get("anthropic").parse(raw, KINDS)
+    assert isinstance(new, InvalidProposal)
+    assert new.reason_code == "provider_error:client_error"
+    for version in EARLIER_ALL["anthropic"]:
+        old = vocabularies.for_version(version).parse(raw, KINDS)
+        assert isinstance(old, InvalidProposal)
+        assert old.reason_code == "provider_error:unclassified", version
+
+
+@pytest.mark.parametrize(
+    ("error_type", "expected"),
+    [
+        ("invalid_request_error", "client_error"),
+        ("authentication_error", "auth_rejected"),
+        ("billing_error", "client_error"),
+        ("permission_error", "auth_rejected"),
+        ("not_found_error", "client_error"),
+        ("request_too_large", "client_error"),
+        ("rate_limit_error", "rate_limited"),
+        ("timeout_error", "timeout"),
+        ("api_error", "server_error"),
+        ("overloaded_error", "overloaded"),
+        ("a_future_error", "unclassified"),
+    ],
+)
+def test_each_documented_anthropic_error_type_has_the_class_its_status_gives(error_type, expected):
+    raw = {"type": "error", "error": {"type": error_type, "message": "m"}}
+    proposal = vocabularies.get("anthropic").parse(raw, KINDS)
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code == f"provider_error:{expected}"
+
+
+# -- (l) Anthropic text citing web search results without a search block (2.4.0) -------------
+def test_an_anthropic_answer_citing_web_search_results_is_provider_executed_from_2_4():
+    """A ``text`` block whose ``citations`` hold a ``web_search_result_location`` rests on a
+    web search the provider ran, even without its ``server_tool_use`` block (an
+    Anthropic-compatible API that searched by itself): ``provider_executed_tool``, as the
+    Responses adapter reads ``url_citation`` from 1.4.0. Citations of documents or search
+    results the client gave are no sign. 2.3.0 read it as the answer."""
+    cited = {
+        "type": "text",
+        "text": "Part A17 ships from LOC-N1.",
+        "citations": [
+            {
+                "type": "web_search_result_location",
+                "url": "https://example.com/a17",
+                "title": "A17",
+                "encrypted_index": "Eo8BCioIAhgBIiQ",
+                "cited_text": "A17 ships from LOC-N1",
+            }
+        ],
+    }
+    raw = {**anthropic_adapter.render_text("x"), "content": [cited]}
+    new = vocabularies.get("anthropic").parse(raw, KINDS)
+    assert isinstance(new, InvalidProposal)
+    assert new.reason_code == Reject.PROVIDER_EXECUTED_TOOL
+    assert "web_search_result_location" in new.detail
+    for version in EARLIER_ALL["anthropic"]:
+        assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
+    document = {
+        **cited,
+        "citations": [
+            {
+                "type": "char_location",
+                "cited_text": "A17",
+                "document_index": 0,
+                "document_title": "manual",
+                "start_char_index": 0,
+                "end_char_index": 3,
+            }
+        ],
+    }
+    raw = {**raw, "content": [document]}
+    assert isinstance(vocabularies.get("anthropic").parse(raw, KINDS), FinalCandidate)
+
+
+# -- (m) a Responses output item that is not finished (1.5.0) ----------------------------------
+@pytest.mark.parametrize("item_status", ["in_progress", "incomplete"])
+@pytest.mark.parametrize("kind", ["message", "function_call"])
+def test_a_responses_item_not_finished_is_truncated_from_1_5(kind, item_status):
+    """``ResponseOutputMessage.status`` / ``ResponseFunctionToolCall.status`` (openai 3.63.0)
+    say whether the item itself is finished. One ``in_progress`` or ``incomplete`` is cut
+    (a stream snapshot, a compatible API that states no response status), even when the
+    response says ``completed`` or says nothing: from 1.5.0 ``truncated_output``; 1.4.0 read
+    the text as the answer, the call as a proposal."""
+    if kind == "message":
+        raw = openai_responses_adapter.render_text("Done: part A17 is reserved.")
+    else:
+        raw = openai_responses_adapter.render_call("read_equipment", {"equipment_id": "EQ-17"}, "1")
+    raw["output"] = [{**item, "status": item_status} for item in raw["output"]]
+    for stated in ("completed", None):
+        body = (
+            {**raw, "status": stated} if stated else {k: v for k, v in raw.items() if k != "status"}
+        )
+        new = vocabularies.get("openai-responses").parse(body, KINDS)
+        assert isinstance(new, InvalidProposal)
+        assert new.reason_code == Reject.TRUNCATED
+        assert item_status in new.detail
+        old = vocabularies.for_version(openai_responses_adapter.VERSION_1_4).parse(body, KINDS)
+        assert not isinstance(old, InvalidProposal)
+    done = {**raw, "output": [{**item, "status": "completed"} for item in raw["output"]]}
+    assert not isinstance(vocabularies.get("openai-responses").parse(done, KINDS), InvalidProposal)
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        ("max_output_tokens", Reject.TRUNCATED),
+        ("max_messages", Reject.TRUNCATED),
+        ("steered", Reject.TRUNCATED),
+        ("content_filter", Reject.REFUSAL),
+    ],
+)
+def test_incomplete_details_beside_another_status_is_read_as_incomplete_from_1_5(reason, expected):
+    """``Response.incomplete_details.reason`` (openai 3.63.0: ``max_output_tokens``,
+    ``max_messages``, ``content_filter``, ``steered``) says the output was cut; beside
+    ``status: completed`` (or none) it is read as ``incomplete`` from 1.5.0, never an
+    answer. 1.4.0 read the text as the answer."""
+    raw = openai_responses_adapter.render_text("Done: part A17 is reserved.")
+    raw["incomplete_details"] = {"reason": reason}
+    for body in (raw, {k: v for k, v in raw.items() if k != "status"}):
+        new = vocabularies.get("openai-responses").parse(body, KINDS)
+        assert isinstance(new, InvalidProposal)
+        assert new.reason_code == expected
+        old = vocabularies.for_version(openai_responses_adapter.VERSION_1_4).parse(body, KINDS)
+        assert isinstance(old, FinalCandidate)
+    raw["incomplete_details"] = None
+    assert isinstance(vocabularies.get("openai-responses").parse(raw, KINDS), FinalCandidate)

@@ -321,6 +321,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "error_overloaded": "provider_error:overloaded",
         "error_rate_limit": "provider_error:rate_limited",
         "error_authentication": "provider_error:auth_rejected",
+        "error_billing": "provider_error:client_error",
         "error_api": "provider_error:server_error",
         # Recorded (see anthropic/sources.toml).
         "recorded_preamble_one_call_empty_input": unknown("get_user_country", {}),

@@ -340,6 +340,20 @@ def test_a_recorded_model_not_found_is_a_client_error(api):
     assert len(server.received) == 1  # a 4xx other than 408/409/429 is never retried
 
 
+def test_an_anthropic_billing_error_reads_the_same_live_and_replayed():
+    """HTTP 402 ``billing_error``: a live call is a client error by its status; the same body
+    replayed from a recording is read by the adapter a new run pins, and must agree (it was
+    ``unclassified`` before anthropic-tool-use-adapter@2.4.0)."""
+    body = fixture("anthropic", "error_billing")
+    with serve(ReplayServer("anthropic-messages", [Reply(402, body)])) as server:
+        output = ask(server, max_retries=2)
+    assert output.error == provider_errors.CLIENT_ERROR
+    assert len(server.received) == 1  # a 402 is never retried
+    replayed = read("anthropic-messages", body).proposal
+    assert isinstance(replayed, InvalidProposal)
+    assert replayed.reason_code == provider_errors.reason(output.error)
+
+
 @pytest.mark.parametrize("api", API_NAMES)
 def test_a_timeout_is_a_timeout(api):
     replies = [Reply(200, fixture(*TEXT[api]), delay=1.0)]
