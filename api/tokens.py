@@ -169,7 +169,10 @@ def token_create(
 def token_revoke(*, user: Any, token_id: int) -> ApiToken:
     """Revoke one of ``user``'s tokens, expired or not. Raise ApiToken.DoesNotExist for a
     token that is not theirs, TokenAlreadyRevoked (nothing written: the first time stays)
-    for one revoked already, also by a revoke a moment ago (the update is conditional)."""
+    for one revoked already, also by a revoke a moment ago (the update is conditional).
+
+    The update waits for the API actions in flight with the token (each holds its row
+    FOR SHARE: ``token_held``); when this returns, none of them commits any more."""
     row = ApiToken.objects.get(pk=token_id, user=user)
     done = ApiToken.objects.filter(pk=row.pk, revoked_at__isnull=True).update(
         revoked_at=clock.now()
@@ -178,13 +181,6 @@ def token_revoke(*, user: Any, token_id: int) -> ApiToken:
     if not done:
         raise TokenAlreadyRevoked(row)
     return row
-
-
-def token_user(token: str) -> Any | None:
-    """The active user a bearer token stands for, or None (unknown, revoked, inactive user);
-    see ``token_authenticate``."""
-    row = token_authenticate(token)
-    return row.user if row is not None else None
 
 
 def token_authenticate(token: str) -> ApiToken | None:

@@ -20,8 +20,9 @@ from django.core.management.base import BaseCommand, CommandParser
 SHOWN = 80  # characters of a quoted value a refusal shows
 ELLIPSIS = "…"
 
-# A Python string literal as repr() writes one (argparse's %r), else a word.
-_PIECE = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\S+""", re.DOTALL)
+# A Python string literal as repr() writes one (argparse's %r), else a word. A quote
+# right after a letter or digit is an apostrophe ("don't"), not the start of a value.
+_PIECE = re.compile(r"""(?<!\w)(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|\S+""", re.DOTALL)
 
 
 def _cut(match: re.Match[str]) -> str:

@@ -358,3 +358,25 @@ def test_a_huge_invalid_choice_is_quoted_shortly_in_a_real_process():
     assert manage_refused("start_run", "--scenario", "it's " + "z" * 200).endswith(
         "invalid choice: \"it's " + "z" * 75 + '…" (choose from ' + choices + ")"
     )
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        ("argument --x: invalid choice: 'a' (choose from 'a b', 'c')", None),
+        ("don't cut an apostrophe: it's " + "w" * 60 + " or the rest of the line", None),
+        ("argument --x: 'y' is not a whole number", None),
+        (
+            "invalid choice: '" + "a\\'b" * 40 + "'",
+            "invalid choice: '" + ("a\\'b" * 40)[:80] + "…'",
+        ),
+        (
+            "unrecognized arguments: " + "q" * 90 + " r",
+            "unrecognized arguments: " + "q" * 80 + "… r",
+        ),
+    ],
+)
+def test_only_long_quoted_values_and_words_are_cut(message, shown):
+    from fieldops.commands import shortened
+
+    assert shortened(message) == (shown or message)
