@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 
 from api.models import ApiToken
@@ -169,7 +169,10 @@ def token_create(
 def token_revoke(*, user: Any, token_id: int) -> ApiToken:
     """Revoke one of ``user``'s tokens, expired or not. Raise ApiToken.DoesNotExist for a
     token that is not theirs, TokenAlreadyRevoked (nothing written: the first time stays)
-    for one revoked already, also by a revoke a moment ago (the update is conditional)."""
+    for one revoked already, also by a revoke a moment ago (the update is conditional).
+
+    The update waits for the API actions in flight with the token (each holds its row
+    FOR SHARE: ``token_held``); when this returns, none of them commits any more."""
     row = ApiToken.objects.get(pk=token_id, user=user)
     done = ApiToken.objects.filter(pk=row.pk, revoked_at__isnull=True).update(
         revoked_at=clock.now()
@@ -180,8 +183,9 @@ def token_revoke(*, user: Any, token_id: int) -> ApiToken:
     return row
 
 
-def token_user(token: str) -> Any | None:
-    """The active user a bearer token stands for, or None (unknown, revoked, inactive user).
+def token_authenticate(token: str) -> ApiToken | None:
+    """The token row (with its user) a bearer token is, or None (unknown, revoked, inactive
+    user). The request's action still calls ``token_held`` in its own transaction.
 
     Raise TokenExpired for a token that is right, not revoked, of an active user, but past
     its ``expires_at`` (nothing is written then). Record ``last_used_at`` at most once per
@@ -206,4 +210,34 @@ def token_user(token: str) -> Any | None:
         ApiToken.objects.filter(
             Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale), pk=row.pk
         ).update(last_used_at=now)
-    return row.user
+    return row
+
+
+def token_held(token_id: int) -> bool:
+    """Inside an action's transaction: True while token ``token_id`` is not revoked, and it
+    stays so until that transaction ends (False: revoked, or deleted with its user).
+
+    A token is checked once when the request authenticates, and its action runs later in
+    a transaction of its own: a revoke in between let the action commit after
+    ``token_revoke`` had returned. This re-read holds the token's row with a share lock
+    until the action commits or rolls back, and the revoke's conditional UPDATE waits for
+    it: once ``token_revoke`` returns, no action with that token commits any more.
+
+    The lock is PostgreSQL's FOR SHARE, by a raw query: Django's ``select_for_update``
+    offers FOR UPDATE and FOR NO KEY UPDATE only, and either would also serialize every
+    action of one token against each other. FOR KEY SHARE would not do at all: the revoke
+    is an UPDATE of a non-key column, which takes FOR NO KEY UPDATE, and that does not wait
+    for KEY SHARE. FOR SHARE is taken by any number of actions at once and makes both
+    UPDATEs of the row wait: the revoke and a ``last_used_at`` refresh (written at most
+    once per LAST_USED_EVERY, so another request of the same token waits for an in-flight
+    action at most that often). On SQLite every transaction begins IMMEDIATE, holding the
+    database's write lock from its start, so the same plain read is as good: the revoke
+    waits for the action's commit just the same."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("token_held reads the token inside the action's transaction")
+    table = connection.ops.quote_name(ApiToken._meta.db_table)
+    lock = " FOR SHARE" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT revoked_at FROM {table} WHERE id = %s{lock}", [token_id])  # noqa: S608
+        found = cursor.fetchone()
+    return found is not None and found[0] is None

@@ -13,17 +13,19 @@ console. Another tenant's ids are 404; a missing role is 403; bad input is 400.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.request import RawPostDataException
 from django.urls import reverse
@@ -38,12 +40,12 @@ from pydantic_core import PydanticCustomError
 
 from access.objects import get_checkpoint_for_user, get_run_for_user
 from access.roles import APPROVER, OPERATOR, principal_ref_of, require_role, tenant_of
-from api.tokens import TOKEN_SHAPE, TokenExpired, token_user
+from api.tokens import TOKEN_SHAPE, TokenExpired, token_authenticate, token_held
 from approvals import domain as approval_domain
 from approvals import selectors as approval_selectors
 from approvals import services as approvals
 from approvals.models import Checkpoint
-from fieldops import db
+from fieldops import db, points
 from fieldops.http import declares_json
 from kernel.canonical import RepeatedKey, object_without_repeated_keys, unstorable
 from runs import services as runs
@@ -73,10 +75,36 @@ class BearerToken(HttpBearer):
         return self.authenticate(request, token)
 
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        user = token_user(token)
-        if user is not None:
-            request.user = user
-        return user
+        row = token_authenticate(token)
+        if row is None:
+            return None
+        request.user = row.user
+        request.api_token_id = row.pk  # type: ignore[attr-defined]  # for token_still_held
+        # A drill point: a revoke may land here, after the check and before the action.
+        points.reach(AUTHENTICATED_POINT, str(row.pk))
+        return row.user
+
+
+# Drill points (fieldops.points; the run id argument is the token's id): authenticated,
+# before the action's transaction; and inside it, the token's row held (token_still_held).
+AUTHENTICATED_POINT = "api.token_authenticated"
+HELD_POINT = "api.token_held"
+
+
+@contextlib.contextmanager
+def token_still_held(request: HttpRequest) -> Iterator[None]:
+    """The transaction of an action that writes (start, cancel, decide): the request's
+    token is read again in it with a share lock (``api.tokens.token_held``) and the action
+    is refused, as any unknown token, with nothing written when it was revoked since the
+    request authenticated. A revoke waits for the action's commit: once ``token_revoke``
+    returned, no action with that token commits. The service's own transactions nest in
+    this one (savepoints); its refusals that are recorded commit with it."""
+    token_id = request.api_token_id  # type: ignore[attr-defined]
+    with transaction.atomic():
+        if not token_held(token_id):
+            raise AuthenticationError
+        points.reach(HELD_POINT, str(token_id))
+        yield
 
 
 class BodyRefused(ValueError):
@@ -563,49 +591,50 @@ def checkpoints_decide(request: HttpRequest, checkpoint_id: str, body: DecisionI
     their code: 403 for authority (role, self-approval, eligibility), 409 for the
     checkpoint's state (changed proposal, expired, cancelled, quorum complete), 400 for
     input (reason required, too large, unknown field)."""
-    checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
-    if approval_domain.approval_with_change(
-        approve=body.verdict == "approve", change=body.requested_change
-    ):
-        # Dropping it would approve the proposal the client asked to change.
+    with token_still_held(request):
+        checkpoint = get_checkpoint_for_user(request.user, checkpoint_id)
+        if approval_domain.approval_with_change(
+            approve=body.verdict == "approve", change=body.requested_change
+        ):
+            # Dropping it would approve the proposal the client asked to change.
+            return Status(
+                400,
+                {
+                    "code": "invalid_request",
+                    "message": "requested_change is for a decline only; an approval approves "
+                    "the proposal as it stands. Decline with the change, or approve without it.",
+                },
+            )
+        result = approvals.approval_decide(
+            checkpoint_id=checkpoint.pk,
+            user=request.user,
+            approve=body.verdict == "approve",
+            seen_hash=body.seen_hash,
+            reason=body.reason,
+            requested_change=body.requested_change if body.verdict == "decline" else None,
+        )
+        if not result.recorded:
+            from approvals.views import CONFLICT_REFUSALS, FORBIDDEN_REFUSALS
+
+            status = (
+                403
+                if result.refusal in FORBIDDEN_REFUSALS
+                else 409
+                if result.refusal in CONFLICT_REFUSALS
+                else 400
+            )
+            return Status(status, {"code": result.refusal, "message": result.message})
+        checkpoint.refresh_from_db()
         return Status(
-            400,
+            200,
             {
-                "code": "invalid_request",
-                "message": "requested_change is for a decline only; an approval approves "
-                "the proposal as it stands. Decline with the change, or approve without it.",
+                "recorded": True,
+                "counted": result.counted,
+                "checkpoint_status": checkpoint.status,
+                "approvals": checkpoint.votes.count(),
+                "quorum": checkpoint.quorum,
             },
         )
-    result = approvals.approval_decide(
-        checkpoint_id=checkpoint.pk,
-        user=request.user,
-        approve=body.verdict == "approve",
-        seen_hash=body.seen_hash,
-        reason=body.reason,
-        requested_change=body.requested_change if body.verdict == "decline" else None,
-    )
-    if not result.recorded:
-        from approvals.views import CONFLICT_REFUSALS, FORBIDDEN_REFUSALS
-
-        status = (
-            403
-            if result.refusal in FORBIDDEN_REFUSALS
-            else 409
-            if result.refusal in CONFLICT_REFUSALS
-            else 400
-        )
-        return Status(status, {"code": result.refusal, "message": result.message})
-    checkpoint.refresh_from_db()
-    return Status(
-        200,
-        {
-            "recorded": True,
-            "counted": result.counted,
-            "checkpoint_status": checkpoint.status,
-            "approvals": checkpoint.votes.count(),
-            "quorum": checkpoint.quorum,
-        },
-    )
 
 
 # -- runs --------------------------------------------------------------------------------
@@ -621,27 +650,28 @@ def runs_start(request: HttpRequest, body: RunIn) -> Any:
     With an ``Idempotency-Key`` header (1 to 64 printable ASCII characters) the request
     starts at most one run: the same key again answers 200 with the run the first request
     started (201); the key with a different body is a 409 ``idempotency_key_reused``."""
-    require_role(request.user, OPERATOR)
-    create = {
-        "scenario": body.scenario,
-        "tenant": _tenant(request),
-        "principal_ref": principal_ref_of(request.user),
-        "requested_by": request.user,
-        "equipment_id": body.equipment_id,
-        "location_id": body.location_id,
-        "quantity": body.quantity,
-    }
-    key = request.headers.get("Idempotency-Key")
-    try:
-        if key is None:
-            return Status(201, _run_out(runs.run_create(**create)))
-        started = runs.run_start_once(key=key, **create)
-    except runs.RunInputError as exc:
-        if exc.field == "start_key_reused":
-            return Status(409, {"code": "idempotency_key_reused", "message": str(exc)})
-        field = "idempotency_key" if exc.field == "start_key" else exc.field
-        return Status(400, {"code": f"invalid_{field}", "message": str(exc)})
-    return Status(201 if started.created else 200, _run_out(started.run))
+    with token_still_held(request):
+        require_role(request.user, OPERATOR)
+        create = {
+            "scenario": body.scenario,
+            "tenant": _tenant(request),
+            "principal_ref": principal_ref_of(request.user),
+            "requested_by": request.user,
+            "equipment_id": body.equipment_id,
+            "location_id": body.location_id,
+            "quantity": body.quantity,
+        }
+        key = request.headers.get("Idempotency-Key")
+        try:
+            if key is None:
+                return Status(201, _run_out(runs.run_create(**create)))
+            started = runs.run_start_once(key=key, **create)
+        except runs.RunInputError as exc:
+            if exc.field == "start_key_reused":
+                return Status(409, {"code": "idempotency_key_reused", "message": str(exc)})
+            field = "idempotency_key" if exc.field == "start_key" else exc.field
+            return Status(400, {"code": f"invalid_{field}", "message": str(exc)})
+        return Status(201 if started.created else 200, _run_out(started.run))
 
 
 @runs_router.get("/{run_id}", response={200: RunDetailOut, **ERRORS}, summary="A run")
@@ -666,38 +696,39 @@ def runs_read(request: HttpRequest, run_id: UUID) -> Any:
 )
 def runs_cancel(request: HttpRequest, run_id: UUID, body: CancelIn) -> Any:
     """Cancel with a reason (operator role). 409 when the run has ended or is busy."""
-    run = get_run_for_user(request.user, run_id, OPERATOR)
-    try:
-        reason = runs.clean_reason(body.reason, what="a cancellation")
-    except runs.RunInputError as exc:
-        # Over the limit it is refused whole (input_too_large, as a decision's reason is);
-        # empty or holding a bidirectional control character it is an invalid reason.
-        too_long = len(body.reason.strip()) > runs.REASON_MAX
-        code = "input_too_large" if too_long else "invalid_reason"
-        return Status(400, {"code": code, "message": f"{capfirst(str(exc))}."})
-    try:
-        result = runs.run_cancel(
-            run_id=str(run.pk), by_ref=principal_ref_of(request.user), reason=reason
-        )
-    except runs.RunInputError as exc:
-        return Status(400, {"code": f"invalid_{exc.field}", "message": str(exc)})
-    if result.refusal == "busy":
-        # Held by another transaction (a stalled worker): its state does not forbid the
-        # cancellation, and the same request a moment later may be recorded.
-        message = (
-            "The run is busy (another transaction holds it); nothing was recorded. "
-            "Try again in a few seconds."
-        )
-        return Status(409, {"code": "busy", "message": message})
-    if not result.applied:
-        cancelled = runs.cancelled_by(run.pk)
-        message = (
-            f"The run was already cancelled by {cancelled}; this cancellation was not recorded."
-            if cancelled
-            else f"The run is {result.run.state} and cannot be cancelled now."
-        )
-        return Status(409, {"code": result.refusal or "not_cancellable", "message": message})
-    return Status(200, _run_out(result.run))
+    with token_still_held(request):
+        run = get_run_for_user(request.user, run_id, OPERATOR)
+        try:
+            reason = runs.clean_reason(body.reason, what="a cancellation")
+        except runs.RunInputError as exc:
+            # Over the limit it is refused whole (input_too_large, as a decision's reason is);
+            # empty or holding a bidirectional control character it is an invalid reason.
+            too_long = len(body.reason.strip()) > runs.REASON_MAX
+            code = "input_too_large" if too_long else "invalid_reason"
+            return Status(400, {"code": code, "message": f"{capfirst(str(exc))}."})
+        try:
+            result = runs.run_cancel(
+                run_id=str(run.pk), by_ref=principal_ref_of(request.user), reason=reason
+            )
+        except runs.RunInputError as exc:
+            return Status(400, {"code": f"invalid_{exc.field}", "message": str(exc)})
+        if result.refusal == "busy":
+            # Held by another transaction (a stalled worker): its state does not forbid the
+            # cancellation, and the same request a moment later may be recorded.
+            message = (
+                "The run is busy (another transaction holds it); nothing was recorded. "
+                "Try again in a few seconds."
+            )
+            return Status(409, {"code": "busy", "message": message})
+        if not result.applied:
+            cancelled = runs.cancelled_by(run.pk)
+            message = (
+                f"The run was already cancelled by {cancelled}; this cancellation was not recorded."
+                if cancelled
+                else f"The run is {result.run.state} and cannot be cancelled now."
+            )
+            return Status(409, {"code": result.refusal or "not_cancellable", "message": message})
+        return Status(200, _run_out(result.run))
 
 
 api.add_router("/checkpoints", checkpoints)

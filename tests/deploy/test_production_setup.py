@@ -93,6 +93,14 @@ def test_the_compose_migrate_service_leaves_a_database_where_runs_start(fresh_da
     again = _manage(["seed"], owner_url)  # idempotent: the next deploy runs it again
     assert again.returncode == 0 and "catalog: 0 capability versions stored" in again.stdout
 
+    # seed makes no demo users: the run's principal (start_run's user:operator) is a
+    # user the deployment creates, as its people get theirs (start_run refuses nobody).
+    user = _manage(
+        ["set_user", "operator", "--tenant", "north", "--role", "operator"],
+        owner_url,
+        FIELDOPS_USER_PASSWORD="a-long-test-password-4821",
+    )
+    assert user.returncode == 0, user.stderr
     started = _manage(["start_run", "--scenario", "reservation"], _url(role, database))
     assert started.returncode == 0, started.stderr
     outcome = json.loads(started.stderr.strip().splitlines()[-1])

@@ -20,7 +20,7 @@ def _call(*args):
     return out.getvalue(), err.getvalue()
 
 
-def test_start_run_prints_the_run_id_and_stops_at_the_first_wait(world):
+def test_start_run_prints_the_run_id_and_stops_at_the_first_wait(world, operator):
     out, err = _call("start_run", "--scenario", "reservation", "--namespace", "faultlab")
     run = Run.objects.get(pk=out.strip())
     assert run.state == "WAITING_HUMAN"
@@ -58,7 +58,7 @@ def test_start_run_prints_the_run_id_and_stops_at_the_first_wait(world):
         (["--principal", "user: operator"], "principal_ref: a run's principal is a user"),
     ],
 )
-def test_start_run_refuses_bad_input_without_writing(world, arguments, message):
+def test_start_run_refuses_bad_input_without_writing(world, operator, arguments, message):
     with pytest.raises(CommandError, match=message):
         _call("start_run", "--scenario", "reservation", *arguments)
     assert not Run.objects.exists()
@@ -80,16 +80,44 @@ def test_start_run_refuses_a_principal_of_another_tenant(world):
     assert Run.objects.get(pk=out.strip()).principal_ref == "user:operator-south"
 
 
+@pytest.mark.parametrize("name", ["nobody", "Operator", "n" * 59])
+def test_start_run_refuses_a_principal_that_names_no_user(world, operator, name):
+    """``--principal user:nobody`` started a run requested by nobody: no one to answer its
+    clarifications, no one the self-approval rule could recognise. The name is looked up
+    exactly (user names are case-sensitive) and quoted shortly."""
+    with pytest.raises(CommandError) as refused:
+        _call("start_run", "--scenario", "reservation", "--principal", f"user:{name}")
+    assert str(refused.value) == (
+        f"principal_ref: no user is named {name[:64]!r}; a run's principal is an existing, "
+        "active user of its tenant (create one with set_user)"
+    )
+    assert not Run.objects.exists()
+
+
+def test_start_run_refuses_an_inactive_principal(world, operator):
+    operator.is_active = False
+    operator.save(update_fields=["is_active"])
+    with pytest.raises(CommandError, match="principal_ref: user 'operator' is inactive"):
+        _call("start_run", "--scenario", "reservation")
+    assert not Run.objects.exists()
+
+
 def test_a_run_started_without_equipment_names_its_tenants_own(world):
     """The run's equipment defaults to its tenant's first (a south run named north's EQ-17,
     which the world denied it, and escalated)."""
-    out, _ = _call("start_run", "--scenario", "abstain", "--tenant", "south")
+    from tests.conftest import make_user
+
+    make_user("operator-south", "south", "operator")
+    out, _ = _call(
+        "start_run", "--scenario", "abstain", "--tenant", "south",
+        "--principal", "user:operator-south",
+    )  # fmt: skip
     run = Run.objects.get(pk=out.strip())
     request = run.evidence.get(pk=f"rq-{run.pk.hex[:20]}").content["data"]
     assert (run.tenant, request["equipment_id"]) == ("south", "EQ-31")
 
 
-def test_timeline_prints_one_line_per_event(world):
+def test_timeline_prints_one_line_per_event(world, operator):
     out, _ = _call("start_run", "--scenario", "abstain", "--namespace", "faultlab")
     run_id = out.strip()
     timeline, _ = _call("timeline", run_id)
@@ -103,7 +131,7 @@ def test_timeline_of_an_unknown_run_is_a_clear_error(world):
         _call("timeline", "not-a-run")
 
 
-def test_replay_exits_zero_when_clean_and_non_zero_on_findings(world):
+def test_replay_exits_zero_when_clean_and_non_zero_on_findings(world, operator):
     out, _ = _call("start_run", "--scenario", "reservation", "--namespace", "faultlab")
     run_id = out.strip()
     report, _ = _call("replay", run_id)
@@ -116,7 +144,7 @@ def test_replay_exits_zero_when_clean_and_non_zero_on_findings(world):
     assert run.state == "WAITING_HUMAN"
 
 
-def test_replay_of_several_runs_audits_each_and_fails_when_any_has_findings(world):
+def test_replay_of_several_runs_audits_each_and_fails_when_any_has_findings(world, operator):
     ids = [
         _call("start_run", "--scenario", s, "--namespace", "faultlab")[0].strip()
         for s in ("reservation", "abstain")
@@ -134,7 +162,9 @@ def test_replay_of_several_runs_audits_each_and_fails_when_any_has_findings(worl
 
 @pytest.mark.parametrize("mode", ["audit", "decision", "simulation"])
 @pytest.mark.parametrize("candidate", ["", "  "])
-def test_replay_with_an_empty_candidate_is_refused_and_writes_nothing(world, mode, candidate):
+def test_replay_with_an_empty_candidate_is_refused_and_writes_nothing(
+    world, operator, mode, candidate
+):
     """An empty --candidate was read as none given: the simulation then ran (and wrote a
     run) as the recorded scenario, the decision replay against the recording."""
     run_id = _call("start_run", "--scenario", "abstain", "--namespace", "faultlab")[0].strip()
@@ -144,7 +174,7 @@ def test_replay_with_an_empty_candidate_is_refused_and_writes_nothing(world, mod
     assert (Run.objects.count(), Event.objects.count()) == before
 
 
-def test_replay_of_several_runs_refuses_bad_input(world):
+def test_replay_of_several_runs_refuses_bad_input(world, operator):
     run_id = _call("start_run", "--scenario", "abstain", "--namespace", "faultlab")[0].strip()
     with pytest.raises(CommandError, match="no run"):
         _call("replay", run_id, "not-a-run")
@@ -254,7 +284,7 @@ LONG = "x" * 5000
         ["faultlab", LONG],
     ],
 )
-def test_a_refused_huge_value_is_named_shortly(world, arguments):
+def test_a_refused_huge_value_is_named_shortly(world, operator, arguments):
     """A 5,000-character id or name was echoed whole: the one line of the refusal was
     5,000 characters long. It is named by its start and length now."""
     with pytest.raises(CommandError) as refused:
@@ -262,3 +292,91 @@ def test_a_refused_huge_value_is_named_shortly(world, arguments):
     message = str(refused.value)
     assert len(message) < 400 and "\n" not in message, (len(message), message[:200])
     assert not Run.objects.exists()
+
+
+def _fieldops_commands() -> list[str]:
+    """The names of the project's own management commands (not Django's, not a library's)."""
+    from django.conf import settings
+    from django.core.management import get_commands
+
+    root = str(settings.BASE_DIR)
+    names = []
+    for name, app in get_commands().items():
+        if app.startswith("django."):
+            continue
+        module = __import__(f"{app}.management.commands.{name}", fromlist=["Command"])
+        if str(module.__file__).startswith(root) and ".venv" not in str(module.__file__):
+            names.append(name)
+    return sorted(names)
+
+
+def test_every_fieldops_command_shares_the_short_refusal_parser():
+    """One mechanism, not a fix per command: a new command that subclasses Django's
+    BaseCommand directly would echo argparse's huge values again."""
+    from django.core.management import get_commands, load_command_class
+
+    from fieldops.commands import FieldOpsCommand
+
+    names = _fieldops_commands()
+    assert {"start_run", "set_user", "approvals_policy", "seed_demo"} <= set(names)
+    plain = [
+        n
+        for n in names
+        if not isinstance(load_command_class(get_commands()[n], n), FieldOpsCommand)
+    ]
+    assert not plain, f"commands not built on fieldops.commands.FieldOpsCommand: {plain}"
+
+
+@pytest.mark.parametrize("name", _fieldops_commands())
+def test_argparses_own_refusal_quotes_a_huge_value_shortly(name):
+    """argparse's errors quoted the value whole: ``--verbosity`` (every command has it)
+    given 100,000 characters was a 100 kB refusal. The value is cut to 80 characters and
+    an ellipsis; the message is otherwise argparse's."""
+    with pytest.raises(CommandError) as refused:
+        call_command(name, "--verbosity", "x" * 100_000)
+    assert str(refused.value) == (
+        "Error: argument -v/--verbosity: invalid int value: '" + "x" * 80 + "…'"
+    )
+
+
+def test_a_huge_invalid_choice_is_quoted_shortly_in_a_real_process():
+    """``start_run --scenario $(python -c 'print("x"*100000)')`` printed the 100,000
+    characters in its one error line; the choices and the usage line stay as they were."""
+    from runs.policies import scenario_names
+
+    line = manage_refused("start_run", "--scenario", "x" * 100_000)
+    choices = ", ".join(repr(c) for c in scenario_names())
+    assert line == (
+        "manage.py start_run: error: argument --scenario: invalid choice: '"
+        + "x" * 80
+        + f"…' (choose from {choices})"
+    )
+    assert manage_refused("timeline", "run-1", "--" + "y" * 5000) == (
+        "manage.py timeline: error: unrecognized arguments: --" + "y" * 78 + "…"
+    )
+    # A value that holds a quote is quoted by repr with the other quote, and cut the same.
+    assert manage_refused("start_run", "--scenario", "it's " + "z" * 200).endswith(
+        "invalid choice: \"it's " + "z" * 75 + '…" (choose from ' + choices + ")"
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        ("argument --x: invalid choice: 'a' (choose from 'a b', 'c')", None),
+        ("don't cut an apostrophe: it's " + "w" * 60 + " or the rest of the line", None),
+        ("argument --x: 'y' is not a whole number", None),
+        (
+            "invalid choice: '" + "a\\'b" * 40 + "'",
+            "invalid choice: '" + ("a\\'b" * 40)[:80] + "…'",
+        ),
+        (
+            "unrecognized arguments: " + "q" * 90 + " r",
+            "unrecognized arguments: " + "q" * 80 + "… r",
+        ),
+    ],
+)
+def test_only_long_quoted_values_and_words_are_cut(message, shown):
+    from fieldops.commands import shortened
+
+    assert shortened(message) == (shown or message)

@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.core.validators import validate_email
 from django.db import transaction
 
@@ -27,11 +27,12 @@ from access.confusables import skeleton
 from access.models import Membership
 from access.roles import ROLES, ensure_groups
 from capabilities import ports
+from fieldops.commands import FieldOpsCommand
 
 PASSWORD_VARIABLE = "FIELDOPS_USER_PASSWORD"  # noqa: S105 - the variable's name, not a secret
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = (
         "Create or update a console user: tenant and roles (approver, operator, "
         f"catalog-admin). A new user's password comes from ${PASSWORD_VARIABLE} or a prompt."

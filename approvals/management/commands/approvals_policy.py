@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from approvals import configuration
 from approvals.models import ApprovalPolicy
 from fieldops.arguments import whole_number
+from fieldops.commands import FieldOpsCommand
 from runs.console.filters import WORLDS
 
 # What a policy is made of: --delete takes none of these (it names the policy only).
@@ -24,7 +25,7 @@ POLICY_OPTIONS = {
 }
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = "Create or replace an approval policy: who may decide, and how many must agree."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -5,16 +5,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from approvals import configuration
 from approvals.models import WebhookEndpoint
+from fieldops.commands import FieldOpsCommand
 
 # What an endpoint is made of: --disable takes none of these.
 ENDPOINT_OPTIONS = {"url": "--url", "secret_env": "--secret-env", "format": "--format"}
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = (
         "Add or replace a webhook endpoint for approval notifications. The signing secret "
         "is read from the environment variable named by --secret-env (never an argument)."

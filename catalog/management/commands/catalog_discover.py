@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from catalog import mcp_client, servers
 from catalog.models import Discovery, ToolServer
 from fieldops.arguments import decimal_number
+from fieldops.commands import FieldOpsCommand
 from kernel.text import quoted_shortly
 
 
@@ -29,7 +30,7 @@ def terminal_safe(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = "Discover the tools of a registered MCP tool server (candidates only)."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -9,13 +9,14 @@ sends it hashed); ``--print`` writes the SQL for a DBA to run with psql, touchin
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import connection, transaction
 
+from fieldops.commands import FieldOpsCommand
 from runs import db_roles
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = "Grant the application's database role its privileges (run as the owner role)."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -20,11 +20,12 @@ import warnings
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.core.management.commands.runserver import naiveip_re
 from django.db import close_old_connections
 
 from fieldops.checks import is_loopback, uses_embedded_callback_key
+from fieldops.commands import FieldOpsCommand
 
 log = logging.getLogger("fieldops.sweeper")
 
@@ -74,7 +75,7 @@ def _sweep_forever(stop: threading.Event, interval: float) -> None:
         stop.wait(interval)
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = "Serve the console (embedded mode: in-process execution + a sweeper thread)."
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from access.roles import tenant_of
 from fieldops.arguments import DIGITS_MAX, whole_number_or_none
+from fieldops.commands import FieldOpsCommand
 from runs import services
 from runs.console.filters import WORLDS
 from runs.engine import runner
@@ -16,7 +17,7 @@ from runs.policies import scenario_names
 from runs.policies.vocabularies import VOCABULARIES
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = "Create a run for a scenario, advance it to its first wait or end, print its id."
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
@@ -64,7 +65,7 @@ class Command(BaseCommand):
                     f"(at most {DIGITS_MAX} of the digits 0-9; 0: every call)"
                 )
             plan.append({"point": point, "capability": capability or "*", "on_call": number})
-        _check_principal_tenant(options["principal"], options["tenant"])
+        _check_principal(options["principal"], options["tenant"])
         try:
             run = services.run_create(
                 scenario=options["scenario"],
@@ -94,15 +95,28 @@ class Command(BaseCommand):
         )
 
 
-def _check_principal_tenant(principal: str, tenant: str) -> None:
-    """Refuse a principal naming a user of another tenant (a script's default principal
-    need not be a user at all). The requester is who the run's clarifications ask and who
-    may not approve it: a north run requested by south's operator crossed the boundary."""
-    name = principal.removeprefix("user:") if principal.startswith("user:") else None
-    if not name:
+def _check_principal(principal: str, tenant: str) -> None:
+    """Refuse a principal naming no user, an inactive one, or a user of another tenant.
+
+    The requester is who the run's clarifications ask and who may not approve it: a run
+    requested by ``user:nobody`` had nobody to answer its questions, and a north run
+    requested by south's operator crossed the boundary. A principal that is no user
+    reference at all (or one too long) is left to run_create, which says why."""
+    if not (services.USER_REF.fullmatch(principal) and len(principal) <= services.PRINCIPAL_MAX):
         return  # run_create refuses a principal that is no user reference
+    name = principal.removeprefix("user:")
     user = get_user_model().objects.filter(username=name).first()
-    acts_for = tenant_of(user) if user is not None else None
+    if user is None:
+        raise CommandError(
+            f"principal_ref: no user is named {name[:64]!r}; a run's principal is an "
+            "existing, active user of its tenant (create one with set_user)"
+        )
+    if not user.is_active:
+        raise CommandError(
+            f"principal_ref: user {name[:64]!r} is inactive; a run's principal is an "
+            "existing, active user of its tenant"
+        )
+    acts_for = tenant_of(user)
     if acts_for is not None and acts_for != tenant:
         raise CommandError(
             f"principal_ref: user {name[:64]!r} acts for tenant {acts_for!r}, not {tenant[:32]!r}"

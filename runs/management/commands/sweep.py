@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand
-
+from fieldops.commands import FieldOpsCommand
 from operations import services as operations
 from runs.engine import sweeper
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = "Run one sweep (runs and bulk operations) and print what it did."
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from fieldops.commands import FieldOpsCommand
 from kernel.text import quoted_shortly
 from runs.models import Event, Run
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = "Print the event timeline of a run."
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]

@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from fieldops.commands import FieldOpsCommand
 from sim import explorer
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = "Explore every crash/pause/cancel/takeover schedule of the reservation effect."
 
     def add_arguments(self, parser: CommandParser) -> None:

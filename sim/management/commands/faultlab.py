@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from fieldops.commands import FieldOpsCommand
 from fieldops.logs import report_verbosity
 from kernel.text import quoted_shortly
 from sim import faultlab
 from sim.setup import seed
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = "Run the deterministic fault fixtures (SPEC section 8) and compare dispositions."
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]

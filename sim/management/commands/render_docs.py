@@ -6,14 +6,14 @@ import sys
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
 
 from catalog import docs as catalog_docs
+from fieldops.commands import FieldOpsCommand
 from runs import docs as run_docs
 from sim import docs as sim_docs
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = (
         "Regenerate the docs generated from code: docs/engine.md, docs/effects.md, "
         "docs/faultlab.md, docs/versions.md and docs/state-machine.svg."

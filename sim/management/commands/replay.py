@@ -27,8 +27,9 @@ from __future__ import annotations
 import json
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from fieldops.commands import FieldOpsCommand
 from fieldops.logs import report_verbosity
 from runs.management.commands.timeline import _get_run
 from runs.models import Run
@@ -39,7 +40,7 @@ from sim import simulation
 MODES = ("audit", "decision", "simulation")
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = (
         "Replay a run: audit (fold events; non-zero exit on findings), decision (candidate "
         "policy on recorded observations; no effects) or simulation (doubles, isolated world)."

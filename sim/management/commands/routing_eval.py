@@ -15,16 +15,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from fieldops.arguments import decimal_number, whole_number
+from fieldops.commands import FieldOpsCommand
 from fieldops.logs import report_verbosity
 from kernel.text import quoted_shortly
 from sim import routing_eval
 from sim.routing import Report
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = "Evaluate capability routing over the labelled cases (selection suite, no effects)."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
+from fieldops.commands import FieldOpsCommand
 from sim.setup import seed
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = (
         "Store the reviewed catalog, seed the synthetic world and create the system "
         "principals (no demo users). Idempotent: run it after every migrate."

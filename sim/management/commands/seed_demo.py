@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from fieldops.commands import FieldOpsCommand
 from runs.models import Run
 from sim.setup import DEMO_TENANT, demo_runs, seed
 
 
-class Command(BaseCommand):
+class Command(FieldOpsCommand):
     help = (
         "Store the reviewed catalog, seed the synthetic world and create the demo users "
         "(and, the first time, a few demo runs)."
