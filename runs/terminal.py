@@ -14,6 +14,7 @@ from typing import Any
 from fieldops import sql
 from fieldops.sql import Loader, with_lists
 from kernel import clock
+from operations.reviews import reviewed_conflict_ids
 from runs import rows
 from runs.domain import effects
 from runs.domain.budgets import Budget
@@ -241,4 +242,12 @@ def effect_account_with(run: Run, record: TerminalRecord | None) -> effects.Effe
     unresolved = EffectAttempt.objects.filter(
         run=run, status__in=sorted(effects.UNRESOLVED)
     ).count()
-    return effects.EffectAccount(counted, reconciled, unresolved)
+    # Of those, the conflicts an operator reviewed (read only when something is unresolved).
+    reviewed = (
+        EffectAttempt.objects.filter(
+            run=run, status=effects.AttemptStatus.CONFLICT, pk__in=reviewed_conflict_ids()
+        ).count()
+        if unresolved
+        else 0
+    )
+    return effects.EffectAccount(counted, reconciled, unresolved, reviewed)

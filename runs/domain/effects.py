@@ -215,11 +215,14 @@ def cancel_qualification(
 
 @dataclass(frozen=True)
 class EffectAccount:
-    """The effects of an ended run: counted at its end, and reconciled since."""
+    """The effects of an ended run: counted at its end, and reconciled since; its attempts
+    still unresolved (CONFLICT included), and how many of those are conflicts an operator
+    reviewed (final: reconciling cannot move them, nothing is left to do about them)."""
 
     counted_at_end: int
     reconciled_after_end: int
     unresolved: int
+    reviewed_conflicts: int = 0
 
     @property
     def total(self) -> int:
@@ -229,12 +232,14 @@ class EffectAccount:
 def follow_up(
     *, completed: bool, account: EffectAccount, follow_up_taken: bool = False
 ) -> tuple[str, ...]:
-    """What may follow an ended run: reconcile first while an effect is unknown; a follow-up
-    run only when the run did not complete and no effect of it exists (it would reserve
-    again), nor a follow-up of it that is still running or has (or may have) reserved
-    (``follow_up_taken``: a second follow-up would reserve again)."""
-    if account.unresolved:
+    """What may follow an ended run: reconcile first while an effect is unknown (a reviewed
+    conflict is not: reconciling cannot move it); a follow-up run only when the run did not
+    complete and no effect of it exists (it would reserve again), nor may exist (a conflict,
+    reviewed or not: the ledger holds its key, MAYBE_SENT), nor a follow-up of it that is
+    still running or has (or may have) reserved (``follow_up_taken``: a second follow-up
+    would reserve again)."""
+    if account.unresolved > account.reviewed_conflicts:
         return ("reconcile_effect",)
-    if completed or account.total or follow_up_taken:
+    if completed or account.total or account.reviewed_conflicts or follow_up_taken:
         return ()
     return ("start_follow_up_run",)
