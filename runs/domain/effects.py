@@ -216,12 +216,14 @@ def cancel_qualification(
 @dataclass(frozen=True)
 class EffectAccount:
     """The effects of an ended run: counted at its end, and reconciled since; its attempts
-    still unresolved (CONFLICT included), and how many of those are conflicts an operator
-    reviewed (final: reconciling cannot move them, nothing is left to do about them)."""
+    still unresolved (CONFLICT included), how many of those are conflicts (final:
+    reconciling cannot move them; an operator reviews them), and how many of those an
+    operator reviewed (nothing is left to do about them)."""
 
     counted_at_end: int
     reconciled_after_end: int
     unresolved: int
+    conflicts: int = 0
     reviewed_conflicts: int = 0
 
     @property
@@ -232,14 +234,16 @@ class EffectAccount:
 def follow_up(
     *, completed: bool, account: EffectAccount, follow_up_taken: bool = False
 ) -> tuple[str, ...]:
-    """What may follow an ended run: reconcile first while an effect is unknown (a reviewed
-    conflict is not: reconciling cannot move it); a follow-up run only when the run did not
-    complete and no effect of it exists (it would reserve again), nor may exist (a conflict,
-    reviewed or not: the ledger holds its key, MAYBE_SENT), nor a follow-up of it that is
-    still running or has (or may have) reserved (``follow_up_taken``: a second follow-up
-    would reserve again)."""
-    if account.unresolved > account.reviewed_conflicts:
+    """What may follow an ended run: reconcile first while an effect is unknown (a conflict
+    is not unknown: reconciling cannot move it); review a conflict no operator reviewed yet;
+    a follow-up run only when the run did not complete and no effect of it exists (it would
+    reserve again), nor may exist (a conflict, reviewed or not: the ledger holds its key,
+    MAYBE_SENT), nor a follow-up of it that is still running or has (or may have) reserved
+    (``follow_up_taken``: a second follow-up would reserve again)."""
+    if account.unresolved > account.conflicts:
         return ("reconcile_effect",)
-    if completed or account.total or account.reviewed_conflicts or follow_up_taken:
+    if account.conflicts > account.reviewed_conflicts:
+        return ("review_conflict",)
+    if completed or account.total or account.conflicts or follow_up_taken:
         return ()
     return ("start_follow_up_run",)

@@ -112,9 +112,12 @@ def test_a_reviewed_conflict_is_no_longer_reconciled_nor_followed_up():
     an operator reviewed it, nothing of the run is left to reconcile; a follow-up run is
     still not offered (the ledger holds the key: an effect may exist, SPEC §1 MAYBE_SENT)."""
     account = effects.EffectAccount
-    reviewed = account(0, 0, 1, reviewed_conflicts=1)
     assert effects.AttemptStatus.CONFLICT in effects.MAYBE_SENT
+    # Not reviewed yet: it is reviewed, not reconciled.
+    conflict = account(0, 0, 1, conflicts=1)
+    assert effects.follow_up(completed=False, account=conflict) == ("review_conflict",)
+    reviewed = account(0, 0, 1, conflicts=1, reviewed_conflicts=1)
     assert effects.follow_up(completed=False, account=reviewed) == ()
     # Another attempt still unknown beside it: that one is reconciled first.
-    both = account(0, 0, 2, reviewed_conflicts=1)
+    both = account(0, 0, 2, conflicts=1, reviewed_conflicts=1)
     assert effects.follow_up(completed=False, account=both) == ("reconcile_effect",)

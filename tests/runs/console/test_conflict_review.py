@@ -209,6 +209,16 @@ def test_a_run_whose_only_open_item_was_a_reviewed_conflict_is_not_told_to_recon
     from runs.services import RunInputError
 
     detail = reverse("runs-detail", args=[conflict.run_id])
+    # Before its review: reviewing it, not reconciling it, is what is left.
+    before = as_operator.get(detail)
+    assert before.context["detail"].follow_up == ("review_conflict",)
+    text = before.content.decode()
+    assert "reconcile it on Recovery" not in text and 'id="follow-up-review"' in text
+    assert f"?q={conflict.pk}" in text.split('id="follow-up-review"', 1)[1].split("</p>")[0]
+    with pytest.raises(RunInputError) as unreviewed:
+        services.run_follow_up(run=Run.objects.get(pk=conflict.run_id), by_ref="user:operator")
+    assert "awaits review" in str(unreviewed.value)
+
     as_operator.post(reverse(REVIEW), {"attempt_id": conflict.pk, "reason": "ticket FO-78"})
     page = as_operator.get(detail)
     body = page.content.decode()
