@@ -81,15 +81,8 @@ def _detail_context(
 ) -> dict[str, Any]:
     run = checkpoint.run
     quorum = selectors.quorum_view(checkpoint)
-    me = principal_ref_of(request.user)
-    is_requester = me == run.principal_ref
-    disabled = ""
-    if is_requester:
-        disabled = REFUSALS["self_approval"]
-    elif not services.is_eligible(request.user, checkpoint):
-        disabled = REFUSALS["not_eligible"]
-    elif any(v.by_ref == me for v in quorum.approved):
-        disabled = REFUSALS["already_approved"]
+    is_requester = principal_ref_of(request.user) == run.principal_ref
+    disabled = _disabled_reason(request, checkpoint, quorum)
     closed_note = ""
     if checkpoint.status == Checkpoint.Status.CANCELLED:
         closed_note = services.refusal_message("run_cancelled", checkpoint)
@@ -121,8 +114,38 @@ def _detail_context(
         "can_decide": has_role(request.user, APPROVER)
         and checkpoint.status == Checkpoint.Status.PENDING,
         "closed_gates": selectors.closed_effect_gates(checkpoint),
+        "live_mark": _live_mark(checkpoint, quorum, disabled),
         **extra,
     }
+
+
+def _disabled_reason(
+    request: AuthedHtmxRequest, checkpoint: Checkpoint, quorum: selectors.QuorumView
+) -> str:
+    """Why this user's decision would be refused now ("" when it would not): the requester,
+    not eligible under the recorded policy, or already counted (no one counts twice)."""
+    me = principal_ref_of(request.user)
+    if me == checkpoint.run.principal_ref:
+        return REFUSALS["self_approval"]
+    if not services.is_eligible(request.user, checkpoint):
+        return REFUSALS["not_eligible"]
+    if any(v.by_ref == me for v in quorum.approved):
+        return REFUSALS["already_approved"]
+    return ""
+
+
+def _live_mark(checkpoint: Checkpoint, quorum: selectors.QuorumView, disabled: str) -> str:
+    """A short digest of what the page of an open checkpoint shows that others can change
+    while it stays open: the approvals counted (who, which), who still may approve, and
+    whether this user's decision is refused. The page's poller sends it back; the same
+    mark answers 204 without rendering anything."""
+    shown = {
+        "status": checkpoint.status,
+        "approved": [[v.pk, v.by_ref] for v in quorum.approved],
+        "still_may": quorum.still_may,
+        "disabled": disabled,
+    }
+    return digest(shown)[:16]
 
 
 @require_safe
@@ -238,9 +261,18 @@ def approvals_questions(request: AuthedHtmxRequest) -> HttpResponse:
 def approvals_detail(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResponse:
     checkpoint = _readable_checkpoint(request, checkpoint_id)
     if request.htmx.target == "checkpoint-live":
-        # The poller of the page of an open checkpoint: nothing to swap while it is open.
+        # The poller of the page of an open checkpoint. While it is open: nothing to swap
+        # (204, nothing rendered) while what the page shows is unchanged (its mark, sent
+        # back as ``shown``; a page without one polls for closure only), else the changed
+        # parts (quorum card, buttons) and the mark of what the page shows now.
         if checkpoint.status == Checkpoint.Status.PENDING:
-            return HttpResponse(status=204)
+            quorum = selectors.quorum_view(checkpoint)
+            mark = _live_mark(checkpoint, quorum, _disabled_reason(request, checkpoint, quorum))
+            shown = request.GET.get("shown", "")
+            if not shown or shown == mark:
+                return HttpResponse(status=204)
+            context = _detail_context(request, checkpoint, live_progress=True)
+            return render(request, "approvals/detail.html#checkpoint-live", context)
         context = _detail_context(request, checkpoint, live_update=True)
         context["live_note"] = _closed_since_shown(checkpoint, context)
         return render(request, "approvals/detail.html#checkpoint-live", context)

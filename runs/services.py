@@ -752,6 +752,17 @@ def run_follow_up(
         return StartResult(run_create(**create), created=True)
 
 
+CONFLICT_NO_FOLLOW_UP = (
+    "a conflict of this run awaits review on Recovery: the ledger holds its key with another "
+    "intent (reconciling cannot settle it), so an effect may exist and a follow-up run could "
+    "reserve again"
+)
+REVIEWED_CONFLICT_NO_FOLLOW_UP = (
+    "a conflict of this run was reviewed: the ledger holds its key with another intent, so "
+    "an effect may exist and a follow-up run could reserve again"
+)
+
+
 def _follow_up_allowed(run: Run) -> None:
     """Raise RunInputError when nothing may follow the ended ``run`` now (see
     ``run_follow_up``)."""
@@ -764,9 +775,16 @@ def _follow_up_allowed(run: Run) -> None:
     )
     if "start_follow_up_run" in allowed:
         return
-    if account.unresolved:
+    if account.unresolved > account.conflicts:
         raise RunInputError(
             "run", "an effect of this run is still unknown: reconcile it on Recovery first"
+        )
+    if account.conflicts and not account.total:
+        raise RunInputError(
+            "run",
+            REVIEWED_CONFLICT_NO_FOLLOW_UP
+            if account.conflicts == account.reviewed_conflicts
+            else CONFLICT_NO_FOLLOW_UP,
         )
     if taken is not None and not account.total:
         raise RunInputError("run", taken.message)

@@ -11,9 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import Count, Q
+
 from fieldops import sql
 from fieldops.sql import Loader, with_lists
 from kernel import clock
+from operations.reviews import reviewed_conflict_ids
 from runs import rows
 from runs.domain import effects
 from runs.domain.budgets import Budget
@@ -241,4 +244,15 @@ def effect_account_with(run: Run, record: TerminalRecord | None) -> effects.Effe
     unresolved = EffectAttempt.objects.filter(
         run=run, status__in=sorted(effects.UNRESOLVED)
     ).count()
-    return effects.EffectAccount(counted, reconciled, unresolved)
+    # Of those, the conflicts, and those an operator reviewed (read only when something is
+    # unresolved).
+    conflicts = (
+        EffectAttempt.objects.filter(run=run, status=effects.AttemptStatus.CONFLICT).aggregate(
+            conflicts=Count("pk"), reviewed=Count("pk", filter=Q(pk__in=reviewed_conflict_ids()))
+        )
+        if unresolved
+        else {"conflicts": 0, "reviewed": 0}
+    )
+    return effects.EffectAccount(
+        counted, reconciled, unresolved, conflicts["conflicts"], conflicts["reviewed"]
+    )

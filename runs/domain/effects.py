@@ -215,11 +215,16 @@ def cancel_qualification(
 
 @dataclass(frozen=True)
 class EffectAccount:
-    """The effects of an ended run: counted at its end, and reconciled since."""
+    """The effects of an ended run: counted at its end, and reconciled since; its attempts
+    still unresolved (CONFLICT included), how many of those are conflicts (final:
+    reconciling cannot move them; an operator reviews them), and how many of those an
+    operator reviewed (nothing is left to do about them)."""
 
     counted_at_end: int
     reconciled_after_end: int
     unresolved: int
+    conflicts: int = 0
+    reviewed_conflicts: int = 0
 
     @property
     def total(self) -> int:
@@ -229,12 +234,16 @@ class EffectAccount:
 def follow_up(
     *, completed: bool, account: EffectAccount, follow_up_taken: bool = False
 ) -> tuple[str, ...]:
-    """What may follow an ended run: reconcile first while an effect is unknown; a follow-up
-    run only when the run did not complete and no effect of it exists (it would reserve
-    again), nor a follow-up of it that is still running or has (or may have) reserved
+    """What may follow an ended run: reconcile first while an effect is unknown (a conflict
+    is not unknown: reconciling cannot move it); review a conflict no operator reviewed yet;
+    a follow-up run only when the run did not complete and no effect of it exists (it would
+    reserve again), nor may exist (a conflict, reviewed or not: the ledger holds its key,
+    MAYBE_SENT), nor a follow-up of it that is still running or has (or may have) reserved
     (``follow_up_taken``: a second follow-up would reserve again)."""
-    if account.unresolved:
+    if account.unresolved > account.conflicts:
         return ("reconcile_effect",)
-    if completed or account.total or follow_up_taken:
+    if account.conflicts > account.reviewed_conflicts:
+        return ("review_conflict",)
+    if completed or account.total or account.conflicts or follow_up_taken:
         return ()
     return ("start_follow_up_run",)

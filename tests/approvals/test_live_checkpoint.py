@@ -1,4 +1,6 @@
-"""An open checkpoint's page asks every few seconds whether it still is open: nothing to
+"""An open checkpoint's page asks every few seconds whether what it shows changed (an
+approval counted toward its quorum meanwhile: the quorum card and buttons, out of band;
+nothing, 204, while its mark is unchanged) and whether it still is open: nothing to
 swap (204) while it is; once it was cancelled with its run, expired, or decided by someone
 else, the page gets a notice saying so, the checkpoint's new status and, for an approver,
 the decision buttons turned off (out of band: the reason being typed is not touched).
@@ -107,3 +109,86 @@ def test_another_tenants_checkpoint_is_not_polled(operator: Any) -> None:
     south = make_user("south-approver", "south", "approver")
     polled = _client(south).get(reverse("approvals-detail", args=[checkpoint.pk]), **POLL)
     assert polled.status_code == 404
+
+
+def _poll_url(page: str) -> str:
+    """The address the page's poller asks (it carries what the page shows)."""
+    start = page.index('id="checkpoint-live" hx-get="') + len('id="checkpoint-live" hx-get="')
+    return page[start : page.index('"', start)].replace("&amp;", "&")
+
+
+def test_an_approval_counted_meanwhile_is_shown_and_nothing_else_is_sent_again(
+    operator: Any,
+) -> None:
+    """Quorum 2: a colleague's counted approval (1 of 2) shows on the open page without a
+    reload (the count, who approved, who still may); polled again with nothing new, 204."""
+    from approvals.models import ApprovalPolicy
+
+    ana = make_user("ana", "north", "approver")
+    bo = make_user("bo", "north", "approver")
+    ApprovalPolicy.objects.create(
+        tenant="north", name="two-of", capability="reserve_part", quorum=2
+    )
+    run = make_run(principal="user:operator", requested_by=operator)
+    checkpoint = checkpoint_of(run)
+    assert checkpoint.quorum == 2
+    client = _client(bo)
+    page = client.get(reverse("approvals-detail", args=[checkpoint.pk])).content.decode()
+    poll = _poll_url(page)
+    assert client.get(poll, **POLL).status_code == 204  # nothing changed yet
+
+    counted = approvals.approval_decide(
+        checkpoint_id=checkpoint.pk,
+        user=ana,
+        approve=True,
+        seen_hash=checkpoint.proposal_hash,
+        reason="Checked by ana.",
+    )
+    assert counted.recorded and counted.counted, counted.refusal
+    polled = client.get(poll, **POLL)
+    assert polled.status_code == 200
+    body = polled.content.decode()
+    assert "<html" not in body  # the partial, not the page
+    # The quorum card, out of band, as the page would show it now.
+    assert 'id="quorum" hx-swap-oob="true"' in body
+    quorum = body.split('id="quorum"', 1)[1].split("</section>")[0]
+    assert "Approvals: 1 of 2" in quorum and "user:ana" in quorum and "Checked by ana." in quorum
+    assert "Still needed: <strong>1</strong>" in quorum and "user:bo" in quorum
+    # Still open: the region keeps polling, with what the page shows now.
+    assert 'hx-trigger="every 5s"' in body and "No longer waiting" not in body
+    assert "approvals now 1 of 2 (approved by user:ana)" in body
+    # bo may still approve: the buttons stay on (the reason being typed is untouched).
+    assert 'id="decide-actions" hx-swap-oob="true"' in body and " disabled" not in body
+    assert "decision-reason" not in body
+    again = _poll_url(body)
+    assert again != poll
+    assert client.get(again, **POLL).status_code == 204  # nothing new since
+    # A poll from the page as first shown still hears of the change (it never saw it).
+    assert client.get(poll, **POLL).status_code == 200
+
+
+def test_my_own_approval_from_another_tab_turns_my_buttons_off(operator: Any) -> None:
+    """The same person cannot count twice: approved from another tab, this page's
+    buttons turn off with the reason."""
+    from approvals.models import ApprovalPolicy
+
+    ana = make_user("ana", "north", "approver")
+    make_user("bo", "north", "approver")
+    ApprovalPolicy.objects.create(
+        tenant="north", name="two-of", capability="reserve_part", quorum=2
+    )
+    run = make_run(principal="user:operator", requested_by=operator)
+    checkpoint = checkpoint_of(run)
+    client = _client(ana)
+    poll = _poll_url(client.get(reverse("approvals-detail", args=[checkpoint.pk])).content.decode())
+    approvals.approval_decide(
+        checkpoint_id=checkpoint.pk,
+        user=ana,
+        approve=True,
+        seen_hash=checkpoint.proposal_hash,
+        reason="From my other tab.",
+    )
+    body = client.get(poll, **POLL).content.decode()
+    actions = body.split('id="decide-actions"', 1)[1].split("</div>")[0]
+    assert actions.count(" disabled") == 2
+    assert "You already approved" in body

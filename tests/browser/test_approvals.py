@@ -64,6 +64,44 @@ def test_two_approvers_meet_a_quorum(live_server: Any, new_page: Any, operator: 
     assert Decision.objects.get(checkpoint=checkpoint).approvers == ["user:ana", "user:bo"]
 
 
+def test_an_open_page_shows_a_colleagues_counted_approval_without_a_reload(
+    live_server: Any, new_page: Any, operator: Any
+) -> None:
+    """Quorum 2, two approvers in two browsers: bo has the proposal open (typing a reason)
+    when ana approves in hers. Within seconds bo's page shows 1 of 2 and who approved, his
+    buttons stay on and his typed reason stays; his approval then meets the quorum. Before,
+    the count only showed on reload."""
+    make_user("ana", "north", "approver")
+    make_user("bo", "north", "approver")
+    ApprovalPolicy.objects.create(
+        tenant="north", name="two-of", capability="reserve_part", quorum=2
+    )
+    run = make_run(principal="user:operator", requested_by=operator, namespace="live")
+    checkpoint = checkpoint_of(run)
+    base = live_server.url
+    second = new_page()
+    login(second, base, "bo")
+    second.goto(f"{base}/approvals/{checkpoint.pk}/")
+    expect(second.locator("#quorum")).to_contain_text("Approvals: 0 of 2")
+    second.get_by_label(REASON).fill("Checked by bo.")
+    first = new_page()
+    login(first, base, "ana")
+    first.goto(f"{base}/approvals/{checkpoint.pk}/")
+    _approve(first, "Checked by ana.")
+    expect(first.locator("main .messages")).to_contain_text("Approval counted: 1 of 2")
+    quorum = second.locator("#quorum")
+    expect(quorum).to_contain_text("Approvals: 1 of 2", timeout=12_000)
+    expect(quorum).to_contain_text("user:ana")
+    expect(quorum).to_contain_text("Checked by ana.")
+    expect(second.locator("#checkpoint-progress")).to_contain_text("approved by user:ana")
+    expect(second.get_by_label(REASON)).to_have_value("Checked by bo.")
+    approve = second.get_by_role("button", name="Approve exactly this proposal")
+    expect(approve).to_be_enabled()
+    approve.click()
+    second.wait_for_url(re.compile(rf"/runs/{run.pk}/"))
+    assert Decision.objects.get(checkpoint=checkpoint).approvers == ["user:ana", "user:bo"]
+
+
 def test_an_email_link_leads_to_the_exact_proposal_and_its_approval(
     live_server: Any, new_page: Any, operator: Any, settings: Any, tmp_path: Path
 ) -> None:

@@ -105,3 +105,19 @@ def test_a_follow_up_never_reserves_again():
     assert effects.follow_up(completed=True, account=account(1, 0, 0)) == ()
     # A follow-up still running or one that reserved: another would reserve again.
     assert effects.follow_up(completed=False, account=account(0, 0, 0), follow_up_taken=True) == ()
+
+
+def test_a_reviewed_conflict_is_no_longer_reconciled_nor_followed_up():
+    """A conflict (same key, different intent) is final: reconciling cannot move it. Once
+    an operator reviewed it, nothing of the run is left to reconcile; a follow-up run is
+    still not offered (the ledger holds the key: an effect may exist, SPEC §1 MAYBE_SENT)."""
+    account = effects.EffectAccount
+    assert effects.AttemptStatus.CONFLICT in effects.MAYBE_SENT
+    # Not reviewed yet: it is reviewed, not reconciled.
+    conflict = account(0, 0, 1, conflicts=1)
+    assert effects.follow_up(completed=False, account=conflict) == ("review_conflict",)
+    reviewed = account(0, 0, 1, conflicts=1, reviewed_conflicts=1)
+    assert effects.follow_up(completed=False, account=reviewed) == ()
+    # Another attempt still unknown beside it: that one is reconciled first.
+    both = account(0, 0, 2, conflicts=1, reviewed_conflicts=1)
+    assert effects.follow_up(completed=False, account=both) == ("reconcile_effect",)

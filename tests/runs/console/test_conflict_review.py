@@ -197,3 +197,39 @@ def test_the_terminal_record_shows_a_reviewed_conflict_as_reviewed(
     assert "conflict reviewed by user:operator" in record
     assert review.created_at.strftime("%Y-%m-%d %H:%M:%S") in record
     assert "review it on Recovery" not in record and "unknown" not in record
+
+
+def test_a_run_whose_only_open_item_was_a_reviewed_conflict_is_not_told_to_reconcile(
+    as_operator: Client, conflict: EffectAttempt
+) -> None:
+    """Reconciling cannot move a conflict: once reviewed, the run page offers no
+    reconciliation, and still no follow-up run (the ledger holds the key: an effect may
+    exist). Before, it kept "reconcile_effect" as the run's allowed follow-up forever."""
+    from runs import services
+    from runs.services import RunInputError
+
+    detail = reverse("runs-detail", args=[conflict.run_id])
+    # Before its review: reviewing it, not reconciling it, is what is left.
+    before = as_operator.get(detail)
+    assert before.context["detail"].follow_up == ("review_conflict",)
+    text = before.content.decode()
+    assert "reconcile it on Recovery" not in text and 'id="follow-up-review"' in text
+    assert f"?q={conflict.pk}" in text.split('id="follow-up-review"', 1)[1].split("</p>")[0]
+    with pytest.raises(RunInputError) as unreviewed:
+        services.run_follow_up(run=Run.objects.get(pk=conflict.run_id), by_ref="user:operator")
+    assert "awaits review" in str(unreviewed.value)
+
+    as_operator.post(reverse(REVIEW), {"attempt_id": conflict.pk, "reason": "ticket FO-78"})
+    page = as_operator.get(detail)
+    body = page.content.decode()
+    assert page.context["detail"].follow_up == ()
+    assert "reconcile_effect" not in body and "reconcile it on Recovery" not in body
+    assert "Start a follow-up run" not in body
+    ended = body.split("The run has ended:", 1)[1].split("</section>")[0]
+    assert 'id="follow-up-conflict"' in ended and "an effect may exist" in ended
+    allowed = body.split("<dt>Allowed follow-up</dt>", 1)[1].split("</dd>")[0]
+    assert allowed == "<dd>none"
+    # The service says the same: no follow-up, and not because anything is to reconcile.
+    with pytest.raises(RunInputError) as refused:
+        services.run_follow_up(run=Run.objects.get(pk=conflict.run_id), by_ref="user:operator")
+    assert "reconcile" not in str(refused.value) and "reviewed" in str(refused.value)
