@@ -8,6 +8,7 @@ and the authoritative ledger facts the verifier needs.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from approvals.models import Checkpoint
@@ -86,26 +87,44 @@ def capability_rules(run: Run) -> dict[str, validation.CapabilityRule]:
             if contract is None:
                 continue
         rules[cid] = validation.CapabilityRule(
-            id=cid,
-            kind=contract.kind.value if contract.kind.value != "control" else "control",
-            requires_approval=contract.requires_approval,
-            model_fields=frozenset(contract.fields_by(Provenance.MODEL)),
-            trusted_fields=frozenset(
-                contract.fields_by(Provenance.HARNESS) + contract.fields_by(Provenance.ADAPTER)
-            ),
-            retry_budgets={
-                r.code.value: r.retry_budget
-                for r in contract.errors
-                if r.transition in ("observation.received", "effect.rejected")
-            },
+            **_contract_rule(contract),
             pinned=pinned,
             current=current,
             lifecycle=row[_LIFECYCLE] if row else "DISCOVERED",
             effect_gate_open=bool(row[_GATE_OPEN]) if row else False,
-            location_bound=bool(contract.scope.get("location_bound")),
             tenant_gate_open=row is None or not row[_TENANT_CLOSED],
         )
     return rules
+
+
+# What a rule takes from its contract alone, by the contract's identity and digest (the
+# digest names the content, so an entry never goes stale): made once per process instead
+# of at every decision of every run.
+_CONTRACT_RULES: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+
+def _contract_rule(contract: Contract) -> dict[str, Any]:
+    key = (contract.id, contract.version, contract.digest)
+    made = _CONTRACT_RULES.get(key)
+    if made is None:
+        made = _CONTRACT_RULES[key] = {
+            "id": contract.id,
+            "kind": contract.kind.value,
+            "requires_approval": contract.requires_approval,
+            "model_fields": frozenset(contract.fields_by(Provenance.MODEL)),
+            "trusted_fields": frozenset(
+                contract.fields_by(Provenance.HARNESS) + contract.fields_by(Provenance.ADAPTER)
+            ),
+            "retry_budgets": MappingProxyType(
+                {
+                    r.code.value: r.retry_budget
+                    for r in contract.errors
+                    if r.transition in ("observation.received", "effect.rejected")
+                }
+            ),
+            "location_bound": bool(contract.scope.get("location_bound")),
+        }
+    return made
 
 
 # The model projection's input schema of each contract version (a contract's digest names
