@@ -2,8 +2,8 @@
 whose ``content`` is a list of blocks: ``text``, ``toolUse``, ``reasoningContent``...,
 and a ``stopReason``) into exactly one local proposal, or a typed rejection naming every
 reason. The body is read as the HTTP API returns it and as boto3's ``converse`` returns
-it (with ``ResponseMetadata``); other members (``usage``, ``metrics``, ``trace``...) are
-kept in the raw output evidence only. In the order checked:
+it (with ``ResponseMetadata``); other members (``usage``, ``metrics``, the rest of
+``trace``...) are kept in the raw output evidence only. In the order checked:
 
 - limits (depth, values, bytes) before anything else is read -> ``output_limit_exceeded``
 - an error -> ``provider_error:<class>`` (``provider_errors.from_aws_error``, by its AWS
@@ -22,6 +22,11 @@ kept in the raw output evidence only. In the order checked:
   reason; explanation: the text Bedrock put in place of the answer); ``max_tokens`` /
   ``model_context_window_exceeded`` -> ``truncated_output``; ``malformed_tool_use`` ->
   ``malformed_tool_call``; ``malformed_model_output`` -> ``unknown_shape``
+- from 1.1.0, checked before the truncating and malformed stops: a guardrail trace
+  (``trace.guardrail``) whose input or output assessment has a policy entry with an
+  ``action`` other than ``NONE`` (``BLOCKED``, ``ANONYMIZED``) -> ``model_refusal``
+  (category ``guardrail_intervened``, explanation its ``actionReason``), whatever the
+  documented ``stopReason`` (1.0.0 read the answer or the call)
 - ``reasoningContent`` blocks are declared reasoning: its ``reasoningText.text`` is
   commentary evidence, never parsed (``redactedContent`` is kept in the raw output only)
 - ``citationsContent`` blocks are answer text (their ``content[].text``); every other
@@ -31,20 +36,25 @@ kept in the raw output evidence only. In the order checked:
   (commentary); with ``end_turn`` (or none), text beside a call is ``mixed_output``.
 
 Versions: ``VERSION`` reads new runs; ``EARLIER`` keeps each earlier version's mapping
-unchanged, for the runs recorded under it (none yet).
+unchanged, for the runs recorded under it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "bedrock-converse-adapter@1.0.0"
+VERSION = "bedrock-converse-adapter@1.1.0"
+# 1.0.0 read a turn whose guardrail trace says a guardrail blocked or masked it, beside a
+# stopReason other than guardrail_intervened (end_turn, tool_use, none), as the answer or
+# the call; kept as it was for runs recorded under it.
+VERSION_1_0 = "bedrock-converse-adapter@1.0.0"
 PROVIDER = "bedrock-converse"
 
 ANSWER_STOPS = frozenset({"end_turn", "stop_sequence"})
@@ -62,11 +72,26 @@ STOP_REASONS = frozenset(
     }
 )
 PROVIDER_EXECUTED_BLOCKS = frozenset({"toolResult"})
+# The policies of a guardrail assessment (mypy-boto3-bedrock-runtime 1.43.62
+# ``GuardrailAssessmentTypeDef``) and the lists whose entries each state an ``action``:
+# ``BLOCKED`` / ``ANONYMIZED`` (sensitive information) when the guardrail acted, ``NONE``
+# when it only detected or found nothing.
+GUARDRAIL_POLICIES: Mapping[str, tuple[str, ...]] = {
+    "topicPolicy": ("topics",),
+    "contentPolicy": ("filters",),
+    "wordPolicy": ("customWords", "managedWordLists"),
+    "sensitiveInformationPolicy": ("piiEntities", "regexes"),
+    "contextualGroundingPolicy": ("filters",),
+}
+GUARDRAIL_CATEGORY = "guardrail_intervened"
 SERVER_TOOL_USE = "toolUse (server_tool_use)"
 
 
-def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
-    """Return what ``raw`` (one Converse response) proposes; never raises."""
+def _read(raw: Any, kinds: Mapping[str, str], *, trace: bool = True) -> Reading:
+    """Return what ``raw`` (one Converse response) proposes; never raises.
+
+    ``trace`` is the 1.1.0 mapping (``trace=False`` is 1.0.0's, kept unchanged).
+    """
     limit = limits.check(raw)
     if limit is not None:
         return Reading(parsing.rejected(limit))
@@ -101,6 +126,21 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
             provider_stop=stop,
         )
         return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(blocks)))
+    acted = _guardrail_acted(raw.get("trace")) if trace and stop not in REFUSING_STOPS else ""
+    if acted:
+        # The trace says a guardrail blocked or masked this turn, whatever the stopReason
+        # says: the guardrail's refusal, as stopReason guardrail_intervened is.
+        guardrail = raw["trace"]["guardrail"]
+        why = guardrail.get("actionReason")
+        explanation = why if isinstance(why, str) else ""
+        r = parsing.reason(
+            Reject.REFUSAL,
+            f"the guardrail trace says a guardrail acted: {acted}",
+            category=GUARDRAIL_CATEGORY,
+            explanation=(explanation or acted)[:1000],
+            provider_stop=stop,
+        )
+        return Reading(parsing.rejected(r), reasoning)
     if stop in REFUSING_STOPS:
         text = _joined_text(blocks)
         r = parsing.reason(
@@ -162,7 +202,8 @@ def _read(raw: Any, kinds: Mapping[str, str]) -> Reading:
 
 
 read = parsing.guarded(_read)
-EARLIER: dict[str, Any] = {}
+read_1_0 = parsing.guarded(partial(_read, trace=False))
+EARLIER: dict[str, Any] = {VERSION_1_0: read_1_0}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
@@ -194,6 +235,45 @@ def _error(raw: Mapping[str, Any]) -> Proposal | None:
         return None
     detail = message[:300] if isinstance(message, str) else ""
     return parsing.provider_error(provider_errors.from_aws_error(code, status), detail)
+
+
+def _guardrail_acted(trace: Any) -> str:
+    """What ``trace.guardrail`` says a guardrail did to this turn, named ("" if nothing).
+
+    Each policy entry of an input or output assessment states its ``action``; one that is
+    not ``NONE`` (``BLOCKED``, ``ANONYMIZED``, or a value the types do not list) acted.
+    ``actionReason`` is free text and decides nothing; an entry only ``detected`` did not act.
+    """
+    guardrail = trace.get("guardrail") if isinstance(trace, Mapping) else None
+    if not isinstance(guardrail, Mapping):
+        return ""
+    assessments: list[tuple[str, Any]] = []
+    inputs = guardrail.get("inputAssessment")
+    if isinstance(inputs, Mapping):
+        assessments += [("inputAssessment", a) for a in inputs.values()]
+    outputs = guardrail.get("outputAssessments")
+    if isinstance(outputs, Mapping):
+        for listed in outputs.values():
+            if isinstance(listed, list):
+                assessments += [("outputAssessments", a) for a in listed]
+    found: set[str] = set()
+    for where, assessment in assessments:
+        if not isinstance(assessment, Mapping):
+            continue
+        for policy, lists in GUARDRAIL_POLICIES.items():
+            assessed = assessment.get(policy)
+            if not isinstance(assessed, Mapping):
+                continue
+            for name in lists:
+                entries = assessed.get(name)
+                for entry in entries if isinstance(entries, list) else []:
+                    action = entry.get("action", "NONE") if isinstance(entry, Mapping) else "NONE"
+                    if action != "NONE":
+                        shown = action[:20] if isinstance(action, str) else "an action"
+                        found.add(f"{where} {policy} {shown}")
+                        if len(found) >= 5:
+                            return ", ".join(sorted(found))
+    return ", ".join(sorted(found))
 
 
 def _message_only(raw: Mapping[str, Any]) -> bool:

@@ -33,8 +33,14 @@ item does in the Responses API. In the order checked:
   blocked); ``MAX_TOKENS``, ``TOO_MANY_TOOL_CALLS``, ``OTHER``, ``NO_IMAGE``,
   ``FINISH_REASON_UNSPECIFIED`` -> ``truncated_output``; ``MALFORMED_FUNCTION_CALL`` and
   ``UNEXPECTED_TOOL_CALL`` -> ``malformed_tool_call`` (with ``finishMessage``)
+- from 1.2.0 the finish reasons google-genai 3.6.1 added (1.1.0: ``unknown_shape``):
+  ``ESCALATION`` -> ``model_refusal``; ``CONTINUATION`` -> ``truncated_output``;
+  ``MALFORMED_RESPONSE`` -> ``malformed_tool_call``; ``MISSING_THOUGHT_SIGNATURE`` ->
+  ``provider_error:client_error``; ``PUP_LIMITED_DISABLED`` -> ``provider_error:auth_rejected``
 - ``thought: true`` parts are declared reasoning: commentary evidence, never parsed; a
-  ``thoughtSignature`` is the provider's opaque token and is ignored
+  ``thoughtSignature`` is the provider's opaque token and is ignored; from 1.2.0 a
+  ``functionCall`` in a ``thought: true`` part is the model's thinking, not a call ->
+  ``unknown_shape`` (1.1.0 proposed it)
 - every other part (``inlineData``, ``fileData``, ``functionResponse``, a part with two
   kinds of data...) -> ``unknown_shape`` (each one named)
 - then text and calls go through ``parsing.decide``. Text *before* the first
@@ -59,7 +65,12 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "gemini-function-calling-adapter@1.1.0"
+VERSION = "gemini-function-calling-adapter@1.2.0"
+# 1.1.0 proposed a functionCall part marked ``thought: true`` and read the finish reasons
+# google-genai added (MISSING_THOUGHT_SIGNATURE, MALFORMED_RESPONSE, ESCALATION,
+# PUP_LIMITED_DISABLED, CONTINUATION) as unknown_shape; kept as it was for runs recorded
+# under it.
+VERSION_1_1 = "gemini-function-calling-adapter@1.1.0"
 # 1.0.0 read a text answer grounded by Google Search, Maps, file search or URL context (the
 # candidate's groundingMetadata / urlContextMetadata) as the answer; kept as it was for runs
 # recorded under it.
@@ -93,9 +104,27 @@ TRUNCATING_FINISHES = frozenset(
     }
 )
 MALFORMED_CALL_FINISHES = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
-FINISH_REASONS = frozenset(
+FINISH_REASONS_1_1 = frozenset(
     {"STOP", *REFUSING_FINISHES, *TRUNCATING_FINISHES, *MALFORMED_CALL_FINISHES}
 )
+# The finish reasons google-genai 3.6.1 documents that 1.1.0 did not know, from 1.2.0 each
+# read as its documentation says: (the reading, for the typed failure it calls for).
+NEWER_FINISHES: Mapping[str, str] = {
+    # "Request has at least one thought signature missing": the request was wrong (the
+    # Gemini API answers such a request with HTTP 400 otherwise).
+    "MISSING_THOUGHT_SIGNATURE": "client_error",
+    # "Finishes due to malformed response": the model's malformed output, read as the
+    # malformed function call finishes are.
+    "MALFORMED_RESPONSE": "malformed",
+    # "Request was filtered by an escalation rule": a filter refused.
+    "ESCALATION": "refusal",
+    # "the user account is limited or disabled due to Prohibited Use Policy (PUP)
+    # violations": the provider refuses this account, whatever it is asked.
+    "PUP_LIMITED_DISABLED": "auth_rejected",
+    # "reached the per-request token limit, but generation is not yet complete": cut.
+    "CONTINUATION": "truncated",
+}
+FINISH_REASONS = frozenset({*FINISH_REASONS_1_1, *NEWER_FINISHES})
 PROVIDER_EXECUTED_PARTS = frozenset(
     {"executableCode", "codeExecutionResult", "toolCall", "toolResponse"}
 )
@@ -114,10 +143,13 @@ PART_METADATA = frozenset(
 )
 
 
-def _read(raw: Any, kinds: Mapping[str, str], *, grounding: bool = True) -> Reading:
+def _read(
+    raw: Any, kinds: Mapping[str, str], *, grounding: bool = True, documented: bool = True
+) -> Reading:
     """Return what ``raw`` (one generateContent response) proposes; never raises.
 
-    ``grounding`` is the 1.1.0 mapping (``grounding=False`` is 1.0.0's, kept unchanged).
+    ``documented`` is the 1.2.0 mapping (``documented=False`` is 1.1.0's), ``grounding``
+    the 1.1.0 one (``grounding=False`` is 1.0.0's); all kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -171,7 +203,7 @@ def _read(raw: Any, kinds: Mapping[str, str], *, grounding: bool = True) -> Read
     parts = content.get("parts", [])
     if not isinstance(parts, list):
         return Reading(parsing.invalid(Reject.UNKNOWN_SHAPE, "parts is not a list"))
-    kinds_seen = [_kind(p) for p in parts]
+    kinds_seen = [_kind(p, thought_calls=documented) for p in parts]
     reasoning = _reasoning(parts)
     stated = candidate.get("finishReason")
     finish = stated if isinstance(stated, str) else ""
@@ -185,7 +217,8 @@ def _read(raw: Any, kinds: Mapping[str, str], *, grounding: bool = True) -> Read
         # sources no validation saw, as code execution's results do.
         r = parsing.reason(Reject.PROVIDER_EXECUTED_TOOL, grounded, provider_stop=finish)
         return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(parts)))
-    if stated is not None and finish not in FINISH_REASONS:
+    known = FINISH_REASONS if documented else FINISH_REASONS_1_1
+    if stated is not None and finish not in known:
         r = parsing.reason(
             Reject.UNKNOWN_SHAPE,
             f"unknown finishReason {json.dumps(stated, default=str)[:60]}",
@@ -194,14 +227,19 @@ def _read(raw: Any, kinds: Mapping[str, str], *, grounding: bool = True) -> Read
         return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(parts)))
     message = candidate.get("finishMessage")
     message = message if isinstance(message, str) else ""
-    if finish in REFUSING_FINISHES:
+    newer = NEWER_FINISHES.get(finish, "") if documented else ""
+    said = message or f"finishReason {finish}"
+    if newer in ("client_error", "auth_rejected"):
+        error = parsing.provider_error(newer, said, provider_stop=finish)
+        return Reading(error, _joined(reasoning, _joined_text(parts)))
+    if finish in REFUSING_FINISHES or newer == "refusal":
         return Reading(_refusal(finish, message, candidate), reasoning)
-    if finish in TRUNCATING_FINISHES:
+    if finish in TRUNCATING_FINISHES or newer == "truncated":
         r = parsing.reason(
             Reject.TRUNCATED, message or f"finishReason {finish}", provider_stop=finish
         )
         return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(parts)))
-    if finish in MALFORMED_CALL_FINISHES:
+    if finish in MALFORMED_CALL_FINISHES or newer == "malformed":
         r = parsing.reason(
             Reject.MALFORMED_TOOL_CALL, message or f"finishReason {finish}", provider_stop=finish
         )
@@ -241,8 +279,9 @@ def _read(raw: Any, kinds: Mapping[str, str], *, grounding: bool = True) -> Read
 
 
 read = parsing.guarded(_read)
-read_1_0 = parsing.guarded(partial(_read, grounding=False))
-EARLIER: dict[str, Any] = {VERSION_1_0: read_1_0}
+read_1_1 = parsing.guarded(partial(_read, documented=False))
+read_1_0 = parsing.guarded(partial(_read, grounding=False, documented=False))
+EARLIER: dict[str, Any] = {VERSION_1_0: read_1_0, VERSION_1_1: read_1_1}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:
@@ -306,11 +345,18 @@ def _refusal(finish: str, message: str, candidate: Mapping[str, Any]) -> Proposa
     )
 
 
-def _kind(part: Any) -> str:
-    """``text``, ``thought``, ``functionCall``, another data key, or a description."""
+def _kind(part: Any, *, thought_calls: bool = True) -> str:
+    """``text``, ``thought``, ``functionCall``, another data key, or a description.
+
+    From 1.2.0 (``thought_calls``) a ``functionCall`` in a part marked ``thought: true`` is
+    named as such: the model's thinking about a call (``Part.thought``: "the model's thought
+    process or reasoning"), never a call, and the types say nothing more -> unknown_shape.
+    """
     if not isinstance(part, Mapping):
         return "not an object"
     data = sorted(k for k in part if k not in PART_METADATA)
+    if thought_calls and part.get("thought") is True and data == ["functionCall"]:
+        return "functionCall marked as a thought"
     if part.get("thought") is True and data == ["text"] and isinstance(part["text"], str):
         return "thought"
     if data == ["text"] and not isinstance(part["text"], str):

@@ -26,6 +26,7 @@ from runs.domain.proposals import (
 )
 from runs.policies import (
     anthropic_adapter,
+    bedrock_adapter,
     gemini_adapter,
     openai_adapter,
     openai_responses_adapter,
@@ -47,8 +48,8 @@ CURRENT = {
     "openai": "openai-tool-calls-adapter@2.6.0",
     "openai-responses": "openai-responses-adapter@1.5.0",
     "anthropic": "anthropic-tool-use-adapter@2.4.0",
-    "gemini": "gemini-function-calling-adapter@1.1.0",
-    "bedrock-converse": "bedrock-converse-adapter@1.0.0",
+    "gemini": "gemini-function-calling-adapter@1.2.0",
+    "bedrock-converse": "bedrock-converse-adapter@1.1.0",
 }
 # Every earlier version still installed, oldest first (EARLIER: the first of each, the one
 # the duplicate-key and content-filter fixes were made after).
@@ -71,9 +72,8 @@ EARLIER_ALL = {
         anthropic_adapter.VERSION_2_2,
         anthropic_adapter.VERSION_2_3,
     ),
-    "gemini": (gemini_adapter.VERSION_1_0,),
-    # The first version of this one: nothing earlier to keep yet.
-    "bedrock-converse": (),
+    "gemini": (gemini_adapter.VERSION_1_0, gemini_adapter.VERSION_1_1),
+    "bedrock-converse": (bedrock_adapter.VERSION_1_0,),
 }
 # The Chat Completions versions before 2.5.0 (Azure's filtered choice and prompt error...).
 BEFORE_2_5 = EARLIER_ALL["openai"][:-1]
@@ -940,3 +940,241 @@ def test_incomplete_details_beside_another_status_is_read_as_incomplete_from_1_5
         assert isinstance(old, FinalCandidate)
     raw["incomplete_details"] = None
     assert isinstance(vocabularies.get("openai-responses").parse(raw, KINDS), FinalCandidate)
+
+
+# -- (n) a Converse guardrail trace that says the guardrail acted (1.1.0) ----------------------
+def _assessment(policy: str, entries: str, entry: dict[str, Any]) -> dict[str, Any]:
+    return {policy: {entries: [entry]}}
+
+
+# One assessment per policy of ``GuardrailAssessmentTypeDef`` (mypy-boto3-bedrock-runtime
+# 1.43.62), each with its own ``action`` literal.
+GUARDRAIL_ACTS = {
+    "topic": _assessment(
+        "topicPolicy", "topics", {"name": "Purchases", "type": "DENY", "action": "BLOCKED"}
+    ),
+    "content": _assessment(
+        "contentPolicy",
+        "filters",
+        {"type": "VIOLENCE", "confidence": "HIGH", "action": "BLOCKED", "detected": True},
+    ),
+    "custom word": _assessment(
+        "wordPolicy", "customWords", {"match": "A17", "action": "BLOCKED", "detected": True}
+    ),
+    "managed word": _assessment(
+        "wordPolicy", "managedWordLists", {"match": "x", "type": "PROFANITY", "action": "BLOCKED"}
+    ),
+    "pii anonymized": _assessment(
+        "sensitiveInformationPolicy",
+        "piiEntities",
+        {"match": "jane@example.com", "type": "EMAIL", "action": "ANONYMIZED"},
+    ),
+    "regex": _assessment(
+        "sensitiveInformationPolicy", "regexes", {"name": "serial", "action": "BLOCKED"}
+    ),
+    "grounding": _assessment(
+        "contextualGroundingPolicy",
+        "filters",
+        {"type": "GROUNDING", "threshold": 0.8, "score": 0.2, "action": "BLOCKED"},
+    ),
+}
+
+
+def _with_trace(raw: dict[str, Any], guardrail: Any) -> dict[str, Any]:
+    return {**raw, "trace": {"guardrail": guardrail}}
+
+
+@pytest.mark.parametrize("where", ["outputAssessments", "inputAssessment"])
+@pytest.mark.parametrize("act", sorted(GUARDRAIL_ACTS))
+@pytest.mark.parametrize("stop", ["end_turn", "tool_use", None])
+def test_a_converse_guardrail_trace_that_acted_is_a_refusal_from_1_1(where, act, stop):
+    """``trace.guardrail`` (``GuardrailTraceAssessmentTypeDef``: ``inputAssessment`` by
+    guardrail, ``outputAssessments`` by guardrail, each policy entry with its ``action``)
+    saying a guardrail blocked or masked is the guardrail's refusal whatever the
+    ``stopReason`` says: ``model_refusal`` (category ``guardrail_intervened``, as the stop
+    reason of that name). 1.0.0 read the text as the answer, the call as a proposal."""
+    assessment = GUARDRAIL_ACTS[act]
+    assessments = {"gr-1": [assessment]} if where == "outputAssessments" else {"gr-1": assessment}
+    guardrail = {"actionReason": "Guardrail blocked.", where: assessments}
+    for base in (
+        bedrock_adapter.render_text("Done: part A17 is reserved."),
+        bedrock_adapter.render_call("read_equipment", {"equipment_id": "EQ-17"}, "c1"),
+    ):
+        raw = _with_trace(base, guardrail)
+        if stop is None:
+            del raw["stopReason"]
+        else:
+            raw["stopReason"] = stop
+        new = vocabularies.get("bedrock-converse").parse(raw, KINDS)
+        assert isinstance(new, InvalidProposal), (act, base)
+        r = new.reasons[0]
+        assert (r.code, r.category, r.explanation) == (
+            Reject.REFUSAL,
+            "guardrail_intervened",
+            "Guardrail blocked.",
+        )
+        assert r.provider_stop == (stop or "")
+        assert "guardrail" in r.detail
+        old = vocabularies.for_version(bedrock_adapter.VERSION_1_0).parse(raw, KINDS)
+        if stop != "tool_use" and "toolUse" not in json.dumps(base):
+            assert isinstance(old, FinalCandidate), act
+        elif stop is not None and "toolUse" in json.dumps(base):
+            assert isinstance(old, ObserveIntent), act
+
+
+@pytest.mark.parametrize(
+    "guardrail",
+    [
+        # The recorded trace of a guardrail that took no action (see the fixture).
+        "recorded",
+        {"actionReason": "No action."},
+        # Detected but not acted on (a policy in detect mode): action NONE.
+        {
+            "outputAssessments": {
+                "g": [
+                    {
+                        "contentPolicy": {
+                            "filters": [{"type": "VIOLENCE", "action": "NONE", "detected": True}]
+                        }
+                    }
+                ]
+            }
+        },
+        {"inputAssessment": {"g": {"topicPolicy": {"topics": []}}}},
+        {},
+        None,
+        "text",
+        {"outputAssessments": ["not", "a", "map"], "inputAssessment": 3},
+        {"outputAssessments": {"g": [{"contentPolicy": {"filters": "BLOCKED"}}]}},
+        {"outputAssessments": {"g": [{"contentPolicy": [{"action": "BLOCKED"}]}]}},
+    ],
+)
+def test_a_guardrail_trace_that_took_no_action_reads_as_before(guardrail):
+    if guardrail == "recorded":
+        raw = load("bedrock-converse", "recorded_guardrail_no_action")
+    else:
+        raw = _with_trace(bedrock_adapter.render_text("Done: part A17 is reserved."), guardrail)
+    for version in (CURRENT["bedrock-converse"], bedrock_adapter.VERSION_1_0):
+        assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
+
+
+@pytest.mark.parametrize(
+    "guardrail",
+    [
+        {"outputAssessments": {"g": [GUARDRAIL_ACTS["content"]] * 2_000}},
+        {f"g{i}" * 30: GUARDRAIL_ACTS["topic"] for i in range(3_000)},
+        {"outputAssessments": {"g": [{"topicPolicy": {"topics": [{"action": "x" * 50_000}]}}]}},
+        {"outputAssessments": {"g": [{"topicPolicy": {"topics": [{"action": {"a": 1}}]}}]}},
+        {"actionReason": {"not": "text"}, "inputAssessment": {"g": GUARDRAIL_ACTS["regex"]}},
+    ],
+)
+def test_hostile_guardrail_traces_are_typed_and_bounded(guardrail):
+    raw = _with_trace(bedrock_adapter.render_text("Done."), guardrail)
+    if "inputAssessment" not in guardrail and "outputAssessments" not in guardrail:
+        raw["trace"]["guardrail"] = {"inputAssessment": guardrail}
+    proposal = bedrock_adapter._read(raw, KINDS).proposal  # unguarded
+    assert isinstance(proposal, InvalidProposal)
+    assert proposal.reason_code not in (Reject.ADAPTER_ERROR, Reject.UNKNOWN_SHAPE)
+    assert all(len(r.detail) <= parsing.MAX_DETAIL for r in proposal.reasons)
+    assert len(json.dumps(to_dict(proposal))) < 5_000
+
+
+# -- (o) a Gemini functionCall part marked as a thought (1.2.0) ---------------------------------
+def _gemini_parts(*parts: dict[str, Any]) -> dict[str, Any]:
+    raw = gemini_adapter.render_text("x")
+    raw["candidates"][0]["content"]["parts"] = list(parts)
+    return raw
+
+
+THOUGHT_CALL = {
+    "functionCall": {"id": "t1", "name": "reserve_part", "args": {"part_id": "A17"}},
+    "thought": True,
+}
+REAL_CALL = {"functionCall": {"id": "c1", "name": "read_equipment", "args": {"equipment_id": "1"}}}
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        (THOUGHT_CALL,),
+        (THOUGHT_CALL, REAL_CALL),
+        (REAL_CALL, THOUGHT_CALL),
+        ({"text": "Let me think.", "thought": True}, THOUGHT_CALL),
+        ({"text": "Reading it now."}, THOUGHT_CALL),
+        ({**THOUGHT_CALL, "thoughtSignature": "c2ln"},),
+    ],
+)
+def test_a_function_call_marked_as_a_thought_is_never_a_proposal_from_1_2(parts):
+    """``Part.thought`` (google-genai 3.6.1): "whether the part represents the model's thought
+    process or reasoning". A ``functionCall`` in a thought part is the model thinking about a
+    call, not making it; the types say nothing more, so from 1.2.0 it is ``unknown_shape``,
+    named, and no call beside it is proposed either. 1.1.0 proposed the call."""
+    raw = _gemini_parts(*parts)
+    new = vocabularies.get("gemini").parse(raw, KINDS)
+    assert isinstance(new, InvalidProposal)
+    assert new.reason_code == Reject.UNKNOWN_SHAPE
+    assert "functionCall marked as a thought" in new.detail
+    old = vocabularies.for_version(gemini_adapter.VERSION_1_1).parse(raw, KINDS)
+    assert not isinstance(old, InvalidProposal) or old.reason_code != Reject.UNKNOWN_SHAPE
+
+
+@pytest.mark.parametrize("thought", [False, None])
+def test_a_function_call_not_marked_as_a_thought_is_a_call(thought):
+    raw = _gemini_parts({**REAL_CALL, "thought": thought})
+    assert vocabularies.get("gemini").parse(raw, KINDS) == ObserveIntent(
+        "read_equipment", {"equipment_id": "1"}
+    )
+
+
+# -- (p) the finish reasons google-genai added (1.2.0) ------------------------------------------
+NEWER_FINISHES = {
+    # "Request has at least one thought signature missing": the request was wrong.
+    "MISSING_THOUGHT_SIGNATURE": "provider_error:client_error",
+    # "Finishes due to malformed response": the adapter's malformed-call class.
+    "MALFORMED_RESPONSE": Reject.MALFORMED_TOOL_CALL,
+    # "Request was filtered by an escalation rule": a filter's refusal.
+    "ESCALATION": Reject.REFUSAL,
+    # "the user account is limited or disabled due to Prohibited Use Policy violations".
+    "PUP_LIMITED_DISABLED": "provider_error:auth_rejected",
+    # "reached the per-request token limit, but generation is not yet complete".
+    "CONTINUATION": Reject.TRUNCATED,
+}
+
+
+@pytest.mark.parametrize(("finish", "expected"), sorted(NEWER_FINISHES.items()))
+def test_each_newer_gemini_finish_reason_is_its_typed_failure_from_1_2(finish, expected):
+    """google-genai 3.6.1 ``FinishReason`` documents five values 1.1.0 did not know (it read
+    them ``unknown_shape``): from 1.2.0 each is the typed failure its documentation calls
+    for, with text or with a call, the finish reason kept as the provider's stop."""
+    for raw in (
+        gemini_adapter.render_text("Part A17 is"),
+        gemini_adapter.render_call("read_equipment", {"equipment_id": "EQ-17"}, "c1"),
+    ):
+        raw["candidates"][0]["finishReason"] = finish
+        new = vocabularies.get("gemini").parse(raw, KINDS)
+        assert isinstance(new, InvalidProposal)
+        assert new.reason_code == expected
+        assert new.reasons[0].provider_stop == finish
+        assert finish in new.detail
+        for version in EARLIER_ALL["gemini"]:
+            old = vocabularies.for_version(version).parse(raw, KINDS)
+            assert parsing.classify(old, KINDS) == Reject.UNKNOWN_SHAPE, version
+        raw["candidates"][0]["finishMessage"] = "m" * 5_000
+        new = vocabularies.get("gemini").parse(raw, KINDS)
+        assert isinstance(new, InvalidProposal)
+        assert new.reason_code == expected
+        assert all(len(r.detail) <= parsing.MAX_DETAIL for r in new.reasons)
+
+
+def test_every_documented_gemini_finish_reason_is_known_and_others_stay_unknown():
+    variants = json.loads((FIXTURES.parent / "provider_variants" / "gemini.json").read_text())
+    documented = {
+        r["name"].removeprefix("finish_").removesuffix("_with_call")
+        for r in variants
+        if r["name"].startswith("finish_") and "FUTURE" not in r["name"]
+    }
+    assert set(NEWER_FINISHES) <= documented <= gemini_adapter.FINISH_REASONS
+    for finish in ("FUTURE_REASON", "continuation", "STOP ", ""):
+        raw = gemini_adapter.render_text("Done.")
+        raw["candidates"][0]["finishReason"] = finish
+        assert parsing.classify(gemini_adapter.parse(raw, KINDS), KINDS) == Reject.UNKNOWN_SHAPE
