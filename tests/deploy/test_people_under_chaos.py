@@ -15,8 +15,9 @@ Five people, each in their own thread with their own seeded choices:
 - an approver in a browser who opens the approvals queue, the exact proposal, and approves
   (or now and then declines) the hash the page shows;
 - an approver's integration that lists the pending checkpoints and decides through the API
-  (both approvers race for the same checkpoints: the loser hears a 409);
-- an operator watching: the run pages, the recovery page, the runs list.
+  (both approvers race for the same checkpoints: the loser hears a 409; half of the seeds
+  set a quorum of two, so they also race for its places);
+- an operator watching: the run pages, the API's run, the recovery page, the runs list.
 
 Meanwhile the chaos thread of ``tests/durable/chaos.py`` SIGKILLs pool processes and worker
 parents (a supervisor restarts them) and SIGSTOPs a pool process or a whole worker for
@@ -32,6 +33,9 @@ database, the world's ledger and the console:
 - what each person was told is what the record holds: an approval or decline answered
   "done" is one ``approval.granted`` / ``approval.declined`` event, a cancellation answered
   "done" the run's one ``run.cancelled``; the same Idempotency-Key started one run;
+- every run page and API answer the watcher got during the chaos showed the state the
+  run's events fold to at the revision it named, and a page that said "not moving" was
+  about a run that moves by itself (not one waiting for a person, nor one that ended);
 - nobody got a 5xx; the run page (state and revision), the API's run and the recovery
   page's ledger lookup of each attempt answer 200 and match the database, and the recovery
   page lists none of the runs as stalled.
@@ -58,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 
 from approvals.models import Checkpoint
 from runs.domain import effects
@@ -107,6 +112,8 @@ class Record:
     told_approved: Counter[str] = field(default_factory=Counter)  # checkpoint -> "done"
     told_declined: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
+    # (run id, state, revision, where) the watcher was shown while the chaos went on
+    seen: list[tuple[str, str, int, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # a person's thread that failed
 
@@ -188,6 +195,11 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
     users = {
         name: make_user(f"drill-{name}", "north", *roles) for name, roles in people_users.items()
     }
+    # Half of the seeds need two approvers to agree (an M-of-N policy): the two approvers
+    # then race for the quorum's places as well as for the checkpoint.
+    quorum = random.Random(f"{seed}:policy").choice([1, 2])
+    if quorum == 2:
+        call_command("approvals_policy", "--tenant", "north", "--name", "two", "--quorum", "2")
     InventorySlot.objects.filter(namespace=LIVE_NAMESPACE, slot_id=STOCKED_SLOT).update(
         available=STOCK
     )
@@ -332,6 +344,17 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
             run_id = rng.choice(known)
             page = watch.get(f"/runs/{run_id}/")
             record.note("watch", "run page", page.status, run_id, (200,))
+            shown = LIVE_STATE.search(page.body)
+            if page.status == 200 and shown:
+                stalled = 'id="run-stalled"' in page.body
+                seen = (run_id, shown.group(1), int(shown.group(2)), f"page{'+stalled' * stalled}")
+                with record.lock:
+                    record.seen.append(seen)
+            status, _, body = watch_api.call("GET", f"/runs/{run_id}")
+            record.note("watch", "api run", status, run_id, (200,))
+            if status == 200:
+                with record.lock:
+                    record.seen.append((run_id, body["state"], body["revision"], "api"))
         if rng.random() < 0.3:
             page = watch.get("/recovery/")
             record.note("watch", "recovery", page.status, "", (200,))
@@ -475,10 +498,39 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
                 f"run {run_id}: told cancelled {record.told_cancelled[run_id]} time(s),"
                 f" {cancelled} run.cancelled event(s), now {run.state}"
             )
+    # What the console and the API showed during the chaos was the run at that revision
+    # (the state its events fold to), and a run shown as not moving was one that moves by
+    # itself: never one waiting for a person or ended.
+    history: dict[str, list[tuple[int, str]]] = {}
+    for run_id, sequence, next_state in (
+        Event.objects.filter(run_id__in=list(runs))
+        .order_by("run_id", "sequence")
+        .values_list("run_id", "sequence", "next_state")
+    ):
+        history.setdefault(str(run_id), []).append((sequence, next_state))
+    for run_id, state, revision, where in record.seen:
+        folded = "CREATED"  # a run before its first event
+        for sequence, next_state in history.get(run_id, []):
+            if sequence > revision:
+                break
+            folded = next_state or folded
+        if folded != state:
+            problems.append(
+                f"run {run_id}: the {where} showed {state} at revision {revision},"
+                f" the record holds {folded} there"
+            )
+        if where.endswith("+stalled") and (state in TERMINAL or state == "WAITING_HUMAN"):
+            problems.append(f"run {run_id}: the page called it not moving while {state}")
     decided = Counter(
         (t, refs.get("checkpoint"))
         for _, t, refs in events
         if t in (EventType.APPROVAL_GRANTED, EventType.APPROVAL_DECLINED)
+    )
+    # An approval answered "done" counted towards the quorum, or met it.
+    decided += Counter(
+        (EventType.APPROVAL_GRANTED, refs.get("checkpoint"))
+        for _, t, refs in events
+        if t == EventType.APPROVAL_COUNTED
     )
     for told, kind in (
         (record.told_approved, EventType.APPROVAL_GRANTED),
@@ -524,7 +576,7 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
             f" {drain_seconds:.1f} s, total {time.monotonic() - web_start:.1f} s",
             f"  faults: {s.child_kills} child kills, {s.parent_kills} parent kills"
             f" ({s.restarts} restarts), {s.pauses} pauses ({s.worker_pauses} whole workers),"
-            f" {s.busy_targets} aimed at a lease holder",
+            f" {s.busy_targets} aimed at a lease holder; quorum {quorum}",
             f"  runs {len(runs)}: "
             + ", ".join(
                 f"{k} {n}" for k, n in sorted(Counter(r.state for r in runs.values()).items())
@@ -536,6 +588,8 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
             f" {kinds[EventType.APPROVAL_GRANTED]}, declined {kinds[EventType.APPROVAL_DECLINED]},"
             f" cancelled {kinds[EventType.RUN_CANCELLED]}",
             "  http: " + ", ".join(f"{k} x{n}" for k, n in sorted(record.statuses.items())),
+            f"  watched: {len(record.seen)} views of runs during the chaos"
+            f" ({sum('+stalled' in w for *_, w in record.seen)} said not moving)",
             f"  problems: {len(problems)}",
         ]
     )
