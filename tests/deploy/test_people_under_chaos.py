@@ -23,6 +23,12 @@ Meanwhile the chaos thread of ``tests/durable/chaos.py`` SIGKILLs pool processes
 parents (a supervisor restarts them) and SIGSTOPs a pool process or a whole worker for
 longer than the lease, then SIGCONTs it.
 
+Once, at a seeded moment, every worker process is frozen together (a hung host): the people
+go on for a few seconds (their approvals hand runs to a queue nobody consumes), then pause
+while the console is read. The run page must say "not moving" for exactly the runs the
+record shows active without a live owner, and the recovery page must list exactly those;
+then the workers resume and must pick them all up.
+
 Then the people finish deciding what still waits, the fleet quiesces, and, from the
 database, the world's ledger and the console:
 
@@ -50,6 +56,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -66,7 +73,7 @@ from django.core.management import call_command
 
 from approvals.models import Checkpoint
 from runs.domain import effects
-from runs.domain.states import TERMINAL_STATES, EventType
+from runs.domain.states import TERMINAL_STATES, WAITING_STATES, EventType, State
 from runs.models import EffectAttempt, Event, Run
 from runs.replay.effect_audit import effect_violations
 from sim.world.fixtures import LIVE_NAMESPACE
@@ -75,7 +82,7 @@ from tests.conftest import make_user
 from tests.deploy.servers import ROOT, Browser, WebProcess, run_id_of
 from tests.deploy.test_people_at_once import ApiClient
 from tests.durable import conftest as durable
-from tests.durable.chaos import Chaos, Fleet
+from tests.durable.chaos import Chaos, ChaosStats, Fleet, signal_group
 
 cluster = durable.cluster  # real Celery workers on this test's Redis database and queue
 
@@ -127,10 +134,14 @@ class Record:
 class Person(threading.Thread):
     """One person's loop, with its own seeded choices, until ``stop`` is set."""
 
-    def __init__(self, name: str, seed: int, act: Callable[[random.Random], None]) -> None:
+    def __init__(
+        self, name: str, seed: int, act: Callable[[random.Random], None], hold: threading.Event
+    ) -> None:
         super().__init__(name=name, daemon=True)
         self.rng = random.Random(f"{seed}:{name}")
         self.act = act
+        self.hold = hold  # set: the person stops acting (after the action in hand)
+        self.idle = threading.Event()
         self.stop = threading.Event()
         self.error: BaseException | None = None
 
@@ -139,6 +150,11 @@ class Person(threading.Thread):
 
         try:
             while not self.stop.is_set():
+                if self.hold.is_set():
+                    self.idle.set()
+                    self.stop.wait(0.05)
+                    continue
+                self.idle.clear()
                 self.act(self.rng)
                 self.stop.wait(self.rng.uniform(0.05, 0.4))
         except BaseException as exc:  # reported by the test
@@ -150,6 +166,65 @@ class Person(threading.Thread):
 def _api_run_state(api: ApiClient, run_id: str) -> str:
     status, _, body = api.call("GET", f"/runs/{run_id}")
     return str(body["state"]) if status == 200 else f"HTTP {status}"
+
+
+def _host_freeze(
+    fleet: Fleet, people: list[Person], hold: threading.Event, watch: Browser, record: Record
+) -> list[str]:
+    """Every worker process frozen at once (a hung host): the people go on for a few
+    seconds (approvals hand runs to a queue nobody consumes), then stop while the console
+    is read. Once every lease has expired and no run has changed for longer than the
+    console allows, the run page must say "not moving" for exactly the runs the record
+    shows active with no live owner, and the recovery page must list exactly those. Then
+    the workers resume, and the people with them.
+
+    Returns a one-line summary, then the problems found."""
+    web_and_beat = {p.pid for p in (fleet.beat, fleet.web and fleet.web.process) if p}
+    groups = sorted(fleet.groups - web_and_beat)
+    for group in groups:
+        signal_group(group, signal.SIGSTOP)
+    try:
+        time.sleep(3.0)  # the people keep acting against a frozen fleet
+        hold.set()
+        for person in people:
+            person.idle.wait(timeout=60)
+        # Leases run out LEASE_SECONDS after the freeze at the latest; the console calls
+        # a run stuck "stuck after" (2 s) past its lease, or 2 x that after its last change.
+        time.sleep(2 * 2 + 2.0)
+        moving = [s.value for s in State if s not in TERMINAL_STATES | WAITING_STATES]
+        now = time.time()
+        expected = set()
+        for run_id, expires, updated in Run.objects.filter(
+            pk__in=record.runs, state__in=moving
+        ).values_list("pk", "lease_expires_at", "updated_at"):
+            if expires is None:
+                assert updated.timestamp() < now - 4, (run_id, updated)
+            else:
+                assert expires.timestamp() < now - 2, (run_id, expires)
+            expected.add(str(run_id))
+        problems = []
+        for run_id in sorted(record.runs):
+            page = watch.get(f"/runs/{run_id}/")
+            said = 'id="run-stalled"' in page.body
+            if page.status != 200 or said != (run_id in expected):
+                problems.append(
+                    f"host freeze: run {run_id}'s page ({page.status}) says"
+                    f" {'not moving' if said else 'nothing about moving'}; the record shows"
+                    f" {'an active run without a live owner' if run_id in expected else 'no stall'}"
+                )
+        recovery = watch.get("/recovery/")
+        stalled = recovery.body.split('id="stalled-h"', 1)[-1].split('id="unknown-h"', 1)[0]
+        listed = {r for r in record.runs if f"/runs/{r}/" in stalled}
+        if recovery.status != 200 or listed != expected:
+            problems.append(
+                f"host freeze: the recovery page ({recovery.status}) lists {sorted(listed)}"
+                f" as not moving, the record {sorted(expected)}"
+            )
+        return [f"{len(expected)} runs without a live owner, shown so", *problems]
+    finally:
+        for group in groups:
+            signal_group(group, signal.SIGCONT)
+        hold.clear()
 
 
 @pytest.fixture
@@ -219,8 +294,8 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
     watch_api = ApiClient(web.url, users["watch"])
     record = Record()
     half = RUNS // 2
-    deciding = threading.Event()  # set: approvers approve everything (the drain)
-    deciding_all = threading.Event()
+    hold = threading.Event()  # set: the people stop acting (the host freeze's check)
+    deciding_all = threading.Event()  # set: approvers approve everything (the drain)
 
     def planned(run_id: str, starter: str, rng: random.Random) -> None:
         with record.lock:
@@ -363,16 +438,18 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
             record.note("watch", "runs list", page.status, "", (200,))
 
     people = [
-        Person("op-web", seed, operator_web),
-        Person("op-api", seed, operator_api),
-        Person("ap-web", seed, approver_web),
-        Person("ap-api", seed, approver_api),
-        Person("watch", seed, watcher),
+        Person("op-web", seed, operator_web, hold),
+        Person("op-api", seed, operator_api, hold),
+        Person("ap-web", seed, approver_web, hold),
+        Person("ap-api", seed, approver_api, hold),
+        Person("watch", seed, watcher, hold),
     ]
     chaos = Chaos(fleet, random.Random(f"{seed}:chaos"), lease_seconds=LEASE_SECONDS)
+    stats = [chaos.stats]
+    freeze_at = random.Random(f"{seed}:freeze").uniform(8.0, MIN_CHAOS_SECONDS - 15.0)
+    frozen: list[str] = []
     began = time.monotonic()
     chaos.start()
-    deciding.set()
     for person in people:
         person.start()
     try:
@@ -383,6 +460,14 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
                 started = len(record.runs)
             if started >= RUNS and time.monotonic() - began >= MIN_CHAOS_SECONDS:
                 break
+            if not frozen and time.monotonic() - began >= freeze_at:
+                chaos.stop()  # resumes what it paused
+                if chaos.error is not None:
+                    break
+                frozen = _host_freeze(fleet, people, hold, watch, record)
+                chaos = Chaos(fleet, random.Random(f"{seed}:chaos2"), lease_seconds=LEASE_SECONDS)
+                stats.append(chaos.stats)
+                chaos.start()
             time.sleep(0.5)
     finally:
         chaos.stop()
@@ -415,6 +500,7 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
     drain_seconds = time.monotonic() - drain_began
 
     problems: list[str] = [f"{p.name} failed: {p.error!r}" for p in people if p.error]
+    problems += frozen[1:]
     if chaos.error is not None:
         problems.append(f"the chaos thread failed: {chaos.error!r}")
     problems += record.problems
@@ -569,7 +655,9 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
     if "Traceback" in web_log:
         problems.append(f"the web process logged a traceback: {web_log[-3000:]}")
 
-    s = chaos.stats
+    s = ChaosStats(
+        **{k: sum(getattr(x, k) for x in stats) for k in vars(stats[0])}  # both halves
+    )
     summary = "\n".join(
         [
             f"drill summary: seed {seed}; chaos {chaos_seconds:.1f} s, drain"
@@ -577,6 +665,7 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
             f"  faults: {s.child_kills} child kills, {s.parent_kills} parent kills"
             f" ({s.restarts} restarts), {s.pauses} pauses ({s.worker_pauses} whole workers),"
             f" {s.busy_targets} aimed at a lease holder; quorum {quorum}",
+            f"  host freeze: {frozen[0] if frozen else 'none'}",
             f"  runs {len(runs)}: "
             + ", ".join(
                 f"{k} {n}" for k, n in sorted(Counter(r.state for r in runs.values()).items())
