@@ -184,7 +184,18 @@ def _host_freeze(
     for group in groups:
         signal_group(group, signal.SIGSTOP)
     try:
-        time.sleep(3.0)  # the people keep acting against a frozen fleet
+        # The people keep acting against a frozen fleet, until a decision was taken (a run
+        # handed to a queue nobody consumes) or for 10 s at most.
+        def acted() -> tuple[int, int]:
+            with record.lock:
+                decided = sum(record.told_approved.values()) + sum(record.told_declined.values())
+                return decided, len(record.runs)
+
+        before, deadline = acted(), time.monotonic() + 10.0
+        time.sleep(2.0)
+        while acted()[0] == before[0] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        after = acted()
         hold.set()
         for person in people:
             person.idle.wait(timeout=60)
@@ -220,7 +231,11 @@ def _host_freeze(
                 f"host freeze: the recovery page ({recovery.status}) lists {sorted(listed)}"
                 f" as not moving, the record {sorted(expected)}"
             )
-        return [f"{len(expected)} runs without a live owner, shown so", *problems]
+        return [
+            f"{after[0] - before[0]} decisions and {after[1] - before[1]} starts while"
+            f" frozen; {len(expected)} runs without a live owner",
+            *problems,
+        ]
     finally:
         for group in groups:
             signal_group(group, signal.SIGCONT)
@@ -446,7 +461,8 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
     ]
     chaos = Chaos(fleet, random.Random(f"{seed}:chaos"), lease_seconds=LEASE_SECONDS)
     stats = [chaos.stats]
-    freeze_at = random.Random(f"{seed}:freeze").uniform(8.0, MIN_CHAOS_SECONDS - 15.0)
+    # While the operators are still starting runs (they start RUNS in about 20 s).
+    freeze_at = random.Random(f"{seed}:freeze").uniform(5.0, 12.0)
     frozen: list[str] = []
     began = time.monotonic()
     chaos.start()
