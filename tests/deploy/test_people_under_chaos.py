@@ -16,7 +16,8 @@ Five people, each in their own thread with their own seeded choices:
   (or now and then declines) the hash the page shows;
 - an approver's integration that lists the pending checkpoints and decides through the API
   (both approvers race for the same checkpoints: the loser hears a 409; half of the seeds
-  set a quorum of two, so they also race for its places);
+  set a quorum of two, so they also race for its places; half of the integration's
+  declines ask for a changed quantity, so the run proposes again);
 - an operator watching: the run pages, the API's run, the recovery page, the runs list.
 
 Meanwhile the chaos thread of ``tests/durable/chaos.py`` SIGKILLs pool processes and worker
@@ -421,7 +422,13 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
         if status != 200 or proposal["status"] != "PENDING":
             return
         choice = verdict(rng)
-        decision = {"verdict": choice, "seen_hash": proposal["proposal_hash"], "reason": "drill"}
+        decision: dict[str, Any] = {
+            "verdict": choice,
+            "seen_hash": proposal["proposal_hash"],
+            "reason": "drill",
+        }
+        if choice == "decline" and rng.random() < 0.5:  # asks for a new proposal
+            decision["requested_change"] = {"quantity": 2}
         status, _, answer = ap_api.call("POST", f"/checkpoints/{checkpoint}/decision", decision)
         record.note("ap-api", choice, status, checkpoint, (200, 409))
         if status == 200 and answer["recorded"]:
