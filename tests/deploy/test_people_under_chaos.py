@@ -123,7 +123,6 @@ class Record:
     # (run id, state, revision, where) the watcher was shown while the chaos went on
     seen: list[tuple[str, str, int, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # a person's thread that failed
 
     def note(self, who: str, action: str, status: int, what: str, ok: tuple[int, ...]) -> None:
         with self.lock:
