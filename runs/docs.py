@@ -266,7 +266,21 @@ def effects_md() -> str:
         "`manage.py replay` of all of them to exit 0. It prints its seed and a summary "
         "(kills, pauses, takeovers, runs by disposition, violations); "
         "`FIELDOPS_CHAOS_SEED` repeats its choices and `FIELDOPS_CHAOS_SECONDS` sets how "
-        "long the chaos lasts (default 60, as in CI; at most 180).\n"
+        "long the chaos lasts (default 60, as in CI; at most 180). "
+        "`tests/deploy/test_people_under_chaos.py` is the same chaos with several people "
+        "at once: gunicorn (`WEB_CONCURRENCY=3`), two workers and beat, two operators "
+        "(a browser, an integration with an Idempotency-Key) starting and cancelling "
+        "runs, two approvers (a browser, the API) racing to approve or decline, and an "
+        "operator watching the run and recovery pages (half of the seeds with a quorum "
+        "of two). Once it freezes every worker at once while the approvers go on: the run "
+        'page must say "not moving" for exactly the active runs without a live owner '
+        "and the recovery page list exactly those. It checks every run ended or waits "
+        "in the approvals queue, one ledger reservation per completed run and none "
+        'without an approval, that every answer of "done" is one event in the record, '
+        "that every view of a run during the chaos showed the state its events fold to "
+        "at that revision, and that the run page, the API and the recovery page's ledger "
+        "lookup match the database. `FIELDOPS_DRILL_SEED` repeats its choices, "
+        "`FIELDOPS_DRILL_RUNS` sets how many runs it starts (default 30).\n"
     )
 
 
