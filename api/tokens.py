@@ -214,30 +214,50 @@ def token_authenticate(token: str) -> ApiToken | None:
 
 
 def token_held(token_id: int) -> bool:
-    """Inside an action's transaction: True while token ``token_id`` is not revoked, and it
-    stays so until that transaction ends (False: revoked, or deleted with its user).
+    """Inside an action's transaction: True while token ``token_id`` is not revoked and its
+    user is active, and it stays so until that transaction ends (False: revoked, its user
+    deactivated, or deleted with its user).
 
     A token is checked once when the request authenticates, and its action runs later in
-    a transaction of its own: a revoke in between let the action commit after
-    ``token_revoke`` had returned. This re-read holds the token's row with a share lock
-    until the action commits or rolls back, and the revoke's conditional UPDATE waits for
-    it: once ``token_revoke`` returns, no action with that token commits any more.
+    a transaction of its own: a revoke or a deactivation in between let the action commit
+    after it. This re-read, one statement, holds the token's row and its user's row with a
+    share lock until the action commits or rolls back, and the revoke's conditional UPDATE
+    waits for it: once ``token_revoke`` returns, no action with that token commits any more.
+
+    The user's row is held too (FOR SHARE without OF locks every row of the join), so a
+    deactivation (``is_active=False`` saved on the user: an UPDATE of that row) waits for
+    the user's actions in flight just as a revoke does, and once it has returned no action
+    of the user commits. Without the lock the re-read would refuse only a deactivation
+    committed before it, and one committed while the action runs would still let it
+    through. The cost: every UPDATE of an acting user's row waits for their in-flight API
+    actions (a deactivation, ``set_user``, the ``last_login`` a console sign-in writes,
+    ``token_create``'s FOR UPDATE), for as long as one action takes; no action locks a
+    user's row otherwise, so the shared locks of two actions never wait for each other.
 
     The lock is PostgreSQL's FOR SHARE, by a raw query: Django's ``select_for_update``
     offers FOR UPDATE and FOR NO KEY UPDATE only, and either would also serialize every
     action of one token against each other. FOR KEY SHARE would not do at all: the revoke
-    is an UPDATE of a non-key column, which takes FOR NO KEY UPDATE, and that does not wait
-    for KEY SHARE. FOR SHARE is taken by any number of actions at once and makes both
-    UPDATEs of the row wait: the revoke and a ``last_used_at`` refresh (written at most
-    once per LAST_USED_EVERY, so another request of the same token waits for an in-flight
-    action at most that often). On SQLite every transaction begins IMMEDIATE, holding the
-    database's write lock from its start, so the same plain read is as good: the revoke
-    waits for the action's commit just the same."""
+    and the deactivation are UPDATEs of a non-key column, which take FOR NO KEY UPDATE, and
+    that does not wait for KEY SHARE. FOR SHARE is taken by any number of actions at once
+    and makes every UPDATE of the rows wait: the revoke and a ``last_used_at`` refresh
+    (written at most once per LAST_USED_EVERY, so another request of the same token waits
+    for an in-flight action at most that often). On SQLite every transaction begins
+    IMMEDIATE, holding the database's write lock from its start, so the same plain read is
+    as good: the revoke or deactivation waits for the action's commit just the same."""
     if not connection.in_atomic_block:
         raise RuntimeError("token_held reads the token inside the action's transaction")
-    table = connection.ops.quote_name(ApiToken._meta.db_table)
+    quote = connection.ops.quote_name
+    tokens = quote(ApiToken._meta.db_table)
+    user_model = get_user_model()
+    users = quote(user_model._meta.db_table)
+    user_pk = quote(user_model._meta.pk.column)
+    token_user = quote(ApiToken._meta.get_field("user").column)
     lock = " FOR SHARE" if connection.vendor == "postgresql" else ""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT revoked_at FROM {table} WHERE id = %s{lock}", [token_id])  # noqa: S608
+        cursor.execute(
+            f"SELECT t.revoked_at, u.is_active FROM {tokens} t "  # noqa: S608
+            f"INNER JOIN {users} u ON u.{user_pk} = t.{token_user} WHERE t.id = %s{lock}",
+            [token_id],
+        )
         found = cursor.fetchone()
-    return found is not None and found[0] is None
+    return found is not None and found[0] is None and bool(found[1])

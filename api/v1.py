@@ -94,10 +94,11 @@ HELD_POINT = "api.token_held"
 @contextlib.contextmanager
 def token_still_held(request: HttpRequest) -> Iterator[None]:
     """The transaction of an action that writes (start, cancel, decide): the request's
-    token is read again in it with a share lock (``api.tokens.token_held``) and the action
-    is refused, as any unknown token, with nothing written when it was revoked since the
-    request authenticated. A revoke waits for the action's commit: once ``token_revoke``
-    returned, no action with that token commits. The service's own transactions nest in
+    token and its user are read again in it with a share lock (``api.tokens.token_held``)
+    and the action is refused, as any unknown token, with nothing written when the token
+    was revoked or the user deactivated since the request authenticated. A revoke or a
+    deactivation waits for the action's commit: once it returned, no action with that
+    token commits. The service's own transactions nest in
     this one (savepoints); its refusals that are recorded commit with it."""
     token_id = request.api_token_id  # type: ignore[attr-defined]
     with transaction.atomic():

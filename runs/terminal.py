@@ -65,6 +65,23 @@ _OWNERS = {
 }
 
 
+def _conflicts_at_end(event: EventRecord, attempts: Sequence[str]) -> int:
+    """How many of the run's unresolved ``attempts`` are conflicts when ``event`` ends it,
+    for ``effects.follow_up`` (a conflict is reviewed, not reconciled). Read from the event,
+    with no statement: the end of a run sends what it always did.
+
+    A run meets a conflict in one way only, the reconciliation that finds it
+    (``reconciliation.conflict``: RECOVERING to ESCALATED, runs/domain/transitions.py), and
+    that event is the run's terminal event: no run goes on past a conflict, so none ends
+    with an older one (one found by a reconciliation after the end comes after its record).
+    The attempt is still in its previous status while the record is written (the event's
+    ``within`` moves it to CONFLICT after ``close``, in the same transaction), so its
+    status cannot say it. A conflict just found has not been reviewed."""
+    if event.type is not EventType.RECONCILIATION_CONFLICT:
+        return 0
+    return int(event.refs.get("attempt", "") in attempts)
+
+
 def close(run: Run, event: EventRecord) -> None:
     """Write the terminal record and close open waits, in the terminal event's transaction.
 
@@ -122,6 +139,7 @@ def close_many(closing: Sequence[tuple[Run, EventRecord]]) -> None:
             counted_at_end=int(event.budget.get(Budget.EFFECTS, 0)),
             reconciled_after_end=0,
             unresolved=len(attempts),
+            conflicts=_conflicts_at_end(event, attempts),
         )
         follow_up = effects.follow_up(
             completed=disposition is Disposition.COMPLETED, account=account

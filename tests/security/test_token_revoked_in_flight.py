@@ -5,6 +5,10 @@ The token was checked once, when the request authenticated, and the action ran l
 transaction of its own: a run was seen created 18 ms after its token's ``revoked_at``.
 Each writing action (start, cancel, decide) now reads its token again, with a share lock,
 inside its own transaction; a revoke waits for it.
+
+A user deactivated in that moment (``is_active=False`` saved) got the action through the
+same way: the re-read joins the user's row, refuses an inactive user, and holds that row
+too, so a deactivation waits for the action in flight as a revoke does.
 """
 
 from __future__ import annotations
@@ -157,6 +161,100 @@ def test_a_revoke_waits_for_the_action_in_flight_and_later_requests_are_refused(
     assert revoked[1] == before + 1  # the run committed before the revoke returned
     run = Run.objects.get(pk=answers[0].json()["id"])
     assert run.principal_ref == "user:operator"
+    after = _post(secret, "/runs", {"equipment_id": "EQ-17"})
+    assert after.status_code == 401 and after.json()["code"] == "unauthenticated"
+    assert Run.objects.count() == before + 1
+
+
+def _deactivate(user: Any) -> None:
+    """How a user is deactivated here (no console page, no admin: a shell or a script
+    saves the user with ``is_active=False``): an UPDATE of the user's row."""
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["start", "cancel", "decide"])
+def test_an_action_whose_user_is_deactivated_after_authentication_is_refused_unwritten(
+    world: None, operator: Any, approver: Any, hook: Any, name: str
+) -> None:
+    """The user is deactivated between the bearer check and the action's transaction: the
+    same 401 as a deactivated user's token gets at the door, nothing written or recorded."""
+    user, path, body, run_id = _action(name, operator, approver)
+    row, secret = token_create(user=user, name="in flight")
+    runs_before = Run.objects.count()
+
+    recs: list[Recorder] = []
+
+    def deactivate_now(point: str, token_id: str) -> None:
+        if point == v1.AUTHENTICATED_POINT and token_id == str(row.pk):
+            _deactivate(type(user).objects.get(pk=user.pk))
+            recs.append(Recorder(run_id or None))  # from here on, nothing may change
+
+    hook(deactivate_now)
+    response = _post(secret, path, body)
+    assert response.status_code == 401, response.content
+    assert response.json() == {
+        "code": "unauthenticated",
+        "message": "A valid API token is required.",
+    }
+    assert response["WWW-Authenticate"] == "Bearer"
+    assert len(recs) == 1
+    recs[0].added()
+    assert Run.objects.count() == runs_before
+    assert ApiToken.objects.get(pk=row.pk).revoked_at is None  # the token itself is intact
+
+
+@pytest.mark.postgres  # two connections at once (the SQLite test database is shared memory)
+@pytest.mark.django_db(transaction=True)
+def test_a_deactivation_waits_for_the_action_in_flight_and_later_requests_are_refused(
+    world: None, operator: Any, hook: Any
+) -> None:
+    """The action holds its user's row (FOR SHARE) with its token's until it commits: a
+    deactivation saved meanwhile waits for that commit, as a revoke does; when it returns
+    the run is committed already, and the next request with the token is refused."""
+    row, secret = token_create(user=operator, name="in flight")
+    before = Run.objects.count()
+    held, release = threading.Event(), threading.Event()
+    answers: list[Any] = []
+    deactivated: list[int] = []
+
+    def pause(point: str, token_id: str) -> None:
+        if point == v1.HELD_POINT and token_id == str(row.pk):
+            held.set()
+            assert release.wait(timeout=30)
+
+    def start() -> None:
+        try:
+            answers.append(_post(secret, "/runs", {"equipment_id": "EQ-17"}))
+        finally:
+            connection.close()
+
+    def deactivate() -> None:
+        try:
+            _deactivate(type(operator).objects.get(pk=operator.pk))
+            # When the deactivation returns, the action it waited for has committed.
+            deactivated.append(Run.objects.count())
+        finally:
+            connection.close()
+
+    hook(pause)
+    action = threading.Thread(target=start)
+    action.start()
+    try:
+        assert held.wait(timeout=30), "the action never reached its token check"
+        deactivator = threading.Thread(target=deactivate)
+        deactivator.start()
+        deactivator.join(timeout=1.0)
+        assert deactivator.is_alive(), "the deactivation did not wait for the action in flight"
+        assert not deactivated
+    finally:
+        release.set()
+        action.join(timeout=30)
+    deactivator.join(timeout=30)
+    assert not deactivator.is_alive()
+    assert answers and answers[0].status_code == 201, answers and answers[0].content
+    assert deactivated == [before + 1]  # the run committed before the deactivation returned
     after = _post(secret, "/runs", {"equipment_id": "EQ-17"})
     assert after.status_code == 401 and after.json()["code"] == "unauthenticated"
     assert Run.objects.count() == before + 1

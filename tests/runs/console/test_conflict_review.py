@@ -233,3 +233,22 @@ def test_a_run_whose_only_open_item_was_a_reviewed_conflict_is_not_told_to_recon
     with pytest.raises(RunInputError) as refused:
         services.run_follow_up(run=Run.objects.get(pk=conflict.run_id), by_ref="user:operator")
     assert "reconcile" not in str(refused.value) and "reviewed" in str(refused.value)
+
+
+def test_a_run_that_ended_on_a_conflict_stores_review_conflict_as_its_follow_up(
+    conflict: EffectAttempt,
+) -> None:
+    """The terminal record, written when the run ended ESCALATED on the reconciliation
+    conflict, stores what ``effects.follow_up`` said at that moment: review the conflict
+    (reconciling cannot move it). Before, the end of the run counted the attempt only as
+    unresolved (it moves to CONFLICT after the record is written, in the same transaction)
+    and stored ``reconcile_effect``."""
+    from runs.models import TerminalRecord
+    from runs.terminal import effect_account
+
+    record = TerminalRecord.objects.get(run_id=conflict.run_id)
+    assert record.disposition == "ESCALATED"
+    assert record.unresolved == [{"attempt": conflict.pk}]
+    assert record.allowed_follow_up == ["review_conflict"]
+    run = Run.objects.get(pk=conflict.run_id)
+    assert effect_account(run).conflicts == 1  # what the run page reads agrees
