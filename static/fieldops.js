@@ -25,6 +25,18 @@ document.addEventListener("submit", function (event) {
     });
   }, 0);
 });
+// <form data-keep-fragment> (the login form): a link to a place in a page (a runbook's
+// "#step-5") opened signed out comes to the login page with its "#..." still in the address
+// bar, but a browser never sends that part, so the page to come back to ("next") lacked it
+// and opened at its top. It is added to "next" as the form is sent (a wrong password first
+// renders the form again with "next" as sent, so it is kept for the next try too).
+document.addEventListener("submit", function (event) {
+  const form = event.target.closest("form[data-keep-fragment]");
+  const next = form && form.querySelector("input[name=next]");
+  const fragment = window.location.hash;
+  if (!next || !next.value || next.value.includes("#")) return;
+  if (/^#[A-Za-z][A-Za-z0-9_-]{0,99}$/.test(fragment)) next.value += fragment;
+});
 // Back to a page kept in the browser's cache: its buttons work again.
 window.addEventListener("pageshow", function () {
   document.querySelectorAll("form[data-submit-once] button[aria-busy]").forEach(function (b) {
