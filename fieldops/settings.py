@@ -115,12 +115,13 @@ def database_from_url(
             # A kept connection is checked before it is reused (after a server restart).
             "CONN_HEALTH_CHECKS": True,
             "TEST": {"NAME": env("FIELDOPS_TEST_DB_NAME") or None},
-            # Django opens psycopg connections with preparation switched off
-            # (prepare_threshold None), which also ignores an explicit prepare=True. Its own
-            # cursors bind client-side and are never prepared either way; this only lets
-            # the authority's server-binding statement be prepared (psycopg's default 5).
+            # psycopg's own preparation stays off (prepare_threshold None: Django's cursors
+            # bind client-side and are never prepared either way). The engine's statements
+            # are prepared by fieldops/sql.py under its own names, and only there: psycopg,
+            # holding none, never sends the DEALLOCATE ALL it sends after a rollback when
+            # it does (see ``execute_prepared``).
             "OPTIONS": {
-                "prepare_threshold": 5 if FIELDOPS_PREPARED_STATEMENTS else None,
+                "prepare_threshold": None,
                 "options": f"-c lock_timeout={lock_ms} "
                 f"-c idle_in_transaction_session_timeout={idle_ms}",
             },

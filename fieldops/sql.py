@@ -7,13 +7,15 @@ advance (safe points, evidence, catalog rules), so the runner's hot reads and wr
 ``Statement``s: SQL written once, portable between PostgreSQL and SQLite (``%s``
 placeholders, no casts), with the values prepared by the model's own fields.
 
-- On PostgreSQL the statement goes through one server-side-binding psycopg cursor per
-  connection with ``prepare=True``: parsed and planned once per connection.
+- On PostgreSQL the statement is prepared once per connection and sent through libpq
+  (``execute_prepared``: parsed and planned once, bound by the server, without the cursor's
+  Python), or where that stands aside through a server-side-binding psycopg cursor.
 - Elsewhere (the embedded SQLite default) it goes through Django's cursor.
 
-Either way it runs on Django's connection, so it joins the caller's transaction, errors are
-Django's (``IntegrityError``, ``OperationalError``), and query logging (``DEBUG``, the test
-suite's query counters) and ``connection.execute_wrapper`` hooks still see every statement.
+Either way it runs on Django's connection, so it joins the caller's transaction and errors
+are Django's (``IntegrityError``, ``OperationalError``); when someone watches statements
+(``DEBUG``, the test suite's query counters, ``connection.execute_wrapper`` hooks) it goes
+through Django's own cursor, so they see every statement.
 Cold paths keep the ORM.
 
 Batches (bulk cancel: ``runs/authority_batch.py``) write many rows in one statement:
@@ -25,7 +27,9 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import itertools
 import json
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,6 +40,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
+from psycopg.adapt import Transformer
 from psycopg.types.json import Jsonb
 
 Row = tuple[Any, ...]
@@ -84,26 +89,28 @@ def _execute(sql: str, params: Sequence[Any], *, fetch: bool) -> list[Row] | int
     if db.connection is None:
         db.ensure_connection()
     with db.wrap_database_errors:
+        done = execute_prepared(db, sql, params, fetch=fetch)
+        if done is not None:
+            return done
         cursor = binding_cursor(db)
-        cursor.execute(sql, params, prepare=settings.FIELDOPS_PREPARED_STATEMENTS)
+        cursor.execute(sql, params)
         return cursor.fetchall() if fetch else cursor.rowcount
 
 
 def binding_cursor(db: Any) -> psycopg.Cursor[Any]:
     """The connection's server-side-binding cursor, made once per open psycopg connection
-    and kept on Django's connection wrapper ``db`` (Django's own cursors bind client-side,
-    which never prepares). Call inside ``db.wrap_database_errors``."""
+    and kept on Django's connection wrapper ``db``: the way a statement goes when
+    ``execute_prepared`` stands aside (its parameters typed and bound by the server, as
+    there, but not prepared). Call inside ``db.wrap_database_errors``."""
     held = getattr(db, "_fieldops_binding_cursor", None)
     if held is None or held.connection is not db.connection or held.closed:
-        # psycopg keeps 100 prepared statements per connection and deallocates the least
-        # recently used beyond that; a worker's run path alone prepares ~65 (the
-        # authority's one per set of changed columns among them), sweeps and bulk
-        # operations add theirs: room for all, so none is parsed and planned twice.
-        db.connection.prepared_max = PREPARED_MAX
         held = db._fieldops_binding_cursor = psycopg.Cursor(db.connection)
     return held
 
 
+# At most this many statements prepared per connection by ``execute_prepared``: a worker's
+# run path prepares ~65 (the authority's one per set of changed columns among them), sweeps
+# and bulk operations add theirs; a statement beyond the limit goes through the cursor.
 PREPARED_MAX = 512
 
 
@@ -337,67 +344,112 @@ def create_many(model: Any, objects: Sequence[Any]) -> None:
     insert_many(model, [field.column for field in fields], rows)
 
 
-# -- one statement through libpq's own call -------------------------------------------------
+# -- statements through libpq's own call --------------------------------------------------
 # psycopg's cursor costs ~40-60 us of Python per execute on these hosts (query conversion,
-# dumpers, result bookkeeping): more than the rest of the authority's decision. For the one
-# statement every transition makes, ``execute_alone`` calls libpq's PQexecPrepared through
-# psycopg's ``pq`` binding instead (it releases the GIL while it waits, as the cursor does).
-# Only in autocommit, outside any transaction: there a statement that failed changed nothing,
-# so when psycopg has deallocated every prepared statement of the connection (it sends
-# ``DEALLOCATE ALL`` after a rollback), the statement is prepared again and sent once more.
-# In a transaction the cursor runs it (psycopg opens the transaction when Django asks for one).
+# dumpers, result bookkeeping): for the engine's statements, more than the work they ask
+# for. ``execute_prepared`` calls libpq's PQprepare/PQexecPrepared through psycopg's ``pq``
+# binding instead (they release the GIL while they wait, as the cursor does) and reads the
+# rows with psycopg's own loaders (the connection's adapters: what the cursor would return).
+#
+# The statements are prepared under this module's names, once per connection, and only
+# this module prepares: Django's connections are opened with psycopg's preparation off
+# (``prepare_threshold`` None, fieldops/settings.py), so psycopg holds no prepared
+# statement and never sends the ``DEALLOCATE ALL`` it sends after a rollback when it does.
+# A prepared statement is not transactional in PostgreSQL: one prepared inside a
+# transaction that rolls back stays prepared. So inside a transaction a name once prepared
+# is there; in autocommit, a statement whose name is gone anyway (someone deallocated it)
+# is prepared again and sent once more (it failed without running).
+#
+# In a transaction Django has asked for but psycopg has not begun yet (``autocommit`` off,
+# the server idle), the transaction is begun first, exactly as psycopg's cursor begins it.
 _NAME_GONE = b"26000"  # invalid_sql_statement_name: not prepared on this connection (now)
 _DONE = (psycopg.pq.ExecStatus.COMMAND_OK, psycopg.pq.ExecStatus.TUPLES_OK)
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+_INTRANS = psycopg.pq.TransactionStatus.INTRANS
 
 
-def execute_alone(db: Any, sql: str, params: Sequence[Any]) -> int | None:
+def execute_prepared(
+    db: Any, sql: str, params: Sequence[Any], *, fetch: bool = False
+) -> list[Row] | int | None:
     """Run ``sql`` (``%s`` placeholders) as a prepared statement through libpq and return
-    its row count, or None when this path does not apply and nothing was sent: not
-    PostgreSQL, a transaction is open, someone watches statements (a query counter,
-    ``DEBUG``, an ``execute_wrapper``), or a parameter is not a str, int, bool, None, UUID
-    or aware datetime. The caller then runs it through ``binding_cursor``. Call inside
-    ``db.wrap_database_errors``, on an open connection: a failure raises psycopg's error,
-    which that translates to Django's (``IntegrityError``...)."""
+    its rows (``fetch``) or its row count; or None when this path does not apply and nothing
+    was sent: not PostgreSQL, prepared statements switched off
+    (``FIELDOPS_PREPARED_STATEMENTS``), the transaction failed or busy, someone watches
+    statements (a query counter, ``DEBUG``, an ``execute_wrapper``), a parameter is not a
+    str, int, bool, None, UUID, aware datetime or a ``Jsonb`` with its text made, or the
+    connection holds ``PREPARED_MAX`` of them already. The caller then runs it through a
+    cursor. Call inside ``db.wrap_database_errors``, on an open connection: a failure
+    raises psycopg's error, which that translates to Django's (``IntegrityError``...)."""
     conn = db.connection
     if (
         db.vendor != "postgresql"
+        or not settings.FIELDOPS_PREPARED_STATEMENTS
         or db.execute_wrappers
         or db.queries_logged
         or conn is None
-        or not conn.autocommit
-        or conn.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE
     ):
+        return None
+    status = conn.pgconn.transaction_status
+    if status != _IDLE and status != _INTRANS:
         return None
     encoded = _encoded(params)
     if encoded is None:
         return None
-    name, text = _native(sql)
+    values, types = encoded
+    name, text = _native(sql, types)
     prepared = _prepared_on(db)
+    if name not in prepared and len(prepared) >= PREPARED_MAX:
+        return None
+    if status == _IDLE and not conn.autocommit:
+        conn.wait(conn._start_query())  # BEGIN, as psycopg's cursor sends it
     pgconn = conn.pgconn
     if name not in prepared:
-        _prepare(conn, name, text)
+        _prepare(conn, name, text, types)
         prepared.add(name)
-    result = pgconn.exec_prepared(name, encoded)
+    result = pgconn.exec_prepared(name, values)
     if (
         result.status == psycopg.pq.ExecStatus.FATAL_ERROR
         and result.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == _NAME_GONE
     ):
-        _prepare(conn, name, text)
-        result = pgconn.exec_prepared(name, encoded)
+        prepared.clear()  # whoever deallocated this one deallocated the others too
+        if pgconn.transaction_status != _IDLE:  # the failure ended the transaction
+            raise _error(conn, result)
+        _prepare(conn, name, text, types)
+        prepared.add(name)
+        result = pgconn.exec_prepared(name, values)
     if result.status not in _DONE:
         raise _error(conn, result)
+    if fetch:
+        return _rows(db, result)
     return result.command_tuples or 0
 
 
+def _rows(db: Any, result: Any) -> list[Row]:
+    """The rows of ``result`` as the connection's cursor would return them (its adapters:
+    Django's time zone and JSON loaders included)."""
+    if not result.ntuples:
+        return []
+    held = getattr(db, "_fieldops_transformer", None)
+    if held is None or held[0] is not db.connection:
+        held = db._fieldops_transformer = (db.connection, Transformer(db.connection))
+    transformer = held[1]
+    transformer.set_pgresult(result)
+    rows: list[Row] = transformer.load_rows(0, result.ntuples, tuple)
+    return rows
+
+
+_PLACEHOLDER = re.compile(r"%[%s]")
+
+
 @functools.cache
-def _native(sql: str) -> tuple[bytes, bytes]:
-    """(statement name, text with ``$n`` placeholders) of a statement written with ``%s``;
-    the name is this module's own (psycopg names its prepared statements ``_pg3_n``)."""
-    if "%%" in sql:  # no caller writes a literal percent sign; refuse to guess
-        raise ValueError("execute_alone takes no literal '%%'")
-    head, *rest = sql.split("%s")
-    text = head + "".join(f"${n}{part}" for n, part in enumerate(rest, start=1))
-    name = "fieldops_" + hashlib.sha256(sql.encode()).hexdigest()[:24]
+def _native(sql: str, types: tuple[int, ...] = ()) -> tuple[bytes, bytes]:
+    """(statement name, text with ``$n`` placeholders and ``%%`` as ``%``) of a statement
+    written for psycopg's cursor, its parameters sent as ``types``; the name is this
+    module's own (psycopg names its prepared statements ``_pg3_n``)."""
+    numbers = itertools.count(1)
+    text = _PLACEHOLDER.sub(lambda m: "%" if m.group() == "%%" else f"${next(numbers)}", sql)
+    key = f"{sql}\x00{','.join(map(str, types))}"
+    name = "fieldops_" + hashlib.sha256(key.encode()).hexdigest()[:24]
     return name.encode(), text.encode()
 
 
@@ -409,8 +461,8 @@ def _prepared_on(db: Any) -> set[bytes]:
     return held[1]
 
 
-def _prepare(conn: psycopg.Connection[Any], name: bytes, text: bytes) -> None:
-    result = conn.pgconn.prepare(name, text)
+def _prepare(conn: psycopg.Connection[Any], name: bytes, text: bytes, types: Sequence[int]) -> None:
+    result = conn.pgconn.prepare(name, text, types)
     if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
         raise _error(conn, result)
 
@@ -425,10 +477,29 @@ def _error(conn: psycopg.Connection[Any], result: Any) -> psycopg.Error:
     return psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
 
 
-def _encoded(params: Sequence[Any]) -> list[bytes | None] | None:
-    """Each parameter as PostgreSQL's text input (the server infers the types from the
-    statement), or None if one is of a type not encoded here or a text holds a NUL."""
+# The type each parameter is sent as: the one psycopg's cursor gives it (a str and None are
+# ``unknown``, so the server takes the type the statement gives the placeholder; an int is
+# the smallest of int2, int4, int8 and numeric that holds it), so a statement means on this
+# path what it means through the cursor. Types are part of a prepared statement's name.
+_UNKNOWN, _BOOL, _INT2, _INT4, _INT8, _NUMERIC = 0, 16, 21, 23, 20, 1700
+_UUID, _TIMESTAMPTZ, _JSONB = 2950, 1184, 3802
+
+
+def _int_type(value: int) -> int:
+    if -(2**15) <= value < 2**15:
+        return _INT2
+    if -(2**31) <= value < 2**31:
+        return _INT4
+    if -(2**63) <= value < 2**63:
+        return _INT8
+    return _NUMERIC
+
+
+def _encoded(params: Sequence[Any]) -> tuple[list[bytes | None], tuple[int, ...]] | None:
+    """Each parameter as PostgreSQL's text input and the type it is sent as (see above), or
+    None if one is of a type not encoded here or a text holds a NUL."""
     out: list[bytes | None] = []
+    types: list[int] = []
     for value in params:
         kind = type(value)
         if kind is str:
@@ -437,16 +508,31 @@ def _encoded(params: Sequence[Any]) -> list[bytes | None] | None:
                 # instead (DataError), never a value silently cut short.
                 return None
             out.append(value.encode())
+            types.append(_UNKNOWN)
         elif kind is int:
             out.append(str(value).encode())
+            types.append(_int_type(value))
         elif value is None:
             out.append(None)
+            types.append(_UNKNOWN)
         elif kind is bool:
             out.append(b"t" if value else b"f")
+            types.append(_BOOL)
         elif kind is uuid.UUID:
             out.append(str(value).encode())
+            types.append(_UUID)
         elif kind is dt.datetime and value.utcoffset() is not None:
             out.append(value.isoformat().encode())
+            types.append(_TIMESTAMPTZ)
+        elif kind is Jsonb and value.dumps is not None:
+            # Only a value whose text its maker gave (``json_param``): any other is dumped
+            # by the cursor with the connection's own JSON dumper.
+            text = value.dumps(value.obj)
+            data = text.encode() if isinstance(text, str) else bytes(text)
+            if b"\x00" in data:
+                return None
+            out.append(data)
+            types.append(_JSONB)
         else:
             return None
-    return out
+    return out, tuple(types)

@@ -34,7 +34,7 @@ from django.dispatch import receiver
 
 from fieldops import points, telemetry
 from fieldops.db import lock_wait_failed
-from fieldops.sql import binding_cursor, execute_alone
+from fieldops.sql import binding_cursor, execute_prepared
 from kernel import clock, retry
 from kernel.fastjson import json_copy
 from runs import event_rows, evidence, outbox, terminal
@@ -889,14 +889,14 @@ def _store_postgresql(
     prepare = _current().prepared_statements
     try:
         # A prepared statement: PostgreSQL parses and plans it once per connection instead
-        # of once per append (Django's own cursors send every query as literal text). Alone
-        # in autocommit it goes straight through libpq (``execute_alone``), otherwise through
+        # of once per append (Django's own cursors send every query as literal text), sent
+        # straight through libpq (``execute_prepared``); where that path stands aside, through
         # a server-side-binding cursor. Errors are translated to Django's.
         with db.wrap_database_errors:
-            if prepare and (count := execute_alone(db, sql, params)) is not None:
+            if prepare and (count := execute_prepared(db, sql, params)) is not None:
                 return count == 1
             cursor = binding_cursor(db)  # shared with fieldops/sql.py's statements
-            cursor.execute(sql, params, prepare=prepare)
+            cursor.execute(sql, params)
             return cursor.rowcount == 1
     except IntegrityError:
         return False

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 
@@ -105,23 +105,37 @@ def test_a_claim_leaves_the_row_it_wrote(world: None) -> None:
     assert after.owner_epoch == claim.epoch
 
 
+def _prepared_names() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements ORDER BY name")
+        return [name for (name,) in cursor.fetchall()]
+
+
 @pytest.mark.postgres
-def test_a_connection_keeps_every_statement_of_a_run_prepared(world: None, approver: Any) -> None:
-    """A reservation run's statements all stay prepared on the worker's connection (psycopg's
-    default of 100 would start deallocating and re-preparing once sweeps and bulk
-    operations add theirs)."""
-    from fieldops.sql import PREPARED_MAX, binding_cursor
+def test_a_run_s_statements_are_prepared_once_by_fieldops_alone_and_survive_rollbacks(
+    world: None, approver: Any
+) -> None:
+    """Every statement a reservation run prepares is one of fieldops/sql.py's (psycopg
+    prepares none, so it never sends its DEALLOCATE ALL after a rollback), and a rolled-back
+    transaction leaves them all prepared, the one prepared inside it too: the statements
+    sent inside a transaction through libpq can rely on their names."""
+    from fieldops.sql import PREPARED_MAX, _native
 
     approve(make_run(), approver)
-    assert connection.connection.prepared_max == PREPARED_MAX
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
-        prepared = cursor.fetchone()[0]
-    assert 0 < prepared <= PREPARED_MAX
-    assert binding_cursor(connection).connection is connection.connection
+    first = _prepared_names()
+    assert first and all(name.startswith("fieldops_") for name in first), first
+    read = "SELECT revision FROM runs_run WHERE id = %s"
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        Statement(read).one([uuid.uuid4()])
+        raise ZeroDivisionError
+    approve(make_run(), approver)
+    after = _prepared_names()
+    assert set(first) <= set(after) and len(after) <= PREPARED_MAX
+    assert _native(read, (2950,))[0].decode() in after  # a uuid parameter
+    assert all(name.startswith("fieldops_") for name in after), after
 
 
-# -- execute_alone: the authority's statement straight through libpq --------------------
+# -- execute_prepared: statements straight through libpq ---------------------------------
 def _own_prepared() -> set[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT name FROM pg_prepared_statements WHERE name LIKE 'fieldops_%%'")
@@ -155,7 +169,7 @@ def test_an_append_alone_in_autocommit_goes_through_libpq(
     connection.connection.execute("DEALLOCATE ALL")
     result = _append(claim.row, claim.epoch)
     assert result.applied, result.refusal
-    assert len(_own_prepared()) == 1
+    assert _own_prepared()
     assert Run.objects.get(pk=run.pk).revision == run.revision + 1
     assert (
         list(Run.objects.get(pk=run.pk).events.order_by("sequence").values_list("type", flat=True))[
@@ -165,68 +179,154 @@ def test_an_append_alone_in_autocommit_goes_through_libpq(
     )
     again = _append(claim.row, claim.epoch)  # a second start is refused, and recorded
     assert not again.applied and again.control is not None
-    assert len(_own_prepared()) == 2
+    assert _own_prepared()
+
+
+_PROBE = "INSERT INTO runs_outbox (run_id, kind, created_at, attempts) VALUES (%s, %s, %s, 0)"
+_PROBES = "SELECT COUNT(*) FROM runs_outbox WHERE kind = %s"
+
+
+def _probes(kind: str) -> int:
+    with connection.cursor() as cursor:  # Django's own cursor, not the path under test
+        cursor.execute(_PROBES, [kind])
+        return int(cursor.fetchone()[0])
 
 
 @pytest.mark.postgres
 def test_a_statement_deallocated_behind_its_back_is_prepared_again(world: None) -> None:
-    from fieldops.sql import execute_alone
+    from fieldops.sql import execute_prepared
 
     connection.ensure_connection()
     select = "SELECT 1 WHERE %s::text IS NOT NULL"
     with connection.wrap_database_errors:
-        assert execute_alone(connection, select, ["x"]) == 1
-        # psycopg sends DEALLOCATE ALL after a rollback, when it holds prepared statements.
+        assert execute_prepared(connection, select, ["x"]) == 1
         connection.connection.execute("DEALLOCATE ALL")
         assert _own_prepared() == set()
-        assert execute_alone(connection, select, ["x"]) == 1
+        assert execute_prepared(connection, select, ["x"]) == 1  # in autocommit: sent again
     assert len(_own_prepared()) == 1
 
 
 @pytest.mark.postgres
-def test_execute_alone_stands_aside_where_the_cursor_must_run_the_statement(
+def test_inside_a_transaction_a_deallocated_statement_fails_it_and_the_next_one_recovers(
     world: None,
 ) -> None:
-    from fieldops.sql import execute_alone
+    """Nothing in FieldOps deallocates; if someone did, the statement fails the transaction
+    it is in (it cannot be sent again there) with Django's error, and the connection's
+    next statement is prepared again."""
+    from django.db import ProgrammingError
+
+    from fieldops.sql import execute_prepared
 
     connection.ensure_connection()
     select = "SELECT 1 WHERE %s::text IS NOT NULL"
     with connection.wrap_database_errors:
-        assert execute_alone(connection, select, ["x"]) == 1
-        assert execute_alone(connection, select, [1.5]) is None  # a type it does not encode
-        assert execute_alone(connection, select, [dt.datetime(2026, 1, 1)]) is None  # naive
-        # libpq would cut a text at its NUL: the cursor refuses it instead.
-        assert execute_alone(connection, select, ["a\x00b"]) is None
-        with transaction.atomic():
-            Run.objects.exists()  # the transaction is open on the server
-            assert execute_alone(connection, select, ["x"]) is None
-        with CaptureQueriesContext(connection):  # someone counts statements
-            assert execute_alone(connection, select, ["x"]) is None
+        assert execute_prepared(connection, select, ["x"]) == 1
+    connection.connection.execute("DEALLOCATE ALL")
+    with pytest.raises(ProgrammingError), transaction.atomic(), connection.wrap_database_errors:
+        execute_prepared(connection, select, ["x"])
+    with connection.wrap_database_errors:
+        assert execute_prepared(connection, select, ["x"]) == 1
 
 
 @pytest.mark.postgres
-def test_execute_alone_raises_djangos_errors_and_changes_nothing(world: None) -> None:
-    from fieldops.sql import execute_alone
+def test_a_statement_joins_the_transaction_django_opened(world: None) -> None:
+    """The first statement of an atomic block begins the transaction (as psycopg's cursor
+    would); what the block rolls back is gone, what it commits stays."""
+    from fieldops.sql import execute_prepared
 
     run = make_run(advance=False)
-    insert = "INSERT INTO runs_outbox (run_id, kind, created_at, attempts) VALUES (%s, %s, %s, 0)"
+    connection.ensure_connection()
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        with connection.wrap_database_errors:  # the block's first statement
+            assert execute_prepared(connection, _PROBE, [run.pk, "rolled", run.created_at]) == 1
+        assert connection.connection.info.transaction_status.name == "INTRANS"
+        raise ZeroDivisionError
+    assert _probes("rolled") == 0
+    with transaction.atomic():
+        Run.objects.exists()  # the transaction is open on the server already
+        with connection.wrap_database_errors:
+            assert execute_prepared(connection, _PROBE, [run.pk, "kept", run.created_at]) == 1
+    assert _probes("kept") == 1
+    with transaction.atomic():
+        with connection.wrap_database_errors:
+            execute_prepared(connection, _PROBE, [run.pk, "inner", run.created_at])
+        try:
+            with transaction.atomic(), connection.wrap_database_errors:  # a savepoint
+                execute_prepared(connection, _PROBE, [run.pk, "inner", run.created_at])
+                raise ZeroDivisionError
+        except ZeroDivisionError:
+            pass
+    assert _probes("inner") == 1
+
+
+@pytest.mark.postgres
+def test_execute_prepared_stands_aside_where_the_cursor_must_run_the_statement(
+    world: None,
+) -> None:
+    from fieldops.sql import execute_prepared
+
+    connection.ensure_connection()
+    select = "SELECT 1 WHERE %s::text IS NOT NULL"
+    with connection.wrap_database_errors:
+        assert execute_prepared(connection, select, ["x"]) == 1
+        assert execute_prepared(connection, select, [1.5]) is None  # a type it does not encode
+        assert execute_prepared(connection, select, [dt.datetime(2026, 1, 1)]) is None  # naive
+        # libpq would cut a text at its NUL: the cursor refuses it instead.
+        assert execute_prepared(connection, select, ["a\x00b"]) is None
+        with CaptureQueriesContext(connection):  # someone counts statements
+            assert execute_prepared(connection, select, ["x"]) is None
+    with pytest.raises(DataError), transaction.atomic():
+        with pytest.raises(DataError):
+            Statement("SELECT 1 / %s").one([0])
+        # The transaction failed: the cursor answers (PostgreSQL's refusal), not libpq.
+        with connection.wrap_database_errors:
+            assert execute_prepared(connection, select, ["x"]) is None
+        raise DataError("the block fails as a whole")
+
+
+@pytest.mark.postgres
+def test_execute_prepared_raises_djangos_errors_and_changes_nothing(world: None) -> None:
+    from fieldops.sql import execute_prepared
+
+    run = make_run(advance=False)
     connection.ensure_connection()
     unknown_run = uuid.UUID("00000000-0000-4000-8000-000000000000")
     with pytest.raises(IntegrityError), connection.wrap_database_errors:
-        execute_alone(connection, insert, [unknown_run, "probe", run.created_at])
+        execute_prepared(connection, _PROBE, [unknown_run, "probe", run.created_at])
     with connection.wrap_database_errors:
-        assert execute_alone(connection, insert, [run.pk, "probe", run.created_at]) == 1
-    assert Statement("SELECT COUNT(*) FROM runs_outbox WHERE kind = %s").one(["probe"]) == (1,)
+        assert execute_prepared(connection, _PROBE, [run.pk, "probe", run.created_at]) == 1
+    assert Statement(_PROBES).one(["probe"]) == (1,)
 
 
-def test_placeholders_become_numbered_and_literal_percent_signs_are_refused() -> None:
+@pytest.mark.postgres
+def test_rows_read_through_libpq_are_the_cursor_s(world: None, approver: Any) -> None:
+    """The same row read through libpq and through a cursor on the same connection: every
+    column type the engine reads (uuid, aware datetimes, jsonb, ints, bools, text, NULL)."""
+    from fieldops.sql import binding_cursor, execute_prepared
+
+    run = make_run()
+    approve(run, approver)
+    read = "SELECT * FROM runs_run WHERE id = %s AND revision >= %s"
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        fast = execute_prepared(connection, read, [run.pk, 0], fetch=True)
+        cursor = binding_cursor(connection)
+        cursor.execute(read, [run.pk, 0])
+        slow = cursor.fetchall()
+        assert fast == slow and len(fast) == 1
+        assert [type(v) for v in fast[0]] == [type(v) for v in slow[0]]
+        assert execute_prepared(connection, read, [uuid.uuid4(), 0], fetch=True) == []
+    assert Statement(read).one([run.pk, 2**40]) is None  # an int8 parameter: its own statement
+
+
+def test_placeholders_become_numbered_and_a_doubled_percent_sign_one() -> None:
     from fieldops.sql import _native
 
-    name, text = _native("UPDATE t SET a = %s::jsonb WHERE id = %s AND b = %s")
-    assert text == b"UPDATE t SET a = $1::jsonb WHERE id = $2 AND b = $3"
+    name, text = _native("UPDATE t SET a = %s::jsonb WHERE id = %s AND b LIKE 'x%%' || %s")
+    assert text == b"UPDATE t SET a = $1::jsonb WHERE id = $2 AND b LIKE 'x%' || $3"
     assert name.startswith(b"fieldops_")
-    with pytest.raises(ValueError):
-        _native("SELECT 1 WHERE a LIKE 'x%%'")
+    # The parameters' types are part of the name: an int2 and an int8 are two statements.
+    assert _native("SELECT %s", (21,))[0] != _native("SELECT %s", (20,))[0]
 
 
 @pytest.mark.postgres
@@ -234,7 +334,7 @@ def test_a_connection_the_server_ended_is_django_s_operational_error(world: None
     import psycopg
     from django.db import OperationalError
 
-    from fieldops.sql import execute_alone
+    from fieldops.sql import execute_prepared
     from tests.deploy.servers import shared_database_url
 
     connection.ensure_connection()
@@ -242,6 +342,6 @@ def test_a_connection_the_server_ended_is_django_s_operational_error(world: None
     with psycopg.connect(shared_database_url(), autocommit=True) as other:
         other.execute("SELECT pg_terminate_backend(%s)", [pid])
     with pytest.raises(OperationalError), connection.wrap_database_errors:
-        execute_alone(connection, "SELECT 1 WHERE %s::text IS NOT NULL", ["x"])
+        execute_prepared(connection, "SELECT 1 WHERE %s::text IS NOT NULL", ["x"])
     assert not connection.is_usable()
     connection.close()
