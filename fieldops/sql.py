@@ -42,6 +42,7 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 from psycopg.adapt import Transformer
 from psycopg.types.json import Jsonb
+from psycopg.types.numeric import Int2, Int4, Int8
 
 Row = tuple[Any, ...]
 
@@ -438,14 +439,15 @@ def _rows(db: Any, result: Any) -> list[Row]:
     return rows
 
 
-_PLACEHOLDER = re.compile(r"%[%s]")
+_PLACEHOLDER = re.compile(r"%[%sb]")
 
 
 @functools.cache
 def _native(sql: str, types: tuple[int, ...] = ()) -> tuple[bytes, bytes]:
     """(statement name, text with ``$n`` placeholders and ``%%`` as ``%``) of a statement
-    written for psycopg's cursor, its parameters sent as ``types``; the name is this
-    module's own (psycopg names its prepared statements ``_pg3_n``)."""
+    written for psycopg's cursor (``%b``, a parameter psycopg would send in binary, is sent
+    as text like the others), its parameters sent as ``types``; the name is this module's
+    own (psycopg names its prepared statements ``_pg3_n``)."""
     numbers = itertools.count(1)
     text = _PLACEHOLDER.sub(lambda m: "%" if m.group() == "%%" else f"${next(numbers)}", sql)
     key = f"{sql}\x00{','.join(map(str, types))}"
@@ -483,6 +485,43 @@ def _error(conn: psycopg.Connection[Any], result: Any) -> psycopg.Error:
 # path what it means through the cursor. Types are part of a prepared statement's name.
 _UNKNOWN, _BOOL, _INT2, _INT4, _INT8, _NUMERIC = 0, 16, 21, 23, 20, 1700
 _UUID, _TIMESTAMPTZ, _JSONB = 2950, 1184, 3802
+_WIDTH = [_INT2, _INT4, _INT8, _NUMERIC]
+_SIZED_INTS = {Int2: _INT2, Int4: _INT4, Int8: _INT8}
+
+
+# Arrays as PostgreSQL's text input, typed as psycopg types them: a list of texts (or
+# NULLs, or empty) ``unknown``, of ints the array of the smallest integer type holding them
+# all, of aware datetimes ``timestamptz[]``. Anything else is the cursor's.
+_ARRAY_OF = {_INT2: 1005, _INT4: 1007, _INT8: 1016, _NUMERIC: 1231}
+_TIMESTAMPTZ_ARRAY = 1185
+
+
+def _array(values: list[Any]) -> tuple[bytes, int] | None:
+    items: list[str] = []
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds or all(issubclass(k, str) for k in kinds):
+        oid = _UNKNOWN
+    elif kinds == {int}:
+        oid = _ARRAY_OF[max((_int_type(v) for v in values if v is not None), key=_WIDTH.index)]
+    elif kinds == {dt.datetime} and all(v is None or v.utcoffset() is not None for v in values):
+        oid = _TIMESTAMPTZ_ARRAY
+    else:
+        return None
+    for value in values:
+        if value is None:
+            items.append("NULL")
+            continue
+        text = (
+            value.isoformat()
+            if isinstance(value, dt.datetime)
+            else str.__str__(value)
+            if isinstance(value, str)
+            else str(value)
+        )
+        if "\x00" in text:
+            return None
+        items.append('"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return ("{" + ",".join(items) + "}").encode(), oid
 
 
 def _int_type(value: int) -> int:
@@ -502,16 +541,25 @@ def _encoded(params: Sequence[Any]) -> tuple[list[bytes | None], tuple[int, ...]
     types: list[int] = []
     for value in params:
         kind = type(value)
-        if kind is str:
+        if kind is str or isinstance(value, str):  # a StrEnum too: its value, as psycopg
             if "\x00" in value:
                 # libpq reads a text parameter up to its first NUL: the cursor refuses it
                 # instead (DataError), never a value silently cut short.
                 return None
-            out.append(value.encode())
+            out.append(str.encode(value))
             types.append(_UNKNOWN)
+        elif kind is list:
+            array = _array(value)
+            if array is None:
+                return None
+            out.append(array[0])
+            types.append(array[1])
         elif kind is int:
             out.append(str(value).encode())
             types.append(_int_type(value))
+        elif kind in _SIZED_INTS:  # psycopg's Int2/Int4/Int8 wrappers: the type they name
+            out.append(str(int(value)).encode())
+            types.append(_SIZED_INTS[kind])
         elif value is None:
             out.append(None)
             types.append(_UNKNOWN)

@@ -345,3 +345,39 @@ def test_a_connection_the_server_ended_is_django_s_operational_error(world: None
         execute_prepared(connection, "SELECT 1 WHERE %s::text IS NOT NULL", ["x"])
     assert not connection.is_usable()
     connection.close()
+
+
+@pytest.mark.postgres
+def test_arrays_and_text_enums_mean_through_libpq_what_they_mean_through_the_cursor(
+    world: None,
+) -> None:
+    """Lists (texts with quotes, backslashes, braces, commas, NULLs and non-ASCII; ints of
+    every width; aware datetimes) and a StrEnum read back the same both ways."""
+    import enum
+
+    from fieldops.sql import _encoded, binding_cursor, execute_prepared
+
+    class Kind(enum.StrEnum):
+        A = "kind-a"
+
+    texts = ['pla"in', "back\\slash", "{brace},comma", None, "caf\u00e9 \u202e", "", "NULL"]
+    ints = [1, -(2**15), 2**31, 2**63 - 1]
+    when = [dt.datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=dt.UTC), None]
+    from psycopg.types.numeric import Int2, Int8
+
+    read = (
+        "SELECT %s::text[], %s::bigint[], %b::numeric[], %s::timestamptz[], %s::text, %s, "
+        "pg_typeof(%s)::text, pg_typeof(%s)::text"
+    )
+    params = [texts, ints[:3], [*ints, 2**70], when, Kind.A, [], Int2(3), Int8(3)]
+    assert _encoded(params) is not None
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        fast = execute_prepared(connection, read, params, fetch=True)
+        cursor = binding_cursor(connection)
+        cursor.execute(read, params)
+        slow = cursor.fetchall()
+    assert fast == slow
+    assert fast[0][0] == texts and fast[0][4] == "kind-a"
+    assert fast[0][6:] == ("smallint", "bigint")
+    assert _encoded([[1, "a"]]) is None and _encoded([[True]]) is None  # the cursor's
