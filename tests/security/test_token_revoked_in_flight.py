@@ -108,64 +108,6 @@ def test_a_token_not_revoked_passes_the_second_check(world: None, operator: Any,
     assert held == [str(row.pk)]
 
 
-@pytest.mark.postgres  # two connections at once (the SQLite test database is shared memory)
-@pytest.mark.django_db(transaction=True)
-def test_a_revoke_waits_for_the_action_in_flight_and_later_requests_are_refused(
-    world: None, operator: Any, hook: Any
-) -> None:
-    """The action holds its token's row (FOR SHARE) until it commits: a revoke made
-    meanwhile waits for that commit, and when it returns the run is committed already;
-    the next request with the token is refused."""
-    row, secret = token_create(user=operator, name="in flight")
-    before = Run.objects.count()
-    held, release = threading.Event(), threading.Event()
-    answers: list[Any] = []
-    revoked: list[Any] = []
-
-    def pause(point: str, token_id: str) -> None:
-        if point == v1.HELD_POINT and token_id == str(row.pk):
-            held.set()
-            assert release.wait(timeout=30)
-
-    def start() -> None:
-        try:
-            answers.append(_post(secret, "/runs", {"equipment_id": "EQ-17"}))
-        finally:
-            connection.close()
-
-    def revoke() -> None:
-        try:
-            revoked.append(token_revoke(user=operator, token_id=row.pk))
-            # When the revoke returns, the action it waited for has committed.
-            revoked.append(Run.objects.count())
-        finally:
-            connection.close()
-
-    hook(pause)
-    action = threading.Thread(target=start)
-    action.start()
-    try:
-        assert held.wait(timeout=30), "the action never reached its token check"
-        revoker = threading.Thread(target=revoke)
-        revoker.start()
-        revoker.join(timeout=1.0)
-        assert revoker.is_alive(), "the revoke did not wait for the action in flight"
-        assert not revoked
-    finally:
-        release.set()
-        action.join(timeout=30)
-    revoker.join(timeout=30)
-    assert not revoker.is_alive()
-    assert answers and answers[0].status_code == 201, answers and answers[0].content
-    assert revoked and revoked[0].revoked_at is not None
-    assert revoked[1] == before + 1  # the run committed before the revoke returned
-    run = Run.objects.get(pk=answers[0].json()["id"])
-    assert run.principal_ref == "user:operator"
-    after = _post(secret, "/runs", {"equipment_id": "EQ-17"})
-    assert after.status_code == 401 and after.json()["code"] == "unauthenticated"
-    assert Run.objects.count() == before + 1
-
-
 def _deactivate(user: Any) -> None:
     """How a user is deactivated here (no console page, no admin: a shell or a script
     saves the user with ``is_active=False``): an UPDATE of the user's row."""
@@ -207,17 +149,18 @@ def test_an_action_whose_user_is_deactivated_after_authentication_is_refused_unw
 
 @pytest.mark.postgres  # two connections at once (the SQLite test database is shared memory)
 @pytest.mark.django_db(transaction=True)
-def test_a_deactivation_waits_for_the_action_in_flight_and_later_requests_are_refused(
-    world: None, operator: Any, hook: Any
+@pytest.mark.parametrize("change", ["revoke", "deactivate"])
+def test_a_revoke_or_deactivation_waits_for_the_action_in_flight_and_later_requests_are_refused(
+    world: None, operator: Any, hook: Any, change: str
 ) -> None:
-    """The action holds its user's row (FOR SHARE) with its token's until it commits: a
-    deactivation saved meanwhile waits for that commit, as a revoke does; when it returns
-    the run is committed already, and the next request with the token is refused."""
+    """The action holds its token's row and its user's (FOR SHARE) until it commits: a
+    revoke or a deactivation made meanwhile waits for that commit, and when it returns the
+    run is committed already; the next request with the token is refused."""
     row, secret = token_create(user=operator, name="in flight")
     before = Run.objects.count()
     held, release = threading.Event(), threading.Event()
     answers: list[Any] = []
-    deactivated: list[int] = []
+    runs_when_done: list[int] = []
 
     def pause(point: str, token_id: str) -> None:
         if point == v1.HELD_POINT and token_id == str(row.pk):
@@ -230,11 +173,13 @@ def test_a_deactivation_waits_for_the_action_in_flight_and_later_requests_are_re
         finally:
             connection.close()
 
-    def deactivate() -> None:
+    def make_the_change() -> None:
         try:
-            _deactivate(type(operator).objects.get(pk=operator.pk))
-            # When the deactivation returns, the action it waited for has committed.
-            deactivated.append(Run.objects.count())
+            if change == "revoke":
+                assert token_revoke(user=operator, token_id=row.pk).revoked_at is not None
+            else:
+                _deactivate(type(operator).objects.get(pk=operator.pk))
+            runs_when_done.append(Run.objects.count())
         finally:
             connection.close()
 
@@ -243,18 +188,19 @@ def test_a_deactivation_waits_for_the_action_in_flight_and_later_requests_are_re
     action.start()
     try:
         assert held.wait(timeout=30), "the action never reached its token check"
-        deactivator = threading.Thread(target=deactivate)
-        deactivator.start()
-        deactivator.join(timeout=1.0)
-        assert deactivator.is_alive(), "the deactivation did not wait for the action in flight"
-        assert not deactivated
+        changer = threading.Thread(target=make_the_change)
+        changer.start()
+        changer.join(timeout=1.0)
+        assert changer.is_alive(), f"the {change} did not wait for the action in flight"
+        assert not runs_when_done
     finally:
         release.set()
         action.join(timeout=30)
-    deactivator.join(timeout=30)
-    assert not deactivator.is_alive()
+    changer.join(timeout=30)
+    assert not changer.is_alive()
     assert answers and answers[0].status_code == 201, answers and answers[0].content
-    assert deactivated == [before + 1]  # the run committed before the deactivation returned
+    assert runs_when_done == [before + 1]  # the run committed before the change returned
+    assert Run.objects.get(pk=answers[0].json()["id"]).principal_ref == "user:operator"
     after = _post(secret, "/runs", {"equipment_id": "EQ-17"})
     assert after.status_code == 401 and after.json()["code"] == "unauthenticated"
     assert Run.objects.count() == before + 1
