@@ -255,7 +255,7 @@ def token_held(token_id: int) -> bool:
     lock = " FOR SHARE" if connection.vendor == "postgresql" else ""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT t.revoked_at, u.is_active FROM {tokens} t "  # noqa: S608
+            f"SELECT t.revoked_at, u.is_active FROM {tokens} t "  # noqa: S608  # nosec B608
             f"INNER JOIN {users} u ON u.{user_pk} = t.{token_user} WHERE t.id = %s{lock}",
             [token_id],
         )
