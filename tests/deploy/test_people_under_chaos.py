@@ -83,7 +83,7 @@ from tests.conftest import make_user
 from tests.deploy.servers import ROOT, Browser, WebProcess, run_id_of
 from tests.deploy.test_people_at_once import ApiClient
 from tests.durable import conftest as durable
-from tests.durable.chaos import Chaos, ChaosStats, Fleet, signal_group
+from tests.durable.chaos import Chaos, ChaosStats, Fleet, signal_group, started_fleet
 
 cluster = durable.cluster  # real Celery workers on this test's Redis database and queue
 
@@ -244,22 +244,10 @@ def _host_freeze(
 
 @pytest.fixture
 def fleet(cluster: Any, tmp_path: Path) -> Iterator[Fleet]:
-    cluster.lease_seconds = LEASE_SECONDS
-    cluster.log_dir = tmp_path
-    f = Fleet(
-        cluster,
-        tmp_path,
-        size=WORKERS,
-        concurrency=CONCURRENCY,
-        worker_env={
-            "FIELDOPS_STUCK_AFTER_SECONDS": "2",
-            "FIELDOPS_SWEEP_INTERVAL_SECONDS": "1",
-        },
-    )
-    try:
+    with started_fleet(
+        cluster, tmp_path, size=WORKERS, concurrency=CONCURRENCY, lease_seconds=LEASE_SECONDS
+    ) as f:
         yield f
-    finally:
-        f.shutdown()  # before the database is dropped
 
 
 def _web(fleet: Fleet, tmp_path: Path) -> WebProcess:

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,31 @@ class Fleet:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(_group_alive(g) for g in self.groups):
             time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def started_fleet(
+    cluster: Any, tmp: Path, *, size: int, concurrency: int, lease_seconds: int
+) -> Iterator[Fleet]:
+    """A ``Fleet`` of ``size`` workers on ``cluster`` with a ``lease_seconds`` lease, runs
+    seen stuck after 2 s and a sweep every second; shut down on leaving (before the
+    cluster's teardown and before the database is dropped)."""
+    cluster.lease_seconds = lease_seconds
+    cluster.log_dir = tmp
+    fleet = Fleet(
+        cluster,
+        tmp,
+        size=size,
+        concurrency=concurrency,
+        worker_env={
+            "FIELDOPS_STUCK_AFTER_SECONDS": "2",
+            "FIELDOPS_SWEEP_INTERVAL_SECONDS": "1",
+        },
+    )
+    try:
+        yield fleet
+    finally:
+        fleet.shutdown()
 
 
 def _group_alive(pgid: int) -> bool:

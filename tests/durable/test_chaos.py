@@ -61,7 +61,7 @@ from sim.world.fixtures import LIVE_NAMESPACE
 from sim.world.models import InventorySlot, LedgerEntry
 from tests.conftest import make_user
 from tests.deploy.servers import ROOT, gunicorn
-from tests.durable.chaos import Chaos, Desk, Fleet, waiting_checkpoints
+from tests.durable.chaos import Chaos, Desk, Fleet, started_fleet, waiting_checkpoints
 
 pytestmark = [pytest.mark.celery, pytest.mark.postgres]
 
@@ -97,22 +97,10 @@ WATCHED = (  # counted in the summary
 
 @pytest.fixture
 def fleet(cluster: Any, tmp_path: Path) -> Any:
-    cluster.lease_seconds = LEASE_SECONDS
-    cluster.log_dir = tmp_path
-    f = Fleet(
-        cluster,
-        tmp_path,
-        size=WORKERS,
-        concurrency=CONCURRENCY,
-        worker_env={
-            "FIELDOPS_STUCK_AFTER_SECONDS": "2",
-            "FIELDOPS_SWEEP_INTERVAL_SECONDS": "1",
-        },
-    )
-    try:
+    with started_fleet(
+        cluster, tmp_path, size=WORKERS, concurrency=CONCURRENCY, lease_seconds=LEASE_SECONDS
+    ) as f:
         yield f
-    finally:
-        f.shutdown()  # before the cluster's teardown and before the database is dropped
 
 
 def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races(
