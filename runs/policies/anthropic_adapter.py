@@ -16,6 +16,15 @@ In the order checked:
   ``web_search_result_location`` without any such block (an Anthropic-compatible API that
   searched by itself: the answer rests on pages no validation saw; 2.3.0 read it as the
   answer). Citations of documents or search results the client gave are no sign.
+- from 2.5.0: ``stop_reason`` stated ``null`` -> ``truncated_output``: the API says "in
+  streaming mode, it is null in the message_start event and non-null otherwise" (and never
+  null in a non-streaming response), so the message is a stream's, not finished (its
+  ``message_start`` snapshot, or one assembled before its ``message_delta``); 2.4.0 read its
+  text as the answer and its ``tool_use`` (input still streaming) as the call. A message
+  *without* the key is read as before: Anthropic-compatible gateways leave it out of
+  finished answers, so its absence says nothing. A stream event itself (``type:
+  message_start``, ``content_block_delta``, ``message_delta``...) is not a message:
+  ``unknown_shape``, as in every version
 - from 2.3.0: a ``stop_reason`` the API does not document (``end_turn``,
   ``stop_sequence``, ``tool_use``, ``max_tokens``, ``pause_turn``, ``refusal``,
   ``model_context_window_exceeded``) -> ``unknown_shape`` (2.2.0 read it as an answer's
@@ -47,7 +56,10 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "anthropic-tool-use-adapter@2.4.0"
+VERSION = "anthropic-tool-use-adapter@2.5.0"
+# 2.4.0 read a message whose stop_reason is null (a stream's, not finished) as the answer or
+# the call; kept as it was for runs recorded under it.
+VERSION_2_4 = "anthropic-tool-use-adapter@2.4.0"
 # 2.3.0 read billing_error / conflict_error / memory_*_error bodies as unclassified and an
 # answer citing web search results without a search block as the answer; kept as it was
 # for runs recorded under it.
@@ -80,11 +92,12 @@ def _read(
     strict: bool = True,
     known_stops: bool = True,
     documented: bool = True,
+    finished: bool = True,
 ) -> Reading:
     """Return what ``raw`` (one Messages API output) proposes; never raises.
 
-    ``documented`` is the 2.4.0 mapping (``documented=False`` is 2.3.0's), ``known_stops=
-    False`` 2.2.0's, ``strict=False`` 2.1.0's; all kept unchanged.
+    ``finished`` is the 2.5.0 mapping (``finished=False`` is 2.4.0's), ``documented=False``
+    2.3.0's, ``known_stops=False`` 2.2.0's, ``strict=False`` 2.1.0's; all kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -128,6 +141,13 @@ def _read(
         )
         return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(blocks)))
     stated = raw.get("stop_reason")
+    if finished and "stop_reason" in raw and stated is None:
+        r = parsing.reason(
+            Reject.TRUNCATED,
+            "the message is not finished (stop_reason null: a stream's message before its"
+            " message_delta)",
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(blocks)))
     if (
         known_stops
         and stated is not None
@@ -176,10 +196,18 @@ def _read(
 
 
 read = parsing.guarded(_read)
-read_2_3 = parsing.guarded(partial(_read, documented=False))
-read_2_2 = parsing.guarded(partial(_read, known_stops=False, documented=False))
-read_2_1 = parsing.guarded(partial(_read, strict=False, known_stops=False, documented=False))
-EARLIER = {VERSION_2_1: read_2_1, VERSION_2_2: read_2_2, VERSION_2_3: read_2_3}
+read_2_4 = parsing.guarded(partial(_read, finished=False))
+read_2_3 = parsing.guarded(partial(_read, documented=False, finished=False))
+read_2_2 = parsing.guarded(partial(_read, known_stops=False, documented=False, finished=False))
+read_2_1 = parsing.guarded(
+    partial(_read, strict=False, known_stops=False, documented=False, finished=False)
+)
+EARLIER = {
+    VERSION_2_1: read_2_1,
+    VERSION_2_2: read_2_2,
+    VERSION_2_3: read_2_3,
+    VERSION_2_4: read_2_4,
+}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:

@@ -17,7 +17,12 @@ it (with ``ResponseMetadata``); other members (``usage``, ``metrics``, the rest 
 - a ``stopReason`` the API does not document (``end_turn``, ``tool_use``, ``max_tokens``,
   ``stop_sequence``, ``guardrail_intervened``, ``content_filtered``,
   ``malformed_model_output``, ``malformed_tool_use``, ``model_context_window_exceeded``)
-  -> ``unknown_shape``; none stated is read as unknown (text beside a call is mixed)
+  -> ``unknown_shape``; none stated is read as unknown (text beside a call is mixed). An
+  absent ``stopReason`` is not read as unfinished: the Converse API always states one
+  (botocore marks it required) and documents no meaning for its absence, so a body without
+  it was built outside the API (a gateway, a hand-written recording) and says nothing
+  either way; it reads as it always has. A ConverseStream event (``messageStart``,
+  ``contentBlockDelta``, ``messageStop``...) has no ``output.message``: ``unknown_shape``
 - ``guardrail_intervened`` / ``content_filtered`` -> ``model_refusal`` (category: the stop
   reason; explanation: the text Bedrock put in place of the answer); ``max_tokens`` /
   ``model_context_window_exceeded`` -> ``truncated_output``; ``malformed_tool_use`` ->

@@ -25,8 +25,14 @@ item does in the Responses API. In the order checked:
   the searches, sources or retrievals it used: Grounding with Google Search or Google Maps,
   file search, Vertex AI Search / RAG; ``urlContextMetadata`` naming the pages URL context
   fetched) -> ``provider_executed_tool`` (1.0.0 read the text as the answer)
+- from 1.3.0: a candidate without a ``finishReason`` (absent or ``null``) ->
+  ``truncated_output``: the API documents it as unfinished ("If empty, the model has not
+  stopped generating the tokens": a streamGenerateContent chunk before the last), and a
+  generateContent response always states one; 1.2.0 read it like ``STOP`` (its text as the
+  answer, its call as a proposal). A call still streaming says so itself too (below)
 - a ``finishReason`` the API does not document (``FinishReason`` in google-genai, plus
-  Vertex's ``MODEL_ARMOR``) -> ``unknown_shape``; none stated is read like ``STOP``
+  Vertex's ``MODEL_ARMOR``) -> ``unknown_shape``; up to 1.2.0 none stated is read like
+  ``STOP``
 - ``SAFETY``, ``RECITATION``, ``LANGUAGE``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``,
   ``SPII``, ``MODEL_ARMOR`` and the ``IMAGE_*`` filters -> ``model_refusal`` (category:
   the finish reason; explanation: ``finishMessage``, else the safety ratings that
@@ -65,7 +71,10 @@ from runs.domain.proposals import Proposal
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "gemini-function-calling-adapter@1.2.0"
+VERSION = "gemini-function-calling-adapter@1.3.0"
+# 1.2.0 read a candidate without a finishReason (a streamed chunk before the last) like one
+# finished STOP; kept as it was for runs recorded under it.
+VERSION_1_2 = "gemini-function-calling-adapter@1.2.0"
 # 1.1.0 proposed a functionCall part marked ``thought: true`` and read the finish reasons
 # google-genai added (MISSING_THOUGHT_SIGNATURE, MALFORMED_RESPONSE, ESCALATION,
 # PUP_LIMITED_DISABLED, CONTINUATION) as unknown_shape; kept as it was for runs recorded
@@ -144,12 +153,17 @@ PART_METADATA = frozenset(
 
 
 def _read(
-    raw: Any, kinds: Mapping[str, str], *, grounding: bool = True, documented: bool = True
+    raw: Any,
+    kinds: Mapping[str, str],
+    *,
+    grounding: bool = True,
+    documented: bool = True,
+    finished: bool = True,
 ) -> Reading:
     """Return what ``raw`` (one generateContent response) proposes; never raises.
 
-    ``documented`` is the 1.2.0 mapping (``documented=False`` is 1.1.0's), ``grounding``
-    the 1.1.0 one (``grounding=False`` is 1.0.0's); all kept unchanged.
+    ``finished`` is the 1.3.0 mapping (``finished=False`` is 1.2.0's), ``documented=False``
+    1.1.0's, ``grounding=False`` 1.0.0's; all kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -217,6 +231,13 @@ def _read(
         # sources no validation saw, as code execution's results do.
         r = parsing.reason(Reject.PROVIDER_EXECUTED_TOOL, grounded, provider_stop=finish)
         return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(parts)))
+    if finished and stated is None:
+        r = parsing.reason(
+            Reject.TRUNCATED,
+            "the candidate is not finished (no finishReason: the model has not stopped"
+            " generating, a streamed chunk before the last)",
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, _joined_text(parts)))
     known = FINISH_REASONS if documented else FINISH_REASONS_1_1
     if stated is not None and finish not in known:
         r = parsing.reason(
@@ -279,9 +300,10 @@ def _read(
 
 
 read = parsing.guarded(_read)
-read_1_1 = parsing.guarded(partial(_read, documented=False))
-read_1_0 = parsing.guarded(partial(_read, grounding=False, documented=False))
-EARLIER: dict[str, Any] = {VERSION_1_0: read_1_0, VERSION_1_1: read_1_1}
+read_1_2 = parsing.guarded(partial(_read, finished=False))
+read_1_1 = parsing.guarded(partial(_read, documented=False, finished=False))
+read_1_0 = parsing.guarded(partial(_read, grounding=False, documented=False, finished=False))
+EARLIER: dict[str, Any] = {VERSION_1_0: read_1_0, VERSION_1_1: read_1_1, VERSION_1_2: read_1_2}
 
 
 def parse(raw: Any, kinds: Mapping[str, str]) -> Proposal:

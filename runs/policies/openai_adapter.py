@@ -39,6 +39,14 @@ object, one of its ``choices``, or the bare assistant ``message``. In the order 
   OpenRouter's ``usage.server_tool_use_details``; Perplexity's ``search_results`` /
   ``citations``; Azure On Your Data's ``message.context`` citations) ->
   ``provider_executed_tool`` (2.5.0 read the answer beside it as the answer)
+- from 2.7.0: a choice whose ``finish_reason`` is stated ``null`` -> ``truncated_output``:
+  a ``chat.completion`` choice always states why it finished (``Choice.finish_reason`` is
+  required and never null), and only a stream chunk's choice says ``null``: not finished
+  yet (2.6.0 read its text as the answer and its calls as proposals). A choice *without*
+  the key, or a bare message, is read as before: compatible gateways leave it out of
+  finished answers (recorded: OpenRouter -> Nebius), so its absence says nothing. A chunk
+  itself (``object: chat.completion.chunk``, a choice with a ``delta``) is not an assistant
+  message: ``unknown_shape``, as in every version
 - reasoning fields (``reasoning_content``, ``reasoning``) and Mistral's ``thinking``
   content parts are declared reasoning, not output: commentary evidence, ignored by the
   parse
@@ -67,7 +75,10 @@ from runs.domain.proposals import Proposal, RejectionReason
 from runs.policies import limits, parsing, provider_errors
 from runs.policies.parsing import Reading, Reject, Stop, ToolCall, Turn
 
-VERSION = "openai-tool-calls-adapter@2.6.0"
+VERSION = "openai-tool-calls-adapter@2.7.0"
+# 2.6.0 read a choice whose finish_reason is null (a stream chunk's, not finished) as the
+# answer or the call; kept as it was for runs recorded under it.
+VERSION_2_6 = "openai-tool-calls-adapter@2.6.0"
 # 2.5.0 read an answer resting on a web search the provider ran itself (``url_citation``
 # annotations, OpenRouter's server tool counts, Perplexity's search results) as the answer;
 # kept as it was for runs recorded under it.
@@ -117,12 +128,13 @@ def _read(
     server_tools: bool = True,
     quirks: bool = True,
     searched: bool = True,
+    finished: bool = True,
 ) -> Reading:
     """Return what ``raw`` (one Chat Completions output) proposes; never raises.
 
-    ``searched`` is the 2.6.0 mapping (``searched=False`` is 2.5.0's), ``quirks=False``
-    2.4.0's, ``server_tools=False`` 2.3.0's, ``known_finish=False`` 2.2.0's,
-    ``strict=False`` 2.1.0's; all kept unchanged.
+    ``finished`` is the 2.7.0 mapping (``finished=False`` is 2.6.0's), ``searched=False``
+    2.5.0's, ``quirks=False`` 2.4.0's, ``server_tools=False`` 2.3.0's,
+    ``known_finish=False`` 2.2.0's, ``strict=False`` 2.1.0's; all kept unchanged.
     """
     limit = limits.check(raw)
     if limit is not None:
@@ -204,6 +216,12 @@ def _read(
         return Reading(parsing.rejected(r), _joined(reasoning, text))
     if quirks and finish == EOS_FINISH:
         finish = "stop"
+    if finished and "finish_reason" in choice and stated is None:
+        r = parsing.reason(
+            Reject.TRUNCATED,
+            "the choice is not finished (finish_reason null: a stream chunk's choice)",
+        )
+        return Reading(parsing.rejected(r), _joined(reasoning, text))
     if finish == "length":
         r = parsing.reason(
             Reject.TRUNCATED, "the output hit the token limit", provider_stop=finish_text or ""
@@ -261,11 +279,21 @@ def _read(
 
 
 read = parsing.guarded(_read)
-read_2_5 = parsing.guarded(partial(_read, searched=False))
-read_2_4 = parsing.guarded(partial(_read, quirks=False, searched=False))
-read_2_3 = parsing.guarded(partial(_read, server_tools=False, quirks=False, searched=False))
+read_2_6 = parsing.guarded(partial(_read, finished=False))
+read_2_5 = parsing.guarded(partial(_read, searched=False, finished=False))
+read_2_4 = parsing.guarded(partial(_read, quirks=False, searched=False, finished=False))
+read_2_3 = parsing.guarded(
+    partial(_read, server_tools=False, quirks=False, searched=False, finished=False)
+)
 read_2_2 = parsing.guarded(
-    partial(_read, known_finish=False, server_tools=False, quirks=False, searched=False)
+    partial(
+        _read,
+        known_finish=False,
+        server_tools=False,
+        quirks=False,
+        searched=False,
+        finished=False,
+    )
 )
 read_2_1 = parsing.guarded(
     partial(
@@ -275,6 +303,7 @@ read_2_1 = parsing.guarded(
         server_tools=False,
         quirks=False,
         searched=False,
+        finished=False,
     )
 )
 EARLIER = {
@@ -283,6 +312,7 @@ EARLIER = {
     VERSION_2_3: read_2_3,
     VERSION_2_4: read_2_4,
     VERSION_2_5: read_2_5,
+    VERSION_2_6: read_2_6,
 }
 
 

@@ -14,7 +14,11 @@ reasoning (its summary is commentary evidence, never read). In the order checked
 - ``status: incomplete``: ``incomplete_details.reason`` ``content_filter`` ->
   ``model_refusal``, any other (``max_output_tokens``...) -> ``truncated_output``; a
   response still ``queued`` / ``in_progress`` (background mode) or ``cancelled`` ->
-  ``truncated_output``
+  ``truncated_output``. No ``status`` at all is read as before: Responses-compatible APIs
+  leave it out of finished responses, so its absence says nothing (an unfinished item still
+  says so by its own ``status``, below). A stream event (``type``
+  ``response.output_text.delta``, ``response.in_progress``..., the response inside it) is
+  not a response: ``unknown_shape``
 - hosted tools that ran at the provider (``web_search_call``, ``file_search_call``,
   ``code_interpreter_call``, ``mcp_call``, ``image_generation_call``, ``program``, xAI's
   ``x_search_call``...), or a

@@ -45,10 +45,10 @@ EARLIER = {
     "anthropic": anthropic_adapter.VERSION_2_1,
 }
 CURRENT = {
-    "openai": "openai-tool-calls-adapter@2.6.0",
+    "openai": "openai-tool-calls-adapter@2.7.0",
     "openai-responses": "openai-responses-adapter@1.5.0",
-    "anthropic": "anthropic-tool-use-adapter@2.4.0",
-    "gemini": "gemini-function-calling-adapter@1.2.0",
+    "anthropic": "anthropic-tool-use-adapter@2.5.0",
+    "gemini": "gemini-function-calling-adapter@1.3.0",
     "bedrock-converse": "bedrock-converse-adapter@1.1.0",
 }
 # Every earlier version still installed, oldest first (EARLIER: the first of each, the one
@@ -60,6 +60,7 @@ EARLIER_ALL = {
         openai_adapter.VERSION_2_3,
         openai_adapter.VERSION_2_4,
         openai_adapter.VERSION_2_5,
+        openai_adapter.VERSION_2_6,
     ),
     "openai-responses": (
         openai_responses_adapter.VERSION_1_1,
@@ -71,12 +72,13 @@ EARLIER_ALL = {
         anthropic_adapter.VERSION_2_1,
         anthropic_adapter.VERSION_2_2,
         anthropic_adapter.VERSION_2_3,
+        anthropic_adapter.VERSION_2_4,
     ),
-    "gemini": (gemini_adapter.VERSION_1_0, gemini_adapter.VERSION_1_1),
+    "gemini": (gemini_adapter.VERSION_1_0, gemini_adapter.VERSION_1_1, gemini_adapter.VERSION_1_2),
     "bedrock-converse": (bedrock_adapter.VERSION_1_0,),
 }
 # The Chat Completions versions before 2.5.0 (Azure's filtered choice and prompt error...).
-BEFORE_2_5 = EARLIER_ALL["openai"][:-1]
+BEFORE_2_5 = EARLIER_ALL["openai"][:-2]
 # The Chat Completions versions before 2.4.0 (Groq's executed_tools, Ollama's done_reason).
 BEFORE_2_4 = (openai_adapter.VERSION_2_1, openai_adapter.VERSION_2_2, openai_adapter.VERSION_2_3)
 # The outputs the earlier versions read as answers and the current ones refuse.
@@ -272,7 +274,7 @@ def test_an_anthropic_stop_reason_the_api_does_not_document_is_never_an_answer(s
     call = {**anthropic_adapter.render_call("read_equipment", {"equipment_id": "EQ-1"}, "c1")}
     proposal = anthropic_adapter.parse({**call, "stop_reason": stop}, KINDS)
     assert parsing.classify(proposal, KINDS) == Reject.UNKNOWN_SHAPE
-    for version in EARLIER_ALL["anthropic"][:-1]:  # the versions before 2.3.0
+    for version in EARLIER_ALL["anthropic"][:2]:  # the versions before 2.3.0
         assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
 
 
@@ -281,7 +283,6 @@ def test_an_anthropic_stop_reason_the_api_does_not_document_is_never_an_answer(s
     [
         ("end_turn", ""),
         ("stop_sequence", ""),
-        (None, ""),  # not stated (a compatible gateway): read as before
         ("max_tokens", Reject.TRUNCATED),
         ("pause_turn", Reject.TRUNCATED),
         ("model_context_window_exceeded", Reject.TRUNCATED),
@@ -323,7 +324,6 @@ def test_a_chat_finish_reason_the_api_does_not_document_is_never_an_answer(finis
         ("stop", ""),
         ("end_turn", ""),
         ("", ""),  # none stated (Snowflake): read as before
-        (None, ""),
         ("length", Reject.TRUNCATED),
         ("content_filter", Reject.REFUSAL),
         ("tool_calls", Reject.TRUNCATED),  # stopped for tool use without a call
@@ -679,7 +679,7 @@ def test_an_answer_resting_on_the_providers_own_web_search_is_not_a_final_from_2
     assert (r.code, r.provider_stop) == (Reject.PROVIDER_EXECUTED_TOOL, "stop")
     assert "url_citation" in r.detail and "server_tool_use_details" in r.detail
     assert reading.commentary == "https://github.com/pydantic/pydantic-ai"
-    for version in EARLIER_ALL["openai"]:
+    for version in EARLIER_ALL["openai"][:-1]:  # before 2.6.0
         old = vocabularies.for_version(version).parse(raw, KINDS)
         assert old == FinalCandidate({"text": "https://github.com/pydantic/pydantic-ai"}), version
 
@@ -815,7 +815,7 @@ def test_an_anthropic_client_error_type_is_a_client_error_from_2_4(error_type):
     new = vocabularies.get("anthropic").parse(raw, KINDS)
     assert isinstance(new, InvalidProposal)
     assert new.reason_code == "provider_error:client_error"
-    for version in EARLIER_ALL["anthropic"]:
+    for version in EARLIER_ALL["anthropic"][:-1]:  # before 2.4.0
         old = vocabularies.for_version(version).parse(raw, KINDS)
         assert isinstance(old, InvalidProposal)
         assert old.reason_code == "provider_error:unclassified", version
@@ -869,7 +869,7 @@ def test_an_anthropic_answer_citing_web_search_results_is_provider_executed_from
     assert isinstance(new, InvalidProposal)
     assert new.reason_code == Reject.PROVIDER_EXECUTED_TOOL
     assert "web_search_result_location" in new.detail
-    for version in EARLIER_ALL["anthropic"]:
+    for version in EARLIER_ALL["anthropic"][:-1]:  # before 2.4.0
         assert isinstance(vocabularies.for_version(version).parse(raw, KINDS), FinalCandidate)
     document = {
         **cited,
@@ -1156,7 +1156,7 @@ def test_each_newer_gemini_finish_reason_is_its_typed_failure_from_1_2(finish, e
         assert new.reason_code == expected
         assert new.reasons[0].provider_stop == finish
         assert finish in new.detail
-        for version in EARLIER_ALL["gemini"]:
+        for version in EARLIER_ALL["gemini"][:-1]:  # before 1.2.0
             old = vocabularies.for_version(version).parse(raw, KINDS)
             assert parsing.classify(old, KINDS) == Reject.UNKNOWN_SHAPE, version
         raw["candidates"][0]["finishMessage"] = "m" * 5_000
@@ -1178,3 +1178,71 @@ def test_every_documented_gemini_finish_reason_is_known_and_others_stay_unknown(
         raw = gemini_adapter.render_text("Done.")
         raw["candidates"][0]["finishReason"] = finish
         assert parsing.classify(gemini_adapter.parse(raw, KINDS), KINDS) == Reject.UNKNOWN_SHAPE
+
+
+# -- (q) an output the provider has not finished (Messages 2.5.0, Chat 2.7.0, Gemini 1.3.0) ----
+# Each: the stop field stated as unfinished, the fixture, the version before the fix and what
+# it made of it. A stop field that is absent (not null) is what compatible gateways send for a
+# finished output (recorded: OpenRouter -> Nebius without finish_reason): read as before,
+# except Gemini's, whose absence the API documents as "the model has not stopped".
+UNFINISHED = {
+    # anthropic 2.17.0 Message.stop_reason: "In streaming mode, it is null in the
+    # message_start event and non-null otherwise" (the stream's message so far).
+    "anthropic": (
+        anthropic_adapter.VERSION_2_4,
+        {
+            "stream_snapshot_null_stop_text": FinalCandidate,
+            "stream_snapshot_null_stop_tool_use": ObserveIntent,
+        },
+    ),
+    # openai 3.63.0: ChatCompletion's Choice.finish_reason is never null; a chunk's is null
+    # until the chunk that ends the choice.
+    "openai": (openai_adapter.VERSION_2_6, {"finish_reason_null_text": FinalCandidate}),
+    # google-genai Candidate.finish_reason: "If empty, the model has not stopped generating
+    # the tokens" (a streamGenerateContent chunk before the last).
+    "gemini": (
+        gemini_adapter.VERSION_1_2,
+        {
+            "stream_chunk_text_without_finish": FinalCandidate,
+            "recorded_vertex_call_without_args": ActionIntent,  # read_theme: not ours
+        },
+    ),
+}
+UNFINISHED_CASES = [
+    (vocabulary, name) for vocabulary, (_, names) in UNFINISHED.items() for name in names
+]
+
+
+@pytest.mark.parametrize(("vocabulary", "name"), UNFINISHED_CASES)
+def test_an_unfinished_output_is_truncated_and_the_version_before_reads_it_as_before(
+    vocabulary, name
+):
+    raw = load(vocabulary, name)
+    new = vocabularies.get(vocabulary).parse(raw, KINDS)
+    assert isinstance(new, InvalidProposal)
+    assert [r.code for r in new.reasons] == [Reject.TRUNCATED]
+    assert "not finished" in new.detail
+    before, expected = UNFINISHED[vocabulary]
+    assert isinstance(vocabularies.for_version(before).parse(raw, KINDS), expected[name])
+
+
+@pytest.mark.parametrize("vocabulary", sorted(UNFINISHED))
+def test_an_absent_stop_reads_as_before_but_a_null_one_is_unfinished(vocabulary):
+    """The stop field stated null is unfinished in every changed vocabulary; absent, it is a
+    finished answer for Anthropic and Chat Completions (compatible gateways leave it out) and
+    unfinished for Gemini only, whose API documents an empty finish reason so."""
+    vocab = vocabularies.get(vocabulary)
+    raw = vocab.text("Done: part A17 is reserved.")
+    holder, key = {
+        "anthropic": (raw, "stop_reason"),
+        "openai": (raw["choices"][0] if "choices" in raw else raw, "finish_reason"),
+        "gemini": (raw["candidates"][0] if "candidates" in raw else raw, "finishReason"),
+    }[vocabulary]
+    holder[key] = None
+    assert parsing.classify(vocab.parse(raw, KINDS), KINDS) == Reject.TRUNCATED
+    before = vocabularies.for_version(UNFINISHED[vocabulary][0])
+    assert isinstance(before.parse(raw, KINDS), FinalCandidate)
+    del holder[key]
+    absent = parsing.classify(vocab.parse(raw, KINDS), KINDS)
+    assert absent == (Reject.TRUNCATED if vocabulary == "gemini" else "")
+    assert isinstance(before.parse(raw, KINDS), FinalCandidate)

@@ -215,6 +215,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "recorded_vllm_length_empty_tool_calls": Reject.TRUNCATED,
         "recorded_together_tool_call": unknown("get_current_weather", {"city": "Paris"}),
         # OpenRouter -> Nebius: a choice without any finish_reason (none stated).
+        # finish_reason null: a chunk's unfinished choice (from 2.7.0).
+        "finish_reason_null_text": Reject.TRUNCATED,
         "recorded_openrouter_nebius_no_finish_reason": FinalCandidate(
             {"text": recorded_choice_text("openai", "recorded_openrouter_nebius_no_finish_reason")}
         ),
@@ -315,6 +317,9 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "server_tool_use_web_search": Reject.PROVIDER_EXECUTED_TOOL,
         "tool_use_called_by_code_execution": Reject.PROVIDER_EXECUTED_TOOL,
         "unknown_block": Reject.UNKNOWN_SHAPE,
+        # stop_reason null: a stream's message, not finished (from 2.5.0).
+        "stream_snapshot_null_stop_text": Reject.TRUNCATED,
+        "stream_snapshot_null_stop_tool_use": Reject.TRUNCATED,
         "unknown_stop_reason": Reject.UNKNOWN_SHAPE,
         "unknown_shape_openai_completion": Reject.UNKNOWN_SHAPE,
         "empty_content": Reject.EMPTY_OUTPUT,
@@ -400,8 +405,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         # Recorded (see gemini/sources.toml).
         "recorded_function_call_thought_signature": unknown("get_capital", {"country": "France"}),
         "recorded_function_call_empty_args": unknown("bar", {}),
-        # Vertex AI leaves out the args of a call without parameters.
-        "recorded_vertex_call_without_args": unknown("read_theme", {}),
+        # A streamed chunk without finishReason: the model had not stopped (from 1.3.0;
+        # 1.2.0 read the call, whose args Vertex AI leaves out, as a call without arguments).
+        "recorded_vertex_call_without_args": Reject.TRUNCATED,
+        "stream_chunk_text_without_finish": Reject.TRUNCATED,
         "recorded_vertex_call_still_streaming": Reject.TRUNCATED,
         "recorded_parallel_function_calls": Reject.TWO_EFFECT_CALLS,
         "recorded_thought_then_text": FinalCandidate(
@@ -518,7 +525,7 @@ RECORDED_CASES = {
     },
     "gemini": {
         "function call": "recorded_function_call_thought_signature",
-        "call without args": "recorded_vertex_call_without_args",
+        "streamed chunk: call without args": "recorded_vertex_call_without_args",
         "thought + text": "recorded_thought_then_text",
         "parallel calls": "recorded_parallel_function_calls",
         "SAFETY finish": "recorded_safety_blocked",

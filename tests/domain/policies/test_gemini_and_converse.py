@@ -71,7 +71,12 @@ def test_a_gemini_call_without_args_is_a_call_without_arguments_but_other_args_a
 
 
 def test_a_gemini_call_still_streaming_is_truncated_not_a_call():
-    proposal = gemini_adapter.parse(load("gemini", "recorded_vertex_call_still_streaming"), KINDS)
+    raw = load("gemini", "recorded_vertex_call_still_streaming")
+    # The recorded chunk states no finishReason: the candidate is not finished (1.3.0).
+    assert reasons(gemini_adapter.parse(raw, KINDS)) == ["truncated_output"]
+    # The call says so itself (willContinue), whatever the candidate's finishReason says.
+    raw["candidates"][0]["finishReason"] = "STOP"
+    proposal = gemini_adapter.parse(raw, KINDS)
     assert reasons(proposal) == ["truncated_output"]
     assert proposal.reasons[0].tool == "read_screen"  # type: ignore[union-attr]
 
