@@ -234,10 +234,14 @@ def visible_capabilities(run: Run) -> list[dict[str, Any]]:
 
     Only admitted, non-retired versions the run pinned, narrowed by the exposure policy of
     the run's phase and top-k retrieval; trusted controls always (runs.engine.visibility).
+    A capability whose id a provider would refuse as a tool name (an imported MCP tool's
+    ``files.read_text``) carries the name requests offer it under, ``tool_name``
+    (runs.policies.tool_names); the others are exactly their model projection.
     """
     from runs.engine import visibility
+    from runs.policies import tool_names
 
-    return visibility.visible_projections(run)
+    return tool_names.named(visibility.visible_projections(run))
 
 
 def projection_hash(projection: Mapping[str, Any]) -> str:

@@ -111,7 +111,7 @@ def step_deciding(owner: Owner, run: Run) -> None:
         ),
     )
     kinds = {cid: c.kind.value for cid, c in registry.ALL_CONTRACTS.items()}
-    reading = boundary.read_output(vocabulary, output, kinds)
+    reading = boundary.read_output(vocabulary, output, kinds, projection)
     proposal: Proposal = reading.proposal
     refs = {"proposal": "", "raw_output": raw_id, "observation": context_id}
     # Written with the proposal's event (the context and the raw output are on record

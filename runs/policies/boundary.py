@@ -8,8 +8,10 @@ The order is the point (SPEC §2, issue 14 item 8):
    and string length bounded by an iterative copy; ``json.dumps`` itself raises
    ``RecursionError`` on deep input), with configured secrets redacted, so it can be stored
    *before* it is parsed.
-3. ``read_output``: the adapter's reading (limits first, then the parse); any exception is
-   ``adapter_error``, a typed rejection the run records, never a run stuck in DECIDING.
+3. ``read_output``: the adapter's reading (limits first, then the parse), a call to a
+   provider-facing name the context projection recorded read as its capability
+   (``tool_names``); any exception is ``adapter_error``, a typed rejection the run
+   records, never a run stuck in DECIDING.
    An output holding a NUL or an unpaired surrogate is ``unstorable_output`` whatever the
    adapter read: no proposal, payload or evidence of PostgreSQL's can hold one (the raw
    evidence keeps it visible as ``\\u0000``).
@@ -28,7 +30,7 @@ from typing import Any
 from fieldops import secrets, telemetry
 from kernel.canonical import storable_text, unstorable
 from runs.domain.proposals import InvalidProposal, Proposal
-from runs.policies import limits, parsing, provider_errors
+from runs.policies import limits, parsing, provider_errors, tool_names
 from runs.policies.base import Policy, PolicyOutput
 from runs.policies.parsing import Reading, Reject
 
@@ -89,12 +91,18 @@ def _kept_text(text: str) -> str:
     return storable_text(secrets.redact(text))
 
 
-def read_output(vocabulary: Any, output: PolicyOutput, kinds: Mapping[str, str]) -> Reading:
-    """The one proposal (and commentary) of ``output``; never raises."""
+def read_output(
+    vocabulary: Any,
+    output: PolicyOutput,
+    kinds: Mapping[str, str],
+    projection: Mapping[str, Any] | None = None,
+) -> Reading:
+    """The one proposal (and commentary) of ``output``, a call by a name ``projection``
+    offered a capability under read as that capability (``tool_names.read``); never raises."""
     if output.error:
         return Reading(parsing.provider_error(output.error, "the provider call failed"))
     try:
-        reading = vocabulary.read(output.raw, kinds)
+        reading = tool_names.read(vocabulary.read, output.raw, kinds, projection)
     except Exception as exc:
         return Reading(parsing.invalid(Reject.ADAPTER_ERROR, type(exc).__name__))
     if not isinstance(reading, Reading):

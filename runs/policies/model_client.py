@@ -46,7 +46,7 @@ from django.conf import settings
 
 from fieldops import secrets
 from kernel.canonical import RepeatedKey, object_without_repeated_keys
-from runs.policies import limits, provider_errors
+from runs.policies import limits, provider_errors, tool_names
 from runs.policies.base import PolicyOutput
 
 log = logging.getLogger("fieldops.model_client")
@@ -166,6 +166,8 @@ def _state(context: Mapping[str, Any]) -> str:
 
 
 def _capabilities(context: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The visible capabilities; each is offered under ``tool_names.tool_name``, the name
+    its provider accepts, recorded on the projection (see runs/policies/tool_names.py)."""
     return list(context.get("capabilities", []))
 
 
@@ -179,7 +181,7 @@ def tools_of(context: Mapping[str, Any]) -> list[dict[str, Any]]:
         {
             "type": "function",
             "function": {
-                "name": c["name"],
+                "name": tool_names.tool_name(c),
                 "description": c.get("description", ""),
                 "parameters": _schema(c),
             },
@@ -210,7 +212,7 @@ def responses_request(context: Mapping[str, Any], config: ModelConfig) -> dict[s
     tools = [
         {
             "type": "function",
-            "name": c["name"],
+            "name": tool_names.tool_name(c),
             "description": c.get("description", ""),
             "parameters": _schema(c),
             "strict": False,
@@ -234,7 +236,11 @@ def responses_request(context: Mapping[str, Any], config: ModelConfig) -> dict[s
 def messages_request(context: Mapping[str, Any], config: ModelConfig) -> dict[str, Any]:
     """Return the Anthropic Messages request for one decision."""
     tools = [
-        {"name": c["name"], "description": c.get("description", ""), "input_schema": _schema(c)}
+        {
+            "name": tool_names.tool_name(c),
+            "description": c.get("description", ""),
+            "input_schema": _schema(c),
+        }
         for c in _capabilities(context)
     ]
     body: dict[str, Any] = {

@@ -34,7 +34,7 @@ from runs.domain.proposals import InvalidProposal, Proposal, from_dict, summary,
 from runs.domain.states import EventType
 from runs.engine import visibility
 from runs.models import Event, Evidence, Run
-from runs.policies import boundary, model_client, parsing, vocabularies
+from runs.policies import boundary, model_client, parsing, tool_names, vocabularies
 from runs.policies import registry as scenario_registry
 from runs.policies.base import Policy
 from runs.services import pinned_components
@@ -176,7 +176,7 @@ class _Candidate:
                 if self.name == RECORDED_NEWEST
                 else _recorded_adapter(raw, self.vocabulary)
             )
-            return boundary.bounded_reasons(adapter.parse(raw.get("raw", {}), self.kinds))
+            return self._read(adapter, raw.get("raw", {}), projection)
         try:
             output = self.policy.decide(projection)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
@@ -185,7 +185,15 @@ class _Candidate:
         if output.error:
             return parsing.provider_error(output.error)
         adapter = self.adapter or vocabularies.get(self.vocabulary)
-        return boundary.bounded_reasons(adapter.parse(output.raw, self.kinds))
+        return self._read(adapter, output.raw, projection)
+
+    def _read(
+        self, adapter: vocabularies.Vocabulary, raw: Any, projection: Mapping[str, Any]
+    ) -> Proposal:
+        """The proposal ``raw`` makes, read as the runner reads it: a call by a name the
+        recorded projection offered a capability under is that capability."""
+        reading = tool_names.read(adapter.read, raw, self.kinds, projection)
+        return boundary.bounded_reasons(reading.proposal)
 
 
 def _recorded_adapter(raw: Mapping[str, Any], vocabulary: str) -> vocabularies.Vocabulary:
