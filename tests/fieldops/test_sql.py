@@ -4,6 +4,7 @@ databases, and stay visible to query logging."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from typing import Any
 
@@ -133,6 +134,28 @@ def test_a_run_s_statements_are_prepared_once_by_fieldops_alone_and_survive_roll
     assert set(first) <= set(after) and len(after) <= PREPARED_MAX
     assert _native(read, (2950,))[0].decode() in after  # a uuid parameter
     assert all(name.startswith("fieldops_") for name in after), after
+
+
+@pytest.mark.postgres
+def test_a_run_s_terminal_record_is_inserted_by_a_prepared_statement(
+    world: None, approver: Any
+) -> None:
+    """The terminal record's insert (arrays of uuids, ints, JSON texts, bools, datetimes)
+    is prepared once like the run's other statements, not parsed at every run's end; the
+    record reads back as written."""
+    from runs.models import TerminalRecord
+
+    run = make_run()
+    approve(run, approver)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements "
+            "WHERE name LIKE 'fieldops_%%' AND statement LIKE 'INSERT INTO runs_terminalrecord%%'"
+        )
+        assert cursor.fetchone() == (1,)
+    record = TerminalRecord.objects.get(run=run)
+    assert record.disposition == "COMPLETED" and record.evidence_complete is True
+    assert record.versions["contract"] == run.contract_version
 
 
 # -- execute_prepared: statements straight through libpq ---------------------------------
@@ -365,11 +388,15 @@ def test_arrays_and_text_enums_mean_through_libpq_what_they_mean_through_the_cur
     when = [dt.datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=dt.UTC), None]
     from psycopg.types.numeric import Int2, Int8
 
+    ids = [uuid.UUID("00000000-0000-4000-8000-000000000000"), None, uuid.uuid4()]
+    flags = [True, None, False]
     read = (
         "SELECT %s::text[], %s::bigint[], %b::numeric[], %s::timestamptz[], %s::text, %s, "
-        "pg_typeof(%s)::text, pg_typeof(%s)::text"
+        "pg_typeof(%s)::text, pg_typeof(%s)::text, %s, %s, pg_typeof(%s)::text, "
+        "pg_typeof(%s)::text"
     )
     params = [texts, ints[:3], [*ints, 2**70], when, Kind.A, [], Int2(3), Int8(3)]
+    params += [ids, flags, ids, flags]
     assert _encoded(params) is not None
     connection.ensure_connection()
     with connection.wrap_database_errors:
@@ -379,5 +406,109 @@ def test_arrays_and_text_enums_mean_through_libpq_what_they_mean_through_the_cur
         slow = cursor.fetchall()
     assert fast == slow
     assert fast[0][0] == texts and fast[0][4] == "kind-a"
-    assert fast[0][6:] == ("smallint", "bigint")
-    assert _encoded([[1, "a"]]) is None and _encoded([[True]]) is None  # the cursor's
+    assert fast[0][6:] == ("smallint", "bigint", ids, flags, "uuid[]", "boolean[]")
+    assert _encoded([[1, "a"]]) is None and _encoded([[True, 1]]) is None  # the cursor's
+
+
+_TZ_MINUS = dt.timezone(-dt.timedelta(hours=9, minutes=30))
+_TZ_PLUS = dt.timezone(dt.timedelta(hours=5, minutes=45))
+# Values the engine sends, at the edges of their binary encodings: each integer width's
+# bounds, negatives, timestamps with non-UTC offsets, microseconds and before 2000 (a
+# negative count since PostgreSQL's epoch), JSON with non-ASCII text.
+_EDGES: list[tuple[str, Any]] = [
+    ("int2send(%s)", 0),
+    ("int2send(%s)", -1),
+    ("int2send(%s)", -(2**15)),
+    ("int2send(%s)", 2**15 - 1),
+    ("int4send(%s)", 2**15),
+    ("int4send(%s)", -(2**31)),
+    ("int4send(%s)", 2**31 - 1),
+    ("int8send(%s)", 2**31),
+    ("int8send(%s)", -(2**63)),
+    ("int8send(%s)", 2**63 - 1),
+    ("boolsend(%s)", True),
+    ("boolsend(%s)", False),
+    ("uuid_send(%s)", uuid.UUID("00000000-0000-4000-8000-000000000000")),
+    ("uuid_send(%s)", uuid.UUID("ffffffff-ffff-4fff-bfff-ffffffffffff")),
+    ("timestamptz_send(%s)", dt.datetime(2026, 12, 7, 23, 59, 59, 999999, tzinfo=_TZ_MINUS)),
+    ("timestamptz_send(%s)", dt.datetime(2000, 1, 1, 5, 45, tzinfo=_TZ_PLUS)),  # the epoch
+    ("timestamptz_send(%s)", dt.datetime(1999, 12, 31, 23, 59, 59, 1, tzinfo=dt.UTC)),
+    ("timestamptz_send(%s)", dt.datetime(1970, 1, 1, tzinfo=_TZ_PLUS)),
+    ("timestamptz_send(%s)", dt.datetime(1, 1, 1, tzinfo=dt.UTC)),
+    ("timestamptz_send(%s)", dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC)),
+]
+
+
+def _jsonb(value: Any) -> Any:
+    from psycopg.types.json import Jsonb
+
+    text = json.dumps(value, ensure_ascii=False)
+    return Jsonb(value, dumps=lambda _value: text)
+
+
+_JSON = {"caf\u00e9": ["\u202e", "\U0001f600", 1.5, None, True], "q": 'a"b\\c'}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("send", "value"), [*_EDGES, ("jsonb_send(%s)", _jsonb(_JSON))])
+def test_parameters_travel_in_postgresql_s_own_binary_format(send: str, value: Any) -> None:
+    """Ints, bools, uuids, timestamptz and jsonb are sent in binary (the server copies them,
+    it does not parse them): each as the bytes PostgreSQL's own send function gives."""
+    from fieldops.sql import _encoded, _formats, binding_cursor
+
+    encoded = _encoded([value])
+    assert encoded is not None
+    (data,), types = encoded
+    assert _formats(types) == (1,)
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        cursor = binding_cursor(connection)
+        cursor.execute(f"SELECT {send}", [value])
+        (wire,) = cursor.fetchone()
+    if send.startswith("jsonb"):  # the server's is its own rendering of the same value
+        assert data == b"\x01" + value.dumps(value.obj).encode()
+        assert json.loads(wire[1:]) == json.loads(data[1:]) == _JSON
+    else:
+        assert data == wire
+
+
+@pytest.mark.postgres
+def test_binary_parameters_round_trip_through_a_statement(world: None) -> None:
+    """The edge values and JSON read back through a prepared statement as sent, as the
+    cursor reads them, with the types the cursor gives them; texts and NULLs beside them
+    stay text (``unknown``, typed by the statement)."""
+    from fieldops.sql import _encoded, _formats, binding_cursor, execute_prepared
+
+    values = [value for _send, value in _EDGES]
+    placeholders = ", ".join(["%s, pg_typeof(%s)::text"] * len(values))
+    read = f"SELECT {placeholders}, %s, %s::text, %s::int"
+    doubled = [v for value in values for v in (value, value)]
+    doubled += [_jsonb(_JSON), "caf\u00e9", None]
+    encoded = _encoded(doubled)
+    assert encoded is not None
+    assert _formats(encoded[1])[-3:] == (1, 0, 0)  # type: ignore[index]
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        fast = execute_prepared(connection, read, doubled, fetch=True)
+        cursor = binding_cursor(connection)
+        cursor.execute(read, doubled)
+        slow = cursor.fetchall()
+    assert fast == slow
+    row = fast[0]  # type: ignore[index]
+    assert list(row[0 : 2 * len(values) : 2]) == values
+    assert json.loads(row[-3]) == _JSON  # Django's connection reads jsonb as its text
+    assert row[-2:] == ("caf\u00e9", None)
+    typed = {"int2": "smallint", "int4": "integer", "int8": "bigint", "bool": "boolean"}
+    typed |= {"uuid_": "uuid", "timestamptz_": "timestamp with time zone"}
+    assert list(row[1 : 2 * len(values) : 2]) == [
+        typed[send[: -len("send(%s)")]] for send, _ in _EDGES
+    ]
+
+
+@pytest.mark.postgres
+def test_a_sized_int_too_wide_for_its_type_is_left_to_the_cursor(world: None) -> None:
+    from psycopg.types.numeric import Int2
+
+    from fieldops.sql import _encoded
+
+    assert _encoded([Int2(2**15)]) is None
