@@ -85,9 +85,10 @@ PRODUCTION = {
 TLS_PROXY = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "127.0.0.1"}
 
 
-class NoAnswer(Exception):
+class NoAnswer(ConnectionError):
     """The connection closed before an answer came (the web worker serving it was killed):
-    whether the request took effect is unknown."""
+    whether the request took effect is unknown. A ``ConnectionError``, as urllib's own
+    were before, for the tests that kill a server under a request and ignore OSError."""
 
 
 class Writes:

@@ -28,9 +28,10 @@ Five people, each in their own thread with their own seeded choices:
 
 Meanwhile the chaos thread of ``tests/durable/chaos.py`` SIGKILLs pool processes and worker
 parents (a supervisor restarts them) and SIGSTOPs a pool process or a whole worker for
-longer than the lease, then SIGCONTs it. At seeded moments it also SIGKILLs beat (the
-supervisor starts it again) and, three times, one of gunicorn's web workers while the
-people act (the arbiter starts another). A request that worker was serving gets no
+longer than the lease, then SIGCONTs it. At seeded moments of each chaos phase (before
+and after the host freeze) it also SIGKILLs beat once (the supervisor starts it again)
+and one of gunicorn's web workers three times, aiming at one inside a request while a
+person's write is under way (the arbiter starts another). A request that worker was serving gets no
 answer: the person treats that action's outcome as unknown (the integration sends the
 same Idempotency-Key again; a browser's start, cancel or decision stays unknown) and
 the checks below accept either outcome for exactly that action.

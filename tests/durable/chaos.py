@@ -289,10 +289,10 @@ class Chaos(threading.Thread):
     Every step first restarts what the supervisor would (dead worker parents, beat).
     At seeded moments of its first ``FAULT_WINDOW`` seconds it SIGKILLs beat (once) and,
     with ``web_workers``, one of gunicorn's web workers (``WEB_KILLS`` times, preferably
-    one inside a request: the arbiter starts another; the people must then cope with a
-    request that got no answer).
-    Otherwise it picks, with fixed weights, one of: kill a pool child, kill a worker's
-    parent (restarted at once), pause a pool child, pause a whole worker. Worker targets are
+    one inside a request while the people have a write under way: the arbiter starts
+    another; the people must then cope with a request that got no answer). Otherwise it
+    picks, with fixed weights, one of: kill a pool child, kill a worker's parent
+    (restarted at once), pause a pool child, pause a whole worker. Worker targets are
     preferably processes that hold a run's lease right now (the lease owner names the
     child's pid), so faults land inside the reservation path rather than on idle
     processes. A pause lasts longer than the lease, so another worker takes the run over
