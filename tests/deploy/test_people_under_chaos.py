@@ -57,6 +57,7 @@ database, the world's ledger and the console:
 - every run page and API answer the watcher got during the chaos showed the state the
   run's events fold to at the revision it named, and a page that said "not moving" was
   about a run that moves by itself (not one waiting for a person, nor one that ended);
+- the sweeper reported after beat's last kill (beat came back and sweeps);
 - nobody got a 5xx on a request that was answered; the run page (state and revision),
   the API's run and the recovery page's ledger lookup of each attempt answer 200 and
   match the database, and the recovery page lists none of the runs as stalled.
@@ -630,6 +631,8 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
     if chaos.error is not None:
         problems.append(f"the chaos thread failed: {chaos.error!r}")
     problems += record.problems
+    silent = fleet.sweeper_silent_since_beat_killed()
+    problems += [silent] if silent else []
     runs = {str(r.pk): r for r in Run.objects.filter(pk__in=record.runs)}
     pending = {
         str(c.run_id): c.pk
@@ -800,7 +803,7 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
             f" ({s.restarts} restarts with beat's), {s.pauses} pauses ({s.worker_pauses} whole"
             f" workers), {s.busy_targets} aimed at a lease holder; {s.beat_kills} beat kills,"
             f" {s.web_kills} web worker kills; quorum {quorum}",
-            f"  no answer: {record.unknown_starts} starts,"
+            f"  outcome unknown (no answer, not retried): {record.unknown_starts} starts,"
             f" {sum(record.maybe_cancelled.values())} cancels,"
             f" {sum(record.maybe_decided.values())} decisions; done all the same:"
             f" {len(untold)} starts (runs learnt from the database),"

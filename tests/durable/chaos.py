@@ -37,7 +37,7 @@ from typing import Any
 from django.db import connection
 
 from runs.engine import liveness
-from runs.models import Run
+from runs.models import Run, WorkerHeartbeat
 from tests.deploy.servers import PRODUCTION, ROOT, Browser, WebProcess, run_id_of
 from tests.durable.conftest import Cluster
 
@@ -87,6 +87,7 @@ class Fleet:
     groups: set[int] = field(default_factory=set)  # every process group ever started
     beat: subprocess.Popen[bytes] | None = None
     web: WebProcess | None = None
+    beat_killed_at: float | None = None  # time.time() of beat's last SIGKILL
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def env(self) -> dict[str, str]:
@@ -171,6 +172,32 @@ class Fleet:
         if beat_dead:
             self._start_beat()
         return len(dead) + beat_dead
+
+    def kill_beat(self) -> bool:
+        """SIGKILL beat (``ensure_full`` starts it again); False if it was not running."""
+        beat = self.beat
+        if beat is None or beat.poll() is not None or not signal_pid(beat.pid, signal.SIGKILL):
+            return False
+        self.beat_killed_at = time.time()
+        return True
+
+    def sweeper_silent_since_beat_killed(self) -> str | None:
+        """What is wrong if beat was killed and the sweeper has not reported since (beat not
+        started again, or started and not sweeping); None when all is well."""
+        if self.beat_killed_at is None:
+            return None
+        seen = max(
+            WorkerHeartbeat.objects.filter(role=WorkerHeartbeat.SWEEPER).values_list(
+                "seen_at", flat=True
+            ),
+            default=None,
+        )
+        if seen is not None and seen.timestamp() > self.beat_killed_at:
+            return None
+        return (
+            f"beat was killed {time.time() - self.beat_killed_at:.1f} s ago and the sweeper"
+            f" has not reported since (last: {seen})"
+        )
 
     def web_workers(self) -> list[int]:
         """The pids of gunicorn's live web workers (its arbiter's children)."""
@@ -355,9 +382,7 @@ class Chaos(threading.Thread):
         elapsed = time.monotonic() - self.began
         if self.beat_kill_at and elapsed >= self.beat_kill_at[0]:
             self.beat_kill_at.pop(0)
-            beat = self.fleet.beat
-            if beat is not None and beat.poll() is None and signal_pid(beat.pid, signal.SIGKILL):
-                self.stats.beat_kills += 1
+            self.stats.beat_kills += self.fleet.kill_beat()
             return
         if self.web_kill_at and elapsed >= self.web_kill_at[0]:
             self.web_kill_at.pop(0)

@@ -17,8 +17,9 @@ exercise reconciliation, and the operator cancels a few: at a random moment of t
 first second, or within 30 ms of their approval, racing the reservation's dispatch (the
 summary counts refused cancels by the state they met). Meanwhile a seeded chaos thread
 SIGKILLs pool children (sometimes a worker's parent, restarted at once) and SIGSTOPs a
-child or a whole worker for longer than the lease, then SIGCONTs it; now and then it
-SIGKILLs beat, which the supervisor (the chaos thread's next step) starts again. (The web
+child or a whole worker for longer than the lease, then SIGCONTs it; at a seeded moment it
+SIGKILLs beat, which the supervisor (the chaos thread's next step) starts again: the
+sweeper must have reported after that kill. (The web
 worker is faulted by ``tests/deploy/test_people_under_chaos.py``, whose people cope with a
 request that gets no answer.)
 
@@ -287,6 +288,8 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
     for run_id, found in violations.items():
         problems += [f"run {run_id}: {v}" for v in found]
     problems += [f"server error: {e}" for e in desk.server_errors]
+    silent = fleet.sweeper_silent_since_beat_killed()
+    problems += [silent] if silent else []
     problems += [
         f"slot {slot}: {taken} units taken from stock, {booked} reserved in the ledger"
         for slot, (taken, booked) in stock_mismatches.items()
