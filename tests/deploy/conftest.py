@@ -6,7 +6,6 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -90,31 +89,3 @@ def queue_name(redis_db: redis.Redis) -> Iterator[str]:
     redis_db.delete(
         *broker_lists(name), f"_kombu.binding.{name}", f"_kombu.binding_permanent.{name}"
     )
-
-
-@pytest.fixture(scope="session")
-def collected_static(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``collectstatic`` run once on the production settings into a directory of the
-    session, as a release does: the web process on those settings refuses to start
-    without it (``FIELDOPS_STATIC_ROOT`` points a process at it)."""
-    import subprocess
-    import sys
-
-    from tests.deploy.servers import PRODUCTION, ROOT
-
-    root = tmp_path_factory.mktemp("staticfiles")
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-        cwd=ROOT,
-        env={
-            **os.environ,
-            **PRODUCTION,
-            # read by the settings only: collectstatic opens no connection
-            "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/fieldops_collectstatic",
-            "FIELDOPS_STATIC_ROOT": str(root),
-        },
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return root

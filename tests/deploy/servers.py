@@ -4,11 +4,15 @@
 serve_embedded`` on a free 127.0.0.1 port with the environment a deployment would give
 it; ``Browser`` is a urllib client with a cookie jar that signs in through the login form
 and posts forms with the CSRF token, as a person's browser does (redirects are returned,
-not followed, so a test sees the 302 itself).
+not followed, so a test sees the 302 itself). On the production settings it reaches the
+server as through the TLS-terminating proxy they require (``TLS_PROXY``). A request whose
+connection is cut before an answer (its web worker killed) raises ``NoAnswer``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import http.cookiejar
 import json
 import os
@@ -18,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -72,6 +77,51 @@ PRODUCTION = {
     "FIELDOPS_CALLBACK_KEY": "c" * 40,
     "CELERY_BROKER_URL": REDIS_URL,
 }
+
+
+# What the one TLS-terminating proxy the production settings expect adds to each request
+# it forwards over plain HTTP (fieldops/settings_production.py): the scheme the browser
+# used, and the client's address appended to X-Forwarded-For (the sign-in throttle's).
+TLS_PROXY = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "127.0.0.1"}
+
+
+class NoAnswer(ConnectionError):
+    """The connection closed before an answer came (the web worker serving it was killed):
+    whether the request took effect is unknown. A ``ConnectionError``, as urllib's own
+    were before, for the tests that kill a server under a request and ignore OSError."""
+
+
+class Writes:
+    """How many writes (requests with a body) some clients have under way now: the chaos
+    drill kills a web worker while one is, so that the kill may cut a write."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    @contextlib.contextmanager
+    def under_way(self, request: urllib.request.Request) -> Any:
+        counted = request.data is not None
+        with self._lock:
+            self._count += counted
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= counted
+
+    def any(self) -> bool:
+        with self._lock:
+            return self._count > 0
+
+
+def no_answer(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by urllib, is a connection cut before the answer."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return False
+    if isinstance(exc, urllib.error.URLError):
+        exc = exc.reason if isinstance(exc.reason, BaseException) else exc
+    return isinstance(exc, ConnectionError | http.client.HTTPException)
 
 
 def shared_database_url() -> str:
@@ -158,22 +208,45 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-class Browser:
-    """One person's browser: its own cookies (session, CSRF) against one server."""
+class _HttpsBeyondTheProxy(http.cookiejar.DefaultCookiePolicy):
+    """The browser's side of the TLS proxy is HTTPS: it sends its ``Secure`` cookies."""
 
-    def __init__(self, base_url: str) -> None:
+    def return_ok_secure(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return True
+
+
+class Browser:
+    """One person's browser: its own cookies (session, CSRF) against one server.
+
+    ``behind_tls_proxy``: the server runs the production settings, and each request comes
+    as their TLS-terminating proxy forwards it (``TLS_PROXY`` headers; the browser's
+    ``Origin`` is the HTTPS address, as CSRF checks it on a secure request)."""
+
+    def __init__(
+        self, base_url: str, *, behind_tls_proxy: bool = False, writes: Writes | None = None
+    ) -> None:
         self.base_url = base_url
-        self.jar = http.cookiejar.CookieJar()
+        self.writes = writes or Writes()
+        self.headers = dict(TLS_PROXY) if behind_tls_proxy else {}
+        self.jar = http.cookiejar.CookieJar(_HttpsBeyondTheProxy() if behind_tls_proxy else None)
         self.opener = urllib.request.build_opener(
             urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect()
         )
 
     def _open(self, request: urllib.request.Request) -> Response:
+        for name, value in self.headers.items():
+            request.add_header(name, value)
+        if self.headers and request.data is not None:
+            request.add_header("Origin", self.base_url.replace("http://", "https://", 1))
         try:
-            with self.opener.open(request, timeout=30) as r:
+            with self.writes.under_way(request), self.opener.open(request, timeout=30) as r:
                 return Response(r.status, {k.lower(): v for k, v in r.headers.items()}, _text(r))
         except urllib.error.HTTPError as r:
             return Response(r.code, {k.lower(): v for k, v in r.headers.items()}, _text(r))
+        except (urllib.error.URLError, ConnectionError, http.client.HTTPException) as exc:
+            if no_answer(exc):
+                raise NoAnswer(f"{request.get_method()} {request.full_url}: {exc!r}") from exc
+            raise
 
     def get(self, path: str) -> Response:
         return self._open(urllib.request.Request(self.base_url + path))

@@ -10,6 +10,7 @@ record folds again without findings (audit replay).
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import sys
@@ -39,9 +40,13 @@ from tests.deploy.conftest import broker_at
 from tests.deploy.servers import (
     REDIS_URL,
     ROOT,
+    TLS_PROXY,
     Browser,
+    NoAnswer,
     Response,
     WebProcess,
+    Writes,
+    no_answer,
     run_id_of,
     shared_database_url,
 )
@@ -66,8 +71,17 @@ def _web(env: dict[str, str], log: Path) -> WebProcess:
 class ApiClient:
     """An integration with its own bearer token."""
 
-    def __init__(self, base_url: str, user: Any) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        user: Any,
+        *,
+        behind_tls_proxy: bool = False,
+        writes: Writes | None = None,
+    ) -> None:
         self.base_url = base_url
+        self.writes = writes or Writes()  # as Browser's
+        self.headers = dict(TLS_PROXY) if behind_tls_proxy else {}  # as Browser's
         _, self.secret = token_create(user=user, name=f"integration of {user.username}")
 
     def call(
@@ -78,15 +92,21 @@ class ApiClient:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base_url + "/api/v1" + path, data, method=method)
         request.add_header("Authorization", f"Bearer {self.secret}")
+        for name, value in self.headers.items():
+            request.add_header(name, value)
         if key:
             request.add_header("Idempotency-Key", key)
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=60) as r:
+            with self.writes.under_way(request), urllib.request.urlopen(request, timeout=60) as r:
                 status, kind, text = r.status, r.headers["Content-Type"], r.read().decode()
         except urllib.error.HTTPError as r:
             status, kind, text = r.code, r.headers["Content-Type"], r.read().decode()
+        except (urllib.error.URLError, ConnectionError, http.client.HTTPException) as exc:
+            if no_answer(exc):
+                raise NoAnswer(f"{method} {path}: {exc!r}") from exc
+            raise
         kind = kind.split(";")[0]
         return status, kind, json.loads(text) if kind == "application/json" else text
 

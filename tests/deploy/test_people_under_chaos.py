@@ -1,10 +1,16 @@
 """A seeded random drill of the PostgreSQL + Redis + Celery deployment (README): several
 people act at once over real HTTP while worker processes are killed and paused.
 
-The deployment as documented, as subprocesses on the test database, this test's Redis
-database and its own queue: gunicorn started with ``-c gunicorn.conf.py`` and
-``WEB_CONCURRENCY=3`` (three web workers), two Celery workers (prefork, two pool
-processes each: ``make worker``'s ``--concurrency 2``) and one beat (the sweeper).
+The deployment as documented, as subprocesses on the production settings
+(``fieldops.settings_production`` with the environment the README has a deployer set:
+secret key, allowed hosts, callback key, ``DATABASE_URL``, ``CELERY_BROKER_URL``, and the
+files ``collectstatic`` wrote), the test database, this test's Redis database and its own
+queue: gunicorn started with ``-c gunicorn.conf.py`` and ``WEB_CONCURRENCY=3`` (three web
+workers), two Celery workers (prefork, two pool processes each: ``make worker``'s
+``--concurrency 2``) and one beat (the sweeper). The people reach gunicorn as through the
+TLS-terminating proxy those settings require (``X-Forwarded-Proto: https``, the client in
+``X-Forwarded-For``; the browsers send their HTTPS ``Origin`` and their ``Secure``
+cookies); nothing in the settings is relaxed for the test.
 
 Five people, each in their own thread with their own seeded choices:
 
@@ -22,7 +28,13 @@ Five people, each in their own thread with their own seeded choices:
 
 Meanwhile the chaos thread of ``tests/durable/chaos.py`` SIGKILLs pool processes and worker
 parents (a supervisor restarts them) and SIGSTOPs a pool process or a whole worker for
-longer than the lease, then SIGCONTs it.
+longer than the lease, then SIGCONTs it. At seeded moments of each chaos phase (before
+and after the host freeze) it also SIGKILLs beat once (the supervisor starts it again)
+and one of gunicorn's web workers three times, aiming at one inside a request while a
+person's write is under way (the arbiter starts another). A request that worker was serving gets no
+answer: the person treats that action's outcome as unknown (the integration sends the
+same Idempotency-Key again; a browser's start, cancel or decision stays unknown) and
+the checks below accept either outcome for exactly that action.
 
 Once, at a seeded moment, every worker process is frozen together (a hung host): the people
 go on for a few seconds (their approvals hand runs to a queue nobody consumes), then pause
@@ -39,17 +51,20 @@ database, the world's ledger and the console:
   (hash chains, audit replay) exits 0;
 - what each person was told is what the record holds: an approval or decline answered
   "done" is one ``approval.granted`` / ``approval.declined`` event, a cancellation answered
-  "done" the run's one ``run.cancelled``; the same Idempotency-Key started one run;
+  "done" the run's one ``run.cancelled`` (one that got no answer may add one event, never
+  more, and a run has at most one); the same Idempotency-Key started one run; a start
+  that got no answer started at most one run, which every check covers as any other;
 - every run page and API answer the watcher got during the chaos showed the state the
   run's events fold to at the revision it named, and a page that said "not moving" was
   about a run that moves by itself (not one waiting for a person, nor one that ended);
-- nobody got a 5xx; the run page (state and revision), the API's run and the recovery
-  page's ledger lookup of each attempt answer 200 and match the database, and the recovery
-  page lists none of the runs as stalled.
+- the sweeper reported after beat's last kill (beat came back and sweeps);
+- nobody got a 5xx on a request that was answered; the run page (state and revision),
+  the API's run and the recovery page's ledger lookup of each attempt answer 200 and
+  match the database, and the recovery page lists none of the runs as stalled.
 
 The seed is printed; ``FIELDOPS_DRILL_SEED=<seed>`` repeats every choice of the people and
 of the chaos thread (process timing still varies). ``FIELDOPS_DRILL_RUNS`` (default 24) sets
-how many runs are started. About 2-3 minutes with start-up and drain.
+how many runs are started. About 1.5-2.5 minutes with start-up and drain.
 """
 
 from __future__ import annotations
@@ -71,6 +86,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db.models import Q
 
 from approvals.models import Checkpoint
 from runs.domain import effects
@@ -80,7 +96,7 @@ from runs.replay.effect_audit import effect_violations
 from sim.world.fixtures import LIVE_NAMESPACE
 from sim.world.models import InventorySlot, LedgerEntry
 from tests.conftest import make_user
-from tests.deploy.servers import ROOT, Browser, WebProcess, run_id_of
+from tests.deploy.servers import ROOT, Browser, NoAnswer, WebProcess, Writes, run_id_of
 from tests.deploy.test_people_at_once import ApiClient
 from tests.durable import conftest as durable
 from tests.durable.chaos import Chaos, ChaosStats, Fleet, signal_group, started_fleet
@@ -120,6 +136,10 @@ class Record:
     told_approved: Counter[str] = field(default_factory=Counter)  # checkpoint -> "done"
     told_declined: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
+    # Writes whose connection was cut by a killed web worker: their outcome is unknown.
+    unknown_starts: int = 0
+    maybe_cancelled: Counter[str] = field(default_factory=Counter)  # run id -> cut cancels
+    maybe_decided: Counter[tuple[str, str]] = field(default_factory=Counter)  # (verdict, cp)
     # (run id, state, revision, where) the watcher was shown while the chaos went on
     seen: list[tuple[str, str, int, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -130,17 +150,30 @@ class Record:
             if status not in ok:
                 self.problems.append(f"{who} {action} {what}: HTTP {status}")
 
+    def cut(self, action: str) -> None:
+        """Note a request that got no answer (its web worker was killed)."""
+        with self.lock:
+            self.statuses[f"{action} no answer"] += 1
+
 
 class Person(threading.Thread):
-    """One person's loop, with its own seeded choices, until ``stop`` is set."""
+    """One person's loop, with its own seeded choices, until ``stop`` is set. A read that
+    gets no answer (its web worker was killed) ends that action, as a person would look
+    again; each write notes its own unknown outcome in the ``Record``."""
 
     def __init__(
-        self, name: str, seed: int, act: Callable[[random.Random], None], hold: threading.Event
+        self,
+        name: str,
+        seed: int,
+        act: Callable[[random.Random], None],
+        hold: threading.Event,
+        record: Record,
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.rng = random.Random(f"{seed}:{name}")
         self.act = act
         self.hold = hold  # set: the person stops acting (after the action in hand)
+        self.record = record
         self.idle = threading.Event()
         self.stop = threading.Event()
         self.error: BaseException | None = None
@@ -155,7 +188,10 @@ class Person(threading.Thread):
                     self.stop.wait(0.05)
                     continue
                 self.idle.clear()
-                self.act(self.rng)
+                try:
+                    self.act(self.rng)
+                except NoAnswer:
+                    self.record.cut(f"{self.name} read")
                 self.stop.wait(self.rng.uniform(0.05, 0.4))
         except BaseException as exc:  # reported by the test
             self.error = exc
@@ -243,9 +279,14 @@ def _host_freeze(
 
 
 @pytest.fixture
-def fleet(cluster: Any, tmp_path: Path) -> Iterator[Fleet]:
+def fleet(cluster: Any, tmp_path: Path, collected_static: Path) -> Iterator[Fleet]:
     with started_fleet(
-        cluster, tmp_path, size=WORKERS, concurrency=CONCURRENCY, lease_seconds=LEASE_SECONDS
+        cluster,
+        tmp_path,
+        size=WORKERS,
+        concurrency=CONCURRENCY,
+        lease_seconds=LEASE_SECONDS,
+        static_root=collected_static,
     ) as f:
         yield f
 
@@ -287,14 +328,18 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
     fleet.start(web)
     web_start = time.monotonic()
 
+    writes = Writes()  # under way now, of every person: the web worker kills aim at them
+
     def browser(name: str) -> Browser:
-        b = Browser(web.url)
+        b = Browser(web.url, behind_tls_proxy=True, writes=writes)
         b.login(f"drill-{name}", f"pw-drill-{name}")
         return b
 
     op_web, ap_web, watch = browser("op-web"), browser("ap-web"), browser("watch")
-    op_api, ap_api = ApiClient(web.url, users["op-api"]), ApiClient(web.url, users["ap-api"])
-    watch_api = ApiClient(web.url, users["watch"])
+    op_api, ap_api, watch_api = (
+        ApiClient(web.url, users[name], behind_tls_proxy=True, writes=writes)
+        for name in ("op-api", "ap-api", "watch")
+    )
     record = Record()
     half = RUNS // 2
     hold = threading.Event()  # set: the people stop acting (the host freeze's check)
@@ -327,12 +372,23 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
 
     def operator_web(rng: random.Random) -> None:
         if record.by_starter["op-web"] < half and in_flight("op-web") < IN_FLIGHT:
-            response = op_web.post("/runs/start/", START_FORM)
+            try:
+                response = op_web.post("/runs/start/", START_FORM)
+            except NoAnswer:  # a run may have started: the final count allows for it
+                record.cut("start")
+                with record.lock:
+                    record.unknown_starts += 1
+                    record.by_starter["op-web"] += 1
+                return
             record.note("op-web", "start", response.status, "form", (302,))
             if response.status == 302:
                 planned(run_id_of(response), "op-web", rng)
         for run_id in due_cancels(rng, share=0):
-            response = op_web.post(f"/runs/{run_id}/cancel/", {"reason": "drill: operator"})
+            try:
+                response = op_web.post(f"/runs/{run_id}/cancel/", {"reason": "drill: operator"})
+            except NoAnswer:
+                maybe_cancelled(run_id)
+                continue
             record.note("op-web", "cancel", response.status, run_id, (302, 409))
             if response.status == 302:
                 with record.lock:
@@ -342,18 +398,34 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
         if record.by_starter["op-api"] < RUNS - half and in_flight("op-api") < IN_FLIGHT:
             key = f"drill-{uuid.UUID(int=rng.getrandbits(128)).hex[:20]}"
             body = {"scenario": "reservation", "location_id": "LOC-N1"}
-            for _ in range(2 if rng.random() < 0.3 else 1):  # a retried start: one run
-                status, _, answer = op_api.call("POST", "/runs", body, key=key)
+            sends, answered, cut = (2 if rng.random() < 0.3 else 1), 0, 0
+            while answered < sends:  # a retried start: one run
+                try:
+                    status, _, answer = op_api.call("POST", "/runs", body, key=key)
+                except NoAnswer:  # unknown: the integration sends the same start again
+                    record.cut("start")
+                    cut += 1
+                    if cut == 5:  # given up on: it may have started a run
+                        with record.lock:
+                            record.unknown_starts += 1
+                        break
+                    continue
+                answered += 1
                 record.note("op-api", "start", status, key, (200, 201, 409))
                 if status in (200, 201):
                     with record.lock:
                         record.keys.setdefault(key, set()).add(str(answer["id"]))
-                    if status == 201:
+                        known = str(answer["id"]) in record.runs
+                    if not known:  # 201, or 200 replaying a start whose answer was cut
                         planned(str(answer["id"]), "op-api", rng)
         for run_id in due_cancels(rng, share=1):
-            status, _, answer = op_api.call(
-                "POST", f"/runs/{run_id}/cancel", {"reason": "drill: integration"}
-            )
+            try:
+                status, _, answer = op_api.call(
+                    "POST", f"/runs/{run_id}/cancel", {"reason": "drill: integration"}
+                )
+            except NoAnswer:
+                maybe_cancelled(run_id)
+                continue
             record.note("op-api", "cancel", status, run_id, (200, 409))
             if status == 200:
                 with record.lock:
@@ -361,6 +433,16 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
             elif status == 409 and answer.get("code") == "busy":
                 with record.lock:  # told to try again: it does, a moment later
                     record.cancel_plan[run_id] = time.monotonic() + 1.0
+
+    def maybe_cancelled(run_id: str) -> None:
+        record.cut("cancel")
+        with record.lock:
+            record.maybe_cancelled[run_id] += 1
+
+    def maybe_decided(checkpoint: str, choice: str) -> None:
+        record.cut(choice)
+        with record.lock:
+            record.maybe_decided[(choice, checkpoint)] += 1
 
     def verdict(rng: random.Random) -> str:
         if deciding_all.is_set():
@@ -390,10 +472,14 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
         if page.status != 200 or seen is None:
             return
         choice = verdict(rng)
-        response = ap_web.post(
-            f"/approvals/{checkpoint}/decide/",
-            {"verdict": choice, "seen_hash": seen.group(1), "reason": f"drill: {choice}"},
-        )
+        try:
+            response = ap_web.post(
+                f"/approvals/{checkpoint}/decide/",
+                {"verdict": choice, "seen_hash": seen.group(1), "reason": f"drill: {choice}"},
+            )
+        except NoAnswer:
+            maybe_decided(checkpoint, choice)
+            return
         record.note("ap-web", choice, response.status, checkpoint, (302, 409))
         if response.status == 302:
             told_done(checkpoint, choice, rng)
@@ -416,7 +502,11 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
         }
         if choice == "decline" and rng.random() < 0.5:  # asks for a new proposal
             decision["requested_change"] = {"quantity": 2}
-        status, _, answer = ap_api.call("POST", f"/checkpoints/{checkpoint}/decision", decision)
+        try:
+            status, _, answer = ap_api.call("POST", f"/checkpoints/{checkpoint}/decision", decision)
+        except NoAnswer:
+            maybe_decided(checkpoint, choice)
+            return
         record.note("ap-api", choice, status, checkpoint, (200, 409))
         if status == 200 and answer["recorded"]:
             told_done(checkpoint, choice, rng)
@@ -447,13 +537,19 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
             record.note("watch", "runs list", page.status, "", (200,))
 
     people = [
-        Person("op-web", seed, operator_web, hold),
-        Person("op-api", seed, operator_api, hold),
-        Person("ap-web", seed, approver_web, hold),
-        Person("ap-api", seed, approver_api, hold),
-        Person("watch", seed, watcher, hold),
+        Person("op-web", seed, operator_web, hold, record),
+        Person("op-api", seed, operator_api, hold, record),
+        Person("ap-web", seed, approver_web, hold, record),
+        Person("ap-api", seed, approver_api, hold, record),
+        Person("watch", seed, watcher, hold, record),
     ]
-    chaos = Chaos(fleet, random.Random(f"{seed}:chaos"), lease_seconds=LEASE_SECONDS)
+    chaos = Chaos(
+        fleet,
+        random.Random(f"{seed}:chaos"),
+        lease_seconds=LEASE_SECONDS,
+        web_workers=True,
+        writes=writes.any,
+    )
     stats = [chaos.stats]
     # While the operators are still starting runs (they start RUNS in about 20 s).
     freeze_at = random.Random(f"{seed}:freeze").uniform(5.0, 12.0)
@@ -475,7 +571,13 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
                 if chaos.error is not None:
                     break
                 frozen = _host_freeze(fleet, people, hold, watch, record)
-                chaos = Chaos(fleet, random.Random(f"{seed}:chaos2"), lease_seconds=LEASE_SECONDS)
+                chaos = Chaos(
+                    fleet,
+                    random.Random(f"{seed}:chaos2"),
+                    lease_seconds=LEASE_SECONDS,
+                    web_workers=True,
+                    writes=writes.any,
+                )
                 stats.append(chaos.stats)
                 chaos.start()
             time.sleep(0.5)
@@ -489,6 +591,21 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
     fleet.ensure_full()
     for person in people[:2]:
         person.stop.set()
+    for person in people[:2]:
+        person.join(timeout=60)
+    # A start whose request got no answer may have started a run nobody was told of: the
+    # record takes such runs from the database (at most one per start without an answer)
+    # and every check below covers them.
+    started = Run.objects.filter(
+        Q(principal_ref__endswith="drill-op-web") | Q(principal_ref__endswith="drill-op-api")
+    ).values_list("pk", flat=True)
+    untold = {str(pk) for pk in started} - record.runs
+    if len(untold) > record.unknown_starts:
+        record.problems.append(
+            f"{len(untold)} runs started that nobody was told of, after"
+            f" {record.unknown_starts} starts without an answer: {sorted(untold)}"
+        )
+    record.runs |= untold
     deciding_all.set()
     drain_began = time.monotonic()
     while time.monotonic() - drain_began < DRAIN_SECONDS:
@@ -514,6 +631,8 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
     if chaos.error is not None:
         problems.append(f"the chaos thread failed: {chaos.error!r}")
     problems += record.problems
+    silent = fleet.sweeper_silent_since_beat_killed()
+    problems += [silent] if silent else []
     runs = {str(r.pk): r for r in Run.objects.filter(pk__in=record.runs)}
     pending = {
         str(c.run_id): c.pk
@@ -568,6 +687,7 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
         EffectAttempt.objects.filter(run_id__in=list(runs)).values_list("idempotency_key", "status")
     )
     granted = Counter(str(r) for r, t, _ in events if t == EventType.APPROVAL_GRANTED)
+    took_effect: Counter[str] = Counter()  # writes without an answer that were done
     kinds: Counter[str] = Counter(t for _, t, _ in events)
     for run_id, run in runs.items():
         n = per_run[run_id]
@@ -589,9 +709,12 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
         cancelled = sum(
             1 for r, t, _ in events if str(r) == run_id and t == EventType.RUN_CANCELLED
         )
-        if record.told_cancelled[run_id] != cancelled or cancelled > 1:
+        # A cancel that got no answer may or may not have taken effect.
+        told, maybe = record.told_cancelled[run_id], record.maybe_cancelled[run_id]
+        took_effect["cancels"] += max(0, min(cancelled - told, maybe))
+        if not told <= cancelled <= told + maybe or cancelled > 1:
             problems.append(
-                f"run {run_id}: told cancelled {record.told_cancelled[run_id]} time(s),"
+                f"run {run_id}: told cancelled {told} time(s) ({maybe} without an answer),"
                 f" {cancelled} run.cancelled event(s), now {run.state}"
             )
     # What the console and the API showed during the chaos was the run at that revision
@@ -628,15 +751,19 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
         for _, t, refs in events
         if t == EventType.APPROVAL_COUNTED
     )
-    for told, kind in (
-        (record.told_approved, EventType.APPROVAL_GRANTED),
-        (record.told_declined, EventType.APPROVAL_DECLINED),
+    # A decision that got no answer may or may not have been recorded.
+    for choice, told_done_n, kind in (
+        ("approve", record.told_approved, EventType.APPROVAL_GRANTED),
+        ("decline", record.told_declined, EventType.APPROVAL_DECLINED),
     ):
-        for checkpoint, n in told.items():
-            if decided[(kind, checkpoint)] != n:
+        cut = {cp: n for (c, cp), n in record.maybe_decided.items() if c == choice}
+        for checkpoint in sorted(told_done_n.keys() | cut.keys()):
+            n, maybe = told_done_n[checkpoint], cut.get(checkpoint, 0)
+            took_effect["decisions"] += max(0, min(decided[(kind, checkpoint)] - n, maybe))
+            if not n <= decided[(kind, checkpoint)] <= n + maybe:
                 problems.append(
-                    f"checkpoint {checkpoint}: told {kind} {n} time(s),"
-                    f" {decided[(kind, checkpoint)]} event(s)"
+                    f"checkpoint {checkpoint}: told {kind} {n} time(s) ({maybe} without an"
+                    f" answer), {decided[(kind, checkpoint)]} event(s)"
                 )
     for key, started in record.keys.items():
         if len(started) != 1:
@@ -653,7 +780,7 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
     replay = subprocess.run(
         [sys.executable, "manage.py", "replay", *runs],
         cwd=ROOT,
-        env={**os.environ, **fleet.env(), "DJANGO_SETTINGS_MODULE": "fieldops.settings"},
+        env={**os.environ, **fleet.env()},
         capture_output=True,
         text=True,
         timeout=300,
@@ -673,8 +800,14 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
             f"drill summary: seed {seed}; chaos {chaos_seconds:.1f} s, drain"
             f" {drain_seconds:.1f} s, total {time.monotonic() - web_start:.1f} s",
             f"  faults: {s.child_kills} child kills, {s.parent_kills} parent kills"
-            f" ({s.restarts} restarts), {s.pauses} pauses ({s.worker_pauses} whole workers),"
-            f" {s.busy_targets} aimed at a lease holder; quorum {quorum}",
+            f" ({s.restarts} restarts with beat's), {s.pauses} pauses ({s.worker_pauses} whole"
+            f" workers), {s.busy_targets} aimed at a lease holder; {s.beat_kills} beat kills,"
+            f" {s.web_kills} web worker kills; quorum {quorum}",
+            f"  outcome unknown (no answer, not retried): {record.unknown_starts} starts,"
+            f" {sum(record.maybe_cancelled.values())} cancels,"
+            f" {sum(record.maybe_decided.values())} decisions; done all the same:"
+            f" {len(untold)} starts (runs learnt from the database),"
+            f" {took_effect['cancels']} cancels, {took_effect['decisions']} decisions",
             f"  host freeze: {frozen[0] if frozen else 'none'}",
             f"  runs {len(runs)}: "
             + ", ".join(
@@ -698,4 +831,5 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
         pytest.fail(f"seed {seed}:\n" + "\n".join(problems[:60]) + f"\n\n{summary}", pytrace=False)
     # The drill must have bitten, or it proves nothing.
     assert s.child_kills + s.parent_kills > 0 and s.pauses > 0, summary
+    assert s.beat_kills > 0 and s.web_kills > 0, summary
     assert kinds[EventType.APPROVAL_GRANTED] > 0 and ledger, summary

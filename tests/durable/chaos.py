@@ -2,14 +2,19 @@
 
 - ``Fleet``: the deployment as the README documents it, as subprocesses: one gunicorn web
   process, N Celery worker processes (prefork) and one beat (the sweeper), all on the
-  test database, their own Redis database and their own queue. ``Fleet.shutdown`` resumes
+  production settings (``fieldops.settings_production`` with the environment the README
+  tells a deployer to set, and the static files ``collectstatic`` wrote), the test
+  database, their own Redis database and their own queue. ``Fleet.shutdown`` resumes
   and stops every process it ever started, orphaned pool children included.
 - ``Chaos``: a thread that, from a seeded random generator, SIGKILLs worker pool children
   (sometimes a worker's parent, which is then restarted) and SIGSTOPs a child or a whole
-  worker for longer than the lease, then SIGCONTs it.
-- ``Desk``: an operator and an approver at their browsers (real HTTP, login, CSRF), who
-  start runs through the console's start form, approve through the exact-proposal page
-  with the hash the page shows, and cancel now and then.
+  worker for longer than the lease, then SIGCONTs it; it SIGKILLs beat now and then (the
+  supervisor restarts it) and, when asked, a gunicorn web worker (gunicorn's arbiter
+  replaces it; a request it was serving gets no answer).
+- ``Desk``: an operator and an approver at their browsers (real HTTP through the TLS
+  proxy the production settings expect, login, CSRF), who start runs through the
+  console's start form, approve through the exact-proposal page with the hash the page
+  shows, and cancel now and then.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +37,8 @@ from typing import Any
 from django.db import connection
 
 from runs.engine import liveness
-from runs.models import Run
-from tests.deploy.servers import ROOT, Browser, WebProcess, run_id_of
+from runs.models import Run, WorkerHeartbeat
+from tests.deploy.servers import PRODUCTION, ROOT, Browser, WebProcess, run_id_of
 from tests.durable.conftest import Cluster
 
 START_FORM = {"scenario": "reservation", "equipment_id": "EQ-17", "location_id": "LOC-N1"}
@@ -82,6 +87,7 @@ class Fleet:
     groups: set[int] = field(default_factory=set)  # every process group ever started
     beat: subprocess.Popen[bytes] | None = None
     web: WebProcess | None = None
+    beat_killed_at: float | None = None  # time.time() of beat's last SIGKILL
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def env(self) -> dict[str, str]:
@@ -104,13 +110,18 @@ class Fleet:
     def start(self, web: WebProcess) -> None:
         for _ in range(self.size):
             self._start_worker()
-        with (self.tmp / "beat.log").open("ab") as log:
-            self.beat = self._popen_beat(log)
-        self.groups.add(self.beat.pid)
+        self._start_beat()
         self.web = web
-        web.start()
+        web.start(ready="/healthz")  # the production settings send the rest to HTTPS
         if web.process is not None:
             self.groups.add(web.process.pid)
+
+    def _start_beat(self) -> None:
+        with (self.tmp / "beat.log").open("ab") as log:
+            beat = self._popen_beat(log)
+        with self.lock:
+            self.beat = beat
+            self.groups.add(beat.pid)
 
     def _popen_beat(self, log: Any) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
@@ -129,7 +140,7 @@ class Fleet:
                 "WARNING",
             ],
             cwd=ROOT,
-            env={**os.environ, "DJANGO_SETTINGS_MODULE": "fieldops.settings", **self.env()},
+            env={**os.environ, **self.env()},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -152,11 +163,46 @@ class Fleet:
         self._start_worker(slot)
 
     def ensure_full(self) -> int:
-        """Restart every worker whose parent is gone; return how many were restarted."""
+        """Restart every worker whose parent is gone, and beat if it is gone (as the
+        supervisor does); return how many processes were restarted."""
         dead = [i for i, p in enumerate(self.slots) if p.poll() is not None]
         for slot in dead:
             self.restart(slot)
-        return len(dead)
+        beat_dead = self.beat is not None and self.beat.poll() is not None
+        if beat_dead:
+            self._start_beat()
+        return len(dead) + beat_dead
+
+    def kill_beat(self) -> bool:
+        """SIGKILL beat (``ensure_full`` starts it again); False if it was not running."""
+        beat = self.beat
+        if beat is None or beat.poll() is not None or not signal_pid(beat.pid, signal.SIGKILL):
+            return False
+        self.beat_killed_at = time.time()
+        return True
+
+    def sweeper_silent_since_beat_killed(self) -> str | None:
+        """What is wrong if beat was killed and the sweeper has not reported since (beat not
+        started again, or started and not sweeping); None when all is well."""
+        if self.beat_killed_at is None:
+            return None
+        seen = max(
+            WorkerHeartbeat.objects.filter(role=WorkerHeartbeat.SWEEPER).values_list(
+                "seen_at", flat=True
+            ),
+            default=None,
+        )
+        if seen is not None and seen.timestamp() > self.beat_killed_at:
+            return None
+        return (
+            f"beat was killed {time.time() - self.beat_killed_at:.1f} s ago and the sweeper"
+            f" has not reported since (last: {seen})"
+        )
+
+    def web_workers(self) -> list[int]:
+        """The pids of gunicorn's live web workers (its arbiter's children)."""
+        process = self.web and self.web.process
+        return children_of(process.pid) if process and process.poll() is None else []
 
     def pool_children(self) -> dict[int, int]:
         """pid of each live pool child -> its worker slot."""
@@ -190,10 +236,17 @@ class Fleet:
 
 @contextlib.contextmanager
 def started_fleet(
-    cluster: Any, tmp: Path, *, size: int, concurrency: int, lease_seconds: int
+    cluster: Any,
+    tmp: Path,
+    *,
+    size: int,
+    concurrency: int,
+    lease_seconds: int,
+    static_root: Path,
 ) -> Iterator[Fleet]:
     """A ``Fleet`` of ``size`` workers on ``cluster`` with a ``lease_seconds`` lease, runs
-    seen stuck after 2 s and a sweep every second; shut down on leaving (before the
+    seen stuck after 2 s and a sweep every second, on the production settings with the
+    files ``collectstatic`` wrote to ``static_root``; shut down on leaving (before the
     cluster's teardown and before the database is dropped)."""
     cluster.lease_seconds = lease_seconds
     cluster.log_dir = tmp
@@ -203,6 +256,8 @@ def started_fleet(
         size=size,
         concurrency=concurrency,
         worker_env={
+            **PRODUCTION,
+            "FIELDOPS_STATIC_ROOT": str(static_root),
             "FIELDOPS_STUCK_AFTER_SECONDS": "2",
             "FIELDOPS_SWEEP_INTERVAL_SECONDS": "1",
         },
@@ -226,15 +281,19 @@ def _group_alive(pgid: int) -> bool:
     return _group_has_live_member(pgid)
 
 
+def _stat(pid: int | str) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first, the process
+    group third); empty once the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return []
+
+
 def _group_has_live_member(pgid: int) -> bool:
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
+        fields = _stat(entry.name) if entry.name.isdigit() else []
+        if fields and int(fields[2]) == pgid and fields[0] != "Z":
             return True
     return False
 
@@ -245,15 +304,22 @@ class ChaosStats:
     parent_kills: int = 0
     pauses: int = 0
     worker_pauses: int = 0  # of those: a whole worker (parent and children) frozen
-    restarts: int = 0
+    restarts: int = 0  # workers and beat
+    beat_kills: int = 0
+    web_kills: int = 0  # gunicorn web workers (the arbiter replaces them)
     busy_targets: int = 0  # faults aimed at a process that held a run's lease
 
 
 class Chaos(threading.Thread):
-    """SIGKILL and SIGSTOP worker processes at random (seeded) until ``stop()``.
+    """SIGKILL and SIGSTOP the fleet's processes at random (seeded) until ``stop()``.
 
-    Every step picks, with fixed weights, one of: kill a pool child, kill a worker's
-    parent (restarted at once), pause a pool child, pause a whole worker. Targets are
+    Every step first restarts what the supervisor would (dead worker parents, beat).
+    At seeded moments of its first ``FAULT_WINDOW`` seconds it SIGKILLs beat (once) and,
+    with ``web_workers``, one of gunicorn's web workers (``WEB_KILLS`` times, preferably
+    one inside a request while the people have a write under way: the arbiter starts
+    another; the people must then cope with a request that got no answer). Otherwise it
+    picks, with fixed weights, one of: kill a pool child, kill a worker's parent
+    (restarted at once), pause a pool child, pause a whole worker. Worker targets are
     preferably processes that hold a run's lease right now (the lease owner names the
     child's pid), so faults land inside the reservation path rather than on idle
     processes. A pause lasts longer than the lease, so another worker takes the run over
@@ -261,12 +327,28 @@ class Chaos(threading.Thread):
     """
 
     WEIGHTS = (("kill_child", 40), ("kill_parent", 8), ("pause_child", 37), ("pause_worker", 15))
+    FAULT_WINDOW, WEB_KILLS = 15.0, 3
 
-    def __init__(self, fleet: Fleet, rng: random.Random, *, lease_seconds: int) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        rng: random.Random,
+        *,
+        lease_seconds: int,
+        web_workers: bool = False,
+        writes: Callable[[], bool] = lambda: True,
+    ) -> None:
         super().__init__(name="chaos", daemon=True)
         self.fleet = fleet
         self.rng = rng
         self.lease_seconds = lease_seconds
+        self.writes = writes  # whether the people have a write under way now
+        # Seconds after the thread starts: the moments of the kills that are not weighted.
+        self.beat_kill_at = [rng.uniform(1.0, self.FAULT_WINDOW)]
+        self.web_kill_at = sorted(
+            rng.uniform(1.0, self.FAULT_WINDOW) for _ in range(self.WEB_KILLS * web_workers)
+        )
+        self.began = time.monotonic()
         self.stats = ChaosStats()
         self.error: BaseException | None = None
         self.max_paused = max(1, fleet.size - 1)
@@ -285,6 +367,7 @@ class Chaos(threading.Thread):
             self._resume(kind, target)
 
     def run(self) -> None:
+        self.began = time.monotonic()
         try:
             while not self._stop_event.wait(self.rng.uniform(0.3, 1.2)):
                 self.step()
@@ -296,6 +379,15 @@ class Chaos(threading.Thread):
     def step(self) -> None:
         restarted = self.fleet.ensure_full()
         self.stats.restarts += restarted
+        elapsed = time.monotonic() - self.began
+        if self.beat_kill_at and elapsed >= self.beat_kill_at[0]:
+            self.beat_kill_at.pop(0)
+            self.stats.beat_kills += self.fleet.kill_beat()
+            return
+        if self.web_kill_at and elapsed >= self.web_kill_at[0]:
+            self.web_kill_at.pop(0)
+            self._kill_web_worker()
+            return
         children = self.fleet.pool_children()
         if not children:
             return
@@ -324,6 +416,21 @@ class Chaos(threading.Thread):
             self._pause("pid", child)
         else:
             self._pause("group", parent.pid)
+
+    def _kill_web_worker(self) -> None:
+        """SIGKILL a gunicorn web worker, preferably one running now (inside a request: an
+        idle sync worker sleeps waiting for a connection) while the people have a write
+        under way, watched for up to two seconds, so that the kill may cut a write."""
+        deadline = time.monotonic() + 2.0
+        while True:
+            workers = sorted(self.fleet.web_workers())
+            running = [pid for pid in workers if _stat(pid)[:1] == ["R"]] if self.writes() else []
+            if running or time.monotonic() >= deadline:
+                break
+            time.sleep(0.005)
+        targets = running or workers
+        if targets and signal_pid(self.rng.choice(targets), signal.SIGKILL):
+            self.stats.web_kills += 1
 
     def _lease_holders(self) -> set[int]:
         """Pool children that hold a run's lease now (lease owner
@@ -367,9 +474,9 @@ class Desk:
     """The operator and the approver (two people, two browsers) of tenant north."""
 
     def __init__(self, base_url: str, *, operator: str, approver: str) -> None:
-        self.operator = Browser(base_url)
+        self.operator = Browser(base_url, behind_tls_proxy=True)
         self.operator.login(operator, "pw-" + operator)
-        self.approver = Browser(base_url)
+        self.approver = Browser(base_url, behind_tls_proxy=True)
         self.approver.login(approver, "pw-" + approver)
         self.statuses: Counter[str] = Counter()
         self.server_errors: list[str] = []

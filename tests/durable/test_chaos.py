@@ -1,10 +1,13 @@
 """The real-process chaos test (issue 14): every effect accounted for exactly once while
 real worker processes are killed and paused at random and people act over real HTTP.
 
-The deployment runs as documented (README), as subprocesses on the test PostgreSQL
-database, this test's own Redis database and its own queue: one gunicorn web process
-(``FIELDOPS_EXECUTION=celery``), ``WORKERS`` Celery workers (prefork, ``CONCURRENCY``
-pool processes each, a ``LEASE_SECONDS`` lease) and one beat sweeping every second.
+The deployment runs as documented (README), as subprocesses on the production settings
+(``fieldops.settings_production`` and the environment the README has a deployer set; the
+people reach the web process as through the TLS-terminating proxy those settings expect),
+the test PostgreSQL database, this test's own Redis database and its own queue: one
+gunicorn web process (``FIELDOPS_EXECUTION=celery``), ``WORKERS`` Celery workers (prefork,
+``CONCURRENCY`` pool processes each, a ``LEASE_SECONDS`` lease) and one beat sweeping
+every second.
 
 For ``FIELDOPS_CHAOS_SECONDS`` (default 60; at most 180) an operator starts reservation
 runs through the console's start form and an approver (another person) approves each
@@ -14,7 +17,11 @@ exercise reconciliation, and the operator cancels a few: at a random moment of t
 first second, or within 30 ms of their approval, racing the reservation's dispatch (the
 summary counts refused cancels by the state they met). Meanwhile a seeded chaos thread
 SIGKILLs pool children (sometimes a worker's parent, restarted at once) and SIGSTOPs a
-child or a whole worker for longer than the lease, then SIGCONTs it.
+child or a whole worker for longer than the lease, then SIGCONTs it; at a seeded moment it
+SIGKILLs beat, which the supervisor (the chaos thread's next step) starts again: the
+sweeper must have reported after that kill. (The web
+worker is faulted by ``tests/deploy/test_people_under_chaos.py``, whose people cope with a
+request that gets no answer.)
 
 Then the chaos stops, every process is resumed, the fleet drains (waiting approvals are
 given) until every run has ended and the sweeper has picked up what ended runs left, and
@@ -96,9 +103,14 @@ WATCHED = (  # counted in the summary
 
 
 @pytest.fixture
-def fleet(cluster: Any, tmp_path: Path) -> Any:
+def fleet(cluster: Any, tmp_path: Path, collected_static: Path) -> Any:
     with started_fleet(
-        cluster, tmp_path, size=WORKERS, concurrency=CONCURRENCY, lease_seconds=LEASE_SECONDS
+        cluster,
+        tmp_path,
+        size=WORKERS,
+        concurrency=CONCURRENCY,
+        lease_seconds=LEASE_SECONDS,
+        static_root=collected_static,
     ) as f:
         yield f
 
@@ -253,8 +265,8 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
             f"chaos summary: seed {seed}; chaos {chaos_seconds:.1f} s, drain {drain_seconds:.1f} s;"
             f" {WORKERS} workers x {CONCURRENCY}, lease {LEASE_SECONDS} s",
             f"  faults: {s.child_kills} child kills, {s.parent_kills} parent kills"
-            f" ({s.restarts} restarts), {s.pauses} pauses ({s.worker_pauses} whole workers);"
-            f" {s.busy_targets} aimed at a lease holder",
+            f" ({s.restarts} restarts with beat's), {s.pauses} pauses ({s.worker_pauses} whole"
+            f" workers), {s.beat_kills} beat kills; {s.busy_targets} aimed at a lease holder",
             f"  takeovers (run.recovered): {takeovers}; fenced old owners"
             f" (stale_owner.rejected): {events[EventType.STALE_OWNER_REJECTED]}",
             "  reconciliation: "
@@ -276,6 +288,8 @@ def test_every_effect_is_accounted_for_exactly_once_under_kills_pauses_and_races
     for run_id, found in violations.items():
         problems += [f"run {run_id}: {v}" for v in found]
     problems += [f"server error: {e}" for e in desk.server_errors]
+    silent = fleet.sweeper_silent_since_beat_killed()
+    problems += [silent] if silent else []
     problems += [
         f"slot {slot}: {taken} units taken from stock, {booked} reserved in the ledger"
         for slot, (taken, booked) in stock_mismatches.items()
