@@ -281,17 +281,19 @@ def approvals_detail(request: AuthedHtmxRequest, checkpoint_id: str) -> HttpResp
 
 def _closed_since_shown(checkpoint: Checkpoint, context: dict[str, Any]) -> str:
     """What closed a checkpoint a page showed open: its run's cancellation, its expiry
-    (``closed_note``, as the page itself would say), or a decision recorded elsewhere."""
+    (``closed_note``, as the page itself would say), or a decision recorded elsewhere: by
+    every approver a quorum counted, at the time as the console's other notices read it."""
     if context["closed_note"]:
         return str(context["closed_note"])
     decision = context["decision"]
     if decision is None:
         return f"it is {checkpoint.status}."
-    when = clock.iso(decision.created_at)
+    when = decision.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     if checkpoint.kind == Checkpoint.Kind.CLARIFICATION:
         return f"answered by {decision.decided_by_ref} at {when}."
     verdict = "approved" if decision.verdict == Decision.Verdict.APPROVE else "declined"
-    return f"{verdict} by {decision.decided_by_ref} at {when}: “{decision.reason}”."
+    who = ", ".join(decision.approvers or [decision.decided_by_ref])
+    return f"{verdict} by {who} at {when}: “{decision.reason}”."
 
 
 def _refusal_response(

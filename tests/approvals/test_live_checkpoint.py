@@ -192,3 +192,56 @@ def test_my_own_approval_from_another_tab_turns_my_buttons_off(operator: Any) ->
     actions = body.split('id="decide-actions"', 1)[1].split("</div>")[0]
     assert actions.count(" disabled") == 2
     assert "You already approved" in body
+
+
+def test_the_notice_of_a_decision_made_elsewhere_says_its_time_as_the_console_does(
+    approver: Any, operator: Any
+) -> None:
+    """The notice reads its time as every other page of the console does (seconds, UTC),
+    not as the stored ISO stamp (``2026-12-08T00:39:58.835104+00:00``)."""
+    colleague = make_user("colleague", "north", "approver")
+    run = make_run(principal="user:operator", requested_by=operator)
+    checkpoint = checkpoint_of(run)
+    approvals.approval_decide(
+        checkpoint_id=checkpoint.pk,
+        user=colleague,
+        approve=True,
+        seen_hash=checkpoint.proposal_hash,
+        reason="matches the manual",
+    )
+    decided = Checkpoint.objects.get(pk=checkpoint.pk).decision.created_at
+    text = (
+        _client(approver)
+        .get(reverse("approvals-detail", args=[checkpoint.pk]), **POLL)
+        .content.decode()
+    )
+    notice = text.split('id="checkpoint-closed"', 1)[1].split("</div>")[0]
+    assert f"approved by user:colleague at {decided:%Y-%m-%d %H:%M:%S} UTC" in notice
+    assert "+00:00" not in notice
+
+
+def test_the_notice_of_a_quorum_completed_elsewhere_names_every_approver(operator: Any) -> None:
+    """Quorum 2, completed by two colleagues while a third approver reviews: the notice
+    names both whose approvals made it up, not only the one who completed it."""
+    from approvals.models import ApprovalPolicy
+
+    ana = make_user("ana", "north", "approver")
+    bo = make_user("bo", "north", "approver")
+    cy = make_user("cy", "north", "approver")
+    ApprovalPolicy.objects.create(
+        tenant="north", name="two-of", capability="reserve_part", quorum=2
+    )
+    run = make_run(principal="user:operator", requested_by=operator)
+    checkpoint = checkpoint_of(run)
+    for user in (ana, bo):
+        result = approvals.approval_decide(
+            checkpoint_id=checkpoint.pk,
+            user=user,
+            approve=True,
+            seen_hash=checkpoint.proposal_hash,
+            reason=f"Checked by {user.username}.",
+        )
+        assert result.recorded, result.refusal
+    text = _client(cy).get(reverse("approvals-detail", args=[checkpoint.pk]), **POLL)
+    notice = text.content.decode().split('id="checkpoint-closed"', 1)[1].split("</div>")[0]
+    assert "approved by user:ana, user:bo at" in notice
