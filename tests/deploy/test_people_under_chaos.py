@@ -543,13 +543,17 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
         Person("ap-api", seed, approver_api, hold, record),
         Person("watch", seed, watcher, hold, record),
     ]
-    chaos = Chaos(
-        fleet,
-        random.Random(f"{seed}:chaos"),
-        lease_seconds=LEASE_SECONDS,
-        web_workers=True,
-        writes=writes.any,
-    )
+
+    def chaos_phase(label: str) -> Chaos:
+        return Chaos(
+            fleet,
+            random.Random(f"{seed}:{label}"),
+            lease_seconds=LEASE_SECONDS,
+            web_workers=True,
+            writes=writes.any,
+        )
+
+    chaos = chaos_phase("chaos")
     stats = [chaos.stats]
     # While the operators are still starting runs (they start RUNS in about 20 s).
     freeze_at = random.Random(f"{seed}:freeze").uniform(5.0, 12.0)
@@ -571,13 +575,7 @@ def test_people_acting_at_once_under_kills_and_pauses_leave_a_provable_record(
                 if chaos.error is not None:
                     break
                 frozen = _host_freeze(fleet, people, hold, watch, record)
-                chaos = Chaos(
-                    fleet,
-                    random.Random(f"{seed}:chaos2"),
-                    lease_seconds=LEASE_SECONDS,
-                    web_workers=True,
-                    writes=writes.any,
-                )
+                chaos = chaos_phase("chaos2")
                 stats.append(chaos.stats)
                 chaos.start()
             time.sleep(0.5)
