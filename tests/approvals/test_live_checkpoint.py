@@ -32,6 +32,15 @@ def _client(user: Any) -> Client:
     return client
 
 
+def _quorum_of_two() -> None:
+    """North's reservations need two approvers from now on."""
+    from approvals.models import ApprovalPolicy
+
+    ApprovalPolicy.objects.create(
+        tenant="north", name="two-of", capability="reserve_part", quorum=2
+    )
+
+
 def test_the_page_of_an_open_checkpoint_polls_and_hears_nothing_while_it_is_open(
     approver: Any, operator: Any
 ) -> None:
@@ -122,13 +131,9 @@ def test_an_approval_counted_meanwhile_is_shown_and_nothing_else_is_sent_again(
 ) -> None:
     """Quorum 2: a colleague's counted approval (1 of 2) shows on the open page without a
     reload (the count, who approved, who still may); polled again with nothing new, 204."""
-    from approvals.models import ApprovalPolicy
-
     ana = make_user("ana", "north", "approver")
     bo = make_user("bo", "north", "approver")
-    ApprovalPolicy.objects.create(
-        tenant="north", name="two-of", capability="reserve_part", quorum=2
-    )
+    _quorum_of_two()
     run = make_run(principal="user:operator", requested_by=operator)
     checkpoint = checkpoint_of(run)
     assert checkpoint.quorum == 2
@@ -170,13 +175,9 @@ def test_an_approval_counted_meanwhile_is_shown_and_nothing_else_is_sent_again(
 def test_my_own_approval_from_another_tab_turns_my_buttons_off(operator: Any) -> None:
     """The same person cannot count twice: approved from another tab, this page's
     buttons turn off with the reason."""
-    from approvals.models import ApprovalPolicy
-
     ana = make_user("ana", "north", "approver")
     make_user("bo", "north", "approver")
-    ApprovalPolicy.objects.create(
-        tenant="north", name="two-of", capability="reserve_part", quorum=2
-    )
+    _quorum_of_two()
     run = make_run(principal="user:operator", requested_by=operator)
     checkpoint = checkpoint_of(run)
     client = _client(ana)
@@ -223,14 +224,10 @@ def test_the_notice_of_a_decision_made_elsewhere_says_its_time_as_the_console_do
 def test_the_notice_of_a_quorum_completed_elsewhere_names_every_approver(operator: Any) -> None:
     """Quorum 2, completed by two colleagues while a third approver reviews: the notice
     names both whose approvals made it up, not only the one who completed it."""
-    from approvals.models import ApprovalPolicy
-
     ana = make_user("ana", "north", "approver")
     bo = make_user("bo", "north", "approver")
     cy = make_user("cy", "north", "approver")
-    ApprovalPolicy.objects.create(
-        tenant="north", name="two-of", capability="reserve_part", quorum=2
-    )
+    _quorum_of_two()
     run = make_run(principal="user:operator", requested_by=operator)
     checkpoint = checkpoint_of(run)
     for user in (ana, bo):
